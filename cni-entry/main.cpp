@@ -1,0 +1,67 @@
+// plumb's entry point as a CNI plugin: environment + stdin -> engine -> stdout JSON or CNI error.
+// Nothing else lives here.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <iterator>
+#include <string>
+
+#include "engine/cni/cni.hpp"
+#include "engine/pod/config.hpp"
+#include "engine/pod/log.hpp"
+#include "engine/pod/pod.hpp"
+
+namespace {
+
+const char* env_get(const char* name) { return std::getenv(name); }
+
+void print(const std::string& s) {
+  size_t off = 0;
+  while (off < s.size()) {
+    ssize_t n = ::write(1, s.data() + off, s.size() - off);
+    if (n <= 0) return;
+    off += static_cast<size_t>(n);
+  }
+}
+
+/// Best-effort cniVersion of a config we could not fully parse, for the error JSON.
+std::string version_of(const std::string& input) {
+  auto doc = plumb::json::parse(input, "stdin");
+  if (doc && doc->IsObject()) {
+    auto v = plumb::json::get_string(*doc, "cniVersion", "config");
+    if (v && *v && plumb::cni::version_supported(**v)) return **v;
+  }
+  return "1.1.0";
+}
+
+int report(const plumb::Error& e, const std::string& version, plumb::pod::Log& log) {
+  log.error(e.text());
+  print(plumb::cni::encode_error(e, version));
+  return 1;
+}
+
+}  // namespace
+
+int main() {
+  std::string input((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
+  plumb::pod::Log log;
+
+  auto env = plumb::cni::Env::from(env_get);
+  if (!env) return report(env.error(), version_of(input), log);
+
+  if (env->command == plumb::cni::Command::Version) {
+    print(plumb::cni::encode_version_info(version_of(input)));
+    return 0;
+  }
+
+  auto conf = plumb::pod::parse_config(input);
+  if (!conf) return report(conf.error(), version_of(input), log);
+  log.configure(conf->log_level, conf->log_file);
+
+  auto out = plumb::pod::run(*env, *conf, log);
+  if (!out) return report(out.error(), conf->cni_version, log);
+  print(*out);
+  return 0;
+}

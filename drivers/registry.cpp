@@ -1,0 +1,26 @@
+#include "drivers/registry.hpp"
+
+#include <array>
+
+namespace plumb::drivers {
+namespace {
+const std::array<const Driver*, 2> kDrivers = {&kBridge, &kLoopback};
+}  // namespace
+
+const Driver* find(std::string_view type) {
+  for (const Driver* d : kDrivers) {
+    if (d->type == type) return d;
+  }
+  return nullptr;
+}
+
+std::string known_types() {
+  std::string out;
+  for (const Driver* d : kDrivers) {
+    if (!out.empty()) out += ", ";
+    out += d->type;
+  }
+  return out;
+}
+
+}  // namespace plumb::drivers

@@ -1,0 +1,119 @@
+// CNI wire types (CNI SPEC 0.1.0 .. 1.1.0): the invocation environment, results in every version
+// with conversion, and error JSON. Nothing here touches the kernel.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "engine/common/ip.hpp"
+#include "engine/common/json.hpp"
+#include "engine/common/result.hpp"
+
+namespace plumb::cni {
+
+/// Versions plumb accepts, oldest first: 0.1.0 0.2.0 0.3.0 0.3.1 0.4.0 1.0.0 1.1.0.
+const std::vector<std::string>& supported_versions();
+/// True if `v` is one of supported_versions().
+[[nodiscard]] bool version_supported(std::string_view v);
+/// Compares two dotted versions numerically: <0, 0, >0. Unparseable parts compare as 0.
+[[nodiscard]] int compare_versions(std::string_view a, std::string_view b);
+
+/// True if `name` is a valid Linux interface name (kernel dev_valid_name): 1..15 bytes, not "."
+/// or "..", no '/', ':' or whitespace. (Added by the cni/nad owner; used for CNI_IFNAME and the
+/// selection annotation's "interface".)
+[[nodiscard]] bool is_valid_ifname(std::string_view name);
+
+enum class Command { Add, Del, Check, Version, Status, Gc };
+
+/// The CNI_* environment of one invocation (SPEC "Parameters").
+struct Env {
+  Command command = Command::Version;
+  std::string container_id;  // CNI_CONTAINERID
+  std::string netns;         // CNI_NETNS (may be empty for DEL)
+  std::string ifname;        // CNI_IFNAME
+  std::string path;          // CNI_PATH
+  std::string args_raw;      // CNI_ARGS as given
+  std::vector<std::pair<std::string, std::string>> args;  // CNI_ARGS split at ';' and '='
+
+  /// Reads the environment through `getenv_fn` (std::getenv in production). Validates what the
+  /// command requires (ADD/CHECK: CNI_CONTAINERID, CNI_NETNS, CNI_IFNAME; DEL: CNI_CONTAINERID,
+  /// CNI_IFNAME; GC/STATUS/VERSION: nothing). Errors: kInvalidEnv naming the variable; an unknown
+  /// CNI_COMMAND is kInvalidEnv naming the value; a container ID that is not [A-Za-z0-9_.-]+ or
+  /// starts with '.' is kInvalidEnv (it becomes part of paths); so is one longer than 1024 or
+  /// containing "..", a CNI_IFNAME that is not is_valid_ifname(), and a non-empty CNI_ARGS item
+  /// without '=' (empty items are skipped).
+  [[nodiscard]] static Result<Env> from(const char* (*getenv_fn)(const char*));
+  /// Value of CNI_ARGS key `key` (exact match), if present.
+  [[nodiscard]] std::optional<std::string> arg(std::string_view key) const;
+};
+
+/// One entry of a result's "interfaces" (0.3.0+).
+struct Interface {
+  std::string name;
+  std::string mac;            // "" if unknown
+  std::optional<uint32_t> mtu_bytes;  // 1.1.0 "mtu"
+  std::string sandbox;        // netns path for container-side interfaces, "" for host side
+  std::string socket_path;    // 1.1.0 "socketPath"
+  std::string pci_id;         // 1.1.0 "pciID"
+};
+
+/// One entry of "ips". gateway optional; interface is an index into interfaces.
+struct IpConfig {
+  IpPrefix address;
+  std::optional<IpAddr> gateway;
+  std::optional<int> interface;
+};
+
+/// One entry of "routes".
+struct RouteEntry {
+  IpPrefix dst;
+  std::optional<IpAddr> gw;
+  std::optional<int> mtu_bytes, advmss, priority, table, scope;  // 1.1.0 additions
+};
+
+struct Dns {
+  std::vector<std::string> nameservers;
+  std::string domain;
+  std::vector<std::string> search;
+  std::vector<std::string> options;
+  [[nodiscard]] bool empty() const { return nameservers.empty() && domain.empty() && search.empty() && options.empty(); }
+};
+
+/// A result in plumb's internal form (the 1.1.0 shape, a superset of every older one).
+struct CniResult {
+  std::string cni_version;  // version the result was decoded from / is to be encoded as
+  std::vector<Interface> interfaces;
+  std::vector<IpConfig> ips;
+  std::vector<RouteEntry> routes;
+  Dns dns;
+};
+
+/// Decodes a result of any supported version (`version` selects the shape: 0.1.0/0.2.0 use
+/// ip4/ip6, 0.3.x have ips[].version, 0.4.0+ not). Errors: kDecode naming the bad field.
+[[nodiscard]] Result<CniResult> decode_result(const json::Value& v, std::string_view version);
+/// Encodes `r` in `version`'s shape. Converting down to 0.1/0.2 keeps the first IPv4 and IPv6
+/// address (ip4/ip6 with their gateway and the routes of that family); 0.3.x adds
+/// ips[].version. A result without addresses encodes to 0.1/0.2 as {"cniVersion","dns"} (libcni's
+/// converter would refuse it). "dns" is always written below 1.0.0 and omitted when empty from
+/// 1.0.0 on, as libcni does. Errors: kIncompatibleVersion for an unsupported version.
+[[nodiscard]] Result<json::Document> encode_result(const CniResult& r, std::string_view version);
+
+/// The error JSON a plugin prints on failure: {"cniVersion","code","msg","details"}.
+[[nodiscard]] std::string encode_error(const Error& e, std::string_view version);
+/// The VERSION verb's answer: {"cniVersion": version, "supportedVersions": [...]}.
+[[nodiscard]] std::string encode_version_info(std::string_view version);
+
+/// A runtimeConfig key as CONVENTIONS.md spells it, found case-insensitively (containerd sends
+/// "PortMappings", "HostPort" ...). Returns the canonical spelling for known keys
+/// (portMappings, bandwidth, ips, mac, infinibandGUID, deviceID, dns, aliases, cgroupPath,
+/// CNIDeviceInfoFile, io.kubernetes.cri.pod-annotations, hostPort, containerPort, protocol,
+/// hostIP, ingressRate, ingressBurst, egressRate, egressBurst), `key` unchanged otherwise.
+[[nodiscard]] std::string canonical_runtime_key(std::string_view key);
+/// Returns a copy of a runtimeConfig object with every known key (recursively inside
+/// portMappings entries and bandwidth) renamed to its canonical spelling.
+[[nodiscard]] json::Document canonicalize_runtime_config(const json::Value& rc);
+
+}  // namespace plumb::cni

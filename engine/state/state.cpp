@@ -1,0 +1,221 @@
+#include "engine/state/state.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace plumb::state {
+namespace {
+
+Status mkdirs(const std::string& path) {
+  std::string cur;
+  size_t pos = 0;
+  while (pos != std::string::npos) {
+    pos = path.find('/', pos + 1);
+    cur = path.substr(0, pos);
+    if (cur.empty()) continue;
+    if (::mkdir(cur.c_str(), 0700) != 0 && errno != EEXIST) {
+      return fail_errno(errno, "create state directory " + cur);
+    }
+  }
+  return {};
+}
+
+json::Value str(std::string_view s, json::Document::AllocatorType& a) {
+  return json::Value(s.data(), static_cast<rapidjson::SizeType>(s.size()), a);
+}
+
+}  // namespace
+
+FileLock& FileLock::operator=(FileLock&& o) noexcept {
+  if (this != &o) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = o.fd_;
+    o.fd_ = -1;
+  }
+  return *this;
+}
+
+FileLock::~FileLock() {
+  if (fd_ >= 0) ::close(fd_);  // closing drops the flock
+}
+
+Result<FileLock> lock_file(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return fail_errno(errno, "open lock file " + path);
+  while (::flock(fd, LOCK_EX) != 0) {
+    if (errno == EINTR) continue;
+    int err = errno;
+    ::close(fd);
+    return fail_errno(err, "lock " + path);
+  }
+  return FileLock(fd);
+}
+
+Status write_atomic(const std::string& path, std::string_view data) {
+  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return fail_errno(errno, "write " + path);
+  size_t off = 0;
+  while (off < data.size()) {
+    ssize_t n = ::write(fd, data.data() + off, data.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int err = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return fail_errno(err, "write " + path);
+    }
+    off += static_cast<size_t>(n);
+  }
+  if (::close(fd) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    return fail_errno(err, "write " + path);
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    return fail_errno(err, "rename into " + path);
+  }
+  return {};
+}
+
+Result<FileLock> StateDir::lock_container(const std::string& container_id) const {
+  PLUMB_TRY(mkdirs(root_ + "/locks"));
+  return lock_file(root_ + "/locks/" + container_id);
+}
+
+std::string StateDir::record_path(const AttachmentRecord& rec) const {
+  return root_ + "/containers/" + rec.container_id + "/" + std::to_string(rec.index) + "-" + rec.ifname + ".json";
+}
+
+Status StateDir::write(const AttachmentRecord& rec) const {
+  PLUMB_TRY(mkdirs(root_ + "/containers/" + rec.container_id));
+  return write_atomic(record_path(rec), encode(rec));
+}
+
+Result<std::vector<AttachmentRecord>> StateDir::read(const std::string& container_id) const {
+  std::vector<AttachmentRecord> out;
+  std::string dir = root_ + "/containers/" + container_id;
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) {
+    if (errno == ENOENT) return out;
+    return fail_errno(errno, "read state directory " + dir);
+  }
+  std::vector<std::string> names;
+  while (dirent* e = ::readdir(d)) {
+    std::string n = e->d_name;
+    if (n.size() > 5 && n.ends_with(".json")) names.push_back(n);
+  }
+  ::closedir(d);
+  for (auto& n : names) {
+    std::string path = dir + "/" + n;
+    std::ifstream f(path);
+    if (!f) {
+      if (errno == ENOENT) continue;
+      return fail_errno(errno, "read state record " + path);
+    }
+    std::stringstream ss;
+    ss << f.rdbuf();
+    out.push_back(PLUMB_TRY(decode(ss.str(), path)));
+  }
+  std::sort(out.begin(), out.end(), [](const AttachmentRecord& a, const AttachmentRecord& b) { return a.index < b.index; });
+  return out;
+}
+
+Status StateDir::remove(const AttachmentRecord& rec) const {
+  std::string path = record_path(rec);
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) return fail_errno(errno, "remove state record " + path);
+  std::string dir = root_ + "/containers/" + rec.container_id;
+  if (::rmdir(dir.c_str()) != 0 && errno != ENOTEMPTY && errno != EEXIST && errno != ENOENT) {
+    return fail_errno(errno, "remove state directory " + dir);
+  }
+  return {};
+}
+
+Result<std::vector<std::string>> StateDir::containers() const {
+  std::vector<std::string> out;
+  std::string dir = root_ + "/containers";
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) {
+    if (errno == ENOENT) return out;
+    return fail_errno(errno, "read state directory " + dir);
+  }
+  while (dirent* e = ::readdir(d)) {
+    std::string n = e->d_name;
+    if (n != "." && n != "..") out.push_back(n);
+  }
+  ::closedir(d);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string encode(const AttachmentRecord& rec) {
+  json::Document d(rapidjson::kObjectType);
+  auto& a = d.GetAllocator();
+  d.AddMember("containerID", str(rec.container_id, a), a);
+  d.AddMember("index", rec.index, a);
+  d.AddMember("ifname", str(rec.ifname, a), a);
+  d.AddMember("network", str(rec.network, a), a);
+  d.AddMember("selection", str(rec.selection, a), a);
+  d.AddMember("default", rec.is_default, a);
+  d.AddMember("podNamespace", str(rec.pod_namespace, a), a);
+  d.AddMember("podName", str(rec.pod_name, a), a);
+  d.AddMember("netns", str(rec.netns, a), a);
+  d.AddMember("phase", str(rec.phase, a), a);
+  json::Value v;
+  v.CopyFrom(rec.config, a);
+  d.AddMember("config", v, a);
+  v.CopyFrom(rec.result, a);
+  d.AddMember("result", v, a);
+  v.CopyFrom(rec.status, a);
+  d.AddMember("status", v, a);
+  if (rec.undo.IsArray()) {
+    v.CopyFrom(rec.undo, a);
+  } else {
+    v.SetArray();
+  }
+  d.AddMember("undo", v, a);
+  return json::dump(d);
+}
+
+Result<AttachmentRecord> decode(std::string_view text, const std::string& origin) {
+  json::Document d = PLUMB_TRY(json::parse(text, "state record " + origin));
+  if (!d.IsObject()) return fail(cni_code::kDecode, "state record " + origin + " is not an object");
+  AttachmentRecord r;
+  auto s = [&](const char* k, std::string& out) -> Status {
+    auto v = PLUMB_TRY(json::get_string(d, k, origin));
+    if (v) out = *v;
+    return {};
+  };
+  PLUMB_TRY(s("containerID", r.container_id));
+  PLUMB_TRY(s("ifname", r.ifname));
+  PLUMB_TRY(s("network", r.network));
+  PLUMB_TRY(s("selection", r.selection));
+  PLUMB_TRY(s("podNamespace", r.pod_namespace));
+  PLUMB_TRY(s("podName", r.pod_name));
+  PLUMB_TRY(s("netns", r.netns));
+  PLUMB_TRY(s("phase", r.phase));
+  r.index = static_cast<int>(PLUMB_TRY(json::get_int(d, "index", origin)).value_or(0));
+  r.is_default = PLUMB_TRY(json::get_bool(d, "default", origin)).value_or(false);
+  if (auto it = d.FindMember("config"); it != d.MemberEnd()) r.config.CopyFrom(it->value, r.config.GetAllocator());
+  if (auto it = d.FindMember("result"); it != d.MemberEnd()) r.result.CopyFrom(it->value, r.result.GetAllocator());
+  if (auto it = d.FindMember("status"); it != d.MemberEnd()) r.status.CopyFrom(it->value, r.status.GetAllocator());
+  if (auto it = d.FindMember("undo"); it != d.MemberEnd() && it->value.IsArray()) {
+    r.undo.CopyFrom(it->value, r.undo.GetAllocator());
+  } else {
+    r.undo.SetArray();
+  }
+  return r;
+}
+
+}  // namespace plumb::state

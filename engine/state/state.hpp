@@ -1,0 +1,81 @@
+// plumb's on-node state: one record per attachment, written atomically (temp file + rename)
+// under <root>/containers/<containerID>/, and per-container locks under <root>/locks/.
+// Records are written ahead of every kernel change (see txn::Journal), so a DEL after a crash
+// finds everything the ADD may have done.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "engine/common/json.hpp"
+#include "engine/common/result.hpp"
+
+namespace plumb::state {
+
+/// One attachment of one container.
+struct AttachmentRecord {
+  std::string container_id;
+  int index = 0;                 // order of attachment within the pod (default network = 0)
+  std::string ifname;            // interface name inside the pod
+  std::string network;           // CNI network name
+  std::string selection;         // "namespace/nad" for annotated networks, "" for the default
+  bool is_default = false;
+  std::string pod_namespace;
+  std::string pod_name;
+  std::string netns;             // CNI_NETNS at ADD time
+  std::string phase = "adding";  // "adding" until the attachment is complete, then "ready"
+  json::Document config;         // the resolved conflist as run (cniVersion/name injected)
+  json::Document result;         // the attachment's CNI result (1.1.0 shape), null while adding
+  json::Document status;         // its network-status entry, null while adding
+  json::Document undo;           // array of undo operations, in the order they were registered
+};
+
+/// Holds an exclusive flock on a lock file until destroyed.
+class FileLock {
+ public:
+  FileLock() = default;
+  explicit FileLock(int fd) : fd_(fd) {}
+  FileLock(FileLock&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  FileLock& operator=(FileLock&& o) noexcept;
+  ~FileLock();
+
+ private:
+  int fd_ = -1;
+};
+
+/// Takes an exclusive flock on `path` (created 0600 if missing), blocking. Errors: errno naming
+/// the path.
+[[nodiscard]] Result<FileLock> lock_file(const std::string& path);
+
+/// Writes `data` to `path` atomically: a temp file in the same directory, then rename(2).
+/// Errors: errno naming the path (ENOSPC, EROFS ...); the temp file is removed on failure.
+[[nodiscard]] Status write_atomic(const std::string& path, std::string_view data);
+
+/// A state directory (default /var/lib/cni/plumb).
+class StateDir {
+ public:
+  explicit StateDir(std::string root) : root_(std::move(root)) {}
+  const std::string& root() const { return root_; }
+
+  /// Serialises operations on one container (spec 7.3): flock on <root>/locks/<containerID>.
+  [[nodiscard]] Result<FileLock> lock_container(const std::string& container_id) const;
+  /// Writes the record atomically to <root>/containers/<id>/<index>-<ifname>.json.
+  [[nodiscard]] Status write(const AttachmentRecord& rec) const;
+  /// All records of a container, ordered by index. A container without records gives an empty
+  /// list. Errors: I/O or decode errors naming the file.
+  [[nodiscard]] Result<std::vector<AttachmentRecord>> read(const std::string& container_id) const;
+  /// Removes one record (missing is fine) and the container directory once it is empty.
+  [[nodiscard]] Status remove(const AttachmentRecord& rec) const;
+  /// Container IDs that have a record directory.
+  [[nodiscard]] Result<std::vector<std::string>> containers() const;
+
+ private:
+  std::string record_path(const AttachmentRecord& rec) const;
+  std::string root_;
+};
+
+/// Encodes/decodes a record (exposed for tests).
+[[nodiscard]] std::string encode(const AttachmentRecord& rec);
+[[nodiscard]] Result<AttachmentRecord> decode(std::string_view text, const std::string& origin);
+
+}  // namespace plumb::state

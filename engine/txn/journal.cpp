@@ -1,0 +1,40 @@
+#include "engine/txn/journal.hpp"
+
+namespace plumb::txn {
+
+Journal::Journal(const state::StateDir& dir, state::AttachmentRecord& rec) : dir_(dir), rec_(rec) {
+  if (!rec_.undo.IsArray()) rec_.undo.SetArray();
+}
+
+Status Journal::will(const json::Value& op, bool rollback_only) {
+  auto& a = rec_.undo.GetAllocator();
+  json::Value entry;
+  entry.CopyFrom(op, a);
+  if (rollback_only) json::set(entry, "rollbackOnly", json::Value(true), a);
+  rec_.undo.PushBack(entry, a);
+  auto st = dir_.write(rec_);
+  if (!st) {
+    rec_.undo.PopBack();
+    return std::unexpected(st.error().within("record intent before change"));
+  }
+  return {};
+}
+
+Status Journal::commit() { return dir_.write(rec_); }
+
+Status unwind(const json::Value& undo, bool complete, const std::function<Status(const json::Value& op)>& exec) {
+  Status first;
+  if (!undo.IsArray()) return first;
+  for (auto i = static_cast<int>(undo.Size()) - 1; i >= 0; --i) {
+    const json::Value& op = undo[static_cast<rapidjson::SizeType>(i)];
+    if (complete) {
+      const json::Value* ro = json::find(op, "rollbackOnly");
+      if (ro != nullptr && ro->IsBool() && ro->GetBool()) continue;
+    }
+    auto st = exec(op);
+    if (!st && first) first = std::unexpected(st.error());
+  }
+  return first;
+}
+
+}  // namespace plumb::txn

@@ -1,0 +1,50 @@
+// A node with plumb configured on the embedded store: writes plumb's config, a default network
+// conflist, NADs and pod manifests under the node's scratch directory, and runs CNI verbs.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tests/support/private_node.hpp"
+
+namespace plumb::test {
+
+class PodFixture {
+ public:
+  explicit PodFixture(Node& node);
+
+  /// plumb's config as a runtime sends it (with `extra` JSON members appended, e.g.
+  /// R"("strictAnnotations": true)").
+  std::string config(const std::string& extra = {}, const std::string& cni_version = "1.0.0") const;
+  /// Writes <store>/nads/<file>.yaml with `yaml`.
+  void write_nad_file(const std::string& file, const std::string& yaml) const;
+  /// Writes a NAD whose spec.config is `config_json`, in namespace `ns`.
+  void add_nad(const std::string& ns, const std::string& name, const std::string& config_json) const;
+  /// Writes <store>/pods/<ns>/<name>.yaml with the selection annotation `networks` ("" = none).
+  void add_pod(const std::string& ns, const std::string& name, const std::string& networks) const;
+  /// The network-status plumb wrote for a pod ("" if none).
+  std::string status_of(const std::string& ns, const std::string& name) const;
+
+  /// Runs a verb. pod_name gives K8S_POD_NAME/NAMESPACE in CNI_ARGS.
+  Proc run(const std::string& command, const std::string& container_id, const std::string& netns,
+           const std::string& pod_ns, const std::string& pod_name, const std::string& conf,
+           const std::string& ifname = "eth0") const;
+
+  std::string store() const { return node_.dir() + "/store"; }
+  std::string state() const { return node_.dir() + "/state"; }
+  std::string ipam_dir() const { return node_.dir() + "/ipam"; }
+  std::string default_conflist() const { return node_.dir() + "/default.conflist"; }
+
+  /// Files left under a directory (recursive), for leak assertions.
+  static std::vector<std::string> files_under(const std::string& dir);
+
+ private:
+  Node& node_;
+};
+
+/// Writes a file, creating parent directories.
+void write_file(const std::string& path, const std::string& content);
+std::string read_file(const std::string& path);
+
+}  // namespace plumb::test
