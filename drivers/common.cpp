@@ -122,6 +122,11 @@ const std::map<std::string_view, UndoFn>& undo_table() {
 
 Status run_undo(Context& ctx, const json::Value& op) {
   std::string name = PLUMB_TRY(field(op, "op"));
+  if (auto dot = name.find('.'); dot != std::string::npos) {
+    const Driver* d = find(std::string_view(name).substr(0, dot));
+    if (d == nullptr || d->undo == nullptr) return fail(cni_code::kDecode, "undo operation \"" + name + "\" has no driver");
+    return d->undo(ctx, op);
+  }
   auto it = undo_table().find(name);
   if (it == undo_table().end()) return fail(cni_code::kDecode, "unknown undo operation \"" + name + "\"");
   return it->second(ctx, op);

@@ -28,6 +28,8 @@ struct Context {
   netlink::Socket* pod = nullptr;     // rtnetlink socket in the pod namespace; null when gone
   std::vector<std::pair<std::string, std::string>> cni_args;
   txn::Journal* journal = nullptr;    // ADD: register every inverse here before each change
+  std::string device_info_file;       // CNIDeviceInfoFile for this attachment, "" if none
+  std::string sysfs_root = "/sys";    // plumb config sysfsRoot: fake trees in tests
 };
 
 /// One attachment kind or chained feature.
@@ -36,10 +38,14 @@ struct Context {
 ///          Returns the plugin's result in the internal (1.1.0) shape. Every kernel change is
 ///          preceded by ctx.journal->will(inverse). Errors: CNI errors naming field and value.
 ///   check: verifies from the kernel that the attachment is as `prev` says (CNI CHECK).
+///   undo:  executes this driver's own undo operations, those whose "op" is "<type>.<name>"
+///          (e.g. "sriov.restore_vf"); nullptr if the driver only uses the shared operations.
+///          Must be idempotent: a missing object is success.
 struct Driver {
   std::string_view type;
   Result<cni::CniResult> (*add)(Context& ctx, const json::Value& conf, const cni::CniResult* prev);
   Status (*check)(Context& ctx, const json::Value& conf, const cni::CniResult& prev);
+  Status (*undo)(Context& ctx, const json::Value& op) = nullptr;
 };
 
 /// The driver for a plugin "type", or nullptr if plumb does not implement it natively.
@@ -47,7 +53,8 @@ struct Driver {
 /// Types plumb implements, for messages.
 [[nodiscard]] std::string known_types();
 
-/// Executes one undo operation recorded by a driver (see undo.cpp for the operations). Missing
+/// Executes one undo operation: the shared ones below (common.cpp), or "<type>.<name>" through
+/// that driver's undo. Missing
 /// objects (link already gone, address already released) are success: undo is idempotent.
 [[nodiscard]] Status run_undo(Context& ctx, const json::Value& op);
 

@@ -1,10 +1,12 @@
 #include "drivers/registry.hpp"
 
-#include <array>
-
 namespace plumb::drivers {
 namespace {
-const std::array<const Driver*, 2> kDrivers = {&kBridge, &kLoopback};
+// The explicit list of attachment kinds and chained features, one per line.
+const Driver* const kDrivers[] = {
+    &kBridge,
+    &kLoopback,
+};
 }  // namespace
 
 const Driver* find(std::string_view type) {

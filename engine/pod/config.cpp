@@ -62,6 +62,8 @@ Result<PlumbConfig> parse_config(std::string_view text) {
   if (auto v = PLUMB_TRY(json::get_string(d, "storeDir", w))) c.store_dir = *v;
   if (auto v = PLUMB_TRY(json::get_string(d, "stateDir", w))) c.state_dir = *v;
   if (auto v = PLUMB_TRY(json::get_string(d, "confDir", w))) c.conf_dir = *v;
+  if (auto v = PLUMB_TRY(json::get_string(d, "sysfsRoot", w))) c.sysfs_root = *v;
+  if (auto v = PLUMB_TRY(json::get_string(d, "deviceInfoDir", w))) c.device_info_dir = *v;
   c.strict_annotations = PLUMB_TRY(json::get_bool(d, "strictAnnotations", w)).value_or(false);
   if (auto v = PLUMB_TRY(json::get_string(d, "logFile", w))) c.log_file = *v;
   if (auto v = PLUMB_TRY(json::get_string(d, "logLevel", w))) {

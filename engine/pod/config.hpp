@@ -27,6 +27,8 @@ struct PlumbConfig {
   std::string state_dir = "/var/lib/cni/plumb";
   std::string conf_dir = "/etc/cni/multus/net.d";  // on-disk configs for NADs without spec.config (3.4.1)
   bool strict_annotations = false;      // an invalid selection annotation fails the ADD instead of being ignored
+  std::string sysfs_root = "/sys";      // where device lookups read sysfs (host-device, SR-IOV, vDPA)
+  std::string device_info_dir = "/var/run/k8s.cni.cncf.io/devinfo";  // device-info spec base dir (dp/, cni/)
   std::string log_file;                 // "" = stderr only
   std::string log_level = "warning";    // error, warning, info, debug
 

@@ -266,8 +266,10 @@ Result<std::vector<Attachment>> plan(const cni::Env& env, const PlumbConfig& con
   return out;
 }
 
-drivers::Context make_context(const cni::Env& env, Kernel& k, const std::string& ifname, const std::string& network) {
+drivers::Context make_context(const cni::Env& env, const PlumbConfig& conf, Kernel& k, const std::string& ifname,
+                              const std::string& network) {
   drivers::Context ctx;
+  ctx.sysfs_root = conf.sysfs_root;
   ctx.container_id = env.container_id;
   ctx.ifname = ifname;
   ctx.network = network;
@@ -281,16 +283,16 @@ drivers::Context make_context(const cni::Env& env, Kernel& k, const std::string&
 
 /// Undoes one attachment from its record (ADD rollback: complete=false; DEL: as recorded) and
 /// removes the record once everything is gone.
-Status teardown(const cni::Env& env, Kernel& k, const state::StateDir& state, const state::AttachmentRecord& rec, bool complete) {
-  auto ctx = make_context(env, k, rec.ifname, rec.network);
+Status teardown(const cni::Env& env, const PlumbConfig& conf, Kernel& k, const state::StateDir& state, const state::AttachmentRecord& rec, bool complete) {
+  auto ctx = make_context(env, conf, k, rec.ifname, rec.network);
   auto st = txn::unwind(rec.undo, complete, [&](const json::Value& op) { return drivers::run_undo(ctx, op); });
   if (!st) return std::unexpected(st.error().within("tear down " + rec.ifname + " (" + rec.network + ")"));
   return state.remove(rec);
 }
 
 /// Runs an attachment's plugins in order with prevResult chaining; returns the last result.
-Result<cni::CniResult> attach(const cni::Env& env, Kernel& k, Attachment& att, txn::Journal& journal) {
-  auto ctx = make_context(env, k, att.ifname, att.net.name);
+Result<cni::CniResult> attach(const cni::Env& env, const PlumbConfig& conf, Kernel& k, Attachment& att, txn::Journal& journal) {
+  auto ctx = make_context(env, conf, k, att.ifname, att.net.name);
   ctx.journal = &journal;
   std::optional<cni::CniResult> prev;
   auto& a = att.plugins.GetAllocator();
@@ -390,7 +392,7 @@ Result<std::string> do_add(const cni::Env& env, const PlumbConfig& conf, Log& lo
       return encode_for_runtime(existing.front().result, conf.cni_version);
     }
     for (auto it = existing.rbegin(); it != existing.rend(); ++it) {
-      auto st = teardown(env, k, state, *it, it->phase == "ready");
+      auto st = teardown(env, conf, k, state, *it, it->phase == "ready");
       if (!st) return std::unexpected(st.error().within("remove the remains of an earlier ADD"));
     }
   }
@@ -418,7 +420,7 @@ Result<std::string> do_add(const cni::Env& env, const PlumbConfig& conf, Log& lo
     rec.netns = env.netns;
     rec.config.CopyFrom(att.plugins, rec.config.GetAllocator());
     txn::Journal journal(state, rec);
-    auto r = attach(env, k, att, journal);
+    auto r = attach(env, conf, k, att, journal);
     if (!r) {
       failure = r.error();
       ++done;  // this attachment has partial changes to undo too
@@ -470,7 +472,7 @@ Result<std::string> do_add(const cni::Env& env, const PlumbConfig& conf, Log& lo
   if (failure) {
     // 7.2: undo everything this ADD did, newest first, including shared objects it created.
     for (size_t i = done; i-- > 0;) {
-      auto st = teardown(env, k, state, records[i], /*complete=*/false);
+      auto st = teardown(env, conf, k, state, records[i], /*complete=*/false);
       if (!st) log.error("ADD " + env.container_id + " rollback: " + st.error().text() + " (a DEL will retry)");
     }
     return std::unexpected(*failure);
@@ -486,7 +488,7 @@ Result<std::string> do_del(const cni::Env& env, const PlumbConfig& conf, Log& lo
   Kernel k = PLUMB_TRY(open_kernel(env.netns, false));
   std::optional<Error> first;
   for (auto it = records.rbegin(); it != records.rend(); ++it) {
-    auto st = teardown(env, k, state, *it, it->phase == "ready");
+    auto st = teardown(env, conf, k, state, *it, it->phase == "ready");
     if (!st) {
       log.error("DEL " + env.container_id + ": " + st.error().text());
       if (!first) first = st.error();
@@ -515,7 +517,7 @@ Result<std::string> do_check(const cni::Env& env, const PlumbConfig& conf) {
   for (auto& rec : records) {
     if (rec.phase != "ready") return fail(cni_code::kKernel, "CHECK: attachment " + rec.ifname + " never completed");
     auto r = PLUMB_TRY(cni::decode_result(rec.result, kInternalVersion));
-    auto ctx = make_context(env, k, rec.ifname, rec.network);
+    auto ctx = make_context(env, conf, k, rec.ifname, rec.network);
     for (auto& plugin : rec.config.GetArray()) {
       const drivers::Driver* d = drivers::find(plugin["type"].GetString());
       if (d == nullptr) return fail(cni_code::kInvalidConfig, "CHECK: unknown plugin type in record of " + rec.ifname);
@@ -554,7 +556,7 @@ Result<std::string> do_gc(const cni::Env& env, const PlumbConfig& conf, Log& log
       continue;
     }
     for (auto it = records.rbegin(); it != records.rend(); ++it) {
-      auto st = teardown(sub, *k, state, *it, it->phase == "ready");
+      auto st = teardown(sub, conf, *k, state, *it, it->phase == "ready");
       if (!st) {
         log.error("GC " + cid + ": " + st.error().text());
         if (!first) first = st.error();
