@@ -471,10 +471,15 @@ Result<std::string> do_add(const cni::Env& env, const PlumbConfig& conf, Log& lo
 
   if (failure) {
     // 7.2: undo everything this ADD did, newest first, including shared objects it created.
+    bool all_gone = true;
     for (size_t i = done; i-- > 0;) {
       auto st = teardown(env, conf, k, state, records[i], /*complete=*/false);
-      if (!st) log.error("ADD " + env.container_id + " rollback: " + st.error().text() + " (a DEL will retry)");
+      if (!st) {
+        all_gone = false;
+        log.error("ADD " + env.container_id + " rollback: " + st.error().text() + " (a DEL will retry)");
+      }
     }
+    if (all_gone) lock.unlink_path();
     return std::unexpected(*failure);
   }
   log.info("ADD " + env.container_id + ": " + std::to_string(atts.size()) + " attachment(s)");
@@ -483,7 +488,10 @@ Result<std::string> do_add(const cni::Env& env, const PlumbConfig& conf, Log& lo
 
 Result<std::string> do_del(const cni::Env& env, const PlumbConfig& conf, Log& log) {
   state::StateDir state(conf.state_dir);
-  auto lock = PLUMB_TRY(state.lock_container(env.container_id));
+  // DEL must tear down the kernel side even when the state directory cannot take a lock file
+  // (read-only or full filesystem): then it proceeds unlocked, as best effort.
+  auto lock = state.lock_container(env.container_id);
+  if (!lock) log.warning("DEL " + env.container_id + ": proceeding without the container lock: " + lock.error().text());
   auto records = PLUMB_TRY(state.read(env.container_id));
   Kernel k = PLUMB_TRY(open_kernel(env.netns, false));
   std::optional<Error> first;
@@ -505,6 +513,7 @@ Result<std::string> do_del(const cni::Env& env, const PlumbConfig& conf, Log& lo
     if (!st) log.warning("DEL " + env.container_id + ": " + st.error().text());
   }
   if (first) return std::unexpected(*first);
+  if (lock) lock->unlink_path();  // nothing of the container is left: no lock file either
   return std::string();
 }
 
@@ -543,7 +552,10 @@ Result<std::string> do_gc(const cni::Env& env, const PlumbConfig& conf, Log& log
   for (auto& cid : containers) {
     auto lock = PLUMB_TRY(state.lock_container(cid));
     auto records = PLUMB_TRY(state.read(cid));
-    if (records.empty()) continue;
+    if (records.empty()) {
+      lock.unlink_path();
+      continue;
+    }
     const auto& head = records.front();
     bool valid = std::any_of(conf.valid_attachments.begin(), conf.valid_attachments.end(),
                              [&](auto& v) { return v.first == cid && (!head.is_default || v.second == head.ifname); });
@@ -555,13 +567,16 @@ Result<std::string> do_gc(const cni::Env& env, const PlumbConfig& conf, Log& log
       if (!first) first = k.error();
       continue;
     }
+    bool all_gone = true;
     for (auto it = records.rbegin(); it != records.rend(); ++it) {
       auto st = teardown(sub, conf, *k, state, *it, it->phase == "ready");
       if (!st) {
+        all_gone = false;
         log.error("GC " + cid + ": " + st.error().text());
         if (!first) first = st.error();
       }
     }
+    if (all_gone) lock.unlink_path();
     log.info("GC removed the attachments of container " + cid);
   }
   if (first) return std::unexpected(*first);
@@ -572,6 +587,7 @@ Result<std::string> do_status(const PlumbConfig& conf) {
   state::StateDir state(conf.state_dir);
   auto lock = state.lock_container("status-probe");
   if (!lock) return fail(cni_code::kPluginNotAvailable, "state directory " + conf.state_dir + " is not usable", lock.error().text());
+  lock->unlink_path();
   if (::access(conf.store_dir.c_str(), R_OK | X_OK) != 0) {
     return fail(cni_code::kPluginNotAvailable, "store directory " + conf.store_dir + " is not readable");
   }

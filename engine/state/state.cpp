@@ -39,6 +39,7 @@ FileLock& FileLock::operator=(FileLock&& o) noexcept {
   if (this != &o) {
     if (fd_ >= 0) ::close(fd_);
     fd_ = o.fd_;
+    path_ = std::move(o.path_);
     o.fd_ = -1;
   }
   return *this;
@@ -48,16 +49,34 @@ FileLock::~FileLock() {
   if (fd_ >= 0) ::close(fd_);  // closing drops the flock
 }
 
+void FileLock::unlink_path() {
+  // Only the holder unlinks, before dropping the lock: waiters then notice the inode changed.
+  if (fd_ >= 0 && !path_.empty()) ::unlink(path_.c_str());
+}
+
 Result<FileLock> lock_file(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (fd < 0) return fail_errno(errno, "open lock file " + path);
-  while (::flock(fd, LOCK_EX) != 0) {
-    if (errno == EINTR) continue;
-    int err = errno;
-    ::close(fd);
-    return fail_errno(err, "lock " + path);
+  // Lock files are unlinked by their holder once a container is gone (see StateDir::unlock_and_remove),
+  // so after taking the lock, make sure the path still names the file we locked; else retry.
+  for (;;) {
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0 && errno == EROFS) {
+      fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);  // flock works on a read-only descriptor
+      if (fd < 0) errno = EROFS;                        // report why it could not be created
+    }
+    if (fd < 0) return fail_errno(errno, "open lock file " + path);
+    while (::flock(fd, LOCK_EX) != 0) {
+      if (errno == EINTR) continue;
+      int err = errno;
+      ::close(fd);
+      return fail_errno(err, "lock " + path);
+    }
+    struct stat held {}, named {};
+    if (::fstat(fd, &held) == 0 && ::stat(path.c_str(), &named) == 0 && held.st_ino == named.st_ino &&
+        held.st_dev == named.st_dev) {
+      return FileLock(fd, path);
+    }
+    ::close(fd);  // unlinked (or replaced) while we waited: take the current one
   }
-  return FileLock(fd);
 }
 
 Status write_atomic(const std::string& path, std::string_view data) {
@@ -144,18 +163,21 @@ Status StateDir::remove(const AttachmentRecord& rec) const {
 
 Result<std::vector<std::string>> StateDir::containers() const {
   std::vector<std::string> out;
-  std::string dir = root_ + "/containers";
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) {
-    if (errno == ENOENT) return out;
-    return fail_errno(errno, "read state directory " + dir);
+  for (const char* sub : {"/containers", "/locks"}) {
+    std::string dir = root_ + sub;
+    DIR* d = ::opendir(dir.c_str());
+    if (d == nullptr) {
+      if (errno == ENOENT) continue;
+      return fail_errno(errno, "read state directory " + dir);
+    }
+    while (dirent* e = ::readdir(d)) {
+      std::string n = e->d_name;
+      if (n != "." && n != ".." && n.find(".tmp.") == std::string::npos) out.push_back(n);
+    }
+    ::closedir(d);
   }
-  while (dirent* e = ::readdir(d)) {
-    std::string n = e->d_name;
-    if (n != "." && n != "..") out.push_back(n);
-  }
-  ::closedir(d);
   std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;
 }
 

@@ -34,17 +34,22 @@ struct AttachmentRecord {
 class FileLock {
  public:
   FileLock() = default;
-  explicit FileLock(int fd) : fd_(fd) {}
-  FileLock(FileLock&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  FileLock(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  FileLock(FileLock&& o) noexcept : fd_(o.fd_), path_(std::move(o.path_)) { o.fd_ = -1; }
   FileLock& operator=(FileLock&& o) noexcept;
   ~FileLock();
+  /// Removes the lock file while still holding the lock (a container whose attachments are all
+  /// gone), so lock files do not accumulate; lock_file() retries when its file was unlinked.
+  void unlink_path();
 
  private:
   int fd_ = -1;
+  std::string path_;
 };
 
-/// Takes an exclusive flock on `path` (created 0600 if missing), blocking. Errors: errno naming
-/// the path.
+/// Takes an exclusive flock on `path` (created 0600 if missing), blocking, and verifies the path
+/// still names the locked file (holders unlink it when done). On a read-only filesystem an
+/// existing lock file is opened read-only. Errors: errno naming the path.
 [[nodiscard]] Result<FileLock> lock_file(const std::string& path);
 
 /// Writes `data` to `path` atomically: a temp file in the same directory, then rename(2).
@@ -66,7 +71,7 @@ class StateDir {
   [[nodiscard]] Result<std::vector<AttachmentRecord>> read(const std::string& container_id) const;
   /// Removes one record (missing is fine) and the container directory once it is empty.
   [[nodiscard]] Status remove(const AttachmentRecord& rec) const;
-  /// Container IDs that have a record directory.
+  /// Container IDs that have a record directory or a lock file (GC bounds both).
   [[nodiscard]] Result<std::vector<std::string>> containers() const;
 
  private:

@@ -1,6 +1,12 @@
 #include "engine/txn/journal.hpp"
 
 namespace plumb::txn {
+namespace {
+FaultHook g_fault_hook = nullptr;
+unsigned g_steps = 0;
+}  // namespace
+
+void set_fault_hook(FaultHook hook) { g_fault_hook = hook; }
 
 Journal::Journal(const state::StateDir& dir, state::AttachmentRecord& rec) : dir_(dir), rec_(rec) {
   if (!rec_.undo.IsArray()) rec_.undo.SetArray();
@@ -17,6 +23,8 @@ Status Journal::will(const json::Value& op, bool rollback_only) {
     rec_.undo.PopBack();
     return std::unexpected(st.error().within("record intent before change"));
   }
+  ++g_steps;
+  if (g_fault_hook != nullptr) g_fault_hook(g_steps);
   return {};
 }
 

@@ -35,6 +35,12 @@ class Journal {
   state::AttachmentRecord& rec_;
 };
 
+/// Called with a running count (1, 2, ...) each time an intent has been persisted, just before the
+/// change it announces is made. Null in the plumb binary; the test build's plumb-faulty installs
+/// one that SIGKILLs itself at a chosen step to prove a DEL after a crash removes everything.
+using FaultHook = void (*)(unsigned step);
+void set_fault_hook(FaultHook hook);
+
 /// Runs the undo operations of `undo` (an array) in reverse order through `exec`. With
 /// `complete` (the ADD finished: phase "ready"), rollback-only operations are skipped. Every
 /// operation is tried even when one fails; the first error is returned after all were tried.

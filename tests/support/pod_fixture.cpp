@@ -77,6 +77,22 @@ Proc PodFixture::run(const std::string& command, const std::string& container_id
   return node_.plumb(env, conf);
 }
 
+Proc PodFixture::run_with(const std::string& binary, const std::map<std::string, std::string>& extra_env,
+                          const std::string& command, const std::string& container_id, const std::string& netns,
+                          const std::string& pod_ns, const std::string& pod_name, const std::string& conf,
+                          const std::string& ifname) const {
+  std::map<std::string, std::string> env = {
+      {"CNI_COMMAND", command},
+      {"CNI_CONTAINERID", container_id},
+      {"CNI_NETNS", netns},
+      {"CNI_IFNAME", ifname},
+      {"CNI_PATH", "/usr/lib/cni"},
+      {"CNI_ARGS", "IgnoreUnknown=1;K8S_POD_NAMESPACE=" + pod_ns + ";K8S_POD_NAME=" + pod_name},
+  };
+  for (auto& [k, v] : extra_env) env[k] = v;
+  return plumb::test::run({binary}, env, conf);
+}
+
 std::vector<std::string> PodFixture::files_under(const std::string& dir) {
   std::vector<std::string> out;
   std::error_code ec;

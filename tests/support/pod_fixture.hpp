@@ -31,6 +31,12 @@ class PodFixture {
            const std::string& pod_ns, const std::string& pod_name, const std::string& conf,
            const std::string& ifname = "eth0") const;
 
+  /// Like run(), with another binary (e.g. plumb_faulty_binary()) and extra environment.
+  Proc run_with(const std::string& binary, const std::map<std::string, std::string>& extra_env,
+                const std::string& command, const std::string& container_id, const std::string& netns,
+                const std::string& pod_ns, const std::string& pod_name, const std::string& conf,
+                const std::string& ifname = "eth0") const;
+
   std::string store() const { return node_.dir() + "/store"; }
   std::string state() const { return node_.dir() + "/state"; }
   std::string ipam_dir() const { return node_.dir() + "/ipam"; }

@@ -53,6 +53,7 @@ std::string read_fd(int fd) {
 }  // namespace
 
 const char* plumb_binary() { return PLUMB_BINARY; }
+const char* plumb_faulty_binary() { return PLUMB_FAULTY_BINARY; }
 const char* fixtures_dir() { return PLUMB_FIXTURES; }
 
 void enter_private_root() {

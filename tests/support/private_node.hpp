@@ -58,6 +58,9 @@ class Node {
 
 /// Path of the built plumb binary and the fixtures directory.
 const char* plumb_binary();
+/// The test build's plumb with a journal fault hook (PLUMB_FAULT_AFTER_STEP=N: SIGKILL after the
+/// N-th persisted intent).
+const char* plumb_faulty_binary();
 const char* fixtures_dir();
 
 }  // namespace plumb::test
