@@ -206,9 +206,13 @@ Result<cni::CniResult> bridge_add(Context& ctx, const json::Value& conf, const c
   PLUMB_TRY(configure_pod_interface(*ctx.pod, pod_link->index, r, c.enable_dad));
 
   if (c.ip_masq) {
+    // The network chain is rewritten on every add: give it every subnet of the network (dual
+    // stack), not just this address's.
+    std::vector<IpPrefix> subnets;
+    for (auto& ip : r.ips) subnets.push_back(ip.address.network());
     for (auto& ip : r.ips) {
       PLUMB_TRY(ctx.journal->will(undo::masq_del(ip.address.addr.str())));
-      PLUMB_TRY(nft::add_masquerade(ctx.network, {ip.address.network()}, ip.address.addr));
+      PLUMB_TRY(nft::add_masquerade(ctx.network, subnets, ip.address.addr));
     }
   }
   return r;
@@ -226,6 +230,23 @@ Status bridge_check(Context& ctx, const json::Value& conf, const cni::CniResult&
     if (i.sandbox.empty() || i.name != ctx.ifname) continue;
     if (!i.mac.empty() && pod_link->mac() && pod_link->mac()->str() != i.mac) {
       return fail(cni_code::kKernel, "CHECK: " + ctx.ifname + " has MAC " + pod_link->mac()->str() + ", expected " + i.mac);
+    }
+    if (i.mtu_bytes && *i.mtu_bytes != pod_link->mtu_bytes) {
+      return fail(cni_code::kKernel, "CHECK: " + ctx.ifname + " has MTU " + std::to_string(pod_link->mtu_bytes) +
+                                         ", expected " + std::to_string(*i.mtu_bytes));
+    }
+  }
+  for (int family : {AF_INET, AF_INET6}) {
+    auto routes = PLUMB_TRY(route::list(*ctx.pod, family));
+    for (auto& want : prev.routes) {
+      if (want.dst.addr.family != family) continue;
+      bool found = std::any_of(routes.begin(), routes.end(), [&](const route::Route& r) {
+        return r.dst.network() == want.dst.network() && (!want.gw || (r.gw && *r.gw == *want.gw));
+      });
+      if (!found) {
+        return fail(cni_code::kKernel, "CHECK: route " + want.dst.str() + (want.gw ? " via " + want.gw->str() : "") +
+                                           " is missing in " + ctx.netns_path);
+      }
     }
   }
   auto addrs = PLUMB_TRY(addr::list(*ctx.pod, pod_link->index));

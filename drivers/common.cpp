@@ -7,6 +7,7 @@
 
 #include "drivers/driver.hpp"
 #include "engine/addr/addr.hpp"
+#include "engine/devinfo/devinfo.hpp"
 #include "engine/link/link.hpp"
 #include "engine/nft/nft.hpp"
 #include "engine/route/route.hpp"
@@ -114,6 +115,7 @@ const std::map<std::string_view, UndoFn>& undo_table() {
       {"bridge_del_if_unused", undo_bridge_del_if_unused},
       {"ipam_release", undo_ipam_release},
       {"masq_del", undo_masq_del},
+      {"devinfo_remove", [](Context&, const json::Value& op) { return devinfo::run_undo_remove(op); }},
   };
   return table;
 }

@@ -30,6 +30,8 @@ struct Context {
   txn::Journal* journal = nullptr;    // ADD: register every inverse here before each change
   std::string device_info_file;       // CNIDeviceInfoFile for this attachment, "" if none
   std::string sysfs_root = "/sys";    // plumb config sysfsRoot: fake trees in tests
+  std::string bpffs_dir = "/sys/fs/bpf/plumb";  // plumb config bpffsDir: node-wide BPF pins (ebpf/loader.hpp)
+  std::string state_dir;              // plumb config stateDir (per-VF allocation records live under it)
 };
 
 /// One attachment kind or chained feature.

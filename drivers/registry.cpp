@@ -6,6 +6,14 @@ namespace {
 const Driver* const kDrivers[] = {
     &kBridge,
     &kLoopback,
+    &kBandwidth,
+    &kMacvlan,
+    &kHostDevice,
+    &kTuning,
+    &kSriov,
+    &kIbSriov,
+    &kVdpa,
+    &kPortmap,
 };
 }  // namespace
 

@@ -6,4 +6,12 @@
 namespace plumb::drivers {
 extern const Driver kBridge;
 extern const Driver kLoopback;
+extern const Driver kBandwidth;
+extern const Driver kMacvlan;
+extern const Driver kHostDevice;
+extern const Driver kTuning;
+extern const Driver kSriov;
+extern const Driver kIbSriov;
+extern const Driver kVdpa;
+extern const Driver kPortmap;
 }  // namespace plumb::drivers

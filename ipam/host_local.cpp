@@ -20,6 +20,8 @@ namespace {
 
 constexpr std::string_view kLineBreak = "\r\n";
 constexpr std::string_view kLastReservedPrefix = "last_reserved_ip.";
+/// Temporary files reserve() links into place; any found under the lock are crash leftovers.
+constexpr std::string_view kReserveTmpPrefix = ".plumb-reserve.";
 
 std::unexpected<Error> io_fail(int err, std::string msg) {
   return std::unexpected(Error{cni_code::kIo, err, std::move(msg), {}});
@@ -67,9 +69,32 @@ Result<std::optional<IpAddr>> range_addr(const json::Value& v, std::string_view 
 }
 
 struct Ids {
-  std::string id;      // trimmed container ID
+  std::string id;      // trimmed container ID, or the owner override (IPAMClaim)
   std::string exact;   // file content written by current plugins: id \r\n ifname
+  bool by_owner = false;  // an owner override: files match on their first line alone
 };
+
+/// The owner override of an add()/check(): Request::owner, else ipam.<kClaimKey>.owner.
+Result<std::string> claim_owner(const Request& req) {
+  if (!req.owner.empty() || req.ipam == nullptr) return req.owner;
+  const json::Value* claim = PLUMB_TRY(json::get_object(*req.ipam, kClaimKey, "ipam"));
+  if (claim == nullptr) return std::string();
+  auto owner = PLUMB_TRY(json::get_string(*claim, "owner", "ipam." + std::string(kClaimKey)));
+  if (!owner || owner->empty()) return fail(cni_code::kInvalidConfig, "ipam." + std::string(kClaimKey) + ".owner is missing");
+  return *owner;
+}
+
+/// Ids for addresses held by `owner` (IPAMClaim) on behalf of interface `ifname`.
+Result<Ids> owner_ids(const std::string& owner, const std::string& ifname) {
+  std::string id(trim(owner));
+  if (id.empty() || id.find_first_of(std::string_view("\r\n\0", 3)) != std::string::npos) {
+    return fail(cni_code::kInvalidConfig, "host-local: allocation owner \"" + owner + "\" is empty or contains a line break");
+  }
+  if (ifname.find_first_of(std::string_view("\r\n\0", 3)) != std::string::npos) {
+    return fail(cni_code::kInvalidEnv, "host-local: CNI_IFNAME \"" + ifname + "\" contains a line break");
+  }
+  return Ids{id, id + std::string(kLineBreak) + ifname, true};
+}
 
 Result<Ids> check_ids(const Request& req, bool need_ifname) {
   std::string id(trim(req.container_id));
@@ -94,6 +119,12 @@ struct Entry {
 enum class Match { None, Exact, Legacy };
 
 Match match(const Entry& e, const Ids& ids) {
+  if (ids.by_owner) {
+    // A claim's addresses follow the claim whatever interface name the pod gives them.
+    std::string_view first(e.content);
+    first = first.substr(0, first.find_first_of("\r\n"));
+    return trim(first) == ids.id ? Match::Exact : Match::None;
+  }
   if (e.content == ids.exact) return Match::Exact;
   if (e.content == ids.id) return Match::Legacy;
   return Match::None;
@@ -170,10 +201,20 @@ class Store {
     while (dirent* de = ::readdir(d)) {
       std::string name = de->d_name;
       if (name == "." || name == ".." || (de->d_type != DT_REG && de->d_type != DT_UNKNOWN)) continue;
+      if (name.starts_with(kReserveTmpPrefix)) {
+        ::unlink((dir_ + "/" + name).c_str());  // a reserve() killed before its link(2): we hold the lock
+        continue;
+      }
       auto ip = IpAddr::parse(name);
       if (!ip) continue;
       std::string content;
       if (!read_small(dir_ + "/" + name, content)) continue;
+      if (trim(content).empty()) {
+        // Written by a plugin killed between creating and filling the file (the reference
+        // plugin creates then writes): nobody can own it, and we hold the lock.
+        ::unlink((dir_ + "/" + name).c_str());
+        continue;
+      }
       out.push_back(Entry{*ip, name, std::string(trim(content))});
     }
     ::closedir(d);
@@ -182,19 +223,26 @@ class Store {
 
   /// Creates the file for `ip` (O_EXCL) holding the owner; false if it already exists. Records
   /// `ip` as last_reserved_ip.<rangeset>.
+  ///
+  /// The file appears with its content in one step: the owner is written to a temporary file that
+  /// is then link(2)ed to the address's name (EEXIST when taken). A plumb killed half-way leaves
+  /// at most a temporary file (removed by the next open of the store), never an empty address
+  /// file that no DEL could attribute.
   [[nodiscard]] Result<bool> reserve(const Ids& ids, const IpAddr& ip, size_t rangeset) const {
     std::string path = dir_ + "/" + ip.str();
-    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0) {
-      if (errno == EEXIST) return false;
-      return io_fail(errno, "host-local: create " + path);
+    std::string tmp = dir_ + "/" + std::string(kReserveTmpPrefix) + std::to_string(::getpid());
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return io_fail(errno, "host-local: create " + tmp);
+    Status st = write_all(fd, ids.exact, tmp);
+    if (::close(fd) != 0 && st) st = io_fail(errno, "host-local: close " + tmp);
+    if (st && ::link(tmp.c_str(), path.c_str()) != 0) {
+      int err = errno;
+      ::unlink(tmp.c_str());
+      if (err == EEXIST) return false;
+      return io_fail(err, "host-local: create " + path);
     }
-    Status st = write_all(fd, ids.exact, path);
-    if (::close(fd) != 0 && st) st = io_fail(errno, "host-local: close " + path);
-    if (!st) {
-      ::unlink(path.c_str());
-      return std::unexpected(st.error());
-    }
+    ::unlink(tmp.c_str());
+    if (!st) return std::unexpected(st.error());
     std::string last = dir_ + "/" + std::string(kLastReservedPrefix) + std::to_string(rangeset);
     fd = ::open(last.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) st = io_fail(errno, "host-local: write " + last);
@@ -251,6 +299,16 @@ class Store {
 /// runtimeConfig.ips. Each may be bare or CIDR (the address is taken). Duplicates dropped.
 Result<std::vector<IpAddr>> requested_ips(const Request& req) {
   std::vector<std::pair<std::string, std::string>> texts;  // (source, text)
+  if (req.ipam != nullptr) {
+    // An IPAMClaim's status.ips: the addresses the claim holds (spec 8).
+    const json::Value* claim = PLUMB_TRY(json::get_object(*req.ipam, kClaimKey, "ipam"));
+    if (claim != nullptr) {
+      auto ips = PLUMB_TRY(json::get_string_array(*claim, "ips", "ipam." + std::string(kClaimKey)));
+      if (ips) {
+        for (auto& s : *ips) texts.emplace_back("IPAMClaim status.ips", s);
+      }
+    }
+  }
   if (auto ip = detail::cni_arg(req, "IP")) {
     for (auto& s : detail::split_list(*ip)) texts.emplace_back("CNI_ARGS IP", s);
   }
@@ -286,7 +344,8 @@ class HostLocal final : public Ipam {
 
   Result<cni::CniResult> add(const Request& req) override {
     PLUMB_TRY(detail::validate_network_name(req.network_name));
-    Ids ids = PLUMB_TRY(check_ids(req, true));
+    const std::string owner = PLUMB_TRY(claim_owner(req));
+    Ids ids = owner.empty() ? PLUMB_TRY(check_ids(req, true)) : PLUMB_TRY(owner_ids(owner, req.ifname));
     const std::string net = "network \"" + req.network_name + "\"";
 
     // runtimeConfig.ipRanges (capability) are prepended to the configured range sets.
@@ -399,7 +458,9 @@ class HostLocal final : public Ipam {
 
   Status del(const Request& req) override {
     PLUMB_TRY(detail::validate_network_name(req.network_name));
-    Ids ids = PLUMB_TRY(check_ids(req, false));
+    // Only an explicit owner releases claim-held addresses; the ipam.<kClaimKey> a pod's
+    // recorded config carries does not (its DEL releases by container ID: nothing of the claim).
+    Ids ids = req.owner.empty() ? PLUMB_TRY(check_ids(req, false)) : PLUMB_TRY(owner_ids(req.owner, req.ifname));
     auto store = PLUMB_TRY(Store::open(cfg_.data_dir, req.network_name, false));
     if (!store) return {};
     std::vector<Entry> entries = PLUMB_TRY(store->entries());
@@ -422,7 +483,8 @@ class HostLocal final : public Ipam {
 
   Status check(const Request& req, const cni::CniResult& prev) override {
     PLUMB_TRY(detail::validate_network_name(req.network_name));
-    Ids ids = PLUMB_TRY(check_ids(req, false));
+    const std::string owner = PLUMB_TRY(claim_owner(req));
+    Ids ids = owner.empty() ? PLUMB_TRY(check_ids(req, false)) : PLUMB_TRY(owner_ids(owner, req.ifname));
     auto store = PLUMB_TRY(Store::open(cfg_.data_dir, req.network_name, false));
     const std::string who = "container " + ids.id + " interface " + req.ifname;
     if (!store) {

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 
+#include "ipam/cluster.hpp"
 #include "ipam/host_local.hpp"
 
 namespace plumb::ipam {
@@ -15,8 +16,9 @@ Result<std::unique_ptr<Ipam>> make(const json::Value& ipam) {
   if (!type) return fail(cni_code::kInvalidConfig, "ipam.type is missing");
   if (*type == "host-local") return detail::make_host_local(ipam);
   if (*type == "static") return detail::make_static(ipam);
+  if (*type == "whereabouts" || *type == "plumb-cluster") return detail::make_cluster(ipam);
   return fail(cni_code::kInvalidConfig,
-              "ipam.type \"" + *type + "\" is not supported (plumb implements host-local and static)");
+              "ipam.type \"" + *type + "\" is not supported (plumb implements host-local, static, whereabouts and plumb-cluster)");
 }
 
 namespace detail {

@@ -3,6 +3,7 @@
 // add()/del()/check() on what it gets.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -23,7 +24,18 @@ struct Request {
   const json::Value* runtime_config = nullptr;  // canonicalised runtimeConfig, may be null
   const json::Value* args = nullptr;        // the config's "args" object, may be null
   std::vector<std::pair<std::string, std::string>> cni_args;  // CNI_ARGS pairs (IP=, MAC=, ...)
+  /// Allocation owner override (IPAMClaims, spec 8): addresses held by this id (e.g.
+  /// "ipamclaim:<ns>/<name>") instead of container_id+ifname, so a claim keeps its addresses
+  /// across pods. add()/check() also take it from ipam.<kClaimKey>.owner (put there by the
+  /// orchestrator, never by users); del() releases claim-held addresses only when it is set
+  /// here (GC of a deleted claim): a pod's DEL leaves them alone.
+  std::string owner = {};  // (initialised: older brace-initialisations of Request stay warning-free)
 };
+
+/// Member of the "ipam" object through which the orchestrator hands an IPAMClaim to host-local:
+/// {"owner": "ipamclaim:<ns>/<name>", "ips": ["192.0.2.5/24", ...]} (ips: the claim's status.ips
+/// to re-use, may be absent).
+inline constexpr std::string_view kClaimKey = "plumb.ipamClaim";
 
 class Ipam {
  public:
@@ -38,9 +50,21 @@ class Ipam {
   [[nodiscard]] virtual Status del(const Request& req) = 0;
   /// Verifies the container still holds the addresses in `prev` (CHECK). Errors name the address.
   [[nodiscard]] virtual Status check(const Request& req, const cni::CniResult& prev) = 0;
+
+  /// GC's question about one allocation owner (container ID, ifname): true = still in use.
+  using KeepFn = std::function<bool(const std::string& container_id, const std::string& ifname)>;
+  /// CNI GC for IPAMs whose allocations live beyond this node's records (cluster pools in etcd):
+  /// releases what this node holds for owners `keep` rejects. req gives network_name and ipam
+  /// (container_id/ifname unused). Default: nothing to do (host-local, static).
+  [[nodiscard]] virtual Status gc(const Request& req, const KeepFn& keep) {
+    (void)req;
+    (void)keep;
+    return {};
+  }
 };
 
-/// Builds the IPAM named by ipam.type: "host-local" or "static". Parses and validates the whole
+/// Builds the IPAM named by ipam.type: "host-local", "static", or the cluster IPAM on etcd
+/// ("whereabouts", "plumb-cluster"; ipam/cluster.hpp). Parses and validates the whole
 /// config now (ranges, gateways, routes, addresses). Errors: kInvalidConfig naming the field and
 /// value; an unknown type is kInvalidConfig naming it.
 [[nodiscard]] Result<std::unique_ptr<Ipam>> make(const json::Value& ipam);

@@ -210,6 +210,47 @@ Status create_bridge(netlink::Socket& nl, const BridgeSpec& spec) {
   return classify_create(nl.request(m, what));
 }
 
+// RTM_NEWLINK, NLM_F_REQUEST|NLM_F_CREATE|NLM_F_EXCL (NLM_F_ACK added by Socket::request):
+//
+//   nlmsghdr
+//   ifinfomsg { AF_UNSPEC, index 0 }
+//   IFLA_IFNAME      "name\0"
+//   IFLA_LINK        u32 master_index      resolved in the socket's namespace
+//   [IFLA_MTU        u32]
+//   [IFLA_ADDRESS    6 bytes mac]
+//   [IFLA_NET_NS_FD  u32 netns_fd]         the macvlan is born in that namespace
+//   IFLA_LINKINFO (nested)
+//   +-- IFLA_INFO_KIND  "macvlan\0"
+//   +-- IFLA_INFO_DATA (nested)
+//       +-- IFLA_MACVLAN_MODE u32 mode
+Message build_create_macvlan(const MacvlanSpec& spec) {
+  Message m(RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL);
+  put_ifinfo(m, AF_UNSPEC, 0);
+  m.put_str(IFLA_IFNAME, spec.name);
+  m.put_u32(IFLA_LINK, static_cast<uint32_t>(spec.master_index));
+  if (spec.mtu_bytes != 0) m.put_u32(IFLA_MTU, spec.mtu_bytes);
+  if (spec.mac) m.put(IFLA_ADDRESS, spec.mac->bytes.data(), spec.mac->bytes.size());
+  if (spec.netns_fd >= 0) m.put_u32(IFLA_NET_NS_FD, static_cast<uint32_t>(spec.netns_fd));
+  {
+    Message::Nest linkinfo(m, IFLA_LINKINFO);
+    m.put_str(IFLA_INFO_KIND, "macvlan");
+    Message::Nest data(m, IFLA_INFO_DATA);
+    m.put_u32(IFLA_MACVLAN_MODE, spec.mode);
+  }
+  return m;
+}
+
+Status create_macvlan(netlink::Socket& nl, const MacvlanSpec& spec) {
+  std::string what = "create macvlan " + spec.name + " on master index " + std::to_string(spec.master_index);
+  if (spec.netns_fd >= 0) what += " (in netns fd " + std::to_string(spec.netns_fd) + ")";
+  PLUMB_TRY(check_name(spec.name, "macvlan name", what));
+  if (spec.master_index <= 0) {
+    return std::unexpected(Error{cni_code::kInvalidConfig, EINVAL, what + ": no master interface", {}});
+  }
+  Message m = build_create_macvlan(spec);
+  return classify_create(nl.request(m, what));
+}
+
 Message build_modify(int index, const LinkChange& change) {
   Message m(RTM_NEWLINK, 0);
   ifinfomsg* ifi = put_ifinfo(m, AF_UNSPEC, index);

@@ -66,6 +66,28 @@ struct BridgeSpec {
 /// checking its kind).
 [[nodiscard]] Status create_bridge(netlink::Socket& nl, const BridgeSpec& spec);
 
+/// A macvlan on `master_index` created with NLM_F_CREATE|NLM_F_EXCL, optionally born directly in
+/// another namespace (IFLA_NET_NS_FD; IFLA_LINK still names the master in the socket's
+/// namespace). `mode` is a MACVLAN_MODE_* value (linux/if_link.h: private 1, vepa 2, bridge 4,
+/// passthru 8, source 16).
+///
+///   ifinfomsg | IFLA_IFNAME name | IFLA_LINK master_index | [IFLA_MTU] | [IFLA_ADDRESS mac]
+///   [IFLA_NET_NS_FD netns_fd]
+///   IFLA_LINKINFO { IFLA_INFO_KIND "macvlan", IFLA_INFO_DATA { IFLA_MACVLAN_MODE u32 mode } }
+struct MacvlanSpec {
+  std::string name;
+  int master_index = 0;
+  uint32_t mode = 4;                // MACVLAN_MODE_BRIDGE
+  uint32_t mtu_bytes = 0;           // 0: the master's
+  std::optional<Mac> mac;           // nullopt: random
+  int netns_fd = -1;                // -1: created in the socket's namespace
+};
+/// Errors: EEXIST when the name is taken (kConflict), EINVAL for a mode the master cannot take
+/// (e.g. passthru on a master that already has macvlans), EOPNOTSUPP without macvlan support.
+[[nodiscard]] Status create_macvlan(netlink::Socket& nl, const MacvlanSpec& spec);
+/// Builds the message create_macvlan sends (for golden-byte tests).
+[[nodiscard]] netlink::Message build_create_macvlan(const MacvlanSpec& spec);
+
 /// Changes applied to an existing link in one RTM_NEWLINK (ifi_index set) message; unset fields
 /// are left alone.
 struct LinkChange {

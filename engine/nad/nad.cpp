@@ -5,6 +5,8 @@
 
 #include "engine/nad/nad.hpp"
 
+#include "engine/common/yaml_guard.hpp"
+
 namespace plumb::nad {
 namespace {
 
@@ -97,6 +99,7 @@ bool is_dns1123_subdomain(std::string_view s) {
 }
 
 Result<std::vector<NetworkAttachmentDefinition>> parse_nad_yaml(std::string_view text, const std::string& origin) {
+  PLUMB_TRY(yaml::check(text, "YAML " + origin));
   std::vector<YAML::Node> docs;
   try {
     docs = YAML::LoadAll(std::string(text));

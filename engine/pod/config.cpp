@@ -64,6 +64,10 @@ Result<PlumbConfig> parse_config(std::string_view text) {
   if (auto v = PLUMB_TRY(json::get_string(d, "confDir", w))) c.conf_dir = *v;
   if (auto v = PLUMB_TRY(json::get_string(d, "sysfsRoot", w))) c.sysfs_root = *v;
   if (auto v = PLUMB_TRY(json::get_string(d, "deviceInfoDir", w))) c.device_info_dir = *v;
+  if (auto v = PLUMB_TRY(json::get_string(d, "bpffsDir", w))) {
+    if (v->empty() || v->front() != '/') return fail(cni_code::kInvalidConfig, "plumb config.bpffsDir \"" + *v + "\" must be an absolute path");
+    c.bpffs_dir = *v;
+  }
   c.strict_annotations = PLUMB_TRY(json::get_bool(d, "strictAnnotations", w)).value_or(false);
   if (auto v = PLUMB_TRY(json::get_string(d, "logFile", w))) c.log_file = *v;
   if (auto v = PLUMB_TRY(json::get_string(d, "logLevel", w))) {
@@ -72,6 +76,18 @@ Result<PlumbConfig> parse_config(std::string_view text) {
     }
     c.log_level = *v;
   }
+  if (auto v = PLUMB_TRY(json::get_string(d, "kubeconfig", w))) c.kubeconfig = *v;
+  if (const json::Value* t = json::find(d, "apiTimeoutSeconds")) {
+    if (!t->IsNumber() || !(t->GetDouble() > 0) || t->GetDouble() > 3600) {
+      return fail(cni_code::kInvalidConfig, "plumb config.apiTimeoutSeconds " + json::dump(*t) + " must be a number of seconds in (0, 3600]");
+    }
+    c.api_timeout_seconds = t->GetDouble();
+  }
+  if (auto v = PLUMB_TRY(json::get_int(d, "apiRetries", w))) {
+    if (*v < 0 || *v > 20) return fail(cni_code::kInvalidConfig, "plumb config.apiRetries " + std::to_string(*v) + " must be in 0..20");
+    c.api_retries = static_cast<int>(*v);
+  }
+  c.status_errors_fatal = PLUMB_TRY(json::get_bool(d, "statusErrorsFatal", w)).value_or(false);
   for (const auto* key : {"storeDir", "stateDir"}) {
     const std::string& p = std::string_view(key) == "storeDir" ? c.store_dir : c.state_dir;
     if (p.empty() || p.front() != '/') return fail(cni_code::kInvalidConfig, std::string("plumb config.") + key + " \"" + p + "\" must be an absolute path");

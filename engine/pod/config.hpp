@@ -29,8 +29,15 @@ struct PlumbConfig {
   bool strict_annotations = false;      // an invalid selection annotation fails the ADD instead of being ignored
   std::string sysfs_root = "/sys";      // where device lookups read sysfs (host-device, SR-IOV, vDPA)
   std::string device_info_dir = "/var/run/k8s.cni.cncf.io/devinfo";  // device-info spec base dir (dp/, cni/)
+  std::string bpffs_dir = "/sys/fs/bpf/plumb";  // bpffsDir: the one plumb directory in bpffs (bandwidth pins)
   std::string log_file;                 // "" = stderr only
   std::string log_level = "warning";    // error, warning, info, debug
+  // The Kubernetes API server (engine/source/kube.hpp). Without kubeconfig and without
+  // KUBERNETES_SERVICE_HOST in the environment, pods/NADs/IPAMClaims come from storeDir.
+  std::string kubeconfig;               // Multus's key: kubeconfig file path ("" = none)
+  double api_timeout_seconds = 30;      // apiTimeoutSeconds: one request attempt, connect included
+  int api_retries = 3;                  // apiRetries: extra attempts after transient errors (backoff 0.5 s doubling, max 4 s)
+  bool status_errors_fatal = false;     // statusErrorsFatal: a failed network-status write fails (and undoes) the ADD
 
   json::Document runtime_config;        // canonicalised runtimeConfig (object, possibly empty)
   std::optional<std::map<std::string, std::string>> pod_annotations;  // io.kubernetes.cri.pod-annotations

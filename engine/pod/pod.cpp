@@ -4,19 +4,23 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
 
 #include "drivers/driver.hpp"
+#include "engine/devinfo/devinfo.hpp"
 #include "engine/link/link.hpp"
 #include "engine/nad/nad.hpp"
 #include "engine/netlink/socket.hpp"
 #include "engine/netns/netns.hpp"
+#include "engine/pod/claims.hpp"
 #include "engine/route/route.hpp"
 #include "engine/source/source.hpp"
 #include "engine/state/state.hpp"
 #include "engine/txn/journal.hpp"
+#include "ipam/ipam.hpp"
 
 namespace plumb::pod {
 namespace {
@@ -33,6 +37,8 @@ struct Attachment {
   nad::ResolvedNetwork net;
   const nad::SelectionElement* element = nullptr;
   json::Document plugins;   // array of plugin configs ready to run
+  std::optional<claims::Use> claim;  // the IPAMClaim its addresses belong to (spec 8)
+  devinfo::Plan device_info;  // [devinfo] its device-info file (spec 5.3.8), "" file = none
 };
 
 /// Sockets and namespace handles of one invocation.
@@ -198,8 +204,8 @@ Result<std::vector<Attachment>> plan(const cni::Env& env, const PlumbConfig& con
   }
 
   // The selection annotation: from the runtime (io.kubernetes.cri.pod-annotations) or the store.
-  std::optional<std::map<std::string, std::string>> annotations = conf.pod_annotations;
-  if (!annotations && !pod.name.empty()) annotations = PLUMB_TRY(store.pod_annotations(pod));
+  // [kube] runtime-provided annotations need no request; else the pod is read (UID checked).
+  auto annotations = PLUMB_TRY(source::annotations_for_add(store, pod, conf.pod_annotations));
   if (annotations) {
     auto it = annotations->find(std::string(nad::kNetworksAnnotation));
     if (it != annotations->end()) {
@@ -244,6 +250,8 @@ Result<std::vector<Attachment>> plan(const cni::Env& env, const PlumbConfig& con
     }
     auto def = PLUMB_TRY(store.network_attachment(ns, e.name));
     att.net = PLUMB_TRY(nad::resolve(def, conf.conf_dir));
+    // [devinfo] a NAD annotated with k8s.v1.cni.cncf.io/resourceName gets device-info.
+    if (auto rn = def.annotations.find(std::string(nad::kResourceNameAnnotation)); rn != def.annotations.end()) att.device_info.resource_name = rn->second;
     att.selection = ns + "/" + e.name;
     att.status_name = att.selection;
     att.element = &e;
@@ -262,6 +270,10 @@ Result<std::vector<Attachment>> plan(const cni::Env& env, const PlumbConfig& con
   for (size_t i = 0; i < out.size(); ++i) {
     out[i].index = static_cast<int>(i);
     PLUMB_TRY(build_plugins(out[i], conf));
+    // [kube] IPAMClaims (spec 8): hand the claim to host-local, record it for GC.
+    out[i].claim = PLUMB_TRY(claims::prepare(store, conf.state_dir, pod.namespace_, out[i].element, out[i].plugins, out[i].net.name, log));
+    // [devinfo] the device-info file path, handed as runtimeConfig.CNIDeviceInfoFile where declared.
+    PLUMB_TRY(devinfo::plan(out[i].plugins, out[i].device_info, conf.device_info_dir, env.container_id, out[i].ifname));
   }
   return out;
 }
@@ -270,6 +282,8 @@ drivers::Context make_context(const cni::Env& env, const PlumbConfig& conf, Kern
                               const std::string& network) {
   drivers::Context ctx;
   ctx.sysfs_root = conf.sysfs_root;
+  ctx.state_dir = conf.state_dir;
+  ctx.bpffs_dir = conf.bpffs_dir;
   ctx.container_id = env.container_id;
   ctx.ifname = ifname;
   ctx.network = network;
@@ -294,6 +308,9 @@ Status teardown(const cni::Env& env, const PlumbConfig& conf, Kernel& k, const s
 Result<cni::CniResult> attach(const cni::Env& env, const PlumbConfig& conf, Kernel& k, Attachment& att, txn::Journal& journal) {
   auto ctx = make_context(env, conf, k, att.ifname, att.net.name);
   ctx.journal = &journal;
+  // [devinfo] the device plugin's file is copied before the chain runs; the driver completes it.
+  ctx.device_info_file = att.device_info.file;
+  PLUMB_TRY(devinfo::prepare(journal, conf.device_info_dir, att.device_info));
   std::optional<cni::CniResult> prev;
   auto& a = att.plugins.GetAllocator();
   for (auto& plugin : att.plugins.GetArray()) {
@@ -397,7 +414,7 @@ Result<std::string> do_add(const cni::Env& env, const PlumbConfig& conf, Log& lo
     }
   }
 
-  auto store = source::make_local_store(conf.store_dir);
+  auto store = PLUMB_TRY(source::make_source(conf));  // [kube] API server or local store
   source::PodRef pod = pod_ref(env);
   std::vector<nad::SelectionElement> elements;
   auto atts = PLUMB_TRY(plan(env, conf, *store, pod, elements, log));
@@ -438,10 +455,21 @@ Result<std::string> do_add(const cni::Env& env, const PlumbConfig& conf, Log& lo
       }
     }
   }
+  // [kube] IPAMClaims without status.ips get the addresses just allocated for them.
+  for (size_t i = 0; i < atts.size() && !failure; ++i) {
+    if (!atts[i].claim) continue;
+    auto st = claims::publish(*store, *atts[i].claim, results[i]);
+    if (!st) failure = st.error().within("network " + atts[i].selection + " (" + atts[i].ifname + ")");
+  }
   std::vector<nad::StatusEntry> status;
   if (!failure) {
     for (size_t i = 0; i < atts.size(); ++i) {
       auto entry = nad::status_from_result(atts[i].status_name, results[i], atts[i].ifname, atts[i].is_default);
+      if (!atts[i].device_info.file.empty()) {  // [devinfo] 5.3.8: the file's content, verbatim
+        auto di = devinfo::read(atts[i].device_info.file);
+        if (!di) failure = di.error();
+        else if (*di) entry.device_info = std::move(**di);
+      }
       if (atts[i].element != nullptr && atts[i].element->default_route) {
         for (auto& gw : *atts[i].element->default_route) entry.default_route.push_back(gw.str());
       }
@@ -466,7 +494,13 @@ Result<std::string> do_add(const cni::Env& env, const PlumbConfig& conf, Log& lo
   }
   if (!failure && !pod.name.empty() && !is_system_namespace(conf, pod.namespace_)) {
     auto st = store->write_network_status(pod, nad::encode_network_status(status));
-    if (!st) failure = st.error().within("write network-status of pod " + pod.namespace_ + "/" + pod.name);
+    // [kube] statusErrorsFatal=false (default): the pod's networks work; a missing annotation
+    // is reported in the log and does not undo them.
+    if (!st && conf.status_errors_fatal) failure = st.error().within("write network-status of pod " + pod.namespace_ + "/" + pod.name);
+    if (!st && !conf.status_errors_fatal) {
+      log.error("ADD " + env.container_id + ": network-status of pod " + pod.namespace_ + "/" + pod.name + " not written (" +
+                store->describe() + "), the attachments stay (statusErrorsFatal is false): " + st.error().text());
+    }
   }
 
   if (failure) {
@@ -508,9 +542,11 @@ Result<std::string> do_del(const cni::Env& env, const PlumbConfig& conf, Log& lo
     pod.name = records.front().pod_name;
   }
   if (!pod.name.empty() && !is_system_namespace(conf, pod.namespace_)) {
-    auto store = source::make_local_store(conf.store_dir);
-    auto st = store->remove_network_status(pod);
-    if (!st) log.warning("DEL " + env.container_id + ": " + st.error().text());
+    // [kube] Errors here are logged, never returned. The API server source makes no request
+    // (DEL never waits on the API server); the local store removes its status file.
+    auto store = source::make_source(conf);
+    auto st = store ? (*store)->remove_network_status(pod) : Status(std::unexpected(store.error()));
+    if (!st) log.warning("DEL " + env.container_id + ": network-status not removed: " + st.error().text());
   }
   if (first) return std::unexpected(*first);
   if (lock) lock->unlink_path();  // nothing of the container is left: no lock file either
@@ -545,10 +581,53 @@ Result<std::string> do_check(const cni::Env& env, const PlumbConfig& conf) {
   return std::string();
 }
 
+// [cluster ipam] begin: GC of IPAM pools that outlive this node's records (etcd).
+/// The distinct "ipam" objects of recorded plugin configs, keyed by network + config text.
+using IpamConfigs = std::map<std::string, std::pair<std::string, json::Document>>;
+void collect_ipams(const std::vector<state::AttachmentRecord>& records, IpamConfigs& out) {
+  for (const auto& rec : records) {
+    if (!rec.config.IsArray()) continue;
+    for (const auto& plugin : rec.config.GetArray()) {
+      const json::Value* ipam = json::find(plugin, "ipam");
+      if (ipam == nullptr || !ipam->IsObject()) continue;
+      std::string key = rec.network + "\n" + json::dump(*ipam);
+      if (!out.contains(key)) out.emplace(key, std::pair{rec.network, json::clone(*ipam)});
+    }
+  }
+}
+
+/// Asks each IPAM (Ipam::gc) to release what this node holds for owners that are neither in the
+/// valid list nor still recorded here (a record means an ADD in progress or a release pending,
+/// which the record's own teardown retries). host-local and static do nothing.
+Status gc_ipams(const PlumbConfig& conf, const state::StateDir& state, const IpamConfigs& ipams) {
+  ipam::Ipam::KeepFn keep = [&](const std::string& cid, const std::string&) {
+    if (std::any_of(conf.valid_attachments.begin(), conf.valid_attachments.end(), [&](auto& v) { return v.first == cid; })) {
+      return true;
+    }
+    auto recs = state.read(cid);
+    return !recs || !recs->empty();
+  };
+  Status first;
+  for (const auto& [key, entry] : ipams) {
+    auto made = ipam::make(entry.second);
+    Status st = made ? Status{} : Status(std::unexpected(made.error()));
+    if (made) {
+      ipam::Request req;
+      req.network_name = entry.first;
+      req.ipam = &entry.second;
+      st = (*made)->gc(req, keep);
+    }
+    if (!st && first) first = std::unexpected(st.error().within("GC of the addresses of network " + entry.first));
+  }
+  return first;
+}
+// [cluster ipam] end
+
 Result<std::string> do_gc(const cni::Env& env, const PlumbConfig& conf, Log& log) {
   state::StateDir state(conf.state_dir);
   auto containers = PLUMB_TRY(state.containers());
   std::optional<Error> first;
+  IpamConfigs ipams;  // [cluster ipam]
   for (auto& cid : containers) {
     auto lock = PLUMB_TRY(state.lock_container(cid));
     auto records = PLUMB_TRY(state.read(cid));
@@ -556,6 +635,7 @@ Result<std::string> do_gc(const cni::Env& env, const PlumbConfig& conf, Log& log
       lock.unlink_path();
       continue;
     }
+    collect_ipams(records, ipams);  // [cluster ipam]
     const auto& head = records.front();
     bool valid = std::any_of(conf.valid_attachments.begin(), conf.valid_attachments.end(),
                              [&](auto& v) { return v.first == cid && (!head.is_default || v.second == head.ifname); });
@@ -579,6 +659,16 @@ Result<std::string> do_gc(const cni::Env& env, const PlumbConfig& conf, Log& log
     if (all_gone) lock.unlink_path();
     log.info("GC removed the attachments of container " + cid);
   }
+  if (auto st = gc_ipams(conf, state, ipams); !st) {  // [cluster ipam]
+    log.error("GC: " + st.error().text());
+    if (!first) first = st.error();
+  }
+  {
+    // [kube] addresses held for IPAMClaims that no longer exist (no request without claims).
+    auto src = source::make_source(conf);
+    auto st = src ? claims::gc(**src, conf.state_dir, log) : Status(std::unexpected(src.error()));
+    if (!st && !first) first = st.error();
+  }
   if (first) return std::unexpected(*first);
   return std::string();
 }
@@ -588,9 +678,11 @@ Result<std::string> do_status(const PlumbConfig& conf) {
   auto lock = state.lock_container("status-probe");
   if (!lock) return fail(cni_code::kPluginNotAvailable, "state directory " + conf.state_dir + " is not usable", lock.error().text());
   lock->unlink_path();
-  if (::access(conf.store_dir.c_str(), R_OK | X_OK) != 0) {
-    return fail(cni_code::kPluginNotAvailable, "store directory " + conf.store_dir + " is not readable");
-  }
+  // [kube] the pod source must be usable: the local store's directory readable, or the API
+  // server reachable (else 51) with valid credentials (else 50).
+  auto src = source::make_source(conf);
+  if (!src) return fail(cni_code::kPluginNotAvailable, "plumb's pod source is not configured correctly: " + src.error().text());
+  PLUMB_TRY((*src)->ready());
   return std::string();
 }
 

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "engine/common/yaml_guard.hpp"
 #include "engine/source/source.hpp"
 
 namespace plumb::source {
@@ -111,6 +112,7 @@ class LocalStore final : public PodSource {
     if (!text) return std::optional<Annotations>{};
     Annotations out;
     try {
+      PLUMB_TRY(yaml::check(*text, path));
       const YAML::Node doc = YAML::Load(*text);
       if (!doc.IsMap()) {
         if (doc.IsNull()) return std::optional<Annotations>(std::move(out));
@@ -178,6 +180,75 @@ class LocalStore final : public PodSource {
     return write_atomic(dir + "/" + pod.name + ".json", status_json);
   }
 
+  std::string describe() const override { return "local store " + root_; }
+
+  Status ready() override {
+    if (::access(root_.c_str(), R_OK | X_OK) != 0) {
+      return fail(cni_code::kPluginNotAvailable, "store directory " + root_ + " is not readable");
+    }
+    return {};
+  }
+
+  Result<std::optional<IpamClaim>> ipam_claim(const std::string& namespace_, const std::string& name) override {
+    const std::string base = PLUMB_TRY(claim_base(namespace_, name));
+    const std::string path = base + ".yaml";
+    auto text = PLUMB_TRY(read_file(path));
+    if (!text) {
+      // The claim is gone: the status plumb wrote for it goes too, so a new claim of the same
+      // name starts without addresses, as a re-created API object does.
+      if (::unlink((base + ".status.json").c_str()) != 0 && errno != ENOENT && errno != ENOTDIR) {
+        return std::unexpected(Error{cni_code::kIo, errno, "remove " + base + ".status.json", {}});
+      }
+      return std::optional<IpamClaim>{};
+    }
+    IpamClaim c;
+    c.namespace_ = namespace_;
+    c.name = name;
+    try {
+      PLUMB_TRY(yaml::check(*text, path));
+      const YAML::Node doc = YAML::Load(*text);
+      if (!doc.IsMap() && !doc.IsNull()) return fail(cni_code::kDecode, "IPAMClaim manifest " + path + " is not a YAML map");
+      if (doc.IsMap()) {
+        auto has = [](const YAML::Node& n) { return n.IsDefined() && !n.IsNull(); };
+        if (const YAML::Node spec = doc["spec"]; has(spec) && spec.IsMap()) {
+          if (has(spec["network"]) && spec["network"].IsScalar()) c.network = spec["network"].Scalar();
+          if (has(spec["interface"]) && spec["interface"].IsScalar()) c.interface = spec["interface"].Scalar();
+        }
+        const YAML::Node status = doc["status"];
+        if (const YAML::Node ips = has(status) && status.IsMap() ? status["ips"] : YAML::Node(); has(ips)) {
+          if (!ips.IsSequence()) return fail(cni_code::kDecode, "IPAMClaim manifest " + path + ": status.ips is not a list");
+          for (const auto& ip : ips) {
+            if (!ip.IsScalar()) return fail(cni_code::kDecode, "IPAMClaim manifest " + path + ": status.ips holds a non-string");
+            c.ips.push_back(ip.Scalar());
+          }
+        }
+      }
+    } catch (const YAML::Exception& ex) {
+      return fail(cni_code::kDecode, "cannot decode IPAMClaim manifest " + path + ": " + ex.msg);
+    }
+    // What plumb wrote wins over the manifest's own status.
+    auto written = PLUMB_TRY(read_file(base + ".status.json"));
+    if (written) {
+      auto ips = PLUMB_TRY(written_ips(*written, base + ".status.json"));
+      if (!ips.empty()) c.ips = std::move(ips);
+    }
+    return std::optional<IpamClaim>(std::move(c));
+  }
+
+  Status write_ipam_claim_ips(const std::string& namespace_, const std::string& name, const std::vector<std::string>& ips) override {
+    const std::string base = PLUMB_TRY(claim_base(namespace_, name));
+    struct stat st{};
+    if (::stat((base + ".yaml").c_str(), &st) != 0) {
+      if (errno == ENOENT) return fail(cni_code::kNotFound, "IPAMClaim " + namespace_ + "/" + name + " not found (" + base + ".yaml)");
+      return std::unexpected(Error{cni_code::kIo, errno, "stat " + base + ".yaml", {}});
+    }
+    json::Document doc(rapidjson::kObjectType);
+    json::Value arr(rapidjson::kArrayType);
+    for (const auto& ip : ips) arr.PushBack(json::Value(ip.c_str(), doc.GetAllocator()), doc.GetAllocator());
+    json::set(doc, "ips", std::move(arr), doc.GetAllocator());
+    return write_atomic(base + ".status.json", json::dump(doc));
+  }
+
   Status remove_network_status(const PodRef& pod) override {
     PLUMB_TRY(check_pod(pod));
     const std::string path = root_ + "/status/" + pod.namespace_ + "/" + pod.name + ".json";
@@ -188,6 +259,32 @@ class LocalStore final : public PodSource {
   }
 
  private:
+  /// <root>/ipamclaims/<namespace>/<name> after validating both.
+  Result<std::string> claim_base(const std::string& namespace_, const std::string& name) const {
+    PLUMB_TRY(check_namespace("IPAMClaim", namespace_));
+    if (!nad::is_dns1123_subdomain(name)) {
+      return fail(cni_code::kInvalidConfig, "IPAMClaim name \"" + name + "\" is not a valid DNS-1123 subdomain");
+    }
+    return root_ + "/ipamclaims/" + namespace_ + "/" + name;
+  }
+
+  /// The "ips" list of a status file plumb wrote.
+  static Result<std::vector<std::string>> written_ips(const std::string& text, const std::string& path) {
+    std::vector<std::string> out;
+    try {
+      PLUMB_TRY(yaml::check(text, path));
+      const YAML::Node doc = YAML::Load(text);  // JSON is YAML
+      if (!doc.IsDefined() || !doc.IsMap() || !doc["ips"].IsDefined() || !doc["ips"].IsSequence()) return fail(cni_code::kDecode, path + " has no \"ips\" list");
+      for (const auto& ip : doc["ips"]) {
+        if (!ip.IsScalar()) return fail(cni_code::kDecode, path + ": \"ips\" holds a non-string");
+        out.push_back(ip.Scalar());
+      }
+    } catch (const YAML::Exception& ex) {
+      return fail(cni_code::kDecode, "cannot decode " + path + ": " + ex.msg);
+    }
+    return out;
+  }
+
   std::string root_;
 };
 

@@ -133,7 +133,13 @@ Result<std::vector<AttachmentRecord>> StateDir::read(const std::string& containe
   std::vector<std::string> names;
   while (dirent* e = ::readdir(d)) {
     std::string n = e->d_name;
-    if (n.size() > 5 && n.ends_with(".json")) names.push_back(n);
+    if (n.size() > 5 && n.ends_with(".json")) {
+      names.push_back(n);
+    } else if (n.find(".json.tmp.") != std::string::npos) {
+      // A write_atomic() killed before its rename: callers hold the container lock, so no
+      // writer is using it.
+      ::unlink((dir + "/" + n).c_str());
+    }
   }
   ::closedir(d);
   for (auto& n : names) {

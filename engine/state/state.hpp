@@ -66,8 +66,8 @@ class StateDir {
   [[nodiscard]] Result<FileLock> lock_container(const std::string& container_id) const;
   /// Writes the record atomically to <root>/containers/<id>/<index>-<ifname>.json.
   [[nodiscard]] Status write(const AttachmentRecord& rec) const;
-  /// All records of a container, ordered by index. A container without records gives an empty
-  /// list. Errors: I/O or decode errors naming the file.
+  /// All records of a container, ordered by index, removing temporary files a killed writer left
+  /// (call with the container lock held). A container without records gives an empty list. Errors: I/O or decode errors naming the file.
   [[nodiscard]] Result<std::vector<AttachmentRecord>> read(const std::string& container_id) const;
   /// Removes one record (missing is fine) and the container directory once it is empty.
   [[nodiscard]] Status remove(const AttachmentRecord& rec) const;

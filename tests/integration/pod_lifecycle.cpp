@@ -68,6 +68,9 @@ void check_clean(const PodFixture& fx, std::set<std::string> base, const std::st
   }
   CHECK(now == base);
   if (!pod_ns.empty()) CHECK(links(pod_ns) == std::set<std::string>{"lo"});
+  std::string leftover;
+  for (auto& f : ip_files(fx.ipam_dir())) leftover += f + " holds \"" + plumb::test::read_file(f) + "\"\n";
+  INFO("IP files left: ", leftover);
   CHECK(ip_files(fx.ipam_dir()).empty());
   CHECK(PodFixture::files_under(fx.state() + "/containers").empty());
   CHECK(masq_elements() == 0);
@@ -366,4 +369,55 @@ TEST_CASE("100 pods added and deleted by 4 concurrent workers leave no link, IP 
   CHECK(PodFixture::files_under(fx.state()).empty());
   CHECK(masq_elements() == 0);
   CHECK(PodFixture::files_under(fx.store() + "/status").empty());
+}
+
+TEST_CASE("CHECK verifies every attachment from the kernel and names the first difference") {
+  Node node;
+  PodFixture fx(node);
+  setup(fx);
+  fx.add_pod("default", "chk", "blue");
+  std::string pod = node.add_netns("chk");
+  Proc add = fx.run("ADD", "ctr-chk", pod, "default", "chk", fx.config());
+  REQUIRE(add.exit_code == 0);
+  std::string conf = fx.config(R"("prevResult": )" + add.out);
+  REQUIRE(fx.run("CHECK", "ctr-chk", pod, "default", "chk", conf).exit_code == 0);
+  // Each tamper is undone before the next (CHECK reports the first difference), except the last two:
+  // the default network (eth0) is checked before net1.
+  struct Tamper {
+    const char* cmd;
+    const char* must_name;
+    const char* undo;
+  } tampers[] = {
+      {"ip -n chk route del default", "route 0.0.0.0/0 via 203.0.113.1", "ip -n chk route add default via 203.0.113.1 dev eth0"},
+      {"ip -n chk link set dev net1 mtu 1400", "MTU 1400", "ip -n chk link set dev net1 mtu 1500"},
+      {"ip -n chk addr flush dev net1", "lacks address 198.51.100.", nullptr},
+      {"ip -n chk link set dev eth0 down", "eth0 is down", nullptr},
+  };
+  for (auto& t : tampers) {
+    REQUIRE(plumb::test::sh(t.cmd).exit_code == 0);
+    Proc check = fx.run("CHECK", "ctr-chk", pod, "default", "chk", conf);
+    INFO(t.cmd, " -> ", check.out);
+    CHECK(check.exit_code != 0);
+    CHECK(check.out.find(t.must_name) != std::string::npos);
+    if (t.undo != nullptr) {
+      REQUIRE(plumb::test::sh(t.undo).exit_code == 0);
+      CHECK(fx.run("CHECK", "ctr-chk", pod, "default", "chk", conf).exit_code == 0);
+    }
+  }
+  CHECK(fx.run("CHECK", "never-added", pod, "default", "chk", conf).out.find("\"code\":3") != std::string::npos);
+  CHECK(fx.run("DEL", "ctr-chk", pod, "default", "chk", fx.config()).exit_code == 0);
+}
+
+TEST_CASE("crash leftovers in host-local's directory (an empty address file, a temporary file) are reclaimed") {
+  Node node;
+  PodFixture fx(node);
+  std::string pod = node.add_netns("left");
+  REQUIRE(fx.run("ADD", "ctr-left", pod, "default", "left", fx.config()).exit_code == 0);
+  std::string dir = fx.ipam_dir() + "/default-net";
+  plumb::test::write_file(dir + "/203.0.113.50", "");  // the reference plugin killed between create and write
+  plumb::test::write_file(dir + "/.plumb-reserve.4242", "ctr-dead\r\neth0");  // plumb killed before link(2)
+  REQUIRE(fx.run("DEL", "ctr-left", pod, "default", "left", fx.config()).exit_code == 0);
+  CHECK_FALSE(std::filesystem::exists(dir + "/203.0.113.50"));
+  CHECK_FALSE(std::filesystem::exists(dir + "/.plumb-reserve.4242"));
+  CHECK(ip_files(fx.ipam_dir()).empty());
 }

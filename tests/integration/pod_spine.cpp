@@ -64,6 +64,11 @@ std::vector<std::string> ip_files(const std::string& dir) {
 
 std::string nft_ruleset() { return plumb::test::sh("nft list ruleset").out; }
 
+/// The pod addresses plumb's masquerade maps hold (the elements, not the network chains).
+std::string masq_elements() {
+  return plumb::test::sh("nft list map inet plumb masq4 2>/dev/null; nft list map inet plumb masq6 2>/dev/null").out;
+}
+
 void setup_networks(const PodFixture& fx) {
   fx.add_nad("default", "blue", bridge_nad("br-blue", "198.51.100.0/24", fx.ipam_dir()));
   fx.add_nad("default", "green", bridge_nad("br-green", "192.0.2.0/24", fx.ipam_dir()));
@@ -122,7 +127,12 @@ TEST_CASE("ADD, CHECK and DEL of a pod with the default network and annotated ne
   CHECK(addrs("", "plumb0").count("203.0.113.1/24") == 1);
   auto ports = ip_json("link show master br-blue");
   CHECK(ports.Size() == 2);
-  CHECK(nft_ruleset().find("203.0.113.") != std::string::npos);
+  CHECK(masq_elements().find("203.0.113.") != std::string::npos);
+  // Dual stack ipMasq: the network's chain keeps both subnets local (not masqueraded).
+  std::string masq_chain = plumb::test::sh("nft list chain inet plumb masq-default-net").out;
+  INFO("masq chain: ", masq_chain);
+  CHECK(masq_chain.find("ip daddr 203.0.113.0/24 return") != std::string::npos);
+  CHECK(masq_chain.find("ip6 daddr 2001:db8:0:1::/64 return") != std::string::npos);
 
   // network-status in the store: one entry per attachment, default first and only there.
   std::string status = fx.status_of("default", "pod-a");
@@ -165,7 +175,7 @@ TEST_CASE("ADD, CHECK and DEL of a pod with the default network and annotated ne
   CHECK(ip_files(fx.ipam_dir()).empty());
   CHECK(PodFixture::files_under(fx.state() + "/containers").empty());
   CHECK(fx.status_of("default", "pod-a").empty());
-  CHECK(nft_ruleset().find("203.0.113.") == std::string::npos);
+  CHECK(masq_elements().find("203.0.113.") == std::string::npos);
   Proc del2 = fx.run("DEL", "ctr-a", pod, "default", "pod-a", fx.config());
   CHECK(del2.exit_code == 0);
 }
@@ -191,7 +201,7 @@ TEST_CASE("DEL works from the state record alone: the NADs, the annotation and t
   CHECK(ip_json("link show type veth").Size() == 0);
   CHECK(ip_files(fx.ipam_dir()).empty());
   CHECK(PodFixture::files_under(fx.state() + "/containers").empty());
-  CHECK(nft_ruleset().find("203.0.113.") == std::string::npos);
+  CHECK(masq_elements().find("203.0.113.") == std::string::npos);
 }
 
 TEST_CASE("an ADD that fails on its third attachment leaves no link, address, IP file, nftables element or record") {

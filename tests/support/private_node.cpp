@@ -50,6 +50,13 @@ std::string read_fd(int fd) {
   return s;
 }
 
+/// Mounts a new bpffs instance (its own, empty) on `dir` of this private mount namespace; a
+/// kernel without BPF (no such directory) is left alone.
+void mount_private_bpffs(const char* dir) {
+  if (access(dir, F_OK) != 0) return;
+  if (mount("bpf", dir, "bpf", 0, "mode=0700") != 0) die("mount a private bpffs on /sys/fs/bpf");
+}
+
 }  // namespace
 
 const char* plumb_binary() { return PLUMB_BINARY; }
@@ -62,6 +69,7 @@ void enter_private_root() {
   mkdir("/run/netns", 0755);
   if (mount("tmpfs", "/run/netns", "tmpfs", 0, "mode=0755") != 0) die("mount tmpfs /run/netns");
   // A private bpffs so BPF pins made by tests never reach the host's /sys/fs/bpf.
+  mount_private_bpffs("/sys/fs/bpf");
   lo_up();
 }
 
@@ -132,6 +140,8 @@ Node::Node() {
   // sysfs shows the network namespace of whoever mounts it: remount for this node.
   umount2("/sys", MNT_DETACH);
   if (mount("sysfs", "/sys", "sysfs", 0, nullptr) != 0) die("mount sysfs");
+  // The fresh sysfs has an empty /sys/fs/bpf: cover it with a fresh bpffs instance again.
+  mount_private_bpffs("/sys/fs/bpf");
   char tmpl[] = "/tmp/plumb-test-XXXXXX";
   if (mkdtemp(tmpl) == nullptr) die("mkdtemp");
   dir_ = tmpl;
@@ -175,6 +185,16 @@ void Node::del_netns(const std::string& name) {
 
 Proc Node::plumb(const std::map<std::string, std::string>& env, const std::string& config) const {
   return run({plumb_binary()}, env, config);
+}
+
+PrivateBpffs::PrivateBpffs(const Node& node) : dir_(node.dir() + "/bpf") {
+  if (mkdir(dir_.c_str(), 0700) != 0 && errno != EEXIST) die("mkdir for a private bpffs");
+  if (mount("bpf", dir_.c_str(), "bpf", 0, "mode=0700") != 0) die("mount a private bpffs");
+}
+
+PrivateBpffs::~PrivateBpffs() {
+  umount2(dir_.c_str(), MNT_DETACH);
+  rmdir(dir_.c_str());
 }
 
 }  // namespace plumb::test

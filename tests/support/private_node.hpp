@@ -56,6 +56,21 @@ class Node {
   std::vector<std::string> netns_;
 };
 
+/// A fresh bpffs instance mounted on <node.dir()>/bpf for one test case (unmounted on
+/// destruction): point plumb's bpffsDir below it so BPF pins live and die with the case.
+class PrivateBpffs {
+ public:
+  explicit PrivateBpffs(const Node& node);
+  ~PrivateBpffs();
+  PrivateBpffs(const PrivateBpffs&) = delete;
+  PrivateBpffs& operator=(const PrivateBpffs&) = delete;
+  /// The mount point.
+  const std::string& dir() const { return dir_; }
+
+ private:
+  std::string dir_;
+};
+
 /// Path of the built plumb binary and the fixtures directory.
 const char* plumb_binary();
 /// The test build's plumb with a journal fault hook (PLUMB_FAULT_AFTER_STEP=N: SIGKILL after the

@@ -1,0 +1,286 @@
+// The reference "host-device" plugin, natively: an existing node netdev is moved into the pod
+// namespace under the attachment's name (one RTM_NEWLINK: IFLA_NET_NS_FD + IFLA_IFNAME), IPAM
+// configures it, and DEL ("host-device.restore") returns it to the node namespace with its
+// original name, MTU and MAC, down.
+// Keys: exactly one of device (name), hwaddr (MAC), kernelpath (/sys/devices/... directory of the
+// device), pciBusID ("0000:04:00.5"), or runtimeConfig.deviceID (capability "deviceID"; replaces
+// pciBusID as in the reference plugin); ipam.
+// sysfs lookups (kernelpath, pciBusID) read under Context::sysfs_root (plumb config sysfsRoot).
+//
+// When the pod namespace is destroyed before DEL the kernel hands a physical device back to the
+// initial namespace (keeping its ifindex when free, and its current name unless taken, else
+// "dev%d"); virtual devices (veth stand-ins) are destroyed with the namespace instead. The undo
+// operation finds the device in the node namespace by its recorded ifindex and restores it, and
+// treats a device that is nowhere as already gone.
+#include <dirent.h>
+#include <net/if.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "drivers/registry.hpp"
+#include "engine/addr/addr.hpp"
+#include "engine/link/link.hpp"
+
+namespace plumb::drivers {
+namespace {
+
+/// The selector of the device to move; exactly one is set.
+struct HostDeviceConfig {
+  std::string device;
+  std::optional<Mac> hwaddr;
+  std::string kernelpath;
+  std::string pci_bus_id;  // pciBusID or runtimeConfig.deviceID
+  std::string selector;    // "device \"eth1\"" etc., for messages
+};
+
+/// A PCI address or other sysfs directory name: no separators, not "." or "..".
+bool safe_component(const std::string& s) {
+  if (s.empty() || s == "." || s == ".." || s.size() > 64) return false;
+  return std::none_of(s.begin(), s.end(), [](char ch) { return ch == '/' || ch == '\0' || ch == ' ' || ch == '\n'; });
+}
+
+/// An absolute path under /sys/devices/ without "." or ".." components.
+bool safe_kernelpath(const std::string& p) {
+  constexpr std::string_view kPrefix = "/sys/devices/";
+  if (p.rfind(kPrefix, 0) != 0 || p.size() == kPrefix.size()) return false;
+  size_t start = 1;
+  while (start < p.size()) {
+    size_t end = p.find('/', start);
+    std::string comp = p.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    if (comp == "." || comp == ".." || comp.find('\0') != std::string::npos) return false;
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return true;
+}
+
+Result<HostDeviceConfig> parse_config(const json::Value& conf, const Context& ctx) {
+  HostDeviceConfig c;
+  const std::string where = ctx.network;
+  int selectors = 0;
+  if (auto v = PLUMB_TRY(json::get_string(conf, "device", where)); v && !v->empty()) {
+    if (!link::valid_ifname(*v)) return fail(cni_code::kInvalidConfig, where + ".device \"" + *v + "\" is not a valid interface name");
+    c.device = *v;
+    c.selector = "device \"" + *v + "\"";
+    ++selectors;
+  }
+  if (auto v = PLUMB_TRY(json::get_string(conf, "hwaddr", where)); v && !v->empty()) {
+    auto m = Mac::parse(*v);
+    if (!m) return fail(cni_code::kInvalidConfig, where + ".hwaddr \"" + *v + "\" is not a valid MAC address");
+    c.hwaddr = *m;
+    c.selector = "hwaddr " + m->str();
+    ++selectors;
+  }
+  if (auto v = PLUMB_TRY(json::get_string(conf, "kernelpath", where)); v && !v->empty()) {
+    if (!safe_kernelpath(*v)) {
+      return fail(cni_code::kInvalidConfig, where + ".kernelpath \"" + *v + "\" must be an absolute path under /sys/devices/");
+    }
+    c.kernelpath = *v;
+    c.selector = "kernelpath \"" + *v + "\"";
+    ++selectors;
+  }
+  std::string pci_key = "pciBusID";
+  auto pci = PLUMB_TRY(json::get_string(conf, "pciBusID", where));
+  if (const json::Value* rc = PLUMB_TRY(json::get_object(conf, "runtimeConfig", where))) {
+    if (auto id = PLUMB_TRY(json::get_string(*rc, "deviceID", where + ".runtimeConfig", true)); id && !id->empty()) {
+      pci = id;  // the standardized deviceID overrides pciBusID (reference plugin)
+      pci_key = "runtimeConfig.deviceID";
+    }
+  }
+  if (pci && !pci->empty()) {
+    if (!safe_component(*pci)) return fail(cni_code::kInvalidConfig, where + "." + pci_key + " \"" + *pci + "\" is not a PCI address");
+    c.pci_bus_id = *pci;
+    c.selector = pci_key + " \"" + *pci + "\"";
+    ++selectors;
+  }
+  if (selectors != 1) {
+    return fail(cni_code::kInvalidConfig,
+                where + ": host-device needs exactly one of \"device\", \"hwaddr\", \"kernelpath\", \"pciBusID\" "
+                        "(or runtimeConfig.deviceID), got " + std::to_string(selectors));
+  }
+  return c;
+}
+
+/// Entries of a directory (without "." and ".."), sorted; an error naming it when unreadable.
+Result<std::vector<std::string>> list_dir(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return fail_errno(errno, "read directory " + dir);
+  std::vector<std::string> out;
+  while (dirent* e = ::readdir(d)) {
+    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) out.emplace_back(e->d_name);
+  }
+  ::closedir(d);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+/// The first entry of `<device_dir>/net` that is a link of the node namespace.
+Result<link::LinkInfo> link_of_device_dir(Context& ctx, const std::string& device_dir, const HostDeviceConfig& c) {
+  struct stat st {};
+  if (::stat(device_dir.c_str(), &st) != 0) {
+    return fail(cni_code::kInvalidConfig, ctx.network + ": " + c.selector + ": no device at " + device_dir);
+  }
+  auto names = list_dir(device_dir + "/net");
+  if (!names || names->empty()) {
+    return fail(cni_code::kInvalidConfig, ctx.network + ": " + c.selector + ": device " + device_dir +
+                                              " has no network interface (no " + device_dir + "/net entry)");
+  }
+  for (auto& n : *names) {
+    if (!link::valid_ifname(n)) continue;
+    if (auto l = PLUMB_TRY(link::get(*ctx.node, n))) return *l;
+  }
+  return fail(cni_code::kInvalidConfig, ctx.network + ": " + c.selector + ": none of the interfaces of " + device_dir +
+                                            "/net is in the node namespace");
+}
+
+Result<link::LinkInfo> find_device(Context& ctx, const HostDeviceConfig& c) {
+  if (!c.device.empty()) {
+    auto l = PLUMB_TRY(link::get(*ctx.node, c.device));
+    if (!l) return fail(cni_code::kInvalidConfig, ctx.network + ".device \"" + c.device + "\" not found in the node namespace");
+    return *l;
+  }
+  if (c.hwaddr) {
+    auto links = PLUMB_TRY(link::list(*ctx.node));
+    for (auto& l : links) {
+      if (l.mac() && *l.mac() == *c.hwaddr) return l;
+    }
+    return fail(cni_code::kInvalidConfig, ctx.network + ".hwaddr " + c.hwaddr->str() + ": no interface with this MAC in the node namespace");
+  }
+  if (!c.kernelpath.empty()) {
+    // "/sys/devices/..." read under the configured sysfs root.
+    return link_of_device_dir(ctx, ctx.sysfs_root + c.kernelpath.substr(4), c);
+  }
+  return link_of_device_dir(ctx, ctx.sysfs_root + "/bus/pci/devices/" + c.pci_bus_id, c);
+}
+
+json::Document restore_op(const link::LinkInfo& dev, const std::string& ifname) {
+  json::Document d(rapidjson::kObjectType);
+  auto& a = d.GetAllocator();
+  json::set_string(d, "op", "host-device.restore", a);
+  json::set_string(d, "name", dev.name, a);
+  json::set_string(d, "ifname", ifname, a);
+  json::set(d, "index", json::Value(dev.index), a);
+  json::set(d, "mtu", json::Value(dev.mtu_bytes), a);
+  if (dev.mac()) json::set_string(d, "mac", dev.mac()->str(), a);
+  return d;
+}
+
+Result<cni::CniResult> host_device_add(Context& ctx, const json::Value& conf, const cni::CniResult*) {
+  HostDeviceConfig c = PLUMB_TRY(parse_config(conf, ctx));
+  link::LinkInfo dev = PLUMB_TRY(find_device(ctx, c));
+  if (dev.index == 1 || (dev.flags & IFF_LOOPBACK)) {
+    return fail(cni_code::kInvalidConfig, ctx.network + ": " + c.selector + " selects the loopback device " + dev.name);
+  }
+  if (PLUMB_TRY(link::get(*ctx.pod, ctx.ifname))) {
+    return fail(cni_code::kConflict, "interface " + ctx.ifname + " already exists in " + ctx.netns_path);
+  }
+  PLUMB_TRY(ctx.journal->will(restore_op(dev, ctx.ifname)));
+  link::LinkChange move;
+  move.netns_fd = ctx.pod_ns->fd();
+  move.name = ctx.ifname;  // renamed in the pod namespace after the move
+  auto st = link::modify(*ctx.node, dev.index, move);
+  if (!st) return std::unexpected(st.error().within(ctx.network + ": move " + dev.name + " into " + ctx.netns_path + " as " + ctx.ifname));
+  auto pod_link = PLUMB_TRY(link::get(*ctx.pod, ctx.ifname));
+  if (!pod_link) return fail(cni_code::kKernel, ctx.ifname + " not found in " + ctx.netns_path + " after moving " + dev.name);
+
+  cni::CniResult r = PLUMB_TRY(run_ipam(ctx, conf));
+  r.interfaces.clear();
+  cni::Interface iface{ctx.ifname, pod_link->mac() ? pod_link->mac()->str() : "", pod_link->mtu_bytes, ctx.netns_path, {}, {}};
+  if (!c.pci_bus_id.empty()) iface.pci_id = c.pci_bus_id;
+  r.interfaces.push_back(std::move(iface));
+  for (auto& ip : r.ips) ip.interface = 0;
+  PLUMB_TRY(configure_pod_interface(*ctx.pod, pod_link->index, r, /*dad=*/true));
+  return r;
+}
+
+Status host_device_check(Context& ctx, const json::Value& conf, const cni::CniResult& prev) {
+  PLUMB_TRY(parse_config(conf, ctx));
+  auto pod_link = PLUMB_TRY(link::get(*ctx.pod, ctx.ifname));
+  if (!pod_link) return fail(cni_code::kKernel, "CHECK: interface " + ctx.ifname + " not found in " + ctx.netns_path);
+  if (!pod_link->up()) return fail(cni_code::kKernel, "CHECK: " + ctx.ifname + " is down");
+  auto addrs = PLUMB_TRY(addr::list(*ctx.pod, pod_link->index));
+  for (auto& ip : prev.ips) {
+    bool found = std::any_of(addrs.begin(), addrs.end(), [&](const addr::AddrInfo& a) { return a.prefix == ip.address; });
+    if (!found) return fail(cni_code::kKernel, "CHECK: " + ctx.ifname + " lacks address " + ip.address.str());
+  }
+  return {};
+}
+
+/// "dev<N>": the name the kernel gives a device returned to the initial namespace when its own
+/// name is taken there.
+bool kernel_fallback_name(const std::string& n) {
+  return n.size() > 3 && n.rfind("dev", 0) == 0 && std::all_of(n.begin() + 3, n.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+}
+
+/// The attributes to put back on a device that is in the node namespace.
+link::LinkChange restore_change(const link::LinkInfo& l, const std::string& name, uint32_t mtu, const std::optional<Mac>& mac) {
+  link::LinkChange ch;
+  if (l.name != name) ch.name = name;
+  if (mtu != 0 && l.mtu_bytes != mtu) ch.mtu_bytes = mtu;
+  if (mac && l.mac() && *l.mac() != *mac) ch.mac = mac;
+  return ch;
+}
+
+bool empty_change(const link::LinkChange& ch) { return !ch.name && !ch.mtu_bytes && !ch.mac; }
+
+Status host_device_undo(Context& ctx, const json::Value& op) {
+  const std::string where = "undo host-device.restore";
+  auto name = PLUMB_TRY(json::get_string(op, "name", where));
+  auto ifname = PLUMB_TRY(json::get_string(op, "ifname", where));
+  auto index = PLUMB_TRY(json::get_int(op, "index", where));
+  auto mtu = PLUMB_TRY(json::get_uint(op, "mtu", where));
+  auto mac_text = PLUMB_TRY(json::get_string(op, "mac", where));
+  if (!name || !ifname || !index) return fail(cni_code::kDecode, where + ": operation lacks name, ifname or index: " + json::dump(op));
+  std::optional<Mac> mac;
+  if (mac_text) mac = PLUMB_TRY(Mac::parse(*mac_text));
+  uint32_t mtu_bytes = static_cast<uint32_t>(mtu.value_or(0));
+  const std::string what = "return " + *ifname + " to the node namespace as " + *name;
+
+  if (ctx.pod != nullptr) {
+    auto l = PLUMB_TRY(link::get(*ctx.pod, *ifname));
+    if (l) {
+      // Down first (some drivers refuse a MAC change while up; a device is renamed only when
+      // down), MTU and MAC back, then out under its original name in one message.
+      link::LinkChange down;
+      down.up = false;
+      auto st = link::modify(*ctx.pod, l->index, down);
+      if (!st) return std::unexpected(st.error().within("undo: " + what + ": set down"));
+      link::LinkChange ch = restore_change(*l, l->name, mtu_bytes, mac);
+      if (!empty_change(ch)) {
+        st = link::modify(*ctx.pod, l->index, ch);
+        if (!st) return std::unexpected(st.error().within("undo: " + what + ": restore MTU/MAC"));
+      }
+      auto node_ns = PLUMB_TRY(netns::Netns::current());
+      link::LinkChange out;
+      out.netns_fd = node_ns.fd();
+      out.name = *name;
+      st = link::modify(*ctx.pod, l->index, out);
+      if (!st) return std::unexpected(st.error().within("undo: " + what));
+      return {};
+    }
+  }
+  // Not in the pod: never moved (a rollback before the move), returned to the node by the kernel
+  // when the pod namespace died, or destroyed with it (virtual devices).
+  auto l = PLUMB_TRY(link::get(*ctx.node, static_cast<int>(*index)));
+  if (!l) return {};
+  bool ours = l->name == *name || l->name == *ifname || kernel_fallback_name(l->name) || (mac && l->mac() && *l->mac() == *mac);
+  if (!ours) return {};  // the index now belongs to another device
+  link::LinkChange ch = restore_change(*l, *name, mtu_bytes, mac);
+  if (empty_change(ch)) return {};  // as it was before the ADD (never moved): leave it alone
+  if (l->up()) {
+    link::LinkChange down;
+    down.up = false;
+    PLUMB_TRY(link::modify(*ctx.node, l->index, down));
+  }
+  auto st = link::modify(*ctx.node, l->index, ch);
+  if (!st) return std::unexpected(st.error().within("undo: restore " + l->name + " as " + *name + " in the node namespace"));
+  return {};
+}
+
+}  // namespace
+
+const Driver kHostDevice{"host-device", host_device_add, host_device_check, host_device_undo};
+
+}  // namespace plumb::drivers

@@ -1,0 +1,210 @@
+// The reference "macvlan" plugin, natively: a macvlan on the master (by default the interface of
+// the node's default route) born directly in the pod namespace under a temporary name, renamed
+// there to the attachment's name, arp_notify (and ndisc_notify with IPv6) set, IPAM, addresses
+// and routes in the pod.
+// Keys: master, mode (bridge | private | vepa | passthru; default bridge), mtu (<= the master's),
+// mac (runtimeConfig.mac capability, args.cni.mac, CNI_ARGS MAC=), linkInContainer (the master
+// lives in the pod namespace), ipam.
+#include <linux/if_link.h>
+#include <net/if.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <array>
+
+#include "drivers/registry.hpp"
+#include "engine/addr/addr.hpp"
+#include "engine/link/link.hpp"
+#include "engine/route/route.hpp"
+#include "engine/sysctl/sysctl.hpp"
+
+namespace plumb::drivers {
+namespace {
+
+struct ModeName {
+  std::string_view name;
+  uint32_t mode;
+};
+// The modes the reference plugin accepts ("" means bridge).
+constexpr std::array<ModeName, 4> kModes = {{
+    {"bridge", MACVLAN_MODE_BRIDGE},
+    {"private", MACVLAN_MODE_PRIVATE},
+    {"vepa", MACVLAN_MODE_VEPA},
+    {"passthru", MACVLAN_MODE_PASSTHRU},
+}};
+
+/// The macvlan plugin's configuration, validated (nothing here touches the kernel).
+struct MacvlanConfig {
+  std::string master;  // "" = the interface of the default route
+  std::string mode_name = "bridge";
+  uint32_t mode = MACVLAN_MODE_BRIDGE;
+  std::optional<uint32_t> mtu_bytes;
+  std::optional<Mac> mac;
+  bool link_in_container = false;
+};
+
+Result<MacvlanConfig> parse_config(const json::Value& conf, const Context& ctx) {
+  MacvlanConfig c;
+  const std::string where = ctx.network;
+  if (auto v = PLUMB_TRY(json::get_string(conf, "master", where))) {
+    if (!v->empty() && !link::valid_ifname(*v)) {
+      return fail(cni_code::kInvalidConfig, where + ".master \"" + *v + "\" is not a valid interface name");
+    }
+    c.master = *v;
+  }
+  if (auto v = PLUMB_TRY(json::get_string(conf, "mode", where)); v && !v->empty()) {
+    auto it = std::find_if(kModes.begin(), kModes.end(), [&](const ModeName& m) { return m.name == *v; });
+    if (it == kModes.end()) {
+      return fail(cni_code::kInvalidConfig,
+                  where + ".mode \"" + *v + "\" is not a macvlan mode (bridge, private, vepa, passthru)");
+    }
+    c.mode_name = *v;
+    c.mode = it->mode;
+  }
+  if (auto m = PLUMB_TRY(json::get_int(conf, "mtu", where))) {
+    if (*m < 0 || *m > 65535) return fail(cni_code::kInvalidConfig, where + ".mtu " + std::to_string(*m) + " is out of range");
+    if (*m > 0) c.mtu_bytes = static_cast<uint32_t>(*m);
+  }
+  c.link_in_container = PLUMB_TRY(json::get_bool(conf, "linkInContainer", where)).value_or(false);
+  // MAC, lowest to highest priority: "mac", CNI_ARGS MAC=, args.cni.mac, runtimeConfig.mac.
+  std::optional<std::string> mac = PLUMB_TRY(json::get_string(conf, "mac", where));
+  for (auto& [k, v] : ctx.cni_args) {
+    if (k == "MAC") mac = v;
+  }
+  if (const json::Value* args = PLUMB_TRY(json::get_object(conf, "args", where))) {
+    if (const json::Value* cni = PLUMB_TRY(json::get_object(*args, "cni", where + ".args"))) {
+      if (auto m = PLUMB_TRY(json::get_string(*cni, "mac", where + ".args.cni"))) mac = *m;
+    }
+  }
+  if (const json::Value* rc = PLUMB_TRY(json::get_object(conf, "runtimeConfig", where))) {
+    if (auto m = PLUMB_TRY(json::get_string(*rc, "mac", where + ".runtimeConfig", true))) mac = *m;
+  }
+  if (mac && !mac->empty()) {
+    auto parsed = Mac::parse(*mac);
+    if (!parsed) return fail(cni_code::kInvalidConfig, where + ": mac \"" + *mac + "\" is not a valid MAC address");
+    c.mac = *parsed;
+  }
+  return c;
+}
+
+/// The master: the named link, or the link of the default route (IPv4 first, then IPv6) of the
+/// namespace `nl` is bound to.
+Result<link::LinkInfo> find_master(netlink::Socket& nl, const MacvlanConfig& c, const std::string& where_ns,
+                                   const std::string& network) {
+  std::string name = c.master;
+  if (name.empty()) {
+    int oif = 0;
+    for (int family : {AF_INET, AF_INET6}) {
+      auto routes = PLUMB_TRY(route::list(nl, family));
+      for (auto& r : routes) {
+        if (r.is_default() && r.oif > 0) {
+          oif = r.oif;
+          break;
+        }
+      }
+      if (oif != 0) break;
+    }
+    if (oif == 0) {
+      return fail(cni_code::kInvalidConfig, network + ": no \"master\" given and " + where_ns +
+                                                " has no default route to take it from");
+    }
+    auto l = PLUMB_TRY(link::get(nl, oif));
+    if (!l) return fail(cni_code::kKernel, network + ": the default route's interface (index " + std::to_string(oif) + ") vanished");
+    return *l;
+  }
+  auto l = PLUMB_TRY(link::get(nl, name));
+  if (!l) return fail(cni_code::kInvalidConfig, network + ".master \"" + name + "\" not found in " + where_ns);
+  return *l;
+}
+
+/// Writes a per-interface sysctl inside the pod namespace.
+Status pod_sysctl(const Context& ctx, const std::string& key, const std::string& value) {
+  auto guard = PLUMB_TRY(netns::Guard::enter(*ctx.pod_ns));
+  return sysctl::write(key, value);
+}
+
+Result<cni::CniResult> macvlan_add(Context& ctx, const json::Value& conf, const cni::CniResult*) {
+  MacvlanConfig c = PLUMB_TRY(parse_config(conf, ctx));
+  netlink::Socket& lower_nl = c.link_in_container ? *ctx.pod : *ctx.node;
+  const std::string lower_where = c.link_in_container ? "the pod namespace " + ctx.netns_path : std::string("the node namespace");
+  link::LinkInfo master = PLUMB_TRY(find_master(lower_nl, c, lower_where, ctx.network));
+  if (c.mtu_bytes && *c.mtu_bytes > master.mtu_bytes) {
+    return fail(cni_code::kInvalidConfig, ctx.network + ".mtu " + std::to_string(*c.mtu_bytes) + " is above the MTU " +
+                                              std::to_string(master.mtu_bytes) + " of master " + master.name);
+  }
+  if (PLUMB_TRY(link::get(*ctx.pod, ctx.ifname))) {
+    return fail(cni_code::kConflict, "interface " + ctx.ifname + " already exists in " + ctx.netns_path);
+  }
+
+  // Born in the pod namespace under a temporary name, then renamed there.
+  std::string tmp;
+  for (int attempt = 0;; ++attempt) {
+    tmp = random_ifname("mvl");
+    PLUMB_TRY(ctx.journal->will(undo::link_del("pod", tmp)));
+    link::MacvlanSpec spec;
+    spec.name = tmp;
+    spec.master_index = master.index;
+    spec.mode = c.mode;
+    spec.mtu_bytes = c.mtu_bytes.value_or(0);
+    spec.mac = c.mac;
+    spec.netns_fd = c.link_in_container ? -1 : ctx.pod_ns->fd();
+    auto st = link::create_macvlan(lower_nl, spec);
+    if (st) break;
+    if (st.error().sys_errno == EEXIST && attempt < 4) continue;  // temporary name taken: another one
+    return std::unexpected(st.error().within(ctx.network + ": create macvlan (mode " + c.mode_name + ") on master " +
+                                             master.name + " for " + ctx.ifname));
+  }
+  auto tmp_link = PLUMB_TRY(link::get(*ctx.pod, tmp));
+  if (!tmp_link) return fail(cni_code::kKernel, "macvlan " + tmp + " not found in " + ctx.netns_path + " after creation");
+  PLUMB_TRY(ctx.journal->will(undo::link_del("pod", ctx.ifname)));
+  link::LinkChange rename;
+  rename.name = ctx.ifname;
+  PLUMB_TRY(link::modify(*ctx.pod, tmp_link->index, rename));
+  auto pod_link = PLUMB_TRY(link::get(*ctx.pod, tmp_link->index));
+  if (!pod_link) return fail(cni_code::kKernel, "macvlan " + ctx.ifname + " vanished after rename");
+
+  // Neighbours learn the new MAC when the link comes up (the reference sets these too).
+  PLUMB_TRY(pod_sysctl(ctx, "net/ipv4/conf/" + ctx.ifname + "/arp_notify", "1"));
+
+  cni::CniResult r = PLUMB_TRY(run_ipam(ctx, conf));
+  bool v6 = std::any_of(r.ips.begin(), r.ips.end(), [](const cni::IpConfig& ip) { return !ip.address.addr.is_v4(); });
+  if (v6) PLUMB_TRY(pod_sysctl(ctx, "net/ipv6/conf/" + ctx.ifname + "/ndisc_notify", "1"));
+  r.interfaces.clear();
+  r.interfaces.push_back({ctx.ifname, pod_link->mac() ? pod_link->mac()->str() : "", pod_link->mtu_bytes, ctx.netns_path, {}, {}});
+  for (auto& ip : r.ips) ip.interface = 0;
+  PLUMB_TRY(configure_pod_interface(*ctx.pod, pod_link->index, r, /*dad=*/true));
+  return r;
+}
+
+Status macvlan_check(Context& ctx, const json::Value& conf, const cni::CniResult& prev) {
+  MacvlanConfig c = PLUMB_TRY(parse_config(conf, ctx));
+  auto pod_link = PLUMB_TRY(link::get(*ctx.pod, ctx.ifname));
+  if (!pod_link) return fail(cni_code::kKernel, "CHECK: interface " + ctx.ifname + " not found in " + ctx.netns_path);
+  if (pod_link->kind != "macvlan") {
+    return fail(cni_code::kKernel, "CHECK: " + ctx.ifname + " is a " + (pod_link->kind.empty() ? std::string("device without kind") : pod_link->kind) +
+                                       ", not a macvlan");
+  }
+  if (!pod_link->up()) return fail(cni_code::kKernel, "CHECK: " + ctx.ifname + " is down");
+  if (c.mtu_bytes && pod_link->mtu_bytes != *c.mtu_bytes) {
+    return fail(cni_code::kKernel, "CHECK: " + ctx.ifname + " has MTU " + std::to_string(pod_link->mtu_bytes) + ", expected " +
+                                       std::to_string(*c.mtu_bytes));
+  }
+  for (auto& i : prev.interfaces) {
+    if (i.sandbox.empty() || i.name != ctx.ifname) continue;
+    if (!i.mac.empty() && pod_link->mac() && pod_link->mac()->str() != i.mac) {
+      return fail(cni_code::kKernel, "CHECK: " + ctx.ifname + " has MAC " + pod_link->mac()->str() + ", expected " + i.mac);
+    }
+  }
+  auto addrs = PLUMB_TRY(addr::list(*ctx.pod, pod_link->index));
+  for (auto& ip : prev.ips) {
+    bool found = std::any_of(addrs.begin(), addrs.end(), [&](const addr::AddrInfo& a) { return a.prefix == ip.address; });
+    if (!found) return fail(cni_code::kKernel, "CHECK: " + ctx.ifname + " lacks address " + ip.address.str());
+  }
+  return {};
+}
+
+}  // namespace
+
+const Driver kMacvlan{"macvlan", macvlan_add, macvlan_check};
+
+}  // namespace plumb::drivers

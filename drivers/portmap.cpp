@@ -1,0 +1,352 @@
+// The reference "portmap" chained plugin, natively: host ports forwarded to the pod through DNAT
+// maps in plumb's nftables table (engine/nft/portmap.hpp), one atomic transaction per attachment,
+// the ruleset independent of the number of pods. Chained after a plugin that gives the pod its
+// addresses (the first IPv4 and the first IPv6 address of the attachment's pod interface in
+// prevResult are mapped, as the reference plugin does).
+//
+// Keys (as the reference plugin):
+//   runtimeConfig.portMappings  [{hostPort, containerPort, protocol (tcp|udp|sctp, default tcp),
+//                                 hostIP}] via the "portMappings" capability; an IPv4 hostIP maps
+//                                 only the IPv4 address, an IPv6 one only the IPv6 address;
+//                                 0.0.0.0 / :: mean every address of that family only.
+//   snat (default true)          masquerade hairpin traffic (pod to its own host port) and, for
+//                                 IPv4, traffic from 127.0.0.0/8 (route_localnet=1 is set on the
+//                                 attachment's host-side interfaces so 127.0.0.1:hostPort works).
+//   masqAll (default false)      with snat: masquerade every connection DNATed to the pod.
+//   markMasqBit (0..31)          validated for compatibility; plumb marks no packets: which
+//                                 connections are masqueraded is decided by set membership in
+//                                 postrouting, so no mark bit is consumed or can collide.
+//   externalSetMarkChain         rejected (code 2): there is no iptables mark chain to call.
+//   conditionsV4 / conditionsV6  empty lists accepted; non-empty ones are rejected (code 2): they
+//                                 are arbitrary per-pod match text, which would need per-pod rules.
+//   backend                      "iptables" / "nftables" accepted and ignored (plumb uses nftables).
+// Hairpin on a bridge: with br_netfilter active (bridge-nf-call-iptables=1, the Kubernetes
+// default), a DNATed packet whose new destination is behind the bridge it came from is sent back
+// through the bridge to the port it arrived on, which the bridge only does for ports in hairpin
+// mode: give the bridge plugin "hairpinMode": true (as kubelet does).
+// UDP: after the mappings are installed, conntrack entries of UDP flows to the host ports are
+// flushed (they would keep their old binding); on removal, the pod's UDP flows through its host
+// ports are flushed.
+#include <netinet/in.h>
+#include <strings.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+
+#include "drivers/registry.hpp"
+#include "engine/addr/addr.hpp"
+#include "engine/link/link.hpp"
+#include "engine/nft/conntrack.hpp"
+#include "engine/nft/portmap.hpp"
+#include "engine/sysctl/sysctl.hpp"
+
+namespace plumb::drivers {
+namespace {
+
+/// One runtimeConfig.portMappings entry, validated.
+struct Entry {
+  uint8_t l4proto = IPPROTO_TCP;
+  uint16_t host_port = 0;
+  uint16_t container_port = 0;
+  std::optional<IpAddr> host_ip;  // unset: both families, any address
+  int host_family = 0;            // AF_INET/AF_INET6 when hostIP was given (also 0.0.0.0 / ::)
+};
+
+/// The portmap plugin's configuration, validated.
+struct PortmapConfig {
+  bool snat = true;
+  bool masq_all = false;
+  std::vector<Entry> entries;
+};
+
+Result<uint16_t> port_of(const json::Value& e, std::string_view key, const std::string& where) {
+  auto v = PLUMB_TRY(json::get_int(e, key, where, true));
+  if (!v) return fail(cni_code::kInvalidConfig, where + "." + std::string(key) + " is missing");
+  if (*v <= 0 || *v > 65535) {
+    return fail(cni_code::kInvalidConfig, where + "." + std::string(key) + " " + std::to_string(*v) + " is not a port number (1..65535)");
+  }
+  return static_cast<uint16_t>(*v);
+}
+
+Result<PortmapConfig> parse_config(const json::Value& conf, const Context& ctx) {
+  PortmapConfig c;
+  const std::string where = ctx.network + " portmap";
+  c.snat = PLUMB_TRY(json::get_bool(conf, "snat", where)).value_or(true);
+  c.masq_all = PLUMB_TRY(json::get_bool(conf, "masqAll", where)).value_or(false);
+  auto bit = PLUMB_TRY(json::get_int(conf, "markMasqBit", where));
+  const json::Value* external = json::find(conf, "externalSetMarkChain");
+  if (bit && external != nullptr) {
+    return fail(cni_code::kInvalidConfig, where + ": externalSetMarkChain and markMasqBit cannot both be set");
+  }
+  if (bit && (*bit < 0 || *bit > 31)) {
+    return fail(cni_code::kInvalidConfig, where + ".markMasqBit " + std::to_string(*bit) + " must be between 0 and 31");
+  }
+  if (external != nullptr) {
+    return fail(cni_code::kUnsupportedField,
+                where + ".externalSetMarkChain " + json::dump(*external) +
+                    ": plumb's portmap uses no iptables mark chain (masquerading is decided by nftables sets in "
+                    "table inet plumb); remove the key");
+  }
+  for (const char* key : {"conditionsV4", "conditionsV6"}) {
+    auto conds = PLUMB_TRY(json::get_string_array(conf, key, where));
+    if (conds && !conds->empty()) {
+      return fail(cni_code::kUnsupportedField,
+                  where + "." + key + " [\"" + conds->front() + "\"" + (conds->size() > 1 ? ", ..." : "") +
+                      "]: per-pod match conditions are not supported (plumb keeps one ruleset for every pod and "
+                      "maps host ports through nftables maps); remove the key or leave it empty");
+    }
+  }
+  if (auto backend = PLUMB_TRY(json::get_string(conf, "backend", where))) {
+    if (*backend != "iptables" && *backend != "nftables") {
+      return fail(cni_code::kInvalidConfig, where + ".backend \"" + *backend + "\" must be \"iptables\" or \"nftables\"");
+    }
+  }
+
+  const json::Value* rc = PLUMB_TRY(json::get_object(conf, "runtimeConfig", where));
+  const json::Value* pms = rc ? PLUMB_TRY(json::get_array(*rc, "portMappings", where + ".runtimeConfig", true)) : nullptr;
+  if (pms == nullptr) return c;
+  for (rapidjson::SizeType i = 0; i < pms->Size(); ++i) {
+    const std::string w = where + ".runtimeConfig.portMappings[" + std::to_string(i) + "]";
+    const json::Value& e = (*pms)[i];
+    if (!e.IsObject()) return fail(cni_code::kInvalidConfig, w + " is not an object");
+    Entry en;
+    en.host_port = PLUMB_TRY(port_of(e, "hostPort", w));
+    en.container_port = PLUMB_TRY(port_of(e, "containerPort", w));
+    auto proto = PLUMB_TRY(json::get_string(e, "protocol", w, true)).value_or("");
+    if (proto.empty() || strcasecmp(proto.c_str(), "tcp") == 0) {
+      en.l4proto = IPPROTO_TCP;
+    } else if (strcasecmp(proto.c_str(), "udp") == 0) {
+      en.l4proto = IPPROTO_UDP;
+    } else if (strcasecmp(proto.c_str(), "sctp") == 0) {
+      en.l4proto = IPPROTO_SCTP;
+    } else {
+      return fail(cni_code::kInvalidConfig, w + ".protocol \"" + proto + "\" must be tcp, udp or sctp");
+    }
+    auto host_ip = PLUMB_TRY(json::get_string(e, "hostIP", w, true)).value_or("");
+    if (!host_ip.empty()) {
+      auto a = IpAddr::parse(host_ip);
+      if (!a) return fail(cni_code::kInvalidConfig, w + ".hostIP \"" + host_ip + "\" is not an IP address");
+      en.host_family = a->family;
+      const bool unspecified = std::all_of(a->bytes.begin(), a->bytes.end(), [](uint8_t b) { return b == 0; });
+      if (!unspecified) en.host_ip = *a;
+    }
+    // Identical entries (e.g. the same port listed by two containers of the pod) are one mapping.
+    auto same = [&](const Entry& o) {
+      return o.l4proto == en.l4proto && o.host_port == en.host_port && o.host_ip == en.host_ip &&
+             o.host_family == en.host_family;
+    };
+    auto dup = std::find_if(c.entries.begin(), c.entries.end(), same);
+    if (dup != c.entries.end()) {
+      if (dup->container_port == en.container_port) continue;
+      return fail(cni_code::kInvalidConfig, w + " maps host port " + std::to_string(en.host_port) +
+                                                " again, to container port " + std::to_string(en.container_port) +
+                                                " instead of " + std::to_string(dup->container_port));
+    }
+    c.entries.push_back(en);
+  }
+  return c;
+}
+
+/// The first IPv4 and first IPv6 address of the attachment's pod interface (reference
+/// parseConfig: addresses of other or host-side interfaces are skipped).
+std::vector<IpAddr> pod_addresses(const Context& ctx, const cni::CniResult& prev) {
+  std::optional<IpAddr> v4, v6;
+  for (const auto& ip : prev.ips) {
+    if (ip.interface) {
+      const int i = *ip.interface;
+      if (i >= 0 && static_cast<size_t>(i) < prev.interfaces.size() &&
+          (prev.interfaces[i].name != ctx.ifname || prev.interfaces[i].sandbox.empty())) {
+        continue;
+      }
+    }
+    auto& slot = ip.address.addr.is_v4() ? v4 : v6;
+    if (!slot) slot = ip.address.addr;
+  }
+  std::vector<IpAddr> out;
+  if (v4) out.push_back(*v4);
+  if (v6) out.push_back(*v6);
+  return out;
+}
+
+/// Everything the attachment maps, as the engine takes it.
+nft::PodPortMappings plan(const Context& ctx, const PortmapConfig& c, const std::vector<IpAddr>& pods) {
+  nft::PodPortMappings pm;
+  pm.container_id = ctx.container_id;
+  pm.ifname = ctx.ifname;
+  for (const IpAddr& pod : pods) {
+    bool any = false;
+    for (const Entry& e : c.entries) {
+      if (e.host_family != 0 && e.host_family != pod.family) continue;  // wrong-family hostIP: skipped
+      pm.mappings.push_back({e.l4proto, e.host_ip, e.host_port, pod, e.container_port});
+      any = true;
+    }
+    if (!any) continue;
+    if (c.snat) pm.snat_pods.push_back(pod);
+    if (c.snat && c.masq_all) pm.masq_all_pods.push_back(pod);
+  }
+  return pm;
+}
+
+// The undo operation records the plan itself, so DEL needs neither the config nor prevResult.
+json::Document remove_op(const nft::PodPortMappings& pm) {
+  json::Document d(rapidjson::kObjectType);
+  auto& a = d.GetAllocator();
+  json::set_string(d, "op", "portmap.remove", a);
+  json::set_string(d, "containerID", pm.container_id, a);
+  json::set_string(d, "ifname", pm.ifname, a);
+  json::Value maps(rapidjson::kArrayType);
+  for (const auto& m : pm.mappings) {
+    json::Value o(rapidjson::kObjectType);
+    json::set_string(o, "protocol", nft::l4proto_name(m.l4proto), a);
+    if (m.host_ip) json::set_string(o, "hostIP", m.host_ip->str(), a);
+    o.AddMember("hostPort", m.host_port, a);
+    json::set_string(o, "podIP", m.pod_ip.str(), a);
+    o.AddMember("containerPort", m.container_port, a);
+    maps.PushBack(o, a);
+  }
+  json::set(d, "mappings", std::move(maps), a);
+  auto addrs = [&](const std::vector<IpAddr>& list) {
+    json::Value arr(rapidjson::kArrayType);
+    for (const auto& ip : list) arr.PushBack(json::Value(ip.str().c_str(), a), a);
+    return arr;
+  };
+  json::set(d, "snat", addrs(pm.snat_pods), a);
+  json::set(d, "masqAll", addrs(pm.masq_all_pods), a);
+  return d;
+}
+
+Result<nft::PodPortMappings> parse_remove_op(const json::Value& op) {
+  const std::string w = "undo portmap.remove";
+  nft::PodPortMappings pm;
+  auto cid = PLUMB_TRY(json::get_string(op, "containerID", w));
+  auto ifname = PLUMB_TRY(json::get_string(op, "ifname", w));
+  if (!cid || !ifname) return fail(cni_code::kDecode, w + " lacks containerID or ifname");
+  pm.container_id = *cid;
+  pm.ifname = *ifname;
+  if (const json::Value* maps = PLUMB_TRY(json::get_array(op, "mappings", w))) {
+    for (const auto& o : maps->GetArray()) {
+      if (!o.IsObject()) return fail(cni_code::kDecode, w + ": a mapping is not an object");
+      nft::PortMapping m;
+      auto proto = PLUMB_TRY(json::get_string(o, "protocol", w)).value_or("");
+      m.l4proto = proto == "udp" ? IPPROTO_UDP : proto == "sctp" ? IPPROTO_SCTP : IPPROTO_TCP;
+      if (auto h = PLUMB_TRY(json::get_string(o, "hostIP", w))) m.host_ip = PLUMB_TRY(IpAddr::parse(*h));
+      m.host_port = static_cast<uint16_t>(PLUMB_TRY(json::get_uint(o, "hostPort", w)).value_or(0));
+      m.pod_ip = PLUMB_TRY(IpAddr::parse(PLUMB_TRY(json::get_string(o, "podIP", w)).value_or("")));
+      m.container_port = static_cast<uint16_t>(PLUMB_TRY(json::get_uint(o, "containerPort", w)).value_or(0));
+      pm.mappings.push_back(m);
+    }
+  }
+  for (auto [key, list] : {std::pair{"snat", &pm.snat_pods}, std::pair{"masqAll", &pm.masq_all_pods}}) {
+    if (auto v = PLUMB_TRY(json::get_string_array(op, key, w))) {
+      for (auto& s : *v) list->push_back(PLUMB_TRY(IpAddr::parse(s)));
+    }
+  }
+  return pm;
+}
+
+/// route_localnet=1 on the attachment's host-side interfaces (those of prevResult without a
+/// sandbox that exist in the node): DNATed 127.0.0.1 traffic leaves through them. Not undone:
+/// the bridge is shared, the veth dies with the attachment.
+Status enable_localnet(Context& ctx, const cni::CniResult& prev) {
+  for (const auto& i : prev.interfaces) {
+    if (!i.sandbox.empty() || i.name.empty()) continue;
+    auto l = PLUMB_TRY(link::get(*ctx.node, i.name));
+    if (!l) continue;
+    auto st = sysctl::write("net/ipv4/conf/" + i.name + "/route_localnet", "1");
+    if (!st) return std::unexpected(st.error().within("portmap: allow 127.0.0.1 host ports through " + i.name));
+  }
+  return {};
+}
+
+/// Conntrack filters for UDP flows to the host ports of pm: entries to a local address (or the
+/// mapping's host address) that predate the mapping.
+Result<std::vector<nft::conntrack::Filter>> stale_udp_filters(Context& ctx, const nft::PodPortMappings& pm) {
+  std::vector<nft::conntrack::Filter> out;
+  std::vector<IpAddr> local4, local6;
+  bool listed = false;
+  for (const auto& m : pm.mappings) {
+    if (m.l4proto != IPPROTO_UDP) continue;
+    if (!listed) {
+      for (const auto& a : PLUMB_TRY(addr::list(*ctx.node))) (a.prefix.addr.is_v4() ? local4 : local6).push_back(a.prefix.addr);
+      listed = true;
+    }
+    nft::conntrack::Filter f;
+    f.family = m.pod_ip.family;
+    f.l4proto = IPPROTO_UDP;
+    f.orig_dport = m.host_port;
+    f.orig_dst = m.host_ip ? std::vector<IpAddr>{*m.host_ip} : (m.pod_ip.is_v4() ? local4 : local6);
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
+/// Conntrack filters for the pod's own UDP flows through its host ports.
+std::vector<nft::conntrack::Filter> pod_udp_filters(const std::vector<nft::PortMapping>& maps) {
+  std::vector<nft::conntrack::Filter> out;
+  for (const auto& m : maps) {
+    if (m.l4proto != IPPROTO_UDP) continue;
+    nft::conntrack::Filter f;
+    f.family = m.pod_ip.family;
+    f.l4proto = IPPROTO_UDP;
+    f.orig_dport = m.host_port;
+    if (m.host_ip) f.orig_dst = {*m.host_ip};
+    f.reply_src = m.pod_ip;
+    f.reply_sport = m.container_port;
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
+Result<cni::CniResult> portmap_add(Context& ctx, const json::Value& conf, const cni::CniResult* prev) {
+  PortmapConfig c = PLUMB_TRY(parse_config(conf, ctx));
+  if (prev == nullptr) {
+    return fail(cni_code::kInvalidConfig, ctx.network + " portmap: must be chained after a plugin that gives the pod "
+                                                        "its addresses (no prevResult)");
+  }
+  if (c.entries.empty()) return *prev;
+  const std::vector<IpAddr> pods = pod_addresses(ctx, *prev);
+  if (pods.empty()) {
+    return fail(cni_code::kInvalidConfig, ctx.network + " portmap: prevResult has no address on interface " + ctx.ifname +
+                                              " to forward host ports to");
+  }
+  nft::PodPortMappings pm = plan(ctx, c, pods);
+  if (pm.mappings.empty()) return *prev;  // every hostIP of the other family
+
+  if (c.snat && std::any_of(pods.begin(), pods.end(), [](const IpAddr& a) { return a.is_v4(); })) {
+    PLUMB_TRY(enable_localnet(ctx, *prev));
+  }
+  auto filters = PLUMB_TRY(stale_udp_filters(ctx, pm));
+  PLUMB_TRY(ctx.journal->will(remove_op(pm)));
+  PLUMB_TRY(nft::add_port_mappings(pm));
+  // Flows that reached these UDP ports before (the node itself, a previous owner) would keep
+  // their old binding: flush them now that new flows are DNATed.
+  auto flushed = nft::conntrack::remove_matching(filters);
+  if (!flushed) return std::unexpected(flushed.error().within(ctx.network + " portmap: flush stale UDP flows"));
+  return *prev;
+}
+
+Status portmap_check(Context& ctx, const json::Value& conf, const cni::CniResult& prev) {
+  PortmapConfig c = PLUMB_TRY(parse_config(conf, ctx));
+  if (c.entries.empty()) return {};
+  nft::PodPortMappings pm = plan(ctx, c, pod_addresses(ctx, prev));
+  return nft::check_port_mappings(pm);
+}
+
+Status portmap_undo(Context&, const json::Value& op) {
+  auto name = PLUMB_TRY(json::get_string(op, "op", "undo operation")).value_or("");
+  if (name != "portmap.remove") return fail(cni_code::kDecode, "unknown undo operation \"" + name + "\"");
+  nft::PodPortMappings pm = PLUMB_TRY(parse_remove_op(op));
+  auto removed = nft::remove_port_mappings(pm);
+  if (!removed) return std::unexpected(removed.error().within("undo"));
+  // The pod's UDP flows through its host ports (only those DNATed to this pod's address: another
+  // pod's flows are never touched).
+  auto flushed = nft::conntrack::remove_matching(pod_udp_filters(pm.mappings));
+  if (!flushed) return std::unexpected(flushed.error().within("undo portmap.remove: flush UDP flows of container " + pm.container_id));
+  return {};
+}
+
+}  // namespace
+
+const Driver kPortmap{"portmap", portmap_add, portmap_check, portmap_undo};
+
+}  // namespace plumb::drivers

@@ -1,0 +1,252 @@
+// sriov-cni, natively. Keys: deviceID (or runtimeConfig.deviceID), vlan, vlanQoS, vlanProto
+// (802.1q/802.1ad), mac (runtimeConfig.mac wins), spoofchk, trust (on/off), link_state
+// (auto/enable/disable), min_tx_rate, max_tx_rate (Mbit/s), mtu, ipam.
+//
+// ADD: VF and PF from sysfs; the VF claimed (lock + allocation record); its current PF-side
+// settings read and saved (RTM_GETLINK, RTEXT_FILTER_VF); the requested ones applied through the PF
+// one attribute per message in sriov-cni's order (vlan, mac, rate, spoofchk, trust, link state);
+// the VF netdev moved into the pod and renamed in one message, MAC/MTU set, up; IPAM.
+// A VF bound to vfio-pci, uio_pci_generic or igb_uio has no netdev: PF settings and IPAM only, and
+// that mode is what the recorded undo operations describe, so DEL never looks for a netdev.
+// DEL (the undo log, newest first): addresses released, saved VF settings restored through the PF
+// (in sriov-cni's reset order: vlan, spoofchk, mac, trust, rate, link state), netdev returned
+// under its original name, MAC and MTU, VF released.
+#include <linux/if_ether.h>
+#include <strings.h>
+
+#include "drivers/registry.hpp"
+#include "drivers/sriov_vf.hpp"
+#include "engine/devinfo/devinfo.hpp"
+
+namespace plumb::drivers {
+namespace sriov {
+namespace {
+
+using Kind = VfSetting::Kind;
+
+/// sriov-cni's configuration, validated as sriov-cni's LoadConf does.
+struct SriovConfig {
+  std::string device_id;
+  std::optional<uint32_t> vlan;
+  uint32_t vlan_qos = 0;
+  std::optional<uint16_t> vlan_proto;  // set only when vlanProto was given
+  std::optional<Mac> mac;
+  std::optional<bool> spoofchk;
+  std::optional<bool> trust;
+  std::optional<LinkState> link_state;
+  std::optional<uint32_t> min_tx_rate, max_tx_rate;  // Mbit/s
+  std::optional<uint32_t> mtu_bytes;
+
+  /// The PF-side settings to apply, in sriov-cni's ApplyVFConfig order.
+  std::vector<VfSetting> pf_settings(uint32_t vf) const {
+    std::vector<VfSetting> out;
+    VfSetting s;
+    s.vf = vf;
+    if (vlan) {
+      s.kind = vlan_proto && *vlan_proto == ETH_P_8021AD ? Kind::VlanList : Kind::Vlan;
+      s.vlan = *vlan;
+      s.qos = vlan_qos;
+      s.vlan_proto = vlan_proto.value_or(ETH_P_8021Q);
+      out.push_back(s);
+    }
+    if (mac) {
+      s = VfSetting{};
+      s.vf = vf;
+      s.kind = Kind::Mac;
+      s.mac = *mac;
+      out.push_back(s);
+    }
+    if (min_tx_rate || max_tx_rate) {
+      s = VfSetting{};
+      s.vf = vf;
+      s.kind = Kind::Rate;
+      s.min_tx_rate = min_tx_rate.value_or(0);
+      s.max_tx_rate = max_tx_rate.value_or(0);
+      out.push_back(s);
+    }
+    if (spoofchk) {
+      s = VfSetting{};
+      s.vf = vf;
+      s.kind = Kind::SpoofChk;
+      s.on = *spoofchk;
+      out.push_back(s);
+    }
+    if (trust) {
+      s = VfSetting{};
+      s.vf = vf;
+      s.kind = Kind::Trust;
+      s.on = *trust;
+      out.push_back(s);
+    }
+    if (link_state) {
+      s = VfSetting{};
+      s.vf = vf;
+      s.kind = Kind::LinkState;
+      s.link_state = *link_state;
+      out.push_back(s);
+    }
+    return out;
+  }
+};
+
+Result<std::optional<bool>> on_off(const json::Value& conf, const char* key, const std::string& where) {
+  auto v = PLUMB_TRY(json::get_string(conf, key, where));
+  if (!v) return std::optional<bool>{};
+  if (*v == "on") return std::optional<bool>(true);
+  if (*v == "off") return std::optional<bool>(false);
+  return fail(cni_code::kInvalidConfig, where + "." + key + " \"" + *v + "\" must be \"on\" or \"off\"");
+}
+
+Result<std::optional<uint32_t>> rate(const json::Value& conf, const char* key, const std::string& where) {
+  auto v = PLUMB_TRY(json::get_int(conf, key, where));
+  if (!v) return std::optional<uint32_t>{};
+  if (*v < 0 || *v > UINT32_MAX) {
+    return fail(cni_code::kInvalidConfig, where + "." + key + " " + std::to_string(*v) + " must be 0 or more Mbit/s");
+  }
+  return std::optional<uint32_t>(static_cast<uint32_t>(*v));
+}
+
+Result<SriovConfig> parse_config(const Context& ctx, const json::Value& conf) {
+  SriovConfig c;
+  const std::string where = ctx.network;
+  c.device_id = PLUMB_TRY(device_id(ctx, conf, "sriov"));
+  auto vlan = PLUMB_TRY(json::get_int(conf, "vlan", where));
+  auto qos = PLUMB_TRY(json::get_int(conf, "vlanQoS", where));
+  auto proto = PLUMB_TRY(json::get_string(conf, "vlanProto", where));
+  if (vlan && (*vlan < 0 || *vlan > 4094)) {
+    return fail(cni_code::kInvalidConfig, where + ".vlan " + std::to_string(*vlan) + " is invalid: it must be in the range 0-4094");
+  }
+  if (qos && (*qos < 0 || *qos > 7)) {
+    return fail(cni_code::kInvalidConfig, where + ".vlanQoS " + std::to_string(*qos) + " is invalid: it must be in the range 0-7");
+  }
+  if (qos && *qos != 0 && (!vlan || *vlan == 0)) {
+    return fail(cni_code::kInvalidConfig, where + ".vlanQoS " + std::to_string(*qos) + " needs a non-zero vlan");
+  }
+  if (proto) {
+    if (!vlan || *vlan == 0) return fail(cni_code::kInvalidConfig, where + ".vlanProto \"" + *proto + "\" needs a non-zero vlan");
+    if (strcasecmp(proto->c_str(), "802.1q") == 0) {
+      c.vlan_proto = ETH_P_8021Q;
+    } else if (strcasecmp(proto->c_str(), "802.1ad") == 0) {
+      c.vlan_proto = ETH_P_8021AD;
+    } else {
+      return fail(cni_code::kInvalidConfig, where + ".vlanProto \"" + *proto + "\" is invalid: it must be \"802.1q\" or \"802.1ad\"");
+    }
+  }
+  if (vlan) c.vlan = static_cast<uint32_t>(*vlan);
+  c.vlan_qos = static_cast<uint32_t>(qos.value_or(0));
+  std::optional<std::string> mac = PLUMB_TRY(json::get_string(conf, "mac", where));
+  if (const json::Value* rc = PLUMB_TRY(json::get_object(conf, "runtimeConfig", where))) {
+    if (auto m = PLUMB_TRY(json::get_string(*rc, "mac", where + ".runtimeConfig", true))) mac = *m;
+  }
+  if (mac) {
+    auto m = Mac::parse(*mac);
+    if (!m) return fail(cni_code::kInvalidConfig, where + ".mac \"" + *mac + "\" is not a valid MAC address");
+    c.mac = *m;
+  }
+  c.spoofchk = PLUMB_TRY(on_off(conf, "spoofchk", where));
+  c.trust = PLUMB_TRY(on_off(conf, "trust", where));
+  if (auto ls = PLUMB_TRY(json::get_string(conf, "link_state", where))) {
+    if (*ls == "auto") c.link_state = LinkState::Auto;
+    else if (*ls == "enable") c.link_state = LinkState::Enable;
+    else if (*ls == "disable") c.link_state = LinkState::Disable;
+    else return fail(cni_code::kInvalidConfig, where + ".link_state \"" + *ls + "\" must be \"auto\", \"enable\" or \"disable\"");
+  }
+  c.min_tx_rate = PLUMB_TRY(rate(conf, "min_tx_rate", where));
+  c.max_tx_rate = PLUMB_TRY(rate(conf, "max_tx_rate", where));
+  if (c.min_tx_rate && c.max_tx_rate && *c.max_tx_rate != 0 && *c.max_tx_rate < *c.min_tx_rate) {
+    return fail(cni_code::kInvalidConfig, where + ".max_tx_rate " + std::to_string(*c.max_tx_rate) +
+                                              " is below min_tx_rate " + std::to_string(*c.min_tx_rate) + " (Mbit/s)");
+  }
+  if (auto m = PLUMB_TRY(json::get_int(conf, "mtu", where))) {
+    if (*m < 68 || *m > 65535) return fail(cni_code::kInvalidConfig, where + ".mtu " + std::to_string(*m) + " must be 68..65535");
+    c.mtu_bytes = static_cast<uint32_t>(*m);
+  }
+  return c;
+}
+
+/// The saved values to restore, in sriov-cni's ResetVFConfig order.
+std::vector<VfSetting> restore_list(const std::vector<VfSetting>& applied, const VfState& saved) {
+  static constexpr Kind kOrder[] = {Kind::Vlan, Kind::SpoofChk, Kind::Mac, Kind::Trust, Kind::Rate, Kind::LinkState};
+  std::vector<VfSetting> out;
+  for (Kind k : kOrder) {
+    for (auto& s : applied) {
+      bool same = s.kind == k || (k == Kind::Vlan && s.kind == Kind::VlanList);
+      if (!same) continue;
+      if (auto r = restore_of(s, saved)) out.push_back(*r);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<cni::CniResult> add_sriov(Context& ctx, const json::Value& conf, Backends& b) {
+  SriovConfig c = PLUMB_TRY(parse_config(ctx, conf));
+  VfDevice dev = PLUMB_TRY(lookup_device(ctx.sysfs_root, c.device_id, true, ctx.network + ".deviceID"));
+  const bool userspace = dev.userspace();
+  if (!userspace) {
+    if (dev.netdev.empty()) {
+      return fail(cni_code::kNotFound, "VF " + dev.pci + " (driver " + (dev.driver.empty() ? "none" : dev.driver) +
+                                           ") has no network interface in sysfs");
+    }
+    PLUMB_TRY(ensure_ifname_free(ctx));
+  }
+  std::vector<VfSetting> apply = c.pf_settings(dev.vf_index);
+  if (!apply.empty() && dev.pf_netdev.empty()) {
+    return fail(cni_code::kNotFound, "PF " + dev.pf_pci + " of VF " + dev.pci + " has no network interface to set VF settings through");
+  }
+
+  Claim cl = PLUMB_TRY(claim(ctx, b, "sriov", dev, userspace ? "userspace" : "netdev"));
+  NetdevOrig orig;
+  if (!userspace) orig = PLUMB_TRY(register_return_netdev(ctx, "sriov", dev.pci, dev.netdev, c.mac.has_value(), c.mtu_bytes.has_value()));
+  if (!apply.empty()) {
+    if (b.pf == nullptr) return fail(cni_code::kInternal, "sriov: no PF backend");
+    VfState saved = PLUMB_TRY(b.pf->get_vf(dev.pf_netdev, dev.vf_index));
+    PLUMB_TRY(apply_pf_settings(ctx, b, cl, "sriov", dev.pf_netdev, apply, restore_list(apply, saved), ""));
+  }
+
+  cni::CniResult r;
+  if (userspace) {
+    r = PLUMB_TRY(run_ipam(ctx, conf));
+    r.interfaces = {{ctx.ifname, c.mac ? c.mac->str() : "", std::nullopt, ctx.netns_path, "", dev.pci}};
+    for (auto& ip : r.ips) ip.interface = 0;
+  } else {
+    link::LinkInfo l = PLUMB_TRY(move_netdev(ctx, orig, c.mac, c.mtu_bytes));
+    r = PLUMB_TRY(run_ipam(ctx, conf));
+    r.interfaces = {{ctx.ifname, l.mac() ? l.mac()->str() : "", l.mtu_bytes, ctx.netns_path, "", dev.pci}};
+    for (auto& ip : r.ips) ip.interface = 0;
+    PLUMB_TRY(configure_pod_interface(*ctx.pod, l.index, r, false));
+  }
+  devinfo::PciInfo info;
+  info.pci_address = dev.pci;
+  info.pf_pci_address = dev.pf_pci;
+  info.rdma_device = dev.rdma_device;
+  PLUMB_TRY(complete_device_info(ctx, devinfo::make_pci(info)));
+  return r;
+}
+
+}  // namespace sriov
+
+namespace {
+
+Result<cni::CniResult> sriov_driver_add(Context& ctx, const json::Value& conf, const cni::CniResult*) {
+  sriov::NetlinkPfOps pf(*ctx.node);
+  sriov::Backends b{&pf, nullptr, nullptr};
+  return sriov::add_sriov(ctx, conf, b);
+}
+
+Status sriov_driver_check(Context& ctx, const json::Value& conf, const cni::CniResult& prev) {
+  return sriov::check_attachment(ctx, conf, prev, "sriov");
+}
+
+Status sriov_driver_undo(Context& ctx, const json::Value& op) {
+  sriov::NetlinkPfOps pf(*ctx.node);
+  sriov::Backends b{&pf, nullptr, nullptr};
+  return sriov::run_undo(ctx, op, b);
+}
+
+}  // namespace
+
+const Driver kSriov{"sriov", sriov_driver_add, sriov_driver_check, sriov_driver_undo};
+
+}  // namespace plumb::drivers

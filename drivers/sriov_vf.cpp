@@ -1,0 +1,467 @@
+// The VF machinery the sriov, ib-sriov and vdpa drivers share (see sriov_vf.hpp).
+#include "drivers/sriov_vf.hpp"
+
+#include <fcntl.h>
+#include <net/if.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <filesystem>
+
+#include "engine/devinfo/devinfo.hpp"
+#include "engine/netns/netns.hpp"
+
+namespace plumb::drivers::sriov {
+namespace {
+
+namespace fs = std::filesystem;
+using Alloc = json::Document::AllocatorType;
+
+/// Sorted entry names of a directory; empty when it does not exist.
+std::vector<std::string> entries(const fs::path& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    out.push_back(it->path().filename().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+/// Basename of a symlink's target; "" when it is not a symlink.
+std::string link_basename(const fs::path& p) {
+  std::error_code ec;
+  fs::path target = fs::read_symlink(p, ec);
+  return ec ? std::string() : target.filename().string();
+}
+
+std::string alloc_dir(const std::string& state_dir) { return state_dir + "/sriov"; }
+std::string alloc_path(const std::string& state_dir, const std::string& pci) { return alloc_dir(state_dir) + "/" + pci; }
+
+Status need_state_dir(const Context& ctx) {
+  if (ctx.state_dir.empty()) return fail(cni_code::kInternal, "SR-IOV: no state directory to keep VF allocations in");
+  std::error_code ec;
+  fs::create_directories(alloc_dir(ctx.state_dir), ec);
+  if (ec) return fail_errno(ec.value(), "create the VF allocation directory " + alloc_dir(ctx.state_dir));
+  return {};
+}
+
+Result<state::FileLock> lock_vf(const Context& ctx, const std::string& pci) {
+  PLUMB_TRY(need_state_dir(ctx));
+  return state::lock_file(alloc_path(ctx.state_dir, pci) + ".lock");
+}
+
+json::Document op_base(std::string_view type, std::string_view name, const std::string& pci, const std::string& container_id,
+                       const std::string& ifname) {
+  json::Document d(rapidjson::kObjectType);
+  auto& a = d.GetAllocator();
+  json::set_string(d, "op", std::string(type) + "." + std::string(name), a);
+  json::set_string(d, "pci", pci, a);
+  json::set_string(d, "container_id", container_id, a);
+  json::set_string(d, "ifname", ifname, a);
+  return d;
+}
+
+Result<std::string> op_string(const json::Value& op, std::string_view key) {
+  auto v = PLUMB_TRY(json::get_string(op, key, "undo operation"));
+  if (!v) return fail(cni_code::kDecode, "undo operation " + json::dump(op) + " lacks \"" + std::string(key) + "\"");
+  return *v;
+}
+
+bool netns_alive(const std::string& path) { return !path.empty() && netns::Netns::open(path).has_value(); }
+
+/// True when the VF of `op` is now allocated to another container or interface.
+Result<bool> owned_by_other(const Context& ctx, const json::Value& op) {
+  std::string pci = PLUMB_TRY(op_string(op, "pci"));
+  std::string cid = PLUMB_TRY(op_string(op, "container_id"));
+  std::string ifname = PLUMB_TRY(op_string(op, "ifname"));
+  auto a = PLUMB_TRY(read_allocation(ctx.state_dir, pci));
+  return a && (a->container_id != cid || a->ifname != ifname);
+}
+
+std::string hwaddr_hex(const std::vector<uint8_t>& b) { return format_hwaddr(b.data(), b.size()); }
+
+Result<std::vector<uint8_t>> parse_hwaddr_hex(const std::string& s) {
+  std::vector<uint8_t> out;
+  auto nibble = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  for (size_t i = 0; i < s.size(); i += 3) {
+    int hi = i + 1 < s.size() ? nibble(s[i]) : -1;
+    int lo = i + 1 < s.size() ? nibble(s[i + 1]) : -1;
+    if (hi < 0 || lo < 0 || (i + 2 < s.size() && s[i + 2] != ':')) {
+      return fail(cni_code::kDecode, "bad hardware address \"" + s + "\" in an undo operation");
+    }
+    out.push_back(static_cast<uint8_t>(hi * 16 + lo));
+  }
+  return out;
+}
+
+// --- undo operations ---------------------------------------------------------------------------
+
+Status undo_release(Context& ctx, const json::Value& op) {
+  std::string pci = PLUMB_TRY(op_string(op, "pci"));
+  if (PLUMB_TRY(owned_by_other(ctx, op))) return {};
+  if (::unlink(alloc_path(ctx.state_dir, pci).c_str()) != 0 && errno != ENOENT) {
+    return fail_errno(errno, "undo: release VF " + pci + " (remove " + alloc_path(ctx.state_dir, pci) + ")");
+  }
+  return {};
+}
+
+Status undo_restore_vf(Context& ctx, const json::Value& op, Backends& b) {
+  if (PLUMB_TRY(owned_by_other(ctx, op))) return {};
+  std::string pci = PLUMB_TRY(op_string(op, "pci"));
+  std::string pf = PLUMB_TRY(op_string(op, "pf"));
+  const json::Value* settings = PLUMB_TRY(json::get_array(op, "settings", "undo restore_vf"));
+  if (settings == nullptr) return fail(cni_code::kDecode, "undo restore_vf lacks \"settings\"");
+  if (b.pf == nullptr) return fail(cni_code::kInternal, "undo restore_vf: no PF backend");
+  for (auto& sv : settings->GetArray()) {
+    VfSetting s = PLUMB_TRY(VfSetting::from_json(sv));
+    auto st = b.pf->set(pf, s);
+    if (!st && st.error().cni_code == cni_code::kNotFound) return {};  // the PF is gone, and its VFs with it
+    // A setting the PF's driver does not support (EOPNOTSUPP) was never changed: nothing to restore.
+    if (!st && st.error().cni_code == cni_code::kKernelFeature) continue;
+    if (!st) return std::unexpected(st.error().within("undo: restore the saved settings of VF " + pci));
+  }
+  auto rebind = PLUMB_TRY(json::get_string(op, "rebind_driver", "undo restore_vf"));
+  if (rebind && !rebind->empty()) PLUMB_TRY(rebind_vf(ctx.sysfs_root, pci, *rebind));
+  return {};
+}
+
+Status undo_return_netdev(Context& ctx, const json::Value& op) {
+  if (PLUMB_TRY(owned_by_other(ctx, op))) return {};
+  std::string ifname = PLUMB_TRY(op_string(op, "ifname"));
+  std::string name = PLUMB_TRY(op_string(op, "name"));
+  auto hwaddr = PLUMB_TRY(parse_hwaddr_hex(PLUMB_TRY(op_string(op, "hwaddr"))));
+  auto mtu = PLUMB_TRY(json::get_uint(op, "mtu", "undo return_netdev")).value_or(0);
+  bool mac_changed = PLUMB_TRY(json::get_bool(op, "mac_changed", "undo return_netdev")).value_or(false);
+  bool mtu_changed = PLUMB_TRY(json::get_bool(op, "mtu_changed", "undo return_netdev")).value_or(false);
+  const std::string what = "undo: return the VF netdev " + ifname + " to the node as " + name;
+  if (ctx.pod != nullptr) {
+    auto in_pod = PLUMB_TRY(link::get(*ctx.pod, ifname));
+    if (!in_pod) in_pod = PLUMB_TRY(link::get(*ctx.pod, name));  // moved, but the rename failed
+    if (in_pod) {
+      auto node_ns = netns::Netns::current();
+      if (!node_ns) return std::unexpected(node_ns.error().within(what));
+      link::LinkChange back;
+      back.up = false;
+      back.name = name;
+      back.netns_fd = node_ns->fd();
+      auto st = link::modify(*ctx.pod, in_pod->index, back);
+      if (!st) return std::unexpected(st.error().within(what));
+    }
+  }
+  // In the node (just returned, or never moved): give back the original MAC and MTU.
+  auto l = PLUMB_TRY(link::get(*ctx.node, name));
+  if (!l) return {};  // pod namespace gone: a real VF netdev went back to the initial namespace
+  link::LinkChange ch;
+  if (mac_changed && hwaddr.size() == 6 && l->hwaddr != hwaddr) {
+    Mac m;
+    std::copy(hwaddr.begin(), hwaddr.end(), m.bytes.begin());
+    ch.mac = m;
+  }
+  if (mtu_changed && mtu != 0 && l->mtu_bytes != mtu) ch.mtu_bytes = static_cast<uint32_t>(mtu);
+  if (ch.mac || ch.mtu_bytes) {
+    auto st = link::modify(*ctx.node, l->index, ch);
+    if (!st) return std::unexpected(st.error().within(what + " (restore MAC/MTU)"));
+  }
+  return {};
+}
+
+Status undo_rdma_return(Context& ctx, const json::Value& op, Backends& b) {
+  if (PLUMB_TRY(owned_by_other(ctx, op))) return {};
+  std::string dev = PLUMB_TRY(op_string(op, "device"));
+  if (ctx.pod_ns == nullptr) return {};  // the kernel returns RDMA devices when their namespace dies
+  if (b.rdma == nullptr) return fail(cni_code::kInternal, "undo rdma_return: no RDMA backend");
+  auto node_ns = netns::Netns::current();
+  if (!node_ns) return std::unexpected(node_ns.error().within("undo: return RDMA device " + dev));
+  auto st = b.rdma->move(dev, ctx.pod_ns->fd(), node_ns->fd());
+  if (!st && st.error().cni_code == cni_code::kNotFound) return {};  // not in the pod (never moved, or back)
+  if (!st) return std::unexpected(st.error().within("undo: return RDMA device " + dev + " to the node"));
+  return {};
+}
+
+}  // namespace
+
+bool VfDevice::userspace() const { return driver == "vfio-pci" || driver == "uio_pci_generic" || driver == "igb_uio"; }
+
+bool valid_pci_address(std::string_view s) {
+  // dddd:bb:dd.f
+  if (s.size() != 12 || s[4] != ':' || s[7] != ':' || s[10] != '.') return false;
+  for (size_t i : {0, 1, 2, 3, 5, 6, 8, 9}) {
+    if (!std::isxdigit(static_cast<unsigned char>(s[i]))) return false;
+  }
+  unsigned dev = static_cast<unsigned>(std::strtoul(std::string(s.substr(8, 2)).c_str(), nullptr, 16));
+  return dev <= 0x1f && s[11] >= '0' && s[11] <= '7';
+}
+
+Result<VfDevice> lookup_device(const std::string& sysfs_root, const std::string& pci, bool require_vf, const std::string& what) {
+  if (!valid_pci_address(pci)) {
+    return fail(cni_code::kInvalidConfig, what + " \"" + pci + "\" is not a PCI address (dddd:bb:dd.f)");
+  }
+  fs::path dev = fs::path(sysfs_root) / "bus/pci/devices" / pci;
+  std::error_code ec;
+  if (!fs::is_directory(dev, ec)) {
+    return fail(cni_code::kNotFound, what + ": PCI device " + pci + " does not exist (" + dev.string() + ")");
+  }
+  VfDevice d;
+  d.pci = pci;
+  d.pf_pci = link_basename(dev / "physfn");
+  d.driver = link_basename(dev / "driver");
+  auto nets = entries(dev / "net");
+  if (!nets.empty()) d.netdev = nets.front();
+  auto ibs = entries(dev / "infiniband");
+  if (!ibs.empty()) d.rdma_device = ibs.front();
+  if (d.pf_pci.empty()) {
+    if (require_vf) return fail(cni_code::kInvalidConfig, what + ": PCI device " + pci + " is not an SR-IOV VF (no physfn link)");
+    return d;
+  }
+  fs::path pf = fs::path(sysfs_root) / "bus/pci/devices" / d.pf_pci;
+  bool found = false;
+  for (auto& e : entries(pf)) {
+    if (e.rfind("virtfn", 0) != 0 || e.size() == 6) continue;
+    char* end = nullptr;
+    unsigned long n = std::strtoul(e.c_str() + 6, &end, 10);
+    if (end == nullptr || *end != '\0' || n > UINT32_MAX) continue;
+    if (link_basename(pf / e) == pci) {
+      d.vf_index = static_cast<uint32_t>(n);
+      found = true;
+    }
+  }
+  if (!found) {
+    return fail(cni_code::kInvalidConfig, what + ": VF " + pci + " is not listed by its PF " + d.pf_pci + " (no virtfnN link to it)");
+  }
+  if (auto numvfs = fs::path(pf / "sriov_numvfs"); fs::exists(numvfs, ec)) {
+    int fd = ::open(numvfs.c_str(), O_RDONLY | O_CLOEXEC);
+    char buf[16] = {};
+    ssize_t n = fd >= 0 ? ::read(fd, buf, sizeof buf - 1) : -1;
+    if (fd >= 0) ::close(fd);
+    if (n > 0 && static_cast<unsigned long>(d.vf_index) >= std::strtoul(buf, nullptr, 10)) {
+      return fail(cni_code::kInvalidConfig, what + ": VF " + pci + " has index " + std::to_string(d.vf_index) + " but PF " +
+                                                d.pf_pci + " has sriov_numvfs " + std::string(buf, static_cast<size_t>(n)));
+    }
+  }
+  auto pf_nets = entries(pf / "net");
+  if (!pf_nets.empty()) d.pf_netdev = pf_nets.front();
+  return d;
+}
+
+Result<std::optional<Allocation>> read_allocation(const std::string& state_dir, const std::string& pci) {
+  std::string path = alloc_path(state_dir, pci);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return std::optional<Allocation>{};
+    return fail_errno(errno, "read VF allocation " + path);
+  }
+  std::string text;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(fd, buf, sizeof buf)) > 0) text.append(buf, static_cast<size_t>(n));
+  int err = n < 0 ? errno : 0;
+  ::close(fd);
+  if (err != 0) return fail_errno(err, "read VF allocation " + path);
+  auto doc = PLUMB_TRY(json::parse(text, "VF allocation " + path));
+  Allocation a;
+  const std::string where = "VF allocation " + path;
+  a.pci = pci;
+  a.type = PLUMB_TRY(json::get_string(doc, "type", where)).value_or("");
+  a.container_id = PLUMB_TRY(json::get_string(doc, "containerID", where)).value_or("");
+  a.ifname = PLUMB_TRY(json::get_string(doc, "ifname", where)).value_or("");
+  a.netns = PLUMB_TRY(json::get_string(doc, "netns", where)).value_or("");
+  a.mode = PLUMB_TRY(json::get_string(doc, "mode", where)).value_or("");
+  a.pf = PLUMB_TRY(json::get_string(doc, "pf", where)).value_or("");
+  if (const json::Value* r = PLUMB_TRY(json::get_array(doc, "restore", where))) {
+    for (auto& s : r->GetArray()) a.restore.push_back(PLUMB_TRY(VfSetting::from_json(s)));
+  }
+  return std::optional<Allocation>(std::move(a));
+}
+
+Status write_allocation(const std::string& state_dir, const Allocation& al) {
+  json::Document d(rapidjson::kObjectType);
+  auto& a = d.GetAllocator();
+  json::set_string(d, "pci", al.pci, a);
+  json::set_string(d, "type", al.type, a);
+  json::set_string(d, "containerID", al.container_id, a);
+  json::set_string(d, "ifname", al.ifname, a);
+  json::set_string(d, "netns", al.netns, a);
+  json::set_string(d, "mode", al.mode, a);
+  json::set_string(d, "pf", al.pf, a);
+  json::Value r(rapidjson::kArrayType);
+  for (auto& s : al.restore) r.PushBack(s.to_json(a), a);
+  d.AddMember("restore", r, a);
+  return state::write_atomic(alloc_path(state_dir, al.pci), json::dump(d));
+}
+
+/// The deviceID names files (sysfs, allocation records): only a well-formed PCI address passes.
+static Result<std::string> checked_pci(const std::string& id, const std::string& where) {
+  if (!valid_pci_address(id)) return fail(cni_code::kInvalidConfig, where + ".deviceID \"" + id + "\" is not a PCI address (dddd:bb:dd.f)");
+  return id;
+}
+
+Result<std::string> device_id(const Context& ctx, const json::Value& conf, std::string_view type) {
+  const std::string where = ctx.network;
+  if (const json::Value* rc = PLUMB_TRY(json::get_object(conf, "runtimeConfig", where))) {
+    if (auto id = PLUMB_TRY(json::get_string(*rc, "deviceID", where + ".runtimeConfig", true)); id && !id->empty()) {
+      return checked_pci(*id, where + ".runtimeConfig");
+    }
+  }
+  if (auto id = PLUMB_TRY(json::get_string(conf, "deviceID", where)); id && !id->empty()) return checked_pci(*id, where);
+  return fail(cni_code::kInvalidConfig,
+              "network " + ctx.network + " (type " + std::string(type) +
+                  ") has no device: set \"deviceID\" (the VF's PCI address) in the NetworkAttachmentDefinition's config, or "
+                  "have the runtime pass runtimeConfig.deviceID (looking the device up through kubelet's pod-resources API "
+                  "is not implemented yet)");
+}
+
+Status ensure_ifname_free(Context& ctx) {
+  if (ctx.pod == nullptr) return fail(cni_code::kInvalidEnv, "ADD needs the pod namespace");
+  if (PLUMB_TRY(link::get(*ctx.pod, ctx.ifname))) {
+    return fail(cni_code::kConflict, "interface " + ctx.ifname + " already exists in " + ctx.netns_path);
+  }
+  return {};
+}
+
+Result<Claim> claim(Context& ctx, Backends& b, std::string_view type, const VfDevice& dev, const std::string& mode) {
+  Claim cl;
+  cl.lock = PLUMB_TRY(lock_vf(ctx, dev.pci));
+  auto existing = PLUMB_TRY(read_allocation(ctx.state_dir, dev.pci));
+  if (existing && !(existing->container_id == ctx.container_id && existing->ifname == ctx.ifname)) {
+    if (netns_alive(existing->netns)) {
+      return fail(cni_code::kConflict, "VF " + dev.pci + " is already allocated to container " + existing->container_id +
+                                           " (interface " + existing->ifname + ", netns " + existing->netns + ")");
+    }
+    // Stale: its pod namespace is gone. Put back the PF settings it changed, then take it over.
+    for (auto& s : existing->restore) {
+      if (b.pf == nullptr) return fail(cni_code::kInternal, "reclaim VF " + dev.pci + ": no PF backend");
+      auto st = b.pf->set(existing->pf, s);
+      if (!st) {
+        return std::unexpected(st.error().within("reclaim VF " + dev.pci + " from container " + existing->container_id +
+                                                 " whose netns " + existing->netns + " is gone"));
+      }
+    }
+  }
+  PLUMB_TRY(ctx.journal->will(op_base(type, "release", dev.pci, ctx.container_id, ctx.ifname)));
+  cl.alloc.pci = dev.pci;
+  cl.alloc.type = std::string(type);
+  cl.alloc.container_id = ctx.container_id;
+  cl.alloc.ifname = ctx.ifname;
+  cl.alloc.netns = ctx.netns_path;
+  cl.alloc.mode = mode;
+  PLUMB_TRY(write_allocation(ctx.state_dir, cl.alloc));
+  return cl;
+}
+
+Status apply_pf_settings(Context& ctx, Backends& b, Claim& cl, std::string_view type, const std::string& pf,
+                         const std::vector<VfSetting>& apply, const std::vector<VfSetting>& restore,
+                         const std::string& rebind_driver) {
+  if (b.pf == nullptr) return fail(cni_code::kInternal, "no PF backend");
+  cl.alloc.pf = pf;
+  cl.alloc.restore = restore;
+  PLUMB_TRY(write_allocation(ctx.state_dir, cl.alloc));
+  auto op = op_base(type, "restore_vf", cl.alloc.pci, ctx.container_id, ctx.ifname);
+  auto& a = op.GetAllocator();
+  json::set_string(op, "pf", pf, a);
+  json::Value list(rapidjson::kArrayType);
+  for (auto& s : restore) list.PushBack(s.to_json(a), a);
+  op.AddMember("settings", list, a);
+  if (!rebind_driver.empty()) json::set_string(op, "rebind_driver", rebind_driver, a);
+  PLUMB_TRY(ctx.journal->will(op));
+  for (auto& s : apply) {
+    auto st = b.pf->set(pf, s);
+    if (!st) return std::unexpected(st.error().within("VF " + cl.alloc.pci));
+  }
+  return {};
+}
+
+Status rebind_vf(const std::string& sysfs_root, const std::string& pci, const std::string& driver) {
+  for (const char* verb : {"unbind", "bind"}) {
+    std::string path = sysfs_root + "/bus/pci/drivers/" + driver + "/" + verb;
+    int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return fail_errno(errno, std::string(verb) + " VF " + pci + " (open " + path + ")");
+    ssize_t n = ::write(fd, pci.data(), pci.size());
+    int err = n < 0 ? errno : 0;
+    ::close(fd);
+    if (err != 0) return fail_errno(err, std::string(verb) + " VF " + pci + " (write " + path + ")");
+  }
+  return {};
+}
+
+Result<NetdevOrig> register_return_netdev(Context& ctx, std::string_view type, const std::string& pci, const std::string& name,
+                                          bool mac_change, bool mtu_change) {
+  auto l = PLUMB_TRY(link::get(*ctx.node, name));
+  if (!l) {
+    return fail(cni_code::kNotFound, "the netdev " + name + " of device " + pci + " (from sysfs) is not in the node namespace");
+  }
+  NetdevOrig o{l->index, l->name, l->hwaddr, l->mtu_bytes};
+  auto op = op_base(type, "return_netdev", pci, ctx.container_id, ctx.ifname);
+  auto& a = op.GetAllocator();
+  json::set_string(op, "name", o.name, a);
+  json::set_string(op, "hwaddr", hwaddr_hex(o.hwaddr), a);
+  op.AddMember("mtu", o.mtu_bytes, a);
+  op.AddMember("mac_changed", mac_change, a);
+  op.AddMember("mtu_changed", mtu_change, a);
+  PLUMB_TRY(ctx.journal->will(op));
+  return o;
+}
+
+Result<link::LinkInfo> move_netdev(Context& ctx, const NetdevOrig& orig, const std::optional<Mac>& mac,
+                                   const std::optional<uint32_t>& mtu_bytes) {
+  link::LinkChange move;
+  move.name = ctx.ifname;
+  move.netns_fd = ctx.pod_ns->fd();
+  auto st = link::modify(*ctx.node, orig.index, move);
+  if (!st) return std::unexpected(st.error().within("move " + orig.name + " into " + ctx.netns_path + " as " + ctx.ifname));
+  auto l = PLUMB_TRY(link::get(*ctx.pod, ctx.ifname));
+  if (!l) return fail(cni_code::kKernel, orig.name + " is not in " + ctx.netns_path + " as " + ctx.ifname + " after the move");
+  link::LinkChange ch;
+  if (mac && l->mac() != mac) ch.mac = *mac;
+  if (mtu_bytes && l->mtu_bytes != *mtu_bytes) ch.mtu_bytes = *mtu_bytes;
+  if (ch.mac || ch.mtu_bytes) {
+    auto set = link::modify(*ctx.pod, l->index, ch);
+    if (!set) return std::unexpected(set.error().within("set MAC/MTU of " + ctx.ifname));
+    l = PLUMB_TRY(link::get(*ctx.pod, ctx.ifname));
+    if (!l) return fail(cni_code::kKernel, ctx.ifname + " vanished from " + ctx.netns_path);
+  }
+  return *l;
+}
+
+Status complete_device_info(const Context& ctx, const json::Value& info) {
+  if (ctx.device_info_file.empty()) return {};
+  return devinfo::complete(ctx.device_info_file, info);
+}
+
+Status run_undo(Context& ctx, const json::Value& op, Backends& b) {
+  std::string name = PLUMB_TRY(op_string(op, "op"));
+  std::string pci = PLUMB_TRY(op_string(op, "pci"));
+  auto dot = name.find('.');
+  std::string verb = dot == std::string::npos ? name : name.substr(dot + 1);
+  auto lock = PLUMB_TRY(lock_vf(ctx, pci));
+  if (verb == "release") return undo_release(ctx, op);
+  if (verb == "restore_vf") return undo_restore_vf(ctx, op, b);
+  if (verb == "return_netdev") return undo_return_netdev(ctx, op);
+  if (verb == "rdma_return") return undo_rdma_return(ctx, op, b);
+  return fail(cni_code::kDecode, "unknown undo operation \"" + name + "\"");
+}
+
+Status check_attachment(Context& ctx, const json::Value& conf, const cni::CniResult&, std::string_view type) {
+  std::string pci = PLUMB_TRY(device_id(ctx, conf, type));
+  auto a = PLUMB_TRY(read_allocation(ctx.state_dir, pci));
+  if (!a || a->container_id != ctx.container_id || a->ifname != ctx.ifname) {
+    return fail(cni_code::kKernel, "CHECK: VF " + pci + " is not allocated to " + ctx.container_id + "/" + ctx.ifname);
+  }
+  if (a->mode == "netdev" || a->mode == "virtio") {
+    auto l = PLUMB_TRY(link::get(*ctx.pod, ctx.ifname));
+    if (!l) return fail(cni_code::kKernel, "CHECK: interface " + ctx.ifname + " not found in " + ctx.netns_path);
+    if (!l->up()) return fail(cni_code::kKernel, "CHECK: " + ctx.ifname + " is down");
+  }
+  return {};
+}
+
+}  // namespace plumb::drivers::sriov

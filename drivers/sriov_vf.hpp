@@ -1,0 +1,140 @@
+// What the sriov, ib-sriov and vdpa drivers share: the VF found from sysfs, the per-VF lock and
+// allocation record (one VF is never given to two pods), the VF netdev moved into the pod and back,
+// the shared undo operations, and the drivers' entry points with their kernel backends passed in
+// (the registered drivers pass the netlink implementations; flow tests pass recording fakes).
+//
+// Undo operations (each "<type>.<name>", run through the driver's undo hook; all check first that
+// the VF's allocation record is not owned by another container, so a DEL of a pod whose VF was
+// reclaimed after its namespace vanished leaves the new owner alone):
+//   <type>.release        {pci, container_id, ifname}                drop the allocation record
+//   <type>.restore_vf     {... pf, settings:[VfSetting], rebind_driver?}  PF settings back, in order
+//   <type>.return_netdev  {... name, hwaddr, mtu, mac_changed, mtu_changed}  netdev back to the node
+//                         under its original name (one message), then its MAC/MTU; success when the
+//                         pod namespace is gone (the kernel returns physical netdevs itself)
+//   ib-sriov.rdma_return  {... device}                               RDMA device back to the node
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "drivers/driver.hpp"
+#include "drivers/sriov_pf.hpp"
+#include "engine/link/link.hpp"
+#include "engine/rdma/rdma.hpp"
+#include "engine/state/state.hpp"
+#include "engine/vdpa/vdpa.hpp"
+
+namespace plumb::drivers::sriov {
+
+/// A PCI device as sysfs (<root>/bus/pci/devices/<pci>) describes it.
+struct VfDevice {
+  std::string pci;           // the device's PCI address (the deviceID)
+  std::string pf_pci;        // basename of the physfn link, "" when not a VF
+  std::string pf_netdev;     // first entry of <pf>/net/, "" if none
+  uint32_t vf_index = 0;     // N of the PF's virtfnN link pointing at pci
+  std::string driver;        // basename of the driver link, "" when unbound
+  std::string netdev;        // first entry of net/, "" if none
+  std::string rdma_device;   // first entry of infiniband/, "" if none
+  /// Bound to a userspace (DPDK/VFIO) driver: vfio-pci, uio_pci_generic, igb_uio.
+  [[nodiscard]] bool userspace() const;
+};
+
+/// True for a PCI address "dddd:bb:dd.f" (hex domain, bus, device 00-1f, function 0-7).
+[[nodiscard]] bool valid_pci_address(std::string_view s);
+/// Reads a PCI device from sysfs. With require_vf, a device without physfn/virtfnN is an error.
+/// Errors: kInvalidConfig for a malformed address or a device that is not a VF; kNotFound when
+/// the device is not in sysfs, each naming `what` (the config key) and the address.
+[[nodiscard]] Result<VfDevice> lookup_device(const std::string& sysfs_root, const std::string& pci, bool require_vf,
+                                             const std::string& what);
+
+/// The allocation record of one VF: <stateDir>/sriov/<pci> (JSON), guarded by the flock
+/// <stateDir>/sriov/<pci>.lock.
+struct Allocation {
+  std::string pci;
+  std::string type;          // the driver: "sriov", "ib-sriov", "vdpa"
+  std::string container_id;
+  std::string ifname;
+  std::string netns;         // CNI_NETNS of the owner: when it is gone the record is stale
+  std::string mode;          // "netdev", "userspace", "vhost", "virtio"
+  std::string pf;            // the PF netdev the settings below apply to
+  std::vector<VfSetting> restore;  // the owner's saved PF settings, applied by a reclaim
+};
+
+/// Reads a VF's allocation record; nullopt when none.
+[[nodiscard]] Result<std::optional<Allocation>> read_allocation(const std::string& state_dir, const std::string& pci);
+/// Writes it atomically.
+[[nodiscard]] Status write_allocation(const std::string& state_dir, const Allocation& a);
+
+/// The kernel backends the three drivers use.
+struct Backends {
+  PfOps* pf = nullptr;
+  rdma::Ops* rdma = nullptr;
+  vdpa::Lister* vdpa = nullptr;
+};
+
+/// sriov (sriov-cni's keys). ADD as the registered driver does, with `b.pf` for PF settings.
+[[nodiscard]] Result<cni::CniResult> add_sriov(Context& ctx, const json::Value& conf, Backends& b);
+/// ib-sriov (ib-sriov-cni's keys), with `b.pf` and, for rdmaIsolation, `b.rdma`.
+[[nodiscard]] Result<cni::CniResult> add_ib_sriov(Context& ctx, const json::Value& conf, Backends& b);
+/// vdpa, with `b.vdpa` for the device listing.
+[[nodiscard]] Result<cni::CniResult> add_vdpa(Context& ctx, const json::Value& conf, Backends& b);
+/// Runs one "sriov.*", "ib-sriov.*" or "vdpa.*" undo operation with these backends.
+[[nodiscard]] Status run_undo(Context& ctx, const json::Value& op, Backends& b);
+/// CHECK for the three drivers: the VF is still allocated to this attachment and, for a netdev
+/// attachment, the pod interface exists and is up.
+[[nodiscard]] Status check_attachment(Context& ctx, const json::Value& conf, const cni::CniResult& prev,
+                                      std::string_view type);
+
+// ---------------------------------------------------------------------------------------------
+// Building blocks of the three drivers (sriov.cpp, ib_sriov.cpp, vdpa.cpp).
+
+/// The attachment's VF PCI address: runtimeConfig.deviceID (from the runtime or device plugin)
+/// wins over the config's "deviceID". Errors: kInvalidConfig naming the network when neither is
+/// set (plumb does not look devices up through kubelet's pod-resources API yet).
+[[nodiscard]] Result<std::string> device_id(const Context& ctx, const json::Value& conf, std::string_view type);
+/// Fails with kConflict when ctx.ifname already exists in the pod (CNI: ADD must fail then).
+[[nodiscard]] Status ensure_ifname_free(Context& ctx);
+
+/// A VF held by this ADD: the allocation record is written and its release registered; the lock
+/// serialises claims of the same VF and is held until the Claim is destroyed.
+struct Claim {
+  state::FileLock lock;
+  Allocation alloc;
+};
+/// Claims `dev` for ctx.container_id/ctx.ifname. An existing record of the same container and
+/// interface is taken over; one whose netns is gone is reclaimed (its saved PF settings are
+/// restored first through b.pf); one whose netns exists is a kConflict error naming the owner.
+[[nodiscard]] Result<Claim> claim(Context& ctx, Backends& b, std::string_view type, const VfDevice& dev,
+                                  const std::string& mode);
+/// Records `restore` in the allocation, registers "<type>.restore_vf" (with `rebind_driver` when
+/// the VF must be rebound after restoring, "" otherwise), then applies `apply` one setting per
+/// message through b.pf, in order. Errors name the setting that failed.
+[[nodiscard]] Status apply_pf_settings(Context& ctx, Backends& b, Claim& cl, std::string_view type, const std::string& pf,
+                                       const std::vector<VfSetting>& apply, const std::vector<VfSetting>& restore,
+                                       const std::string& rebind_driver);
+/// Unbinds and binds the VF again (writes its address to <root>/bus/pci/drivers/<driver>/unbind,
+/// then .../bind), as ib-sriov-cni does so a new GUID takes effect. Errors: errno naming the file.
+[[nodiscard]] Status rebind_vf(const std::string& sysfs_root, const std::string& pci, const std::string& driver);
+
+/// The VF netdev as it was in the node before the ADD.
+struct NetdevOrig {
+  int index = 0;
+  std::string name;
+  std::vector<uint8_t> hwaddr;
+  uint32_t mtu_bytes = 0;
+};
+/// Reads netdev `name` in the node and registers "<type>.return_netdev" for it (what to restore:
+/// the MAC only with mac_change, the MTU only with mtu_change). Errors: kNotFound when the netdev
+/// sysfs names is not in the node namespace.
+[[nodiscard]] Result<NetdevOrig> register_return_netdev(Context& ctx, std::string_view type, const std::string& pci,
+                                                        const std::string& name, bool mac_change, bool mtu_change);
+/// Moves the netdev into the pod and renames it to ctx.ifname in one RTM_NEWLINK, then sets its MAC
+/// and MTU there (one message). Returns the pod-side link. Errors: kConflict when the name is taken.
+[[nodiscard]] Result<link::LinkInfo> move_netdev(Context& ctx, const NetdevOrig& orig, const std::optional<Mac>& mac,
+                                                 const std::optional<uint32_t>& mtu_bytes);
+/// The driver's part of device-info: completes ctx.device_info_file (nothing when it is "").
+[[nodiscard]] Status complete_device_info(const Context& ctx, const json::Value& info);
+
+}  // namespace plumb::drivers::sriov

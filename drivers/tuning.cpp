@@ -1,0 +1,229 @@
+// The reference "tuning" plugin, natively (chained: needs a prevResult): sysctls of the pod
+// namespace and link attributes of the attachment's pod interface, the previous values saved in
+// the undo operation "tuning.restore" and put back on DEL while the pod namespace exists.
+// Keys: sysctl (object of strings; keys only under net/, "." or "/" separated, the word IFNAME
+// replaced by the attachment's interface name), mac, mtu, promisc, allmulti, txQLen; args.cni may
+// override mac, mtu, promisc, allmulti and txQLen; the MAC also comes from CNI_ARGS MAC= and
+// runtimeConfig.mac (capability "mac"), highest priority last.
+#include <net/if.h>
+
+#include <algorithm>
+
+#include "drivers/registry.hpp"
+#include "engine/link/link.hpp"
+#include "engine/sysctl/sysctl.hpp"
+
+namespace plumb::drivers {
+namespace {
+
+struct Sysctl {
+  std::string key;    // '/' form relative to /proc/sys, IFNAME substituted, under net/
+  std::string value;
+};
+
+/// The tuning plugin's configuration, validated.
+struct TuningConfig {
+  std::vector<Sysctl> sysctls;
+  std::optional<Mac> mac;
+  std::optional<uint32_t> mtu_bytes;
+  std::optional<bool> promisc;
+  std::optional<bool> allmulti;
+  std::optional<uint32_t> txqlen;
+};
+
+/// Normalises a sysctl key of the config: sysctl(8) separators ('.' form converted to '/'), the
+/// word IFNAME replaced by `ifname` afterwards (names may contain '.'), and only keys under
+/// net/ accepted (the reference plugin's rule: nothing outside the network subsystem).
+Result<std::string> net_sysctl_key(const std::string& key, const std::string& ifname, const std::string& where) {
+  auto path = sysctl::path_of(key);
+  if (!path) return fail(cni_code::kInvalidConfig, where + ".sysctl: invalid key \"" + key + "\"", path.error().text());
+  std::string rel = path->substr(std::string_view("/proc/sys/").size());
+  for (size_t pos = 0; (pos = rel.find("IFNAME", pos)) != std::string::npos; pos += ifname.size()) {
+    rel.replace(pos, 6, ifname);
+  }
+  if (rel.rfind("net/", 0) != 0) {
+    return fail(cni_code::kInvalidConfig, where + ".sysctl: key \"" + key + "\" is not under net/ (/proc/sys/net/): refused");
+  }
+  PLUMB_TRY(sysctl::path_of(rel));  // still a plain relative path after substitution
+  return rel;
+}
+
+Result<std::optional<uint32_t>> get_u32(const json::Value& obj, std::string_view key, const std::string& where, uint32_t max) {
+  auto v = PLUMB_TRY(json::get_int(obj, key, where));
+  if (!v) return std::optional<uint32_t>{};
+  if (*v < 0 || *v > static_cast<int64_t>(max)) {
+    return fail(cni_code::kInvalidConfig, where + "." + std::string(key) + " " + std::to_string(*v) + " is out of range");
+  }
+  return std::optional<uint32_t>(static_cast<uint32_t>(*v));
+}
+
+/// Reads mac/mtu/promisc/allmulti/txQLen of one object (the config, or args.cni) into c.
+Status parse_link_keys(const json::Value& obj, const std::string& where, TuningConfig& c) {
+  if (auto m = PLUMB_TRY(json::get_string(obj, "mac", where)); m && !m->empty()) {
+    auto parsed = Mac::parse(*m);
+    if (!parsed) return fail(cni_code::kInvalidConfig, where + ".mac \"" + *m + "\" is not a valid MAC address");
+    c.mac = *parsed;
+  }
+  if (auto m = PLUMB_TRY(get_u32(obj, "mtu", where, 65535)); m && *m != 0) c.mtu_bytes = *m;
+  if (auto b = PLUMB_TRY(json::get_bool(obj, "promisc", where))) c.promisc = *b;
+  if (auto b = PLUMB_TRY(json::get_bool(obj, "allmulti", where))) c.allmulti = *b;
+  if (auto q = PLUMB_TRY(get_u32(obj, "txQLen", where, UINT32_MAX))) c.txqlen = *q;
+  return {};
+}
+
+Result<TuningConfig> parse_config(const json::Value& conf, const Context& ctx) {
+  TuningConfig c;
+  const std::string where = ctx.network;
+  if (const json::Value* sc = PLUMB_TRY(json::get_object(conf, "sysctl", where))) {
+    for (auto it = sc->MemberBegin(); it != sc->MemberEnd(); ++it) {
+      std::string key = it->name.GetString();
+      if (!it->value.IsString()) {
+        return fail(cni_code::kInvalidConfig, where + ".sysctl \"" + key + "\": the value must be a string, got " + json::dump(it->value));
+      }
+      c.sysctls.push_back({PLUMB_TRY(net_sysctl_key(key, ctx.ifname, where)), it->value.GetString()});
+    }
+  }
+  PLUMB_TRY(parse_link_keys(conf, where, c));
+  for (auto& [k, v] : ctx.cni_args) {
+    if (k != "MAC") continue;
+    auto parsed = Mac::parse(v);
+    if (!parsed) return fail(cni_code::kInvalidConfig, where + ": CNI_ARGS MAC \"" + v + "\" is not a valid MAC address");
+    c.mac = *parsed;
+  }
+  if (const json::Value* args = PLUMB_TRY(json::get_object(conf, "args", where))) {
+    if (const json::Value* cni = PLUMB_TRY(json::get_object(*args, "cni", where + ".args"))) {
+      PLUMB_TRY(parse_link_keys(*cni, where + ".args.cni", c));
+    }
+  }
+  if (const json::Value* rc = PLUMB_TRY(json::get_object(conf, "runtimeConfig", where))) {
+    if (auto m = PLUMB_TRY(json::get_string(*rc, "mac", where + ".runtimeConfig", true)); m && !m->empty()) {
+      auto parsed = Mac::parse(*m);
+      if (!parsed) return fail(cni_code::kInvalidConfig, where + ".runtimeConfig.mac \"" + *m + "\" is not a valid MAC address");
+      c.mac = *parsed;
+    }
+  }
+  return c;
+}
+
+/// The undo operation: the values to put back, only for what the config changes.
+json::Document restore_op(const std::string& ifname, const std::vector<Sysctl>& old_sysctls, const link::LinkInfo& l,
+                          const TuningConfig& c) {
+  json::Document d(rapidjson::kObjectType);
+  auto& a = d.GetAllocator();
+  json::set_string(d, "op", "tuning.restore", a);
+  json::set_string(d, "ifname", ifname, a);
+  json::Value sc(rapidjson::kObjectType);
+  for (auto& s : old_sysctls) json::set_string(sc, s.key, s.value, a);
+  json::set(d, "sysctl", std::move(sc), a);
+  if (c.mac && l.mac()) json::set_string(d, "mac", l.mac()->str(), a);
+  if (c.mtu_bytes) json::set(d, "mtu", json::Value(l.mtu_bytes), a);
+  if (c.promisc) json::set(d, "promisc", json::Value((l.flags & IFF_PROMISC) != 0), a);
+  if (c.allmulti) json::set(d, "allmulti", json::Value((l.flags & IFF_ALLMULTI) != 0), a);
+  if (c.txqlen) json::set(d, "txQLen", json::Value(l.txqlen), a);
+  return d;
+}
+
+Result<cni::CniResult> tuning_add(Context& ctx, const json::Value& conf, const cni::CniResult* prev) {
+  if (prev == nullptr) {
+    return fail(cni_code::kInvalidConfig, ctx.network + ": tuning must be chained after a plugin that creates the interface (no prevResult)");
+  }
+  TuningConfig c = PLUMB_TRY(parse_config(conf, ctx));
+  auto l = PLUMB_TRY(link::get(*ctx.pod, ctx.ifname));
+  if (!l) return fail(cni_code::kKernel, ctx.network + ": tuning: interface " + ctx.ifname + " not found in " + ctx.netns_path);
+
+  // Previous values first, then the undo record, then the changes.
+  std::vector<Sysctl> old;
+  {
+    auto guard = PLUMB_TRY(netns::Guard::enter(*ctx.pod_ns));
+    for (auto& s : c.sysctls) {
+      auto v = sysctl::read(s.key);
+      if (!v) return std::unexpected(v.error().within(ctx.network + ".sysctl \"" + s.key + "\" in " + ctx.netns_path));
+      old.push_back({s.key, *v});
+    }
+  }
+  PLUMB_TRY(ctx.journal->will(restore_op(ctx.ifname, old, *l, c)));
+  {
+    auto guard = PLUMB_TRY(netns::Guard::enter(*ctx.pod_ns));
+    for (auto& s : c.sysctls) {
+      auto st = sysctl::write(s.key, s.value);
+      if (!st) return std::unexpected(st.error().within(ctx.network + ".sysctl in " + ctx.netns_path));
+    }
+  }
+  link::LinkChange ch;
+  ch.mac = c.mac;
+  ch.mtu_bytes = c.mtu_bytes;
+  ch.promisc = c.promisc;
+  ch.allmulti = c.allmulti;
+  ch.txqlen = c.txqlen;
+  if (ch.mac || ch.mtu_bytes || ch.promisc || ch.allmulti || ch.txqlen) {
+    auto st = link::modify(*ctx.pod, l->index, ch);
+    if (!st) return std::unexpected(st.error().within(ctx.network + ": tuning " + ctx.ifname + " in " + ctx.netns_path));
+  }
+
+  cni::CniResult r = *prev;
+  auto now = PLUMB_TRY(link::get(*ctx.pod, l->index));
+  for (auto& i : r.interfaces) {
+    if (i.name != ctx.ifname || i.sandbox.empty() || !now) continue;
+    if (c.mac && now->mac()) i.mac = now->mac()->str();
+    if (c.mtu_bytes && i.mtu_bytes) i.mtu_bytes = now->mtu_bytes;
+  }
+  return r;
+}
+
+Status tuning_check(Context& ctx, const json::Value& conf, const cni::CniResult&) {
+  TuningConfig c = PLUMB_TRY(parse_config(conf, ctx));
+  auto l = PLUMB_TRY(link::get(*ctx.pod, ctx.ifname));
+  if (!l) return fail(cni_code::kKernel, "CHECK: interface " + ctx.ifname + " not found in " + ctx.netns_path);
+  auto differs = [&](const std::string& what, const std::string& got, const std::string& want) {
+    return fail(cni_code::kKernel, "CHECK: " + ctx.ifname + " " + what + " is " + got + ", tuning set " + want);
+  };
+  if (c.mac && l->mac() && *l->mac() != *c.mac) return differs("MAC", l->mac()->str(), c.mac->str());
+  if (c.mtu_bytes && l->mtu_bytes != *c.mtu_bytes) return differs("MTU", std::to_string(l->mtu_bytes), std::to_string(*c.mtu_bytes));
+  if (c.promisc && ((l->flags & IFF_PROMISC) != 0) != *c.promisc) return differs("promisc", *c.promisc ? "off" : "on", *c.promisc ? "on" : "off");
+  if (c.allmulti && ((l->flags & IFF_ALLMULTI) != 0) != *c.allmulti) return differs("allmulti", *c.allmulti ? "off" : "on", *c.allmulti ? "on" : "off");
+  if (c.txqlen && l->txqlen != *c.txqlen) return differs("txqueuelen", std::to_string(l->txqlen), std::to_string(*c.txqlen));
+  auto guard = PLUMB_TRY(netns::Guard::enter(*ctx.pod_ns));
+  for (auto& s : c.sysctls) {
+    auto v = PLUMB_TRY(sysctl::read(s.key));
+    if (v != s.value) return fail(cni_code::kKernel, "CHECK: sysctl " + s.key + " is \"" + v + "\", tuning set \"" + s.value + "\"");
+  }
+  return {};
+}
+
+Status tuning_undo(Context& ctx, const json::Value& op) {
+  if (ctx.pod == nullptr || ctx.pod_ns == nullptr) return {};  // the namespace and its settings are gone
+  const std::string where = "undo tuning.restore";
+  auto ifname = PLUMB_TRY(json::get_string(op, "ifname", where));
+  if (!ifname) return fail(cni_code::kDecode, where + ": operation lacks ifname: " + json::dump(op));
+  std::optional<Error> first;
+  if (const json::Value* sc = PLUMB_TRY(json::get_object(op, "sysctl", where))) {
+    auto guard = PLUMB_TRY(netns::Guard::enter(*ctx.pod_ns));
+    for (auto it = sc->MemberBegin(); it != sc->MemberEnd(); ++it) {
+      if (!it->value.IsString()) continue;
+      std::string key = it->name.GetString();
+      if (key.rfind("net/", 0) != 0) continue;  // never written by tuning_add
+      auto st = sysctl::write(key, it->value.GetString());
+      if (!st && st.error().sys_errno != ENOENT && !first) first = st.error().within("undo: restore sysctl");
+    }
+  }
+  auto l = PLUMB_TRY(link::get(*ctx.pod, *ifname));
+  if (!l) return first ? std::unexpected(*first) : Status{};
+  link::LinkChange ch;
+  if (auto m = PLUMB_TRY(json::get_string(op, "mac", where))) ch.mac = PLUMB_TRY(Mac::parse(*m));
+  if (auto m = PLUMB_TRY(json::get_uint(op, "mtu", where)); m && *m != 0) ch.mtu_bytes = static_cast<uint32_t>(*m);
+  ch.promisc = PLUMB_TRY(json::get_bool(op, "promisc", where));
+  ch.allmulti = PLUMB_TRY(json::get_bool(op, "allmulti", where));
+  if (auto q = PLUMB_TRY(json::get_uint(op, "txQLen", where))) ch.txqlen = static_cast<uint32_t>(*q);
+  if (ch.mac || ch.mtu_bytes || ch.promisc || ch.allmulti || ch.txqlen) {
+    auto st = link::modify(*ctx.pod, l->index, ch);
+    if (!st && !first) first = st.error().within("undo: restore " + *ifname + " in " + ctx.netns_path);
+  }
+  if (first) return std::unexpected(*first);
+  return {};
+}
+
+}  // namespace
+
+const Driver kTuning{"tuning", tuning_add, tuning_check, tuning_undo};
+
+}  // namespace plumb::drivers

@@ -1,0 +1,385 @@
+#include "ebpf/loader.hpp"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <linux/pkt_sched.h>
+#include <linux/rtnetlink.h>
+#include <sched.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <utility>
+
+#include "engine/netlink/socket.hpp"
+
+// The skeleton is generated C (bpftool gen skeleton); it is not written for C++ warning levels.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+#pragma GCC diagnostic ignored "-Wold-style-cast"
+#pragma GCC diagnostic ignored "-Wuseless-cast"
+#include "bandwidth.skel.h"
+#pragma GCC diagnostic pop
+
+namespace plumb::ebpf {
+namespace {
+
+constexpr uint64_t kNsPerSec = 1'000'000'000;
+constexpr uint64_t kGsoMaxBytes = 65536;
+
+std::string pin_dir_of(const std::string& bpffs_dir) {
+  return bpffs_dir + "/bandwidth_v" + std::to_string(PLUMB_BW_ABI_VERSION);
+}
+
+/// libbpf prints through a global callback; while plumb calls into libbpf's loader the messages
+/// are collected here and end up in the error's details (library code never logs).
+std::string* g_libbpf_log = nullptr;
+
+int capture_libbpf(enum libbpf_print_level level, const char* fmt, va_list ap) {
+  if (level == LIBBPF_DEBUG || g_libbpf_log == nullptr || g_libbpf_log->size() > 16384) return 0;
+  char buf[1024];
+  int n = std::vsnprintf(buf, sizeof buf, fmt, ap);
+  if (n > 0) g_libbpf_log->append(buf, std::min(static_cast<size_t>(n), sizeof buf - 1));
+  return 0;
+}
+
+class LibbpfLog {
+ public:
+  LibbpfLog() : prev_(libbpf_set_print(capture_libbpf)) { g_libbpf_log = &text_; }
+  ~LibbpfLog() {
+    libbpf_set_print(prev_);
+    g_libbpf_log = nullptr;
+  }
+  LibbpfLog(const LibbpfLog&) = delete;
+  LibbpfLog& operator=(const LibbpfLog&) = delete;
+  const std::string& text() const { return text_; }
+
+ private:
+  libbpf_print_fn_t prev_;
+  std::string text_;
+};
+
+struct SkelDeleter {
+  void operator()(plumb_bandwidth* s) const { plumb_bandwidth__destroy(s); }
+};
+
+bool on_bpffs(const std::string& path) {
+  struct statfs st {};
+  return ::statfs(path.c_str(), &st) == 0 && static_cast<unsigned long>(st.f_type) == BPF_FS_MAGIC;
+}
+
+/// bpffs_dir exists on a bpf filesystem afterwards (created when its parent is on bpffs).
+Status ensure_bpffs_dir(const std::string& bpffs_dir) {
+  if (bpffs_dir.empty() || bpffs_dir.front() != '/') {
+    return fail(cni_code::kInvalidConfig, "plumb config.bpffsDir \"" + bpffs_dir + "\" must be an absolute path");
+  }
+  std::string parent = bpffs_dir.substr(0, std::max<size_t>(bpffs_dir.find_last_of('/'), 1));
+  if (::access(bpffs_dir.c_str(), F_OK) != 0) {
+    if (!on_bpffs(parent)) {
+      return fail(cni_code::kInvalidConfig, "plumb config.bpffsDir \"" + bpffs_dir + "\": its parent " + parent +
+                                                " is not on a bpf filesystem (mount -t bpf bpf " + parent + ")");
+    }
+    if (::mkdir(bpffs_dir.c_str(), 0700) != 0 && errno != EEXIST) return fail_errno(errno, "create bpffs directory " + bpffs_dir);
+  }
+  if (!on_bpffs(bpffs_dir)) {
+    return fail(cni_code::kInvalidConfig, "plumb config.bpffsDir \"" + bpffs_dir + "\" is not on a bpf filesystem");
+  }
+  return {};
+}
+
+Status check_map(int fd, const std::string& path, uint32_t type, uint32_t key_size, uint32_t value_size) {
+  bpf_map_info info{};
+  uint32_t len = sizeof info;
+  if (bpf_obj_get_info_by_fd(fd, &info, &len) != 0) return fail_errno(errno, "inspect pinned map " + path);
+  if (info.type != type || info.key_size != key_size || info.value_size != value_size) {
+    return fail(cni_code::kKernel, "pinned map " + path + " has type/key/value sizes " + std::to_string(info.type) + "/" +
+                                       std::to_string(info.key_size) + "/" + std::to_string(info.value_size) + ", expected " +
+                                       std::to_string(type) + "/" + std::to_string(key_size) + "/" + std::to_string(value_size) +
+                                       " (ABI v" + std::to_string(PLUMB_BW_ABI_VERSION) + ")");
+  }
+  return {};
+}
+
+Status check_prog(int fd, const std::string& path) {
+  bpf_prog_info info{};
+  uint32_t len = sizeof info;
+  if (bpf_obj_get_info_by_fd(fd, &info, &len) != 0) return fail_errno(errno, "inspect pinned program " + path);
+  if (info.type != BPF_PROG_TYPE_SCHED_CLS) {
+    return fail(cni_code::kKernel, "pinned program " + path + " is of type " + std::to_string(info.type) + ", not sched_cls");
+  }
+  return {};
+}
+
+void remove_tmp_pins(const std::string& tmp) {
+  for (const char* name : {PLUMB_BW_PIN_PROG_HOST_INGRESS, PLUMB_BW_PIN_PROG_HOST_EGRESS, PLUMB_BW_PIN_PROG_EDT_EGRESS,
+                           PLUMB_BW_PIN_MAP_STATE, PLUMB_BW_PIN_MAP_NODE}) {
+    ::unlink((tmp + "/" + name).c_str());
+  }
+  ::rmdir(tmp.c_str());
+}
+
+/// Loads the skeleton, chooses the mode and pins everything under `pin_dir` (atomically, via a
+/// temporary directory). Losing the race to a concurrent loader is success: its pins are used.
+Status load_and_pin(const std::string& pin_dir) {
+  LibbpfLog log;
+  std::unique_ptr<plumb_bandwidth, SkelDeleter> skel(plumb_bandwidth__open());
+  if (!skel) return fail(cni_code::kKernelFeature, "open the bandwidth BPF object", log.text());
+  if (int err = plumb_bandwidth__load(skel.get()); err != 0) {
+    return std::unexpected(Error{cni_code::kKernelFeature, -err, "load the bandwidth BPF programs (needs cls_bpf, bpf_spin_lock, kernel >= 5.7)", log.text()});
+  }
+  auto fq = kernel_has_fq();
+  plumb_bw_node node{PLUMB_BW_ABI_VERSION, (fq && *fq) ? PLUMB_BW_MODE_EDT_FQ : PLUMB_BW_MODE_TOKEN_BUCKET};
+  uint32_t zero = 0;
+  if (bpf_map_update_elem(bpf_map__fd(skel->maps.plumb_bw_node), &zero, &node, BPF_ANY) != 0) {
+    return fail_errno(errno, "initialise the bandwidth node map");
+  }
+
+  uint64_t rnd = PLUMB_TRY(random_owner());
+  char suffix[32];
+  std::snprintf(suffix, sizeof suffix, "%d_%016llx", static_cast<int>(::getpid()), static_cast<unsigned long long>(rnd));
+  // bpffs refuses names containing '.' (EPERM).
+  std::string tmp = pin_dir + "_tmp_" + suffix;
+  if (::mkdir(tmp.c_str(), 0700) != 0) return fail_errno(errno, "create " + tmp);
+  const std::pair<const char*, int> pins[] = {
+      {PLUMB_BW_PIN_PROG_HOST_INGRESS, bpf_program__fd(skel->progs.tb_host_ingress)},
+      {PLUMB_BW_PIN_PROG_HOST_EGRESS, bpf_program__fd(skel->progs.tb_host_egress)},
+      {PLUMB_BW_PIN_PROG_EDT_EGRESS, bpf_program__fd(skel->progs.edt_host_egress)},
+      {PLUMB_BW_PIN_MAP_STATE, bpf_map__fd(skel->maps.plumb_bw_state)},
+      {PLUMB_BW_PIN_MAP_NODE, bpf_map__fd(skel->maps.plumb_bw_node)},
+  };
+  for (auto& [name, fd] : pins) {
+    std::string path = tmp + "/" + name;
+    if (bpf_obj_pin(fd, path.c_str()) != 0) {
+      int e = errno;
+      remove_tmp_pins(tmp);
+      return fail_errno(e, "pin " + path);
+    }
+  }
+  if (::rename(tmp.c_str(), pin_dir.c_str()) != 0) {
+    int e = errno;
+    remove_tmp_pins(tmp);
+    if (e != EEXIST && e != ENOTEMPTY) return fail_errno(e, "move pins " + tmp + " to " + pin_dir);
+  }
+  return {};
+}
+
+}  // namespace
+
+const char* hook_name(Hook h) { return h == Hook::HostIngress ? "host-ingress" : "host-egress"; }
+
+Result<BucketParams> bucket_params(const Limit& limit) {
+  if (limit.rate_bps == 0 || limit.burst_bits == 0) {
+    return fail(cni_code::kInvalidConfig, "bandwidth: rate " + std::to_string(limit.rate_bps) + " and burst " +
+                                              std::to_string(limit.burst_bits) + " must both be non-zero");
+  }
+  using u128 = unsigned __int128;
+  auto ns_of_bits = [&](u128 bits) -> u128 { return bits * kNsPerSec / limit.rate_bps; };
+  BucketParams p;
+  p.burst_ns = static_cast<uint64_t>(std::min<u128>(ns_of_bits(limit.burst_bits), u128(1) << 62));
+  u128 gso = ns_of_bits(u128(kGsoMaxBytes) * 8);
+  u128 mark = std::max<u128>(kMarkDelayNs, gso);
+  u128 horizon = std::max<u128>(kHorizonNs, mark + 2 * gso);
+  horizon = std::min<u128>(horizon, kMaxHorizonNs);
+  if (mark >= horizon) mark = horizon / 2;
+  p.mark_ns = static_cast<uint64_t>(mark);
+  p.horizon_ns = static_cast<uint64_t>(horizon);
+  return p;
+}
+
+Result<uint64_t> random_owner() {
+  uint64_t v = 0;
+  if (::getrandom(&v, sizeof v, 0) != static_cast<ssize_t>(sizeof v)) return fail_errno(errno, "getrandom for a bandwidth owner id");
+  return v == 0 ? 1 : v;
+}
+
+Result<bool> kernel_has_fq() {
+  Result<bool> result = false;
+  std::thread probe([&result] {
+    // This thread alone moves to a new, empty network namespace; it dies with the thread.
+    if (::unshare(CLONE_NEWNET) != 0) {
+      result = fail_errno(errno, "probe sch_fq: create a throwaway network namespace");
+      return;
+    }
+    auto nl = netlink::Socket::open();
+    if (!nl) {
+      result = std::unexpected(nl.error());
+      return;
+    }
+    netlink::Message m(RTM_NEWQDISC, NLM_F_CREATE | NLM_F_EXCL);
+    auto* t = m.put_header<tcmsg>();
+    t->tcm_family = AF_UNSPEC;
+    t->tcm_ifindex = 1;  // lo, the only device of a new namespace
+    t->tcm_parent = TC_H_ROOT;
+    m.put_str(TCA_KIND, "fq");
+    auto st = nl->request(m, "probe sch_fq on lo of a throwaway namespace");
+    if (st) {
+      result = true;
+    } else if (st.error().sys_errno == ENOENT || st.error().sys_errno == EOPNOTSUPP) {
+      result = false;
+    } else {
+      result = std::unexpected(st.error());
+    }
+  });
+  probe.join();
+  return result;
+}
+
+Programs::Programs(Programs&& o) noexcept { *this = std::move(o); }
+
+Programs& Programs::operator=(Programs&& o) noexcept {
+  if (this != &o) {
+    close_all();
+    tb_ingress_ = std::exchange(o.tb_ingress_, -1);
+    tb_egress_ = std::exchange(o.tb_egress_, -1);
+    edt_egress_ = std::exchange(o.edt_egress_, -1);
+    state_ = std::exchange(o.state_, -1);
+    node_ = std::exchange(o.node_, -1);
+    mode_ = o.mode_;
+    pin_dir_ = std::move(o.pin_dir_);
+  }
+  return *this;
+}
+
+Programs::~Programs() { close_all(); }
+
+void Programs::close_all() {
+  for (int* fd : {&tb_ingress_, &tb_egress_, &edt_egress_, &state_, &node_}) {
+    if (*fd >= 0) ::close(*fd);
+    *fd = -1;
+  }
+}
+
+Result<std::optional<Programs>> Programs::open_existing(const std::string& bpffs_dir) {
+  std::string pin_dir = pin_dir_of(bpffs_dir);
+  struct stat st {};
+  if (::stat(pin_dir.c_str(), &st) != 0) {
+    if (errno == ENOENT) return std::optional<Programs>{};
+    return fail_errno(errno, "inspect " + pin_dir);
+  }
+  Programs p;
+  p.pin_dir_ = pin_dir;
+  auto get = [&](const char* name, int* fd) -> Status {
+    std::string path = pin_dir + "/" + name;
+    *fd = bpf_obj_get(path.c_str());
+    if (*fd < 0) {
+      return std::unexpected(Error{cni_code::kKernel, errno, "open pin " + path,
+                                   "the pins under " + pin_dir + " are incomplete; remove that directory so plumb reloads the programs"});
+    }
+    return {};
+  };
+  PLUMB_TRY(get(PLUMB_BW_PIN_PROG_HOST_INGRESS, &p.tb_ingress_));
+  PLUMB_TRY(get(PLUMB_BW_PIN_PROG_HOST_EGRESS, &p.tb_egress_));
+  PLUMB_TRY(get(PLUMB_BW_PIN_PROG_EDT_EGRESS, &p.edt_egress_));
+  PLUMB_TRY(get(PLUMB_BW_PIN_MAP_STATE, &p.state_));
+  PLUMB_TRY(get(PLUMB_BW_PIN_MAP_NODE, &p.node_));
+  PLUMB_TRY(check_prog(p.tb_ingress_, pin_dir + "/" PLUMB_BW_PIN_PROG_HOST_INGRESS));
+  PLUMB_TRY(check_prog(p.tb_egress_, pin_dir + "/" PLUMB_BW_PIN_PROG_HOST_EGRESS));
+  PLUMB_TRY(check_prog(p.edt_egress_, pin_dir + "/" PLUMB_BW_PIN_PROG_EDT_EGRESS));
+  PLUMB_TRY(check_map(p.state_, pin_dir + "/" PLUMB_BW_PIN_MAP_STATE, BPF_MAP_TYPE_HASH, sizeof(plumb_bw_key), sizeof(plumb_bw_state)));
+  PLUMB_TRY(check_map(p.node_, pin_dir + "/" PLUMB_BW_PIN_MAP_NODE, BPF_MAP_TYPE_ARRAY, sizeof(uint32_t), sizeof(plumb_bw_node)));
+  uint32_t zero = 0;
+  plumb_bw_node node{};
+  if (bpf_map_lookup_elem(p.node_, &zero, &node) != 0) return fail_errno(errno, "read " + pin_dir + "/" PLUMB_BW_PIN_MAP_NODE);
+  if (node.abi_version != PLUMB_BW_ABI_VERSION || node.mode > PLUMB_BW_MODE_EDT_FQ) {
+    return fail(cni_code::kKernel, pin_dir + "/" PLUMB_BW_PIN_MAP_NODE " says ABI v" + std::to_string(node.abi_version) + " mode " +
+                                       std::to_string(node.mode) + "; expected ABI v" + std::to_string(PLUMB_BW_ABI_VERSION));
+  }
+  p.mode_ = static_cast<Mode>(node.mode);
+  return std::optional<Programs>(std::move(p));
+}
+
+Result<Programs> Programs::load_or_open(const std::string& bpffs_dir) {
+  PLUMB_TRY(ensure_bpffs_dir(bpffs_dir));
+  if (auto p = PLUMB_TRY(open_existing(bpffs_dir))) return std::move(*p);
+  PLUMB_TRY(load_and_pin(pin_dir_of(bpffs_dir)));
+  auto p = PLUMB_TRY(open_existing(bpffs_dir));
+  if (!p) return fail(cni_code::kKernel, "bandwidth programs were pinned under " + pin_dir_of(bpffs_dir) + " but are not there");
+  return std::move(*p);
+}
+
+int Programs::prog_fd(Hook h) const {
+  if (h == Hook::HostEgress && mode_ == Mode::EdtFq) return edt_egress_;
+  return token_bucket_fd(h);
+}
+
+const char* Programs::prog_name(Hook h) const {
+  if (h == Hook::HostIngress) return PLUMB_BW_PIN_PROG_HOST_INGRESS;
+  return mode_ == Mode::EdtFq ? PLUMB_BW_PIN_PROG_EDT_EGRESS : PLUMB_BW_PIN_PROG_HOST_EGRESS;
+}
+
+Result<uint32_t> Programs::prog_id(Hook h) const {
+  bpf_prog_info info{};
+  uint32_t len = sizeof info;
+  if (bpf_obj_get_info_by_fd(prog_fd(h), &info, &len) != 0) return fail_errno(errno, std::string("inspect program ") + prog_name(h));
+  return info.id;
+}
+
+Status Programs::configure(int ifindex, Hook h, const Limit& limit, uint64_t owner) const {
+  BucketParams p = PLUMB_TRY(bucket_params(limit));
+  plumb_bw_state v{};
+  v.owner = owner;
+  v.rate_bps = limit.rate_bps;
+  v.burst_bits = limit.burst_bits;
+  v.burst_ns = p.burst_ns;
+  v.mark_ns = p.mark_ns;
+  v.horizon_ns = p.horizon_ns;
+  plumb_bw_key k{static_cast<uint32_t>(ifindex), static_cast<uint32_t>(h)};
+  return write(k, v);
+}
+
+Status Programs::write(const plumb_bw_key& key, const plumb_bw_state& value) const {
+  if (bpf_map_update_elem(state_, &key, &value, BPF_ANY | BPF_F_LOCK) != 0) {
+    return fail_errno(errno, "write bandwidth state of ifindex " + std::to_string(key.ifindex) + " " +
+                                 hook_name(static_cast<Hook>(key.hook)));
+  }
+  return {};
+}
+
+Result<std::optional<plumb_bw_state>> Programs::read(int ifindex, Hook h) const {
+  plumb_bw_key k{static_cast<uint32_t>(ifindex), static_cast<uint32_t>(h)};
+  plumb_bw_state v{};
+  if (bpf_map_lookup_elem_flags(state_, &k, &v, BPF_F_LOCK) != 0) {
+    if (errno == ENOENT) return std::optional<plumb_bw_state>{};
+    return fail_errno(errno, "read bandwidth state of ifindex " + std::to_string(ifindex) + " " + hook_name(h));
+  }
+  return std::optional<plumb_bw_state>(v);
+}
+
+Result<bool> Programs::remove(int ifindex, Hook h, uint64_t owner) const {
+  auto cur = PLUMB_TRY(read(ifindex, h));
+  if (!cur || cur->owner != owner) return false;
+  plumb_bw_key k{static_cast<uint32_t>(ifindex), static_cast<uint32_t>(h)};
+  if (bpf_map_delete_elem(state_, &k) != 0) {
+    if (errno == ENOENT) return false;
+    return fail_errno(errno, "delete bandwidth state of ifindex " + std::to_string(ifindex) + " " + hook_name(h));
+  }
+  return true;
+}
+
+Result<std::vector<std::pair<plumb_bw_key, plumb_bw_state>>> Programs::entries() const {
+  std::vector<std::pair<plumb_bw_key, plumb_bw_state>> out;
+  plumb_bw_key key{};
+  plumb_bw_key next{};
+  const void* prev = nullptr;
+  while (bpf_map_get_next_key(state_, prev, &next) == 0) {
+    plumb_bw_state v{};
+    if (bpf_map_lookup_elem_flags(state_, &next, &v, BPF_F_LOCK) == 0) out.emplace_back(next, v);
+    key = next;
+    prev = &key;
+  }
+  if (errno != ENOENT) return fail_errno(errno, "iterate the bandwidth state map");
+  return out;
+}
+
+}  // namespace plumb::ebpf

@@ -1,0 +1,263 @@
+// The macvlan driver end to end: the real plumb binary in a private node, kernel state read back
+// with iproute2 (`ip -j`) and /proc/sys inside the pod namespace, traffic with bounded pings.
+#include <doctest/doctest.h>
+
+#include <set>
+#include <tuple>
+#include <vector>
+
+#include "tests/support/pod_fixture.hpp"
+
+using plumb::test::ip_json;
+using plumb::test::Node;
+using plumb::test::PodFixture;
+using plumb::test::Proc;
+using plumb::test::sh;
+
+namespace {
+
+/// A veth pair in the node, both ends up: `name` serves as the macvlan master.
+void add_master(const std::string& name, int mtu = 1500) {
+  REQUIRE(sh("ip link add " + name + " mtu " + std::to_string(mtu) + " type veth peer name " + name + "p").exit_code == 0);
+  REQUIRE(sh("ip link set " + name + " up && ip link set " + name + "p up").exit_code == 0);
+}
+
+std::string macvlan_nad(const std::string& extra, const std::string& ipam_dir, const std::string& subnet = "198.51.100.0/24") {
+  return R"({"cniVersion": "1.0.0", "type": "macvlan", )" + extra + R"("capabilities": {"mac": true},
+   "ipam": {"type": "host-local", "dataDir": ")" + ipam_dir + R"(", "ranges": [[{"subnet": ")" + subnet + R"("}]]}})";
+}
+
+std::set<std::string> links(const std::string& ns) {
+  auto d = ip_json((ns.empty() ? std::string() : "-n " + ns + " ") + "link show");
+  std::set<std::string> out;
+  for (auto& l : d.GetArray()) out.insert(l["ifname"].GetString());
+  return out;
+}
+
+/// `ip -d -j link show dev` of one link in a pod namespace.
+rapidjson::Document link_detail(const std::string& ns, const std::string& dev) {
+  auto d = ip_json("-d -n " + ns + " link show dev " + dev);
+  REQUIRE(d.IsArray());
+  REQUIRE(d.Size() == 1);
+  rapidjson::Document one;
+  one.CopyFrom(d[0], one.GetAllocator());
+  return one;
+}
+
+std::string first_addr(const std::string& ns, const std::string& dev, const char* family = "inet") {
+  auto d = ip_json("-n " + ns + " addr show dev " + dev);
+  for (auto& l : d.GetArray()) {
+    for (auto& a : l["addr_info"].GetArray()) {
+      if (std::string(a["family"].GetString()) == family && std::string(a["scope"].GetString()) == "global") {
+        return a["local"].GetString();
+      }
+    }
+  }
+  return "";
+}
+
+std::string pod_sysctl(const std::string& ns, const std::string& path) {
+  Proc p = sh("ip netns exec " + ns + " cat /proc/sys/" + path);
+  REQUIRE(p.exit_code == 0);
+  while (!p.out.empty() && (p.out.back() == '\n')) p.out.pop_back();
+  return p.out;
+}
+
+bool no_state(const PodFixture& fx) { return PodFixture::files_under(fx.state() + "/containers").empty(); }
+
+std::vector<std::string> ip_files(const PodFixture& fx) {
+  std::vector<std::string> out;
+  for (auto& f : PodFixture::files_under(fx.ipam_dir())) {
+    auto base = f.substr(f.rfind('/') + 1);
+    if (base != "lock" && base.rfind("last_reserved_ip", 0) != 0) out.push_back(f);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("macvlan: two pods on one master get macvlans in bridge mode, reach each other, and DEL removes them") {
+  Node node;
+  PodFixture fx(node);
+  add_master("mst0");
+  fx.add_nad("default", "mv", R"({"cniVersion": "1.0.0", "type": "macvlan", "master": "mst0", "mtu": 1400,
+   "capabilities": {"mac": true},
+   "ipam": {"type": "host-local", "dataDir": ")" + fx.ipam_dir() + R"(",
+            "ranges": [[{"subnet": "198.51.100.0/24"}], [{"subnet": "2001:db8:5::/64"}]]}})");
+  std::string pa = node.add_netns("pod-a"), pb = node.add_netns("pod-b");
+  fx.add_pod("default", "pod-a", R"([{"name": "mv", "interface": "mv0", "mac": "02:00:00:00:0a:01"}])");
+  fx.add_pod("default", "pod-b", R"([{"name": "mv", "interface": "mv0"}])");
+
+  Proc a = fx.run("ADD", "ctr-a", pa, "default", "pod-a", fx.config());
+  INFO("pod-a: ", a.out, a.err);
+  REQUIRE(a.exit_code == 0);
+  Proc b = fx.run("ADD", "ctr-b", pb, "default", "pod-b", fx.config());
+  INFO("pod-b: ", b.out, b.err);
+  REQUIRE(b.exit_code == 0);
+
+  // Kernel: a macvlan in bridge mode on mst0 under the requested name, MTU and MAC, up; no
+  // temporary name left anywhere.
+  CHECK(links("pod-a") == std::set<std::string>{"lo", "eth0", "mv0"});
+  auto mv = link_detail("pod-a", "mv0");
+  CHECK(std::string(mv["linkinfo"]["info_kind"].GetString()) == "macvlan");
+  CHECK(std::string(mv["linkinfo"]["info_data"]["mode"].GetString()) == "bridge");
+  CHECK(mv["mtu"].GetInt() == 1400);
+  CHECK(std::string(mv["address"].GetString()) == "02:00:00:00:0a:01");
+  CHECK(std::string(mv["operstate"].GetString()) != "DOWN");
+  auto master = ip_json("link show dev mst0");
+  CHECK(mv["link_index"].GetInt() == master[0]["ifindex"].GetInt());
+  for (auto& l : links("")) CHECK(l.rfind("mvl", 0) != 0);
+  // arp_notify always, ndisc_notify because the attachment has an IPv6 address.
+  CHECK(pod_sysctl("pod-a", "net/ipv4/conf/mv0/arp_notify") == "1");
+  CHECK(pod_sysctl("pod-a", "net/ipv6/conf/mv0/ndisc_notify") == "1");
+  std::string ip_b = first_addr("pod-b", "mv0");
+  REQUIRE(ip_b.rfind("198.51.100.", 0) == 0);
+  CHECK(first_addr("pod-a", "mv0").rfind("198.51.100.", 0) == 0);
+  CHECK(first_addr("pod-a", "mv0", "inet6").rfind("2001:db8:5:", 0) == 0);
+
+  // The network-status reports the macvlan's MAC and address.
+  rapidjson::Document st;
+  st.Parse(fx.status_of("default", "pod-a").c_str());
+  REQUIRE(st.IsArray());
+  REQUIRE(st.Size() == 2);
+  CHECK(std::string(st[1]["interface"].GetString()) == "mv0");
+  CHECK(std::string(st[1]["mac"].GetString()) == "02:00:00:00:0a:01");
+
+  // Traffic between the two pods over the master, bounded.
+  Proc ping = sh("ip netns exec pod-a ping -c 2 -W 2 -I mv0 " + ip_b);
+  INFO("ping: ", ping.out, ping.err);
+  CHECK(ping.exit_code == 0);
+
+  // CHECK passes against the recorded result.
+  Proc check = fx.run("CHECK", "ctr-a", pa, "default", "pod-a", fx.config(R"("prevResult": )" + a.out));
+  INFO("check: ", check.out, check.err);
+  CHECK(check.exit_code == 0);
+
+  for (auto [cid, ns, path] : {std::tuple{"ctr-a", "pod-a", pa}, std::tuple{"ctr-b", "pod-b", pb}}) {
+    Proc del = fx.run("DEL", cid, path, "default", ns, fx.config());
+    INFO("del ", cid, ": ", del.out, del.err);
+    CHECK(del.exit_code == 0);
+    CHECK(links(ns) == std::set<std::string>{"lo"});
+  }
+  CHECK(links("").count("mst0") == 1);  // the master is the node's, untouched
+  CHECK(ip_files(fx).empty());
+  CHECK(no_state(fx));
+}
+
+TEST_CASE("macvlan: without master the interface of the node's default route is used; private mode") {
+  Node node;
+  PodFixture fx(node);
+  add_master("uplink0");
+  REQUIRE(sh("ip addr add 192.0.2.2/24 dev uplink0 && ip route add default via 192.0.2.1 dev uplink0").exit_code == 0);
+  fx.add_nad("default", "mv", macvlan_nad(R"("mode": "private", )", fx.ipam_dir()));
+  std::string pa = node.add_netns("pod-a");
+  fx.add_pod("default", "pod-a", "mv");
+  Proc a = fx.run("ADD", "ctr-a", pa, "default", "pod-a", fx.config());
+  INFO(a.out, a.err);
+  REQUIRE(a.exit_code == 0);
+  auto mv = link_detail("pod-a", "net1");
+  CHECK(std::string(mv["linkinfo"]["info_kind"].GetString()) == "macvlan");
+  CHECK(std::string(mv["linkinfo"]["info_data"]["mode"].GetString()) == "private");
+  auto up = ip_json("link show dev uplink0");
+  CHECK(mv["link_index"].GetInt() == up[0]["ifindex"].GetInt());
+  CHECK(mv["mtu"].GetInt() == 1500);  // the master's
+  Proc del = fx.run("DEL", "ctr-a", pa, "default", "pod-a", fx.config());
+  CHECK(del.exit_code == 0);
+  CHECK(links("pod-a") == std::set<std::string>{"lo"});
+  CHECK(no_state(fx));
+}
+
+TEST_CASE("macvlan: vepa and passthru modes are created as asked") {
+  Node node;
+  PodFixture fx(node);
+  add_master("mst0");
+  add_master("mst1");
+  fx.add_nad("default", "vepa", macvlan_nad(R"("master": "mst0", "mode": "vepa", )", fx.ipam_dir(), "198.51.100.0/24"));
+  fx.add_nad("default", "pt", macvlan_nad(R"("master": "mst1", "mode": "passthru", )", fx.ipam_dir(), "192.0.2.0/24"));
+  std::string pa = node.add_netns("pod-a");
+  fx.add_pod("default", "pod-a", "vepa,pt");
+  Proc a = fx.run("ADD", "ctr-a", pa, "default", "pod-a", fx.config());
+  INFO(a.out, a.err);
+  REQUIRE(a.exit_code == 0);
+  CHECK(std::string(link_detail("pod-a", "net1")["linkinfo"]["info_data"]["mode"].GetString()) == "vepa");
+  CHECK(std::string(link_detail("pod-a", "net2")["linkinfo"]["info_data"]["mode"].GetString()) == "passthru");
+  Proc del = fx.run("DEL", "ctr-a", pa, "default", "pod-a", fx.config());
+  CHECK(del.exit_code == 0);
+  CHECK(links("pod-a") == std::set<std::string>{"lo"});
+}
+
+TEST_CASE("macvlan: linkInContainer takes the master from the pod namespace") {
+  Node node;
+  PodFixture fx(node);
+  std::string pa = node.add_netns("pod-a");
+  add_master("inner0");
+  REQUIRE(sh("ip link set inner0 netns pod-a && ip -n pod-a link set inner0 up").exit_code == 0);
+  fx.add_nad("default", "mv", macvlan_nad(R"("master": "inner0", "linkInContainer": true, )", fx.ipam_dir()));
+  fx.add_pod("default", "pod-a", "mv");
+  Proc a = fx.run("ADD", "ctr-a", pa, "default", "pod-a", fx.config());
+  INFO(a.out, a.err);
+  REQUIRE(a.exit_code == 0);
+  auto mv = link_detail("pod-a", "net1");
+  CHECK(std::string(mv["linkinfo"]["info_kind"].GetString()) == "macvlan");
+  // Master and macvlan in the same namespace: iproute2 names the lower link directly.
+  REQUIRE(mv.HasMember("link"));
+  CHECK(mv["link"].GetString() == std::string("inner0"));
+  Proc del = fx.run("DEL", "ctr-a", pa, "default", "pod-a", fx.config());
+  CHECK(del.exit_code == 0);
+  CHECK(links("pod-a") == std::set<std::string>{"lo", "inner0"});
+}
+
+TEST_CASE("macvlan: a missing master, a bad mode and an MTU above the master's are CNI errors naming the value") {
+  Node node;
+  PodFixture fx(node);
+  add_master("mst0", 1500);
+  fx.add_nad("default", "nomaster", macvlan_nad(R"("master": "nosuch0", )", fx.ipam_dir()));
+  fx.add_nad("default", "badmode", macvlan_nad(R"("master": "mst0", "mode": "sideways", )", fx.ipam_dir()));
+  fx.add_nad("default", "bigmtu", macvlan_nad(R"("master": "mst0", "mtu": 9000, )", fx.ipam_dir()));
+  std::string pa = node.add_netns("pod-a");
+  for (auto [nad, needles] : {std::pair{"nomaster", std::vector<std::string>{"nosuch0"}},
+                              std::pair{"badmode", std::vector<std::string>{"sideways"}},
+                              std::pair{"bigmtu", std::vector<std::string>{"9000", "1500", "mst0"}}}) {
+    fx.add_pod("default", "pod-a", nad);
+    Proc a = fx.run("ADD", "ctr-a", pa, "default", "pod-a", fx.config());
+    INFO(nad, ": ", a.out, a.err);
+    CHECK(a.exit_code != 0);
+    rapidjson::Document err;
+    err.Parse(a.out.c_str());
+    REQUIRE(err.IsObject());
+    CHECK(err["code"].GetInt() == 7);
+    for (auto& n : needles) CHECK(std::string(err["msg"].GetString()).find(n) != std::string::npos);
+    // The default network attached before it was rolled back.
+    CHECK(links("pod-a") == std::set<std::string>{"lo"});
+    CHECK(no_state(fx));
+    CHECK(ip_files(fx).empty());
+  }
+}
+
+TEST_CASE("macvlan: an ADD failing in a chained plugin after the macvlan exists rolls it back") {
+  Node node;
+  PodFixture fx(node);
+  add_master("mst0");
+  std::string ipam = fx.ipam_dir();
+  for (auto [name, sysctl] : {std::pair{"outside", R"("kernel.hostname": "pwned")"},
+                              std::pair{"missing", R"("net.ipv4.conf.IFNAME.no_such_knob": "1")"}}) {
+    fx.add_nad("default", name, R"({"cniVersion": "1.0.0", "name": ")" + std::string(name) + R"(", "plugins": [
+      {"type": "macvlan", "master": "mst0", "ipam": {"type": "host-local", "dataDir": ")" + ipam +
+                                      R"(", "ranges": [[{"subnet": "198.51.100.0/24"}]]}},
+      {"type": "tuning", "sysctl": {)" + sysctl + R"(}}]})");
+  }
+  std::string pa = node.add_netns("pod-a");
+  std::string hostname_before = sh("hostname").out;
+  for (auto [name, needle] : {std::pair{"outside", "kernel.hostname"}, std::pair{"missing", "no_such_knob"}}) {
+    fx.add_pod("default", "pod-a", name);
+    Proc a = fx.run("ADD", "ctr-a", pa, "default", "pod-a", fx.config());
+    INFO(name, ": ", a.out, a.err);
+    CHECK(a.exit_code != 0);
+    CHECK(a.out.find(needle) != std::string::npos);
+    CHECK(links("pod-a") == std::set<std::string>{"lo"});
+    for (auto& l : links("")) CHECK(l.rfind("mvl", 0) != 0);
+    CHECK(no_state(fx));
+    CHECK(ip_files(fx).empty());
+  }
+  CHECK(sh("hostname").out == hostname_before);
+}

@@ -1,0 +1,836 @@
+// plumb's native portmap against the real kernel, each case in a fresh private node namespace.
+// The plumb binary runs as a runtime runs it, on a default network of bridge + portmap +
+// loopback; real TCP/UDP traffic comes from a "client" namespace connected to the node by a veth
+// (198.51.100.2 / 2001:db8:100::2 -> node 198.51.100.1 / 2001:db8:100::1), from the node itself,
+// from 127.0.0.1, and from the pod to its own host port (hairpin). Sockets are created by this
+// process inside the namespaces (setns around socket()), every wait is bounded by poll timeouts.
+// The ruleset is read back independently with `nft -j`, conntrack with /proc/net/nf_conntrack.
+#include <doctest/doctest.h>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sched.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <rapidjson/document.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include "tests/support/pod_fixture.hpp"
+
+using plumb::test::Node;
+using plumb::test::PodFixture;
+using plumb::test::Proc;
+
+namespace {
+
+constexpr int kWaitMs = 2000;
+constexpr const char* kNodeV4 = "198.51.100.1";
+constexpr const char* kNodeV6 = "2001:db8:100::1";
+constexpr const char* kClientV4 = "198.51.100.2";
+constexpr const char* kClientV6 = "2001:db8:100::2";
+
+// ---- sockets in namespaces -------------------------------------------------------------------
+
+/// A socket created in network namespace `ns` ("" = the node). Closed on destruction.
+class Sock {
+ public:
+  Sock() = default;
+  Sock(const std::string& ns, int domain, int type, int proto = 0) {
+    int self = -1, target = -1;
+    if (!ns.empty()) {
+      self = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+      target = open(ns.c_str(), O_RDONLY | O_CLOEXEC);
+      REQUIRE(self >= 0);
+      REQUIRE(target >= 0);
+      REQUIRE(setns(target, CLONE_NEWNET) == 0);
+    }
+    fd_ = socket(domain, type | SOCK_CLOEXEC, proto);
+    const int err = errno;
+    if (!ns.empty()) {
+      REQUIRE(setns(self, CLONE_NEWNET) == 0);
+      close(self);
+      close(target);
+    }
+    errno = err;
+  }
+  Sock(Sock&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  Sock& operator=(Sock&& o) noexcept {
+    std::swap(fd_, o.fd_);
+    return *this;
+  }
+  ~Sock() {
+    if (fd_ >= 0) close(fd_);
+  }
+  int fd() const { return fd_; }
+
+ private:
+  int fd_ = -1;
+};
+
+sockaddr_storage sockaddr_of(const std::string& ip, uint16_t port, socklen_t* len) {
+  sockaddr_storage ss{};
+  if (ip.find(':') == std::string::npos) {
+    auto* s = reinterpret_cast<sockaddr_in*>(&ss);
+    s->sin_family = AF_INET;
+    s->sin_port = htons(port);
+    REQUIRE(inet_pton(AF_INET, ip.c_str(), &s->sin_addr) == 1);
+    *len = sizeof(sockaddr_in);
+  } else {
+    auto* s = reinterpret_cast<sockaddr_in6*>(&ss);
+    s->sin6_family = AF_INET6;
+    s->sin6_port = htons(port);
+    REQUIRE(inet_pton(AF_INET6, ip.c_str(), &s->sin6_addr) == 1);
+    *len = sizeof(sockaddr_in6);
+  }
+  return ss;
+}
+
+std::string ip_of(const sockaddr_storage& ss) {
+  char buf[INET6_ADDRSTRLEN] = {};
+  if (ss.ss_family == AF_INET) {
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&ss)->sin_addr, buf, sizeof buf);
+  } else {
+    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(&ss)->sin6_addr, buf, sizeof buf);
+  }
+  return buf;
+}
+
+std::string errtext(int err) { return std::string(std::strerror(err)) + " (" + std::to_string(err) + ")"; }
+
+int family_of(const std::string& ip) { return ip.find(':') == std::string::npos ? AF_INET : AF_INET6; }
+
+bool wait_for(int fd, short events, int ms = kWaitMs) {
+  pollfd p{fd, events, 0};
+  int r;
+  do r = poll(&p, 1, ms);
+  while (r < 0 && errno == EINTR);
+  return r == 1;
+}
+
+/// A listener in a pod: TCP (listen) or UDP (bound), on the wildcard address of `family`.
+Sock listener(const std::string& ns, int family, int type, uint16_t port, int proto = 0) {
+  Sock s(ns, family, type, proto);
+  REQUIRE(s.fd() >= 0);
+  int one = 1;
+  setsockopt(s.fd(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (family == AF_INET6) setsockopt(s.fd(), IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+  socklen_t len = 0;
+  auto sa = sockaddr_of(family == AF_INET ? "0.0.0.0" : "::", port, &len);
+  REQUIRE(bind(s.fd(), reinterpret_cast<sockaddr*>(&sa), len) == 0);
+  if (type == SOCK_STREAM) REQUIRE(listen(s.fd(), 16) == 0);
+  return s;
+}
+
+/// What one connection attempt saw.
+struct Probe {
+  bool ok = false;
+  int err = 0;           // errno of the failure (ECONNREFUSED, ETIMEDOUT, ...)
+  std::string peer;      // the source address the pod's listener saw
+};
+
+/// TCP (or SCTP with proto IPPROTO_SCTP): connects from namespace `from` to dst:port, expects the connection on `server` (a listener
+/// in the pod), checks a byte both ways.
+Probe tcp_probe(const std::string& from, const std::string& dst, uint16_t port, const Sock& server,
+                uint16_t src_port = 0, int proto = 0) {
+  Probe p;
+  Sock c(from, family_of(dst), SOCK_STREAM | SOCK_NONBLOCK, proto);
+  REQUIRE(c.fd() >= 0);
+  if (src_port != 0) {
+    int one = 1;
+    setsockopt(c.fd(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    socklen_t l = 0;
+    auto local = sockaddr_of(family_of(dst) == AF_INET ? "0.0.0.0" : "::", src_port, &l);
+    REQUIRE(bind(c.fd(), reinterpret_cast<sockaddr*>(&local), l) == 0);
+  }
+  socklen_t len = 0;
+  auto sa = sockaddr_of(dst, port, &len);
+  if (connect(c.fd(), reinterpret_cast<sockaddr*>(&sa), len) != 0 && errno != EINPROGRESS) {
+    p.err = errno;
+    return p;
+  }
+  if (!wait_for(c.fd(), POLLOUT)) {
+    p.err = ETIMEDOUT;
+    return p;
+  }
+  int soerr = 0;
+  socklen_t sl = sizeof soerr;
+  getsockopt(c.fd(), SOL_SOCKET, SO_ERROR, &soerr, &sl);
+  if (soerr != 0) {
+    p.err = soerr;
+    return p;
+  }
+  if (!wait_for(server.fd(), POLLIN)) {
+    p.err = EHOSTUNREACH;  // connected somewhere, but not to this pod's listener
+    return p;
+  }
+  sockaddr_storage peer{};
+  socklen_t pl = sizeof peer;
+  const int fd = accept4(server.fd(), reinterpret_cast<sockaddr*>(&peer), &pl, SOCK_CLOEXEC);
+  REQUIRE(fd >= 0);
+  p.peer = ip_of(peer);
+  const bool sent = write(fd, "pong", 4) == 4;
+  if (sent && wait_for(c.fd(), POLLIN)) {
+    char buf[8] = {};
+    p.ok = read(c.fd(), buf, sizeof buf) == 4 && std::string(buf, 4) == "pong";
+  }
+  close(fd);
+  if (!p.ok && p.err == 0) p.err = EIO;
+  return p;
+}
+
+/// UDP: sends from namespace `from` (connected socket, so ICMP errors are reported) to dst:port,
+/// expects the datagram on `server` (bound in the pod) and the answer back.
+Probe udp_probe(const std::string& from, const std::string& dst, uint16_t port, const Sock& server,
+                uint16_t src_port = 0) {
+  Probe p;
+  Sock c(from, family_of(dst), SOCK_DGRAM);
+  REQUIRE(c.fd() >= 0);
+  if (src_port != 0) {
+    int one = 1;
+    setsockopt(c.fd(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    socklen_t l = 0;
+    auto local = sockaddr_of(family_of(dst) == AF_INET ? "0.0.0.0" : "::", src_port, &l);
+    REQUIRE(bind(c.fd(), reinterpret_cast<sockaddr*>(&local), l) == 0);
+  }
+  socklen_t len = 0;
+  auto sa = sockaddr_of(dst, port, &len);
+  REQUIRE(connect(c.fd(), reinterpret_cast<sockaddr*>(&sa), len) == 0);
+  REQUIRE(send(c.fd(), "ping", 4, 0) == 4);
+  if (!wait_for(server.fd(), POLLIN)) {
+    // Nothing reached the pod: report what the client got (ICMP port unreachable or nothing).
+    char buf[8];
+    if (wait_for(c.fd(), POLLIN | POLLERR, 300) && recv(c.fd(), buf, sizeof buf, MSG_DONTWAIT) < 0) {
+      p.err = errno;
+    } else {
+      p.err = ETIMEDOUT;
+    }
+    return p;
+  }
+  sockaddr_storage peer{};
+  socklen_t pl = sizeof peer;
+  char buf[16] = {};
+  ssize_t n = recvfrom(server.fd(), buf, sizeof buf, 0, reinterpret_cast<sockaddr*>(&peer), &pl);
+  REQUIRE(n == 4);
+  p.peer = ip_of(peer);
+  REQUIRE(sendto(server.fd(), "pong", 4, 0, reinterpret_cast<sockaddr*>(&peer), pl) == 4);
+  if (wait_for(c.fd(), POLLIN)) {
+    char r[8] = {};
+    p.ok = recv(c.fd(), r, sizeof r, 0) == 4 && std::string(r, 4) == "pong";
+  }
+  if (!p.ok) p.err = EIO;
+  return p;
+}
+
+/// TCP connect expected to be refused by the node (no DNAT any more): ECONNREFUSED.
+int tcp_connect_error(const std::string& from, const std::string& dst, uint16_t port) {
+  Sock c(from, family_of(dst), SOCK_STREAM | SOCK_NONBLOCK);
+  socklen_t len = 0;
+  auto sa = sockaddr_of(dst, port, &len);
+  if (connect(c.fd(), reinterpret_cast<sockaddr*>(&sa), len) != 0 && errno != EINPROGRESS) return errno;
+  if (!wait_for(c.fd(), POLLOUT)) return ETIMEDOUT;
+  int soerr = 0;
+  socklen_t sl = sizeof soerr;
+  getsockopt(c.fd(), SOL_SOCKET, SO_ERROR, &soerr, &sl);
+  return soerr;
+}
+
+// ---- SCTP without an SCTP stack: raw INIT chunks ----------------------------------------------
+
+/// CRC32c (Castagnoli, reflected), as SCTP uses it (RFC 9260 appendix A).
+uint32_t crc32c(const uint8_t* p, size_t n) {
+  uint32_t crc = 0xffffffffu;
+  for (size_t i = 0; i < n; ++i) {
+    crc ^= p[i];
+    for (int k = 0; k < 8; ++k) crc = (crc >> 1) ^ (0x82f63b78u & (0u - (crc & 1u)));
+  }
+  return ~crc;
+}
+
+/// An SCTP packet with one INIT chunk (common header with verification tag 0, checksum set).
+std::vector<uint8_t> sctp_init(uint16_t sport, uint16_t dport) {
+  std::vector<uint8_t> b = {
+      static_cast<uint8_t>(sport >> 8), static_cast<uint8_t>(sport), static_cast<uint8_t>(dport >> 8),
+      static_cast<uint8_t>(dport), 0, 0, 0, 0,  // verification tag 0 (INIT)
+      0, 0, 0, 0,                               // checksum, below
+      1, 0, 0, 20,                              // INIT, flags 0, length 20
+      0x0a, 0x0b, 0x0c, 0x0d,                   // initiate tag
+      0, 1, 0, 0,                               // a_rwnd 65536
+      0, 1, 0, 1,                               // 1 outbound, 1 inbound stream
+      0, 0, 0, 1};                              // initial TSN
+  const uint32_t c = crc32c(b.data(), b.size());
+  for (int i = 0; i < 4; ++i) b[8 + i] = static_cast<uint8_t>(c >> (8 * i));  // little endian, as Linux
+  return b;
+}
+
+/// True when an SCTP packet's checksum is valid.
+bool sctp_checksum_ok(const uint8_t* p, size_t n) {
+  if (n < 12) return false;
+  std::vector<uint8_t> copy(p, p + n);
+  uint32_t stored = 0;
+  for (int i = 0; i < 4; ++i) stored |= static_cast<uint32_t>(copy[8 + i]) << (8 * i);
+  std::fill(copy.begin() + 8, copy.begin() + 12, 0);
+  return crc32c(copy.data(), copy.size()) == stored;
+}
+
+// ---- the node, the client and plumb ---------------------------------------------------------
+
+/// The default network: bridge (dual stack, gateway, ipMasq) + portmap (`portmap_keys` added to
+/// its object) + loopback.
+void write_default_network(const PodFixture& fx, const std::string& portmap_keys = "") {
+  plumb::test::write_file(fx.default_conflist(), R"({
+  "cniVersion": "1.0.0", "name": "default-net",
+  "plugins": [
+    {"type": "bridge", "bridge": "plumb0", "isGateway": true, "isDefaultGateway": true, "ipMasq": true,
+     "hairpinMode": true, "ipam": {"type": "host-local", "dataDir": ")" + fx.ipam_dir() + R"(",
+              "ranges": [[{"subnet": "203.0.113.0/24"}], [{"subnet": "2001:db8:0:1::/64"}]]}},
+    {"type": "portmap", "capabilities": {"portMappings": true})" +
+                                                  (portmap_keys.empty() ? "" : ", " + portmap_keys) + R"(},
+    {"type": "loopback"}
+  ]})");
+}
+
+/// The client namespace and its veth to the node.
+std::string add_client(Node& node) {
+  std::string ns = node.add_netns("client");
+  Proc p = plumb::test::sh(
+      "set -e\n"
+      "ip link add vclient type veth peer name eth0 netns client\n"
+      "ip addr add 198.51.100.1/24 dev vclient && ip addr add 2001:db8:100::1/64 dev vclient nodad\n"
+      "ip link set vclient up\n"
+      "ip -n client addr add 198.51.100.2/24 dev eth0 && ip -n client addr add 2001:db8:100::2/64 dev eth0 nodad\n"
+      "ip -n client link set eth0 up\n"
+      "ip -n client route add default via 198.51.100.1\n"
+      "ip -n client -6 route add default via 2001:db8:100::1\n");
+  INFO(p.err);
+  REQUIRE(p.exit_code == 0);
+  return ns;
+}
+
+std::string mapping_json(int host_port, int container_port, const std::string& proto, const std::string& host_ip = "") {
+  std::string s = R"({"hostPort": )" + std::to_string(host_port) + R"(, "containerPort": )" +
+                  std::to_string(container_port) + R"(, "protocol": ")" + proto + R"(")";
+  if (!host_ip.empty()) s += R"(, "hostIP": ")" + host_ip + R"(")";
+  return s + "}";
+}
+
+std::string config_with(const PodFixture& fx, const std::vector<std::string>& mappings) {
+  std::string list;
+  for (auto& m : mappings) list += (list.empty() ? "" : ", ") + m;
+  return fx.config(R"("runtimeConfig": {"portMappings": [)" + list + "]}");
+}
+
+/// The pod's addresses from an ADD result: family -> address, and gateways.
+struct PodIps {
+  std::string v4, v6, gw4, gw6;
+};
+PodIps pod_ips(const std::string& result) {
+  rapidjson::Document d;
+  d.Parse(result.c_str());
+  REQUIRE(d.IsObject());
+  PodIps out;
+  for (auto& ip : d["ips"].GetArray()) {
+    std::string a = ip["address"].GetString();
+    a = a.substr(0, a.find('/'));
+    std::string gw = ip.HasMember("gateway") ? ip["gateway"].GetString() : "";
+    if (a.find(':') == std::string::npos) {
+      out.v4 = a;
+      out.gw4 = gw;
+    } else {
+      out.v6 = a;
+      out.gw6 = gw;
+    }
+  }
+  REQUIRE_FALSE(out.v4.empty());
+  REQUIRE_FALSE(out.v6.empty());
+  return out;
+}
+
+/// Runs ADD for pod `name` (netns created here) with container ID "ctr-<name>"; returns its IPs.
+PodIps add_pod(Node& node, const PodFixture& fx, const std::string& name, const std::vector<std::string>& mappings) {
+  std::string ns = node.add_netns(name);
+  fx.add_pod("default", name, "");
+  Proc add = fx.run("ADD", "ctr-" + name, ns, "default", name, config_with(fx, mappings));
+  INFO("ADD ", name, ": ", add.out, "\n", add.err);
+  REQUIRE(add.exit_code == 0);
+  return pod_ips(add.out);
+}
+
+Proc del_pod(const PodFixture& fx, const std::string& name, const std::vector<std::string>& mappings) {
+  return fx.run("DEL", "ctr-" + name, "/run/netns/" + name, "default", name, config_with(fx, mappings));
+}
+
+/// Waits (bounded, 5 s) until no IPv6 address of the interfaces is tentative any more: the
+/// link-local addresses of fresh veths and bridges run duplicate address detection, and IPv6
+/// neighbour discovery right after that is unreliable. `where` holds "<netns> <dev>" pairs
+/// ("" netns = the node).
+void wait_ipv6_settled(const std::vector<std::pair<std::string, std::string>>& where) {
+  for (int i = 0; i < 50; ++i) {
+    bool tentative = false;
+    for (auto& [ns, dev] : where) {
+      Proc p = plumb::test::sh("ip " + (ns.empty() ? std::string() : "-n " + ns + " ") + "-6 addr show dev " + dev);
+      tentative |= p.out.find("tentative") != std::string::npos;
+    }
+    if (!tentative) return;
+    usleep(100 * 1000);
+  }
+  FAIL("IPv6 addresses still tentative after 5 s");
+}
+
+// ---- the ruleset, read back with nft -j ------------------------------------------------------
+
+rapidjson::Document nft_table() {
+  Proc p = plumb::test::sh("nft -j list table inet plumb");
+  INFO(p.err);
+  REQUIRE(p.exit_code == 0);
+  rapidjson::Document d;
+  d.Parse(p.out.c_str());
+  REQUIRE(d.IsObject());
+  return d;
+}
+
+size_t rule_count(const rapidjson::Document& d) {
+  size_t n = 0;
+  for (auto& o : d["nftables"].GetArray()) n += o.HasMember("rule") ? 1 : 0;
+  return n;
+}
+
+/// Elements of a set or map of table inet plumb (as nft -j prints them), empty if none.
+std::vector<std::string> elements(const rapidjson::Document& d, const std::string& set) {
+  std::vector<std::string> out;
+  for (auto& o : d["nftables"].GetArray()) {
+    const char* kind = o.HasMember("map") ? "map" : o.HasMember("set") ? "set" : nullptr;
+    if (kind == nullptr || set != o[kind]["name"].GetString() || !o[kind].HasMember("elem")) continue;
+    for (auto& e : o[kind]["elem"].GetArray()) {
+      rapidjson::StringBuffer sb;
+      rapidjson::Writer<rapidjson::StringBuffer> w(sb);
+      e.Accept(w);
+      out.push_back(sb.GetString());
+    }
+  }
+  return out;
+}
+
+std::string nft_text() { return plumb::test::sh("nft list table inet plumb").out; }
+
+/// Lines of /proc/net/nf_conntrack (this namespace) for a protocol and destination port.
+std::vector<std::string> conntrack_lines(const std::string& proto, int dport) {
+  std::vector<std::string> out;
+  std::string all = plumb::test::read_file("/proc/net/nf_conntrack");
+  size_t pos = 0;
+  while (pos < all.size()) {
+    size_t nl = all.find('\n', pos);
+    std::string line = all.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
+    pos = nl == std::string::npos ? all.size() : nl + 1;
+    if (line.find(" " + proto + " ") != std::string::npos && line.find("dport=" + std::to_string(dport) + " ") != std::string::npos) {
+      out.push_back(line);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("tcp and udp host ports reach the pod from a client, from the node, from 127.0.0.1 and by hairpin, v4 and v6; DEL closes them") {
+  Node node;
+  PodFixture fx(node);
+  write_default_network(fx);
+  const std::string client = add_client(node);
+  const std::vector<std::string> maps = {mapping_json(8080, 80, "tcp"), mapping_json(8053, 53, "udp"),
+                                         mapping_json(8081, 81, "TCP", kNodeV4)};
+  PodIps ip = add_pod(node, fx, "pod1", maps);
+  const std::string pod = "/run/netns/pod1";
+
+  Sock t4 = listener(pod, AF_INET, SOCK_STREAM, 80), t6 = listener(pod, AF_INET6, SOCK_STREAM, 80);
+  Sock u4 = listener(pod, AF_INET, SOCK_DGRAM, 53), u6 = listener(pod, AF_INET6, SOCK_DGRAM, 53);
+  Sock h4 = listener(pod, AF_INET, SOCK_STREAM, 81);
+  wait_ipv6_settled({{"", "plumb0"}, {"", "vclient"}, {"client", "eth0"}, {"pod1", "eth0"}});
+
+  // From another host: the client's own address arrives (no SNAT).
+  auto p = tcp_probe(client, kNodeV4, 8080, t4);
+  CHECK_MESSAGE(p.ok, "client tcp v4: ", errtext(p.err));
+  CHECK(p.peer == kClientV4);
+  p = tcp_probe(client, kNodeV6, 8080, t6);
+  CHECK_MESSAGE(p.ok, "client tcp v6: ", errtext(p.err));
+  CHECK(p.peer == kClientV6);
+  p = udp_probe(client, kNodeV4, 8053, u4);
+  CHECK_MESSAGE(p.ok, "client udp v4: ", errtext(p.err));
+  CHECK(p.peer == kClientV4);
+  p = udp_probe(client, kNodeV6, 8053, u6);
+  CHECK_MESSAGE(p.ok, "client udp v6: ", errtext(p.err));
+  CHECK(p.peer == kClientV6);
+  // Through the pod's gateway address too (any local address of the node).
+  p = tcp_probe(client, ip.gw4, 8080, t4);
+  CHECK_MESSAGE(p.ok, "client tcp v4 via the bridge address: ", errtext(p.err));
+
+  // From the node itself (output hook).
+  p = tcp_probe("", kNodeV4, 8080, t4);
+  CHECK_MESSAGE(p.ok, "node tcp v4: ", errtext(p.err));
+  CHECK(p.peer == kNodeV4);
+  p = tcp_probe("", kNodeV6, 8080, t6);
+  CHECK_MESSAGE(p.ok, "node tcp v6: ", errtext(p.err));
+  p = udp_probe("", kNodeV4, 8053, u4);
+  CHECK_MESSAGE(p.ok, "node udp v4: ", errtext(p.err));
+  p = udp_probe("", kNodeV6, 8053, u6);
+  CHECK_MESSAGE(p.ok, "node udp v6: ", errtext(p.err));
+
+  // From 127.0.0.1: route_localnet on the bridge and masquerade to the bridge address.
+  CHECK(plumb::test::read_file("/proc/sys/net/ipv4/conf/plumb0/route_localnet") == "1\n");
+  p = tcp_probe("", "127.0.0.1", 8080, t4);
+  CHECK_MESSAGE(p.ok, "localhost tcp: ", errtext(p.err));
+  CHECK(p.peer == ip.gw4);
+  p = udp_probe("", "127.0.0.1", 8053, u4);
+  CHECK_MESSAGE(p.ok, "localhost udp: ", errtext(p.err));
+  CHECK(p.peer == ip.gw4);
+
+  // Hairpin: the pod to its own host port, masqueraded to the bridge address.
+  p = tcp_probe(pod, kNodeV4, 8080, t4);
+  CHECK_MESSAGE(p.ok, "hairpin tcp v4: ", errtext(p.err));
+  CHECK(p.peer == ip.gw4);
+  p = tcp_probe(pod, kNodeV6, 8080, t6);
+  CHECK_MESSAGE(p.ok, "hairpin tcp v6: ", errtext(p.err));
+  CHECK(p.peer != ip.v6);
+  CHECK(p.peer.rfind("2001:db8:0:1:", 0) == 0);  // an address of the bridge
+  p = udp_probe(pod, kNodeV4, 8053, u4);
+  CHECK_MESSAGE(p.ok, "hairpin udp v4: ", errtext(p.err));
+  CHECK(p.peer == ip.gw4);
+  p = udp_probe(pod, kNodeV6, 8053, u6);
+  CHECK_MESSAGE(p.ok, "hairpin udp v6: ", errtext(p.err));
+  CHECK(p.peer != ip.v6);
+
+  // hostIP: only that address (and only IPv4) is mapped.
+  p = tcp_probe(client, kNodeV4, 8081, h4);
+  CHECK_MESSAGE(p.ok, "hostIP tcp: ", errtext(p.err));
+  CHECK(tcp_connect_error(client, ip.gw4, 8081) == ECONNREFUSED);
+  CHECK(tcp_connect_error(client, kNodeV6, 8081) == ECONNREFUSED);
+
+  // The ruleset: one element per mapping and family, owned by the container, commented.
+  auto d = nft_table();
+  const size_t rules = rule_count(d);
+  CHECK(elements(d, "portmap4").size() == 2);
+  CHECK(elements(d, "portmap6").size() == 2);
+  CHECK(elements(d, "portmap4-hostip").size() == 1);
+  CHECK(elements(d, "portmap6-hostip").empty());
+  CHECK(elements(d, "portmap-owners").size() == 5);
+  CHECK(elements(d, "portmap4-hairpin").size() == 1);
+  CHECK(elements(d, "portmap4-localhost").size() == 1);
+  const std::string text = nft_text();
+  INFO(text);
+  CHECK(text.find("tcp . 8080 comment \"ctr-pod1/eth0\" : " + ip.v4 + " . 80") != std::string::npos);
+  CHECK(text.find("udp . 8053 comment \"ctr-pod1/eth0\" : " + ip.v6 + " . 53") != std::string::npos);
+  CHECK(text.find("tcp . 198.51.100.1 . 8081 comment \"ctr-pod1/eth0\" : " + ip.v4 + " . 81") != std::string::npos);
+  CHECK(text.find("meta nfproto ipv4 dnat ip to meta l4proto . th dport map @portmap4") != std::string::npos);
+  CHECK(text.find("fib daddr type local jump portmap-dnat") != std::string::npos);
+  CHECK(text.find("ct status dnat ip saddr . ip daddr @portmap4-hairpin masquerade") != std::string::npos);
+
+  // CHECK passes.
+  Proc check = fx.run("CHECK", "ctr-pod1", pod, "default", "pod1", config_with(fx, maps));
+  CHECK_MESSAGE(check.exit_code == 0, check.out);
+
+  // DEL: the node now answers the host ports itself (refused), elements gone, rules stay.
+  Proc del = del_pod(fx, "pod1", maps);
+  INFO("DEL: ", del.out, del.err);
+  REQUIRE(del.exit_code == 0);
+  CHECK(tcp_connect_error(client, kNodeV4, 8080) == ECONNREFUSED);
+  CHECK(tcp_connect_error(client, kNodeV6, 8080) == ECONNREFUSED);
+  CHECK(tcp_connect_error("", "127.0.0.1", 8080) == ECONNREFUSED);
+  CHECK(tcp_connect_error(client, kNodeV4, 8081) == ECONNREFUSED);
+  p = udp_probe(client, kNodeV4, 8053, u4);
+  CHECK_FALSE(p.ok);
+  CHECK(p.err == ECONNREFUSED);
+  auto after = nft_table();
+  CHECK(rule_count(after) == rules);
+  for (const char* set : {"portmap4", "portmap6", "portmap4-hostip", "portmap-owners", "portmap4-hairpin",
+                          "portmap6-hairpin", "portmap4-localhost"}) {
+    INFO(set);
+    CHECK(elements(after, set).empty());
+  }
+}
+
+TEST_CASE("CHECK fails naming the host port when its element was removed behind plumb's back") {
+  Node node;
+  PodFixture fx(node);
+  write_default_network(fx);
+  const std::vector<std::string> maps = {mapping_json(8080, 80, "tcp")};
+  PodIps ip = add_pod(node, fx, "pod1", maps);
+  Proc ok = fx.run("CHECK", "ctr-pod1", "/run/netns/pod1", "default", "pod1", config_with(fx, maps));
+  CHECK_MESSAGE(ok.exit_code == 0, ok.out);
+  REQUIRE(plumb::test::sh("nft delete element inet plumb portmap4 '{ tcp . 8080 }'").exit_code == 0);
+  Proc bad = fx.run("CHECK", "ctr-pod1", "/run/netns/pod1", "default", "pod1", config_with(fx, maps));
+  CHECK(bad.exit_code != 0);
+  CHECK(bad.out.find("tcp host port 8080 on every IPv4 address is not mapped") != std::string::npos);
+  // DEL still succeeds and leaves nothing (the owner element goes although its mapping is gone).
+  Proc del = del_pod(fx, "pod1", maps);
+  CHECK_MESSAGE(del.exit_code == 0, del.out);
+  auto d = nft_table();
+  CHECK(elements(d, "portmap-owners").empty());
+  CHECK(elements(d, "portmap6").empty());
+}
+
+TEST_CASE("a second pod asking for a taken host port is refused naming the port and the owner; the owner keeps it") {
+  Node node;
+  PodFixture fx(node);
+  write_default_network(fx);
+  const std::string client = add_client(node);
+  const std::vector<std::string> maps = {mapping_json(8080, 80, "tcp")};
+  PodIps ip1 = add_pod(node, fx, "pod1", maps);
+  Sock l1 = listener("/run/netns/pod1", AF_INET, SOCK_STREAM, 80);
+
+  std::string ns2 = node.add_netns("pod2");
+  fx.add_pod("default", "pod2", "");
+  // pod2 also maps an unrelated port, which must not stay behind either.
+  const std::vector<std::string> maps2 = {mapping_json(9090, 90, "tcp"), mapping_json(8080, 8000, "tcp")};
+  Proc add2 = fx.run("ADD", "ctr-pod2", ns2, "default", "pod2", config_with(fx, maps2));
+  INFO("ADD pod2: ", add2.out, add2.err);
+  CHECK(add2.exit_code != 0);
+  rapidjson::Document err;
+  err.Parse(add2.out.c_str());
+  REQUIRE(err.IsObject());
+  CHECK(err["code"].GetInt() == 105);
+  const std::string msg = err["msg"].GetString();
+  CHECK(msg.find("tcp host port 8080") != std::string::npos);
+  CHECK(msg.find("container ctr-pod1 (interface eth0)") != std::string::npos);
+  CHECK(msg.find(ip1.v4 + ":80") != std::string::npos);
+
+  // The rollback of pod2 removed nothing of pod1's and nothing of its own is left.
+  auto d = nft_table();
+  CHECK(elements(d, "portmap4").size() == 1);
+  CHECK(elements(d, "portmap6").size() == 1);
+  CHECK(elements(d, "portmap-owners").size() == 2);
+  CHECK(nft_text().find("9090") == std::string::npos);
+  auto p = tcp_probe(client, kNodeV4, 8080, l1);
+  CHECK_MESSAGE(p.ok, "pod1 after pod2's failed ADD: ", errtext(p.err));
+
+  // The runtime's DEL of the failed pod2 does not touch pod1's mapping either.
+  Proc del2 = del_pod(fx, "pod2", maps2);
+  CHECK_MESSAGE(del2.exit_code == 0, del2.out);
+  p = tcp_probe(client, kNodeV4, 8080, l1);
+  CHECK_MESSAGE(p.ok, "pod1 after pod2's DEL: ", errtext(p.err));
+  CHECK(nft_text().find("comment \"ctr-pod1/eth0\"") != std::string::npos);
+
+  // Once pod1 is gone, pod2 gets the port.
+  REQUIRE(del_pod(fx, "pod1", maps).exit_code == 0);
+  Proc again = fx.run("ADD", "ctr-pod2", ns2, "default", "pod2", config_with(fx, maps2));
+  INFO("ADD pod2 again: ", again.out, again.err);
+  REQUIRE(again.exit_code == 0);
+  Sock l2 = listener(ns2, AF_INET, SOCK_STREAM, 8000);
+  p = tcp_probe(client, kNodeV4, 8080, l2);
+  CHECK_MESSAGE(p.ok, "pod2 after pod1's DEL: ", errtext(p.err));
+}
+
+TEST_CASE("200 pods with host ports: the rule count does not change and every mapping works") {
+  Node node;
+  PodFixture fx(node);
+  write_default_network(fx);
+  const std::string client = add_client(node);
+  constexpr int kPods = 200;
+  size_t rules_after_first = 0;
+  std::vector<PodIps> ips;
+  for (int i = 0; i < kPods; ++i) {
+    ips.push_back(add_pod(node, fx, "p" + std::to_string(i), {mapping_json(20000 + i, 80, "tcp")}));
+    if (i == 0) rules_after_first = rule_count(nft_table());
+  }
+  auto d = nft_table();
+  CHECK(rules_after_first > 0);
+  CHECK(rule_count(d) == rules_after_first);
+  CHECK(elements(d, "portmap4").size() == kPods);
+  CHECK(elements(d, "portmap6").size() == kPods);
+
+  wait_ipv6_settled({{"", "plumb0"}, {"", "vclient"}, {"client", "eth0"}, {"p" + std::to_string(kPods - 1), "eth0"}});
+  int working = 0;
+  for (int i = 0; i < kPods; ++i) {
+    const std::string ns = "/run/netns/p" + std::to_string(i);
+    Sock l4 = listener(ns, AF_INET, SOCK_STREAM, 80), l6 = listener(ns, AF_INET6, SOCK_STREAM, 80);
+    auto p4 = tcp_probe(client, kNodeV4, static_cast<uint16_t>(20000 + i), l4);
+    auto p6 = tcp_probe(client, kNodeV6, static_cast<uint16_t>(20000 + i), l6);
+    CHECK_MESSAGE(p4.ok, "pod ", i, " v4: ", errtext(p4.err));
+    CHECK_MESSAGE(p6.ok, "pod ", i, " v6: ", errtext(p6.err));
+    working += p4.ok && p6.ok;
+  }
+  CHECK(working == kPods);
+
+  for (int i = 0; i < kPods; ++i) {
+    Proc del = del_pod(fx, "p" + std::to_string(i), {mapping_json(20000 + i, 80, "tcp")});
+    CHECK_MESSAGE(del.exit_code == 0, del.out);
+  }
+  auto after = nft_table();
+  CHECK(rule_count(after) == rules_after_first);
+  CHECK(elements(after, "portmap4").empty());
+  CHECK(elements(after, "portmap-owners").empty());
+}
+
+TEST_CASE("UDP conntrack entries of a released host port are flushed, and stale ones when a port is claimed") {
+  Node node;
+  PodFixture fx(node);
+  write_default_network(fx);
+  const std::string client = add_client(node);
+  const std::vector<std::string> maps = {mapping_json(8053, 53, "udp")};
+  add_pod(node, fx, "pod1", maps);
+  Sock u1 = listener("/run/netns/pod1", AF_INET, SOCK_DGRAM, 53);
+  auto p = udp_probe(client, kNodeV4, 8053, u1, 40000);
+  REQUIRE_MESSAGE(p.ok, "pod1: ", errtext(p.err));
+  CHECK(conntrack_lines("udp", 8053).size() == 1);
+
+  REQUIRE(del_pod(fx, "pod1", maps).exit_code == 0);
+  CHECK(conntrack_lines("udp", 8053).empty());
+
+  // The same flow (same client port) now reaches the port's new owner instead of following
+  // the old binding to pod1's released address.
+  add_pod(node, fx, "pod2", maps);
+  Sock u2 = listener("/run/netns/pod2", AF_INET, SOCK_DGRAM, 53);
+  p = udp_probe(client, kNodeV4, 8053, u2, 40000);
+  CHECK_MESSAGE(p.ok, "pod2 with the same client flow: ", errtext(p.err));
+
+  // A flow that reached the node before the port was mapped (answered by the node itself) is
+  // flushed when a pod claims the port, so its next datagram is forwarded.
+  Sock none = listener("", AF_INET, SOCK_DGRAM, 19999);  // a node socket that is never the target
+  p = udp_probe(client, kNodeV4, 8054, none, 40001);
+  CHECK_FALSE(p.ok);
+  CHECK(conntrack_lines("udp", 8054).size() == 1);
+  add_pod(node, fx, "pod3", {mapping_json(8054, 54, "udp")});
+  Sock u3 = listener("/run/netns/pod3", AF_INET, SOCK_DGRAM, 54);
+  p = udp_probe(client, kNodeV4, 8054, u3, 40001);
+  CHECK_MESSAGE(p.ok, "pod3 with a flow older than its mapping: ", errtext(p.err));
+}
+
+TEST_CASE("snat false installs no masquerade elements; masqAll masquerades client traffic") {
+  Node node;
+  PodFixture fx(node);
+  const std::string client = add_client(node);
+  write_default_network(fx, R"("snat": false)");
+  add_pod(node, fx, "pod1", {mapping_json(8080, 80, "tcp")});
+  auto d = nft_table();
+  CHECK(elements(d, "portmap4").size() == 1);
+  CHECK(elements(d, "portmap4-hairpin").empty());
+  CHECK(elements(d, "portmap4-localhost").empty());
+  REQUIRE(del_pod(fx, "pod1", {mapping_json(8080, 80, "tcp")}).exit_code == 0);
+
+  write_default_network(fx, R"("masqAll": true)");
+  PodIps ip = add_pod(node, fx, "pod2", {mapping_json(8080, 80, "tcp")});
+  Sock l = listener("/run/netns/pod2", AF_INET, SOCK_STREAM, 80);
+  auto p = tcp_probe(client, kNodeV4, 8080, l);
+  CHECK_MESSAGE(p.ok, errtext(p.err));
+  CHECK(p.peer == ip.gw4);  // not the client's address
+  CHECK(elements(nft_table(), "portmap4-masqall").size() == 1);
+  REQUIRE(del_pod(fx, "pod2", {mapping_json(8080, 80, "tcp")}).exit_code == 0);
+  CHECK(elements(nft_table(), "portmap4-masqall").empty());
+}
+
+TEST_CASE("portmap keys of the reference plugin are validated with clear errors and nothing is left behind") {
+  Node node;
+  PodFixture fx(node);
+  std::string ns = node.add_netns("pod1");
+  fx.add_pod("default", "pod1", "");
+  struct Case {
+    std::string keys;
+    std::vector<std::string> maps;
+    int code;
+    std::string text;
+  };
+  const std::vector<Case> cases = {
+      {R"("externalSetMarkChain": "KUBE-MARK-MASQ")", {mapping_json(8080, 80, "tcp")}, 2, "externalSetMarkChain"},
+      {R"("conditionsV4": ["-s", "1.2.3.4"])", {mapping_json(8080, 80, "tcp")}, 2, "conditionsV4"},
+      {R"("markMasqBit": 32)", {mapping_json(8080, 80, "tcp")}, 7, "markMasqBit 32 must be between 0 and 31"},
+      {R"("markMasqBit": 13, "externalSetMarkChain": "X")", {mapping_json(8080, 80, "tcp")}, 7, "cannot both be set"},
+      {"", {mapping_json(0, 80, "tcp")}, 7, "hostPort 0 is not a port number"},
+      {"", {mapping_json(8080, 70000, "tcp")}, 7, "containerPort 70000"},
+      {"", {mapping_json(8080, 80, "icmp")}, 7, "protocol \"icmp\" must be tcp, udp or sctp"},
+      {"", {mapping_json(8080, 80, "tcp", "not-an-ip")}, 7, "hostIP \"not-an-ip\""},
+      {"", {mapping_json(8080, 80, "tcp"), mapping_json(8080, 81, "tcp")}, 7, "maps host port 8080 again"},
+  };
+  for (const auto& c : cases) {
+    write_default_network(fx, c.keys);
+    Proc add = fx.run("ADD", "ctr-pod1", ns, "default", "pod1", config_with(fx, c.maps));
+    INFO("keys: ", c.keys, " -> ", add.out);
+    CHECK(add.exit_code != 0);
+    rapidjson::Document err;
+    err.Parse(add.out.c_str());
+    REQUIRE(err.IsObject());
+    CHECK(err["code"].GetInt() == c.code);
+    CHECK(std::string(err["msg"].GetString()).find(c.text) != std::string::npos);
+    CHECK(PodFixture::files_under(fx.state() + "/containers").empty());
+    CHECK(plumb::test::ip_json("link show type veth").Size() == 0);
+  }
+  // Accepted: empty conditions, a valid mark bit, a backend, a wrong-family hostIP (skipped for
+  // that family), and "0.0.0.0" (every IPv4 address, IPv4 only).
+  write_default_network(fx, R"("conditionsV4": [], "conditionsV6": [], "markMasqBit": 13, "backend": "nftables")");
+  Proc ok = fx.run("ADD", "ctr-pod1", ns, "default", "pod1",
+                   config_with(fx, {mapping_json(8080, 80, "tcp", "0.0.0.0"), mapping_json(8443, 443, "tcp", "2001:db8:100::1")}));
+  INFO(ok.out, ok.err);
+  REQUIRE(ok.exit_code == 0);
+  auto d = nft_table();
+  CHECK(elements(d, "portmap4").size() == 1);
+  CHECK(elements(d, "portmap6").empty());
+  CHECK(elements(d, "portmap6-hostip").size() == 1);
+  CHECK(elements(d, "portmap4-hostip").empty());
+}
+
+TEST_CASE("sctp host ports are forwarded (real SCTP sockets where the kernel has them, raw INIT chunks otherwise)") {
+  Node node;
+  PodFixture fx(node);
+  write_default_network(fx);
+  const std::string client = add_client(node);
+  PodIps ip = add_pod(node, fx, "pod1", {mapping_json(9000, 90, "sctp")});
+  const std::string pod = "/run/netns/pod1";
+  CHECK(nft_text().find("sctp . 9000 comment \"ctr-pod1/eth0\" : " + ip.v4 + " . 90") != std::string::npos);
+
+  Sock probe("", AF_INET, SOCK_STREAM, IPPROTO_SCTP);
+  const bool have_sctp = probe.fd() >= 0;
+  if (have_sctp) {
+    Sock l = listener(pod, AF_INET, SOCK_STREAM, 90, IPPROTO_SCTP);
+    auto p = tcp_probe(client, kNodeV4, 9000, l, 0, IPPROTO_SCTP);
+    CHECK_MESSAGE(p.ok, "sctp association through the host port: ", errtext(p.err));
+    CHECK(p.peer == kClientV4);
+  } else {
+    MESSAGE("this kernel has no SCTP sockets (socket(AF_INET, SOCK_STREAM, IPPROTO_SCTP): ", errtext(errno),
+            "); SCTP forwarding is tested with raw INIT packets only");
+  }
+
+  // A raw INIT from the client to the host port arrives in the pod addressed to the pod and the
+  // container port, with a valid checksum (rewritten by NAT): conntrack tracked it and the DNAT
+  // map matched on the sctp key.
+  Sock tx(client, AF_INET, SOCK_RAW, IPPROTO_SCTP);
+  Sock rx(pod, AF_INET, SOCK_RAW, IPPROTO_SCTP);
+  REQUIRE(tx.fd() >= 0);
+  REQUIRE(rx.fd() >= 0);
+  auto init = sctp_init(5000, 9000);
+  socklen_t len = 0;
+  auto dst = sockaddr_of(kNodeV4, 0, &len);
+  REQUIRE(sendto(tx.fd(), init.data(), init.size(), 0, reinterpret_cast<sockaddr*>(&dst), len) ==
+          static_cast<ssize_t>(init.size()));
+  bool seen = false;
+  for (int i = 0; i < 10 && !seen && wait_for(rx.fd(), POLLIN); ++i) {
+    uint8_t buf[2048];
+    ssize_t n = recv(rx.fd(), buf, sizeof buf, 0);
+    REQUIRE(n > 20);
+    const size_t ihl = (buf[0] & 0x0f) * 4u;
+    if (static_cast<size_t>(n) < ihl + 12) continue;
+    char daddr[INET_ADDRSTRLEN] = {}, saddr[INET_ADDRSTRLEN] = {};
+    inet_ntop(AF_INET, buf + 16, daddr, sizeof daddr);
+    inet_ntop(AF_INET, buf + 12, saddr, sizeof saddr);
+    const uint16_t sport = static_cast<uint16_t>(buf[ihl] << 8 | buf[ihl + 1]);
+    const uint16_t dport = static_cast<uint16_t>(buf[ihl + 2] << 8 | buf[ihl + 3]);
+    if (sport != 5000) continue;
+    seen = true;
+    CHECK(std::string(daddr) == ip.v4);
+    CHECK(std::string(saddr) == kClientV4);
+    CHECK(dport == 90);
+    CHECK(sctp_checksum_ok(buf + ihl, static_cast<size_t>(n) - ihl));
+  }
+  CHECK_MESSAGE(seen, "no SCTP INIT from the client reached the pod");
+  auto ct = conntrack_lines("sctp", 9000);
+  CHECK(ct.size() == 1);
+
+  REQUIRE(del_pod(fx, "pod1", {mapping_json(9000, 90, "sctp")}).exit_code == 0);
+  CHECK(nft_text().find("sctp . 9000") == std::string::npos);
+}
