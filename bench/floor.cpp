@@ -15,8 +15,8 @@
 // Pod addresses are 2001:db8:0:<net>::1:0 + slot (outside the bench's host-local ranges), host
 // veth names fl<slot> / fm<slot> (hex). Messages per ADD of scenario c: 3 link creates, 2 link
 // sets (pod ends up), 7 link lookups, 3 address adds, 1 route add, 1 nftables transaction (4
-// elements), 2 BPF map updates, 3 tc messages. Exit status 0 on success; 1 with the failed
-// operation on stderr otherwise.
+// elements), 2 BPF map updates, 3 tc messages (4 with the fq root qdisc of EDT mode).
+// Exit status 0 on success; 1 with the failed operation on stderr otherwise.
 // netinet/in.h before the linux/ headers: glibc then keeps linux/in.h from redefining it.
 #include <netinet/in.h>
 
@@ -193,6 +193,8 @@ void bandwidth_add(netlink::Socket& node, const Args& a, int host_index) {
     must(progs->configure(host_index, h, limit, kOwnerBase + a.slot), "configure bandwidth state");
     must(ebpf::tc::attach(node, host_index, h, progs->prog_fd(h), progs->prog_name(h)), "attach bandwidth filter");
   }
+  // EDT mode (the kernel has sch_fq): the pod's ingress limit also needs fq as root qdisc.
+  if (progs->mode() == ebpf::Mode::EdtFq) must(ebpf::tc::set_root_fq(node, host_index), "set fq root qdisc");
 }
 
 void bandwidth_del(const Args& a, int host_index) {

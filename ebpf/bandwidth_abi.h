@@ -20,8 +20,8 @@
  * Why a virtual queue as deep as TCP's minimum RTO (200 ms, see loader.cpp): without a queue the
  * only way a shaper can slow a TCP sender whose RTT is far below one MSS at the limit is to make
  * it idle on its loss timers (TLP, RTO). Tokens that accrue during such a stall must still be
- * spendable afterwards or the stall is lost throughput; with a shorter horizon, measured TCP
- * throughput on a veth fell to 20-60% of the limit.
+ * spendable afterwards or the stall is lost throughput; with horizons of 10-50 ms, measured TCP
+ * throughput on a veth fell to 15-55% of the limit (ebpf/README.md).
  */
 #ifndef PLUMB_EBPF_BANDWIDTH_ABI_H
 #define PLUMB_EBPF_BANDWIDTH_ABI_H

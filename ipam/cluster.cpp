@@ -253,9 +253,13 @@ Status add_endpoints(const json::Value& ipam, const char* key, std::vector<std::
   if (v->IsString()) {
     items = detail::split_list(v->GetString());
   } else if (v->IsArray()) {
-    auto arr = PLUMB_TRY(json::get_string_array(ipam, key, "ipam"));
-    for (auto& s : *arr) {
-      for (auto& x : detail::split_list(s)) items.push_back(x);
+    // v is an array here: read its strings directly (an optional<vector> round trip trips
+    // GCC 12's -Wmaybe-uninitialized at -O2).
+    for (auto& e : v->GetArray()) {
+      if (!e.IsString()) {
+        return fail(cni_code::kInvalidConfig, std::string("ipam.") + key + " must be an array of strings, got " + json::dump(*v));
+      }
+      for (auto& x : detail::split_list(e.GetString())) items.push_back(x);
     }
   } else {
     return fail(cni_code::kInvalidConfig, std::string("ipam.") + key + " must be a string or an array of strings, got " + json::dump(*v));

@@ -80,14 +80,15 @@ bool file_safe(const std::string& s) {
 
 }  // namespace
 
-Result<std::optional<Use>> prepare(source::PodSource& src, const std::string& state_dir, const std::string& pod_namespace,
-                                   const nad::SelectionElement* element, json::Document& plugins, const std::string& network,
-                                   Log& log) {
+Result<std::optional<Use>> prepare(source::PodSource& src, const std::string& state_dir,
+                                   const std::string& pod_namespace, const nad::SelectionElement* element,
+                                   json::Document& plugins, const std::string& network, Log& log) {
   for (auto& p : plugins.GetArray()) {
     const json::Value* ipam = json::find(p, "ipam");
     if (ipam != nullptr && ipam->IsObject() && json::find(*ipam, ipam::kClaimKey) != nullptr) {
-      return fail(cni_code::kInvalidConfig, "network " + network + ": ipam key \"" + std::string(ipam::kClaimKey) +
-                                                "\" is reserved to plumb (use the selection's \"ipam-claim-reference\")");
+      return fail(cni_code::kInvalidConfig,
+                  "network " + network + ": ipam key \"" + std::string(ipam::kClaimKey) +
+                      "\" is reserved to plumb (use the selection's \"ipam-claim-reference\")");
     }
   }
   if (element == nullptr || element->ipam_claim_reference.empty()) return std::optional<Use>{};
@@ -99,7 +100,8 @@ Result<std::optional<Use>> prepare(source::PodSource& src, const std::string& st
                 ": none of the network's plugins uses host-local IPAM, the only one plumb can tie to a claim");
     return std::optional<Use>{};
   }
-  if (!file_safe(network)) return fail(cni_code::kInvalidConfig, "network name \"" + network + "\" cannot name an IPAMClaim record");
+  if (!file_safe(network))
+    return fail(cni_code::kInvalidConfig, "network name \"" + network + "\" cannot name an IPAMClaim record");
 
   Use use;
   use.namespace_ = pod_namespace;
@@ -112,7 +114,8 @@ Result<std::optional<Use>> prepare(source::PodSource& src, const std::string& st
   auto lock = PLUMB_TRY(state::lock_file(dir + "/lock"));
   auto claim = PLUMB_TRY(src.ipam_claim(use.namespace_, use.name));
   if (!claim) {
-    return fail(cni_code::kNotFound, who + " (\"ipam-claim-reference\" of network " + network + ") not found in " + src.describe());
+    return fail(cni_code::kNotFound,
+                who + " (\"ipam-claim-reference\" of network " + network + ") not found in " + src.describe());
   }
   use.had_ips = !claim->ips.empty();
 
@@ -214,7 +217,8 @@ Status gc(source::PodSource& src, const std::string& state_dir, Log& log) {
           st = (*ipam)->del(req);
         }
         if (!st) {
-          note(st.error().within("release the addresses of deleted IPAMClaim " + ns + "/" + name + " in network " + *network));
+          note(st.error().within("release the addresses of deleted IPAMClaim " + ns + "/" + name + " in network " +
+                                 *network));
           all_released = false;
           continue;
         }

@@ -24,10 +24,10 @@ namespace plumb::pod::claims {
 
 /// The claim one attachment uses.
 struct Use {
-  std::string namespace_;   // the claim's (= the pod's) namespace
-  std::string name;         // the claim's name
-  std::string owner;        // "ipamclaim:<namespace>/<name>": host-local's owner id
-  bool had_ips = false;     // status.ips was set: those addresses are re-used, nothing to write
+  std::string namespace_;  // the claim's (= the pod's) namespace
+  std::string name;        // the claim's name
+  std::string owner;       // "ipamclaim:<namespace>/<name>": host-local's owner id
+  bool had_ips = false;    // status.ips was set: those addresses are re-used, nothing to write
 };
 
 /// Prepares one planned attachment. Every plugin's ipam is checked not to carry the reserved

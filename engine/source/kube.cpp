@@ -84,12 +84,15 @@ bool has(const YAML::Node& n) { return n.IsDefined() && !n.IsNull(); }
 Result<YAML::Node> named(const YAML::Node& doc, const char* list, const char* inner, const std::string& name,
                          const std::string& where) {
   const YAML::Node l = doc[list];
-  if (!has(l)) return fail(cni_code::kInvalidConfig, where + ": no \"" + list + "\" list (looking for \"" + name + "\")");
+  if (!has(l))
+    return fail(cni_code::kInvalidConfig, where + ": no \"" + list + "\" list (looking for \"" + name + "\")");
   if (!l.IsSequence()) return fail(cni_code::kInvalidConfig, where + ": \"" + list + "\" is not a list");
   for (const auto& e : l) {
     if (!has(e) || !e.IsMap() || !has(e["name"]) || !e["name"].IsScalar() || e["name"].Scalar() != name) continue;
     const YAML::Node in = e[inner];
-    if (!has(in) || !in.IsMap()) return fail(cni_code::kInvalidConfig, where + ": " + list + " entry \"" + name + "\" has no \"" + inner + "\" map");
+    if (!has(in) || !in.IsMap())
+      return fail(cni_code::kInvalidConfig,
+                  where + ": " + list + " entry \"" + name + "\" has no \"" + inner + "\" map");
     return in;
   }
   return fail(cni_code::kInvalidConfig, where + ": " + list + " has no entry named \"" + name + "\"");
@@ -153,22 +156,36 @@ bool tls_config_error(CURLcode c) {
   }
 }
 
-bool transient_http(long status) { return status == 429 || status == 500 || status == 502 || status == 503 || status == 504; }
+bool transient_http(long status) {
+  return status == 429 || status == 500 || status == 502 || status == 503 || status == 504;
+}
 
 std::string reason_phrase(long status) {
   switch (status) {
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 409: return "Conflict";
-    case 422: return "Unprocessable Entity";
-    case 429: return "Too Many Requests";
-    case 500: return "Internal Server Error";
-    case 502: return "Bad Gateway";
-    case 503: return "Service Unavailable";
-    case 504: return "Gateway Timeout";
-    default: return {};
+    case 400:
+      return "Bad Request";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "Forbidden";
+    case 404:
+      return "Not Found";
+    case 409:
+      return "Conflict";
+    case 422:
+      return "Unprocessable Entity";
+    case 429:
+      return "Too Many Requests";
+    case 500:
+      return "Internal Server Error";
+    case 502:
+      return "Bad Gateway";
+    case 503:
+      return "Service Unavailable";
+    case 504:
+      return "Gateway Timeout";
+    default:
+      return {};
   }
 }
 
@@ -187,17 +204,19 @@ Result<Credentials> load_kubeconfig(const std::string& path) {
     std::string ctx_name = scalar(doc, "current-context");
     if (ctx_name.empty()) {
       const YAML::Node ctxs = doc["contexts"];
-      if (has(ctxs) && ctxs.IsSequence() && ctxs.size() == 1 && has(ctxs[0]) && ctxs[0].IsMap() && has(ctxs[0]["name"]) &&
-          ctxs[0]["name"].IsScalar()) {
+      if (has(ctxs) && ctxs.IsSequence() && ctxs.size() == 1 && has(ctxs[0]) && ctxs[0].IsMap() &&
+          has(ctxs[0]["name"]) && ctxs[0]["name"].IsScalar()) {
         ctx_name = ctxs[0]["name"].Scalar();
       } else {
-        return fail(cni_code::kInvalidConfig, where + ": current-context is not set and there is not exactly one context");
+        return fail(cni_code::kInvalidConfig,
+                    where + ": current-context is not set and there is not exactly one context");
       }
     }
     YAML::Node ctx = PLUMB_TRY(named(doc, "contexts", "context", ctx_name, where));
     std::string cluster_name = scalar(ctx, "cluster");
     std::string user_name = scalar(ctx, "user");
-    if (cluster_name.empty()) return fail(cni_code::kInvalidConfig, where + ": context \"" + ctx_name + "\" names no cluster");
+    if (cluster_name.empty())
+      return fail(cni_code::kInvalidConfig, where + ": context \"" + ctx_name + "\" names no cluster");
     YAML::Node cluster = PLUMB_TRY(named(doc, "clusters", "cluster", cluster_name, where));
     c.server = scalar(cluster, "server");
     while (!c.server.empty() && c.server.back() == '/') c.server.pop_back();
@@ -209,14 +228,16 @@ Result<Credentials> load_kubeconfig(const std::string& path) {
     if (auto d = scalar(cluster, "certificate-authority-data"); !d.empty()) {
       c.ca_pem = PLUMB_TRY(base64_decode(d, where + ": cluster \"" + cluster_name + "\" certificate-authority-data"));
     }
-    if (const YAML::Node v = cluster["insecure-skip-tls-verify"]; has(v) && v.IsScalar()) c.insecure_skip_tls_verify = v.as<bool>();
+    if (const YAML::Node v = cluster["insecure-skip-tls-verify"]; has(v) && v.IsScalar())
+      c.insecure_skip_tls_verify = v.as<bool>();
     if (!user_name.empty()) {
       YAML::Node user = PLUMB_TRY(named(doc, "users", "user", user_name, where));
       const std::string uw = where + ": user \"" + user_name + "\"";
       for (const char* unsupported : {"exec", "auth-provider", "username", "password"}) {
         if (has(user[unsupported])) {
-          return fail(cni_code::kInvalidConfig, uw + " uses \"" + unsupported +
-                                                    "\", which plumb does not support (use token, tokenFile or a client certificate)");
+          return fail(cni_code::kInvalidConfig,
+                      uw + " uses \"" + unsupported +
+                          "\", which plumb does not support (use token, tokenFile or a client certificate)");
         }
       }
       c.token = trim(scalar(user, "token"));
@@ -232,12 +253,15 @@ Result<Credentials> load_kubeconfig(const std::string& path) {
       bool cert = !c.client_cert_file.empty() || !c.client_cert_pem.empty();
       bool key = !c.client_key_file.empty() || !c.client_key_pem.empty();
       if (cert != key) {
-        return fail(cni_code::kInvalidConfig, uw + " has a client " + (cert ? "certificate without its key" : "key without its certificate"));
+        return fail(cni_code::kInvalidConfig,
+                    uw + " has a client " + (cert ? "certificate without its key" : "key without its certificate"));
       }
     }
     c.origin = where + " (context " + ctx_name + ")";
   } catch (const YAML::Exception& ex) {
-    std::string pos = ex.mark.is_null() ? std::string{} : ":" + std::to_string(ex.mark.line + 1) + ":" + std::to_string(ex.mark.column + 1);
+    std::string pos = ex.mark.is_null()
+                          ? std::string{}
+                          : ":" + std::to_string(ex.mark.line + 1) + ":" + std::to_string(ex.mark.column + 1);
     return fail(cni_code::kDecode, "cannot decode " + where + pos + ": " + ex.msg);
   }
   return c;
@@ -245,8 +269,10 @@ Result<Credentials> load_kubeconfig(const std::string& path) {
 
 Result<Credentials> in_cluster(const std::string& host, const std::string& port, const std::string& sa_dir) {
   if (host.empty()) return fail(cni_code::kInvalidConfig, "in-cluster configuration: KUBERNETES_SERVICE_HOST is empty");
-  if (port.empty() || !std::all_of(port.begin(), port.end(), [](char ch) { return ch >= '0' && ch <= '9'; }) || port.size() > 5) {
-    return fail(cni_code::kInvalidConfig, "in-cluster configuration: KUBERNETES_SERVICE_PORT \"" + port + "\" is not a port number");
+  if (port.empty() || !std::all_of(port.begin(), port.end(), [](char ch) { return ch >= '0' && ch <= '9'; }) ||
+      port.size() > 5) {
+    return fail(cni_code::kInvalidConfig,
+                "in-cluster configuration: KUBERNETES_SERVICE_PORT \"" + port + "\" is not a port number");
   }
   Credentials c;
   c.server = "https://" + (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + port;
@@ -279,7 +305,9 @@ Result<Response> Client::attempt(std::string_view method, const std::string& pat
   if (!creds_.token_file.empty()) {
     // Re-read on every request: service-account tokens are rotated under our feet.
     auto t = read_whole(creds_.token_file, "token file");
-    if (!t) return fail(cni_code::kInvalidConfig, what + ": cannot read the bearer token (" + creds_.origin + ")", t.error().text());
+    if (!t)
+      return fail(cni_code::kInvalidConfig, what + ": cannot read the bearer token (" + creds_.origin + ")",
+                  t.error().text());
     token = trim(*t);
     if (token.empty()) return fail(cni_code::kInvalidConfig, what + ": token file " + creds_.token_file + " is empty");
   }
@@ -355,7 +383,8 @@ Result<Response> Client::attempt(std::string_view method, const std::string& pat
       return fail(cni_code::kInvalidConfig, what + ": TLS with the API server failed (" + creds_.origin + ")", detail);
     }
     *transient = transient_curl(rc);
-    return fail(*transient ? cni_code::kTryAgainLater : cni_code::kIo, what + ": the API server cannot be reached", detail);
+    return fail(*transient ? cni_code::kTryAgainLater : cni_code::kIo, what + ": the API server cannot be reached",
+                detail);
   }
   curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &resp.status);
   *transient = transient_http(resp.status);
@@ -372,7 +401,8 @@ Result<Response> Client::request(std::string_view method, const std::string& pat
     if (!transient || i >= retries) {
       if (!r && transient && retries > 0) {
         Error e = r.error();
-        e.msg += " (" + std::to_string(i + 1) + " attempts, " + std::to_string(opts_.timeout.count()) + " ms timeout each)";
+        e.msg +=
+            " (" + std::to_string(i + 1) + " attempts, " + std::to_string(opts_.timeout.count()) + " ms timeout each)";
         return std::unexpected(e);
       }
       return r;
@@ -382,7 +412,8 @@ Result<Response> Client::request(std::string_view method, const std::string& pat
   }
 }
 
-Error Client::http_error(std::string_view what, std::string_view method, const std::string& path, const Response& resp) const {
+Error Client::http_error(std::string_view what, std::string_view method, const std::string& path,
+                         const Response& resp) const {
   std::string message;
   if (auto d = json::parse(resp.body, "API server answer"); d && d->IsObject()) {
     if (auto m = json::get_string(*d, "message", "Status"); m && *m) message = **m;
@@ -405,7 +436,9 @@ Error Client::http_error(std::string_view what, std::string_view method, const s
 
 namespace {
 
-std::string pod_path(const std::string& ns, const std::string& name) { return "/api/v1/namespaces/" + ns + "/pods/" + name; }
+std::string pod_path(const std::string& ns, const std::string& name) {
+  return "/api/v1/namespaces/" + ns + "/pods/" + name;
+}
 std::string nad_path(const std::string& ns, const std::string& name) {
   return "/apis/k8s.cni.cncf.io/v1/namespaces/" + ns + "/network-attachment-definitions/" + name;
 }
@@ -414,11 +447,13 @@ std::string claim_path(const std::string& ns, const std::string& name) {
 }
 
 Status check_ns(const std::string& what, const std::string& ns) {
-  if (!nad::is_dns1123_label(ns)) return fail(cni_code::kInvalidConfig, what + " namespace \"" + ns + "\" is not a valid DNS-1123 label");
+  if (!nad::is_dns1123_label(ns))
+    return fail(cni_code::kInvalidConfig, what + " namespace \"" + ns + "\" is not a valid DNS-1123 label");
   return {};
 }
 Status check_name(const std::string& what, const std::string& name) {
-  if (!nad::is_dns1123_subdomain(name)) return fail(cni_code::kInvalidConfig, what + " name \"" + name + "\" is not a valid DNS-1123 subdomain");
+  if (!nad::is_dns1123_subdomain(name))
+    return fail(cni_code::kInvalidConfig, what + " name \"" + name + "\" is not a valid DNS-1123 subdomain");
   return {};
 }
 
@@ -452,7 +487,9 @@ class KubeSource final : public PodSource {
   KubeSource(Credentials creds, Options opts, std::string probe_ns)
       : client_(std::move(creds), opts), probe_ns_(std::move(probe_ns)) {}
 
-  std::string describe() const override { return "API server " + client_.credentials().server + " (" + client_.credentials().origin + ")"; }
+  std::string describe() const override {
+    return "API server " + client_.credentials().server + " (" + client_.credentials().origin + ")";
+  }
 
   Result<std::optional<std::map<std::string, std::string>>> pod_annotations(const PodRef& ref) override {
     auto info = PLUMB_TRY(pod(ref));
@@ -481,7 +518,8 @@ class KubeSource final : public PodSource {
   Result<nad::NetworkAttachmentDefinition> network_attachment(const std::string& ns, const std::string& name) override {
     PLUMB_TRY(check_ns("NetworkAttachmentDefinition", ns));
     if (!nad::is_dns1123_label(name)) {
-      return fail(cni_code::kInvalidConfig, "NetworkAttachmentDefinition name \"" + name + "\" is not a valid DNS-1123 label");
+      return fail(cni_code::kInvalidConfig,
+                  "NetworkAttachmentDefinition name \"" + name + "\" is not a valid DNS-1123 label");
     }
     const std::string what = "read NetworkAttachmentDefinition " + ns + "/" + name;
     const std::string path = nad_path(ns, name);
@@ -575,7 +613,8 @@ class KubeSource final : public PodSource {
     return std::optional<IpamClaim>(std::move(c));
   }
 
-  Status write_ipam_claim_ips(const std::string& ns, const std::string& name, const std::vector<std::string>& ips) override {
+  Status write_ipam_claim_ips(const std::string& ns, const std::string& name,
+                              const std::vector<std::string>& ips) override {
     PLUMB_TRY(check_ns("IPAMClaim", ns));
     PLUMB_TRY(check_name("IPAMClaim", name));
     const std::string key = ns + "/" + name;
@@ -596,7 +635,8 @@ class KubeSource final : public PodSource {
       json::set(patch, "status", std::move(status), a);
       Response resp = PLUMB_TRY(client_.request("PATCH", path, json::dump(patch), kMergePatch));
       if (resp.status == 200 || resp.status == 201) return {};
-      if (resp.status != 409 || i >= kConflictRetries) return std::unexpected(client_.http_error(what, "PATCH", path, resp));
+      if (resp.status != 409 || i >= kConflictRetries)
+        return std::unexpected(client_.http_error(what, "PATCH", path, resp));
       auto again = PLUMB_TRY(ipam_claim(ns, name));
       if (!again) return fail(cni_code::kNotFound, what + ": the claim was deleted meanwhile");
       if (!again->ips.empty()) {
@@ -609,7 +649,8 @@ class KubeSource final : public PodSource {
   }
 
   Status ready() override {
-    const std::string path = "/apis/k8s.cni.cncf.io/v1/namespaces/" + probe_ns_ + "/network-attachment-definitions?limit=1";
+    const std::string path =
+        "/apis/k8s.cni.cncf.io/v1/namespaces/" + probe_ns_ + "/network-attachment-definitions?limit=1";
     auto resp = client_.request("GET", path, {}, {}, 0);
     if (!resp) {
       Error e = resp.error();
@@ -631,7 +672,7 @@ class KubeSource final : public PodSource {
   };
   Client client_;
   std::string probe_ns_;
-  std::map<std::string, Known> known_;       // pods read in this invocation
+  std::map<std::string, Known> known_;           // pods read in this invocation
   std::map<std::string, std::string> claim_rv_;  // resourceVersion of claims read
 };
 

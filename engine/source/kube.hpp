@@ -18,17 +18,17 @@ namespace plumb::source::kube {
 
 /// Where the API server is and how plumb authenticates to it.
 struct Credentials {
-  std::string server;                 // "https://host:port" (no trailing '/')
-  std::string ca_file;                // certificate-authority: PEM file; "" = none
-  std::string ca_pem;                 // certificate-authority-data, decoded PEM; "" = none
+  std::string server;   // "https://host:port" (no trailing '/')
+  std::string ca_file;  // certificate-authority: PEM file; "" = none
+  std::string ca_pem;   // certificate-authority-data, decoded PEM; "" = none
   bool insecure_skip_tls_verify = false;
-  std::string client_cert_file;       // client-certificate: PEM file; "" = none
-  std::string client_cert_pem;        // client-certificate-data, decoded; "" = none
-  std::string client_key_file;        // client-key: PEM file; "" = none
-  std::string client_key_pem;         // client-key-data, decoded; "" = none
-  std::string token;                  // token: a fixed bearer token; "" = none
-  std::string token_file;             // tokenFile: re-read on every request; "" = none
-  std::string origin;                 // for messages: "kubeconfig /etc/.. (context c)"
+  std::string client_cert_file;  // client-certificate: PEM file; "" = none
+  std::string client_cert_pem;   // client-certificate-data, decoded; "" = none
+  std::string client_key_file;   // client-key: PEM file; "" = none
+  std::string client_key_pem;    // client-key-data, decoded; "" = none
+  std::string token;             // token: a fixed bearer token; "" = none
+  std::string token_file;        // tokenFile: re-read on every request; "" = none
+  std::string origin;            // for messages: "kubeconfig /etc/.. (context c)"
 };
 
 /// Loads the credentials of a kubeconfig file: its current-context (or its only context when
@@ -52,16 +52,16 @@ inline constexpr std::string_view kServiceAccountDir = "/var/run/secrets/kuberne
 
 /// Timeouts and retries of every request.
 struct Options {
-  std::chrono::milliseconds timeout{30000};      // one attempt, connection set-up included
-  int retries = 3;                               // extra attempts after a transient failure
-  std::chrono::milliseconds backoff{500};        // wait before the first retry, doubled each time
-  std::chrono::milliseconds backoff_max{4000};   // cap of the wait
+  std::chrono::milliseconds timeout{30000};     // one attempt, connection set-up included
+  int retries = 3;                              // extra attempts after a transient failure
+  std::chrono::milliseconds backoff{500};       // wait before the first retry, doubled each time
+  std::chrono::milliseconds backoff_max{4000};  // cap of the wait
 };
 
 /// One HTTP answer.
 struct Response {
-  long status = 0;    // HTTP status code
-  std::string body;   // response body (JSON)
+  long status = 0;   // HTTP status code
+  std::string body;  // response body (JSON)
 };
 
 /// A minimal API client: one libcurl handle (connections are reused within an invocation).

@@ -22,7 +22,8 @@ Result<std::optional<IpamClaim>> PodSource::ipam_claim(const std::string& namesp
   return fail(cni_code::kInvalidConfig, describe() + " has no IPAMClaims (claim " + namespace_ + "/" + name + ")");
 }
 
-Status PodSource::write_ipam_claim_ips(const std::string& namespace_, const std::string& name, const std::vector<std::string>&) {
+Status PodSource::write_ipam_claim_ips(const std::string& namespace_, const std::string& name,
+                                       const std::vector<std::string>&) {
   return fail(cni_code::kInvalidConfig, describe() + " has no IPAMClaims (claim " + namespace_ + "/" + name + ")");
 }
 
@@ -39,8 +40,9 @@ Result<std::optional<std::map<std::string, std::string>>> annotations_for_add(
   // old one still terminating, or a new one already created). A static pod's mirror object
   // legitimately carries another UID than the kubelet's.
   if (!pod.uid.empty() && !info->uid.empty() && info->uid != pod.uid && !info->is_static) {
-    return fail(cni_code::kInvalidEnv, "expected pod UID \"" + pod.uid + "\" (K8S_POD_UID) but " + src.describe() + " has pod " +
-                                           pod.namespace_ + "/" + pod.name + " with UID \"" + info->uid + "\"");
+    return fail(cni_code::kInvalidEnv, "expected pod UID \"" + pod.uid + "\" (K8S_POD_UID) but " + src.describe() +
+                                           " has pod " + pod.namespace_ + "/" + pod.name + " with UID \"" + info->uid +
+                                           "\"");
   }
   return std::optional<Annotations>(std::move(info->annotations));
 }

@@ -72,7 +72,9 @@ class PodSource {
   /// The NAD `namespace_/name`. Errors: kNotFound naming "namespace/name".
   [[nodiscard]] virtual Result<nad::NetworkAttachmentDefinition> network_attachment(const std::string& namespace_,
                                                                                      const std::string& name) = 0;
-  /// Publishes the pod's network-status annotation value (JSON text).
+  /// Publishes the pod's network-status annotation value (JSON text). The API server source
+  /// patches pods/status with the pod's UID (and resourceVersion once read) as preconditions and
+  /// re-reads and retries on a conflict; a replaced pod is kConflict, never written to.
   [[nodiscard]] virtual Status write_network_status(const PodRef& pod, const std::string& status_json) = 0;
   /// Removes the published network-status (DEL). Absent is not an error. The API server source
   /// makes no request here: DEL never depends on the API server (multus-cni #586), and the pod

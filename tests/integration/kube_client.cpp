@@ -134,9 +134,11 @@ TEST_CASE("IPAMClaim status.ips: a stale resourceVersion is re-read and retried;
   KubeApiServer api(node.dir() + "/api");
   api.set_tokens({"t"});
   auto claim = [&](const std::string& rv, const std::string& status) {
-    api.put("ipamclaims", "default", "c1",
-            R"({"apiVersion": "k8s.cni.cncf.io/v1alpha1", "kind": "IPAMClaim", "metadata": {"name": "c1", "namespace": "default",
-                "resourceVersion": ")" + rv + R"("}, "spec": {"network": "blue", "interface": "net1"})" + status + "}");
+    api.put(
+        "ipamclaims", "default", "c1",
+        R"({"apiVersion": "k8s.cni.cncf.io/v1alpha1", "kind": "IPAMClaim", "metadata": {"name": "c1", "namespace": "default",
+                "resourceVersion": ")" +
+            rv + R"("}, "spec": {"network": "blue", "interface": "net1"})" + status + "}");
   };
   source::kube::Credentials creds;
   creds.server = api.url();

@@ -59,7 +59,9 @@ std::string with_valid(const std::string& conf, const std::string& valid_json) {
   return conf.substr(0, conf.rfind('}')) + R"(, "cni.dev/valid-attachments": )" + valid_json + "}";
 }
 
-std::string blue_file(const KubeCluster& c, const std::string& ip) { return read_file(c.fx.ipam_dir() + "/blue/" + ip); }
+std::string blue_file(const KubeCluster& c, const std::string& ip) {
+  return read_file(c.fx.ipam_dir() + "/blue/" + ip);
+}
 
 }  // namespace
 
@@ -151,9 +153,11 @@ TEST_CASE("a missing claim fails the ADD before anything is attached") {
 TEST_CASE("the claim's IPAM key cannot be set by a NAD") {
   Node node;
   KubeCluster c(node);
-  c.add_nad("default", "blue",
-            R"({"cniVersion": "0.4.0", "type": "bridge", "bridge": "br-blue", "ipam": {"type": "host-local", "dataDir": ")" +
-                c.fx.ipam_dir() + R"(", "ranges": [[{"subnet": "198.51.100.0/24"}]], "plumb.ipamClaim": {"owner": "ipamclaim:other/x"}}})");
+  c.add_nad(
+      "default", "blue",
+      R"({"cniVersion": "0.4.0", "type": "bridge", "bridge": "br-blue", "ipam": {"type": "host-local", "dataDir": ")" +
+          c.fx.ipam_dir() +
+          R"(", "ranges": [[{"subnet": "198.51.100.0/24"}]], "plumb.ipamClaim": {"owner": "ipamclaim:other/x"}}})");
   c.add_pod("default", "web", "uid-1", {{"k8s.v1.cni.cncf.io/networks", "blue"}});
   std::string ns = node.add_netns("web");
   Proc add = c.run("ADD", "ctr-1", ns, "default", "web", "uid-1", c.config());
@@ -168,9 +172,10 @@ TEST_CASE("IPAMClaims in the local store behave the same without an API server")
   plumb::test::PodFixture fx(node);
   fx.add_nad("default", "blue", plumb::test::bridge_net("br-blue", "198.51.100.0/24", fx.ipam_dir()));
   fx.add_pod("default", "vm-a", kSelection);
-  write_file(fx.store() + "/ipamclaims/default/vm-a.blue.yaml",
-             "apiVersion: k8s.cni.cncf.io/v1alpha1\nkind: IPAMClaim\nmetadata:\n  name: vm-a.blue\n  namespace: default\n"
-             "spec:\n  network: blue\n  interface: net1\n");
+  write_file(
+      fx.store() + "/ipamclaims/default/vm-a.blue.yaml",
+      "apiVersion: k8s.cni.cncf.io/v1alpha1\nkind: IPAMClaim\nmetadata:\n  name: vm-a.blue\n  namespace: default\n"
+      "spec:\n  network: blue\n  interface: net1\n");
   std::string ns = node.add_netns("vm-a");
   Proc add = fx.run("ADD", "ctr-1", ns, "default", "vm-a", fx.config());
   INFO("stdout: ", add.out, "\nstderr: ", add.err);

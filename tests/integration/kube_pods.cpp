@@ -40,7 +40,9 @@ int error_code(const Proc& p) {
   return d.IsObject() && d.HasMember("code") ? d["code"].GetInt() : 0;
 }
 
-void setup_blue(const KubeCluster& c) { c.add_nad("default", "blue", plumb::test::bridge_net("br-blue", "198.51.100.0/24", c.fx.ipam_dir())); }
+void setup_blue(const KubeCluster& c) {
+  c.add_nad("default", "blue", plumb::test::bridge_net("br-blue", "198.51.100.0/24", c.fx.ipam_dir()));
+}
 
 }  // namespace
 
@@ -88,7 +90,8 @@ TEST_CASE("annotations handed over by the runtime are used without any pod GET")
   // The API object has no selection: had plumb read it, the pod would get no net1.
   c.add_pod("default", "web", "uid-1", {});
   std::string ns = node.add_netns("web");
-  std::string conf = c.config(R"("runtimeConfig": {"io.kubernetes.cri.pod-annotations": {"k8s.v1.cni.cncf.io/networks": "blue"}})");
+  std::string conf =
+      c.config(R"("runtimeConfig": {"io.kubernetes.cri.pod-annotations": {"k8s.v1.cni.cncf.io/networks": "blue"}})");
 
   Proc add = c.run("ADD", "ctr-1", ns, "default", "web", "uid-1", conf);
   INFO("stdout: ", add.out, "\nstderr: ", add.err);
@@ -257,13 +260,16 @@ TEST_CASE("a pod UID different from K8S_POD_UID fails the ADD unless the pod is 
   CHECK(c.api.count("PATCH", kStatusPath, "200") == 1);
 }
 
-TEST_CASE("a static pod with runtime annotations: the UID precondition fails once, the mirror is read, status written") {
+TEST_CASE(
+    "a static pod with runtime annotations: the UID precondition fails once, the mirror is read, status written") {
   Node node;
   KubeCluster c(node);
   setup_blue(c);
-  c.add_pod("default", "web", "uid-mirror", {{"kubernetes.io/config.source", "file"}, {"kubernetes.io/config.mirror", "uid-static"}});
+  c.add_pod("default", "web", "uid-mirror",
+            {{"kubernetes.io/config.source", "file"}, {"kubernetes.io/config.mirror", "uid-static"}});
   std::string ns = node.add_netns("web");
-  std::string conf = c.config(R"("runtimeConfig": {"io.kubernetes.cri.pod-annotations": {"k8s.v1.cni.cncf.io/networks": "blue"}})");
+  std::string conf =
+      c.config(R"("runtimeConfig": {"io.kubernetes.cri.pod-annotations": {"k8s.v1.cni.cncf.io/networks": "blue"}})");
   Proc add = c.run("ADD", "ctr-1", ns, "default", "web", "uid-static", conf);
   INFO("stdout: ", add.out, "\nstderr: ", add.err);
   REQUIRE(add.exit_code == 0);
@@ -286,18 +292,20 @@ TEST_CASE("network-status of a pod with three attachments is exactly the spec's 
   KubeCluster c(node);
   setup_blue(c);
   c.add_nad("team-a", "green", plumb::test::bridge_net("br-green", "192.0.2.0/24", c.fx.ipam_dir()));
-  c.add_pod("default", "web", "uid-1",
-            {{"k8s.v1.cni.cncf.io/networks",
-              R"([{"name": "blue"}, {"name": "green", "namespace": "team-a", "interface": "green0", "mac": "02:00:00:00:00:aa", "ips": ["192.0.2.77/24"]}])"}});
+  c.add_pod(
+      "default", "web", "uid-1",
+      {{"k8s.v1.cni.cncf.io/networks",
+        R"([{"name": "blue"}, {"name": "green", "namespace": "team-a", "interface": "green0", "mac": "02:00:00:00:00:aa", "ips": ["192.0.2.77/24"]}])"}});
   std::string ns = node.add_netns("web");
   Proc add = c.run("ADD", "ctr-1", ns, "default", "web", "uid-1", c.config());
   INFO("stdout: ", add.out, "\nstderr: ", add.err);
   REQUIRE(add.exit_code == 0);
-  std::string expected = R"([{"name":"default-net","interface":"eth0","ips":["203.0.113.2","2001:db8:0:1::2"],"mac":")" +
-                         mac_of("web", "eth0") + R"(","mtu":1500,"default":true},)" +
-                         R"({"name":"default/blue","interface":"net1","ips":["198.51.100.2"],"mac":")" + mac_of("web", "net1") +
-                         R"(","mtu":1500,"default":false},)" +
-                         R"({"name":"team-a/green","interface":"green0","ips":["192.0.2.77"],"mac":"02:00:00:00:00:aa","mtu":1500,"default":false}])";
+  std::string expected =
+      R"([{"name":"default-net","interface":"eth0","ips":["203.0.113.2","2001:db8:0:1::2"],"mac":")" +
+      mac_of("web", "eth0") + R"(","mtu":1500,"default":true},)" +
+      R"({"name":"default/blue","interface":"net1","ips":["198.51.100.2"],"mac":")" + mac_of("web", "net1") +
+      R"(","mtu":1500,"default":false},)" +
+      R"({"name":"team-a/green","interface":"green0","ips":["192.0.2.77"],"mac":"02:00:00:00:00:aa","mtu":1500,"default":false}])";
   CHECK(c.network_status("default", "web") == expected);
   CHECK(c.api.count("PATCH", kStatusPath, "200") == 1);
 }
@@ -350,14 +358,18 @@ TEST_CASE("clusterNetwork and defaultNetworks are NADs of multusNamespace") {
   c.add_pod("default", "web", "uid-1", {});
   std::string ns = node.add_netns("web");
   std::string conf = R"({"cniVersion": "1.0.0", "name": "plumb", "type": "plumb", "clusterNetwork": "cluster-net",
-    "defaultNetworks": ["extra"], "multusNamespace": "infra", "kubeconfig": ")" + c.kubeconfig + R"(",
-    "stateDir": ")" + c.fx.state() + R"(", "storeDir": ")" + c.fx.store() + R"("})";
+    "defaultNetworks": ["extra"], "multusNamespace": "infra", "kubeconfig": ")" +
+                     c.kubeconfig + R"(",
+    "stateDir": ")" + c.fx.state() +
+                     R"(", "storeDir": ")" + c.fx.store() + R"("})";
   Proc add = c.run("ADD", "ctr-1", ns, "default", "web", "uid-1", conf);
   INFO("stdout: ", add.out, "\nstderr: ", add.err);
   REQUIRE(add.exit_code == 0);
   CHECK(link_names("web") == std::set<std::string>{"lo", "eth0", "net1"});
-  CHECK(c.api.count("GET", "/apis/k8s.cni.cncf.io/v1/namespaces/infra/network-attachment-definitions/cluster-net", "200") == 1);
-  CHECK(c.api.count("GET", "/apis/k8s.cni.cncf.io/v1/namespaces/infra/network-attachment-definitions/extra", "200") == 1);
+  CHECK(c.api.count("GET", "/apis/k8s.cni.cncf.io/v1/namespaces/infra/network-attachment-definitions/cluster-net",
+                    "200") == 1);
+  CHECK(c.api.count("GET", "/apis/k8s.cni.cncf.io/v1/namespaces/infra/network-attachment-definitions/extra", "200") ==
+        1);
   auto st = parse(c.network_status("default", "web"));
   REQUIRE(st.IsArray());
   REQUIRE(st.Size() == 2);
@@ -367,11 +379,14 @@ TEST_CASE("clusterNetwork and defaultNetworks are NADs of multusNamespace") {
 TEST_CASE("STATUS: ready with a working API server, 50 with rejected credentials, 51 when unreachable") {
   Node node;
   KubeCluster c(node);
-  auto status = [&] { return plumb::test::run({plumb::test::plumb_binary()}, {{"CNI_COMMAND", "STATUS"}}, c.config()); };
+  auto status = [&] {
+    return plumb::test::run({plumb::test::plumb_binary()}, {{"CNI_COMMAND", "STATUS"}}, c.config());
+  };
   Proc ok = status();
   INFO("ok: ", ok.out, ok.err);
   CHECK(ok.exit_code == 0);
-  CHECK(c.api.count("GET", "/apis/k8s.cni.cncf.io/v1/namespaces/kube-system/network-attachment-definitions", "200") == 1);
+  CHECK(c.api.count("GET", "/apis/k8s.cni.cncf.io/v1/namespaces/kube-system/network-attachment-definitions", "200") ==
+        1);
 
   c.api.set_tokens({"another"});
   Proc bad = status();
@@ -395,8 +410,9 @@ TEST_CASE("in-cluster configuration is chosen from KUBERNETES_SERVICE_HOST witho
   std::string ns = node.add_netns("web");
   // No service account is mounted on a test machine: the ADD names the token file it looked for.
   REQUIRE_FALSE(std::filesystem::exists(std::string(plumb::source::kube::kServiceAccountDir) + "/token"));
-  Proc add = c.run("ADD", "ctr-1", ns, "default", "web", "uid-1", c.fx.config(),
-                   {{"KUBERNETES_SERVICE_HOST", "127.0.0.1"}, {"KUBERNETES_SERVICE_PORT", std::to_string(c.api.port())}});
+  Proc add =
+      c.run("ADD", "ctr-1", ns, "default", "web", "uid-1", c.fx.config(),
+            {{"KUBERNETES_SERVICE_HOST", "127.0.0.1"}, {"KUBERNETES_SERVICE_PORT", std::to_string(c.api.port())}});
   INFO("stdout: ", add.out);
   CHECK(add.exit_code != 0);
   CHECK(add.out.find("/var/run/secrets/kubernetes.io/serviceaccount/token") != std::string::npos);

@@ -4,6 +4,7 @@
 // Objects, tokens and faults are files under its directory (see the script's docstring).
 #pragma once
 
+#include <doctest/doctest.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -14,8 +15,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <doctest/doctest.h>
 
 #include "tests/support/pod_fixture.hpp"
 
@@ -112,10 +111,16 @@ class KubeApiServer {
   /// Writes a kubeconfig for this server at `path`. `user_yaml` is the user's map body, e.g.
   /// "tokenFile: /x" or "client-certificate: /a\n    client-key: /b" (4-space indent).
   void write_kubeconfig(const std::string& path, const std::string& user_yaml, bool ca_inline = true) const {
-    std::string ca = ca_inline ? "certificate-authority-data: " + base64_of(tls("ca.crt")) : "certificate-authority: " + tls("ca.crt");
-    write_file(path, "apiVersion: v1\nkind: Config\ncurrent-context: test\nclusters:\n- name: test-cluster\n  cluster:\n    server: " + url() +
-                         "\n    " + ca + "\ncontexts:\n- name: other\n  context:\n    cluster: nowhere\n    user: nobody\n- name: test\n  context:\n    cluster: test-cluster\n    user: plumb\n"
-                         "users:\n- name: plumb\n  user:\n    " + user_yaml + "\n");
+    std::string ca = ca_inline ? "certificate-authority-data: " + base64_of(tls("ca.crt"))
+                               : "certificate-authority: " + tls("ca.crt");
+    write_file(path,
+               "apiVersion: v1\nkind: Config\ncurrent-context: test\nclusters:\n- name: test-cluster\n  cluster:\n    "
+               "server: " +
+                   url() + "\n    " + ca +
+                   "\ncontexts:\n- name: other\n  context:\n    cluster: nowhere\n    user: nobody\n- name: test\n  "
+                   "context:\n    cluster: test-cluster\n    user: plumb\n"
+                   "users:\n- name: plumb\n  user:\n    " +
+                   user_yaml + "\n");
   }
 
   /// base64 of a file's bytes (one line).

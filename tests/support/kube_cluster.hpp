@@ -71,9 +71,9 @@ class KubeCluster {
 
   void add_nad(const std::string& ns, const std::string& name, const std::string& config_json) const {
     api.put("network-attachment-definitions", ns, name,
-            R"({"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition", "metadata": {"name": ")" + name +
-                R"(", "namespace": ")" + ns + R"(", "uid": "nad-)" + name + R"(", "resourceVersion": "10"}, "spec": {"config": )" +
-                json_quote(config_json) + "}}");
+            R"({"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition", "metadata": {"name": ")" +
+                name + R"(", "namespace": ")" + ns + R"(", "uid": "nad-)" + name +
+                R"(", "resourceVersion": "10"}, "spec": {"config": )" + json_quote(config_json) + "}}");
   }
 
   /// A pod object with `annotations` (key -> value).
@@ -102,14 +102,15 @@ class KubeCluster {
            const std::string& name, const std::string& uid, const std::string& conf,
            const std::map<std::string, std::string>& extra_env = {}) const {
     std::map<std::string, std::string> env = extra_env;
-    env["CNI_ARGS"] = "IgnoreUnknown=1;K8S_POD_NAMESPACE=" + ns + ";K8S_POD_NAME=" + name + ";K8S_POD_INFRA_CONTAINER_ID=" + cid +
-                      (uid.empty() ? std::string() : ";K8S_POD_UID=" + uid);
+    env["CNI_ARGS"] = "IgnoreUnknown=1;K8S_POD_NAMESPACE=" + ns + ";K8S_POD_NAME=" + name +
+                      ";K8S_POD_INFRA_CONTAINER_ID=" + cid + (uid.empty() ? std::string() : ";K8S_POD_UID=" + uid);
     return fx.run_with(plumb_binary(), env, command, cid, netns, ns, name, conf);
   }
 
   /// CNI GC with these (containerID, ifname) still valid.
   Proc gc(const std::string& conf_with_attachments) const {
-    return plumb::test::run({plumb_binary()}, {{"CNI_COMMAND", "GC"}, {"CNI_PATH", "/usr/lib/cni"}}, conf_with_attachments);
+    return plumb::test::run({plumb_binary()}, {{"CNI_COMMAND", "GC"}, {"CNI_PATH", "/usr/lib/cni"}},
+                            conf_with_attachments);
   }
 
   /// Files of attachment records left in the state directory.

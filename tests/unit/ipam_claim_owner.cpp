@@ -3,7 +3,6 @@
 // claim's status.ips, and are released only by an explicit owner (GC of a deleted claim).
 // Works on a temporary data directory; no privileges needed.
 #include <doctest/doctest.h>
-
 #include <stdlib.h>
 
 #include <filesystem>
@@ -40,7 +39,8 @@ struct DataDir {
 };
 
 json::Document ipam_conf(const DataDir& d, const std::string& claim_json) {
-  std::string text = R"({"type": "host-local", "dataDir": ")" + d.path + R"(", "ranges": [[{"subnet": "198.51.100.0/24"}]])";
+  std::string text =
+      R"({"type": "host-local", "dataDir": ")" + d.path + R"(", "ranges": [[{"subnet": "198.51.100.0/24"}]])";
   if (!claim_json.empty()) text += R"(, "plumb.ipamClaim": )" + claim_json;
   auto doc = json::parse(text + "}", "ipam");
   REQUIRE(doc.has_value());

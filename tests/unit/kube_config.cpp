@@ -2,7 +2,6 @@
 // config keys, the ADD-time annotation lookup (runtime annotations, UID check, static pods) and
 // IPAMClaims in the local store.
 #include <doctest/doctest.h>
-
 #include <stdlib.h>
 
 #include <filesystem>
@@ -42,13 +41,16 @@ struct TempDir {
 const std::string kPemB64 = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUIKLS0tLS1FTkQgQ0VSVElGSUNBVEUtLS0tLQo=";
 const std::string kPem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
 
-std::string kubeconfig(const std::string& cluster_extra, const std::string& user, const std::string& current = "current-context: main\n") {
+std::string kubeconfig(const std::string& cluster_extra, const std::string& user,
+                       const std::string& current = "current-context: main\n") {
   return "apiVersion: v1\nkind: Config\n" + current +
          "clusters:\n- name: far\n  cluster:\n    server: https://198.51.100.9:6443\n"
-         "- name: near\n  cluster:\n    server: https://192.0.2.1:6443/\n" + cluster_extra +
+         "- name: near\n  cluster:\n    server: https://192.0.2.1:6443/\n" +
+         cluster_extra +
          "contexts:\n- name: other\n  context:\n    cluster: far\n    user: nobody\n"
          "- name: main\n  context:\n    cluster: near\n    user: plumb\n"
-         "users:\n- name: nobody\n  user:\n    token: wrong\n- name: plumb\n  user:\n" + user;
+         "users:\n- name: nobody\n  user:\n    token: wrong\n- name: plumb\n  user:\n" +
+         user;
 }
 
 Error load_error(const TempDir& d, const std::string& text) {
@@ -79,9 +81,10 @@ struct FakeSource final : source::PodSource {
 
 TEST_CASE("kubeconfig: current-context picks cluster and user; data fields decoded; paths relative to the file") {
   TempDir d;
-  auto r = source::kube::load_kubeconfig(d.write("etc/kc", kubeconfig("    certificate-authority-data: " + kPemB64 + "\n",
-                                                                      "    tokenFile: secrets/token\n    client-certificate: certs/c.pem\n"
-                                                                      "    client-key: /abs/k.pem\n")));
+  auto r = source::kube::load_kubeconfig(
+      d.write("etc/kc", kubeconfig("    certificate-authority-data: " + kPemB64 + "\n",
+                                   "    tokenFile: secrets/token\n    client-certificate: certs/c.pem\n"
+                                   "    client-key: /abs/k.pem\n")));
   REQUIRE_MESSAGE(r.has_value(), (r ? "" : r.error().text()));
   CHECK(r->server == "https://192.0.2.1:6443");  // trailing '/' dropped
   CHECK(r->ca_pem == kPem);
@@ -94,10 +97,12 @@ TEST_CASE("kubeconfig: current-context picks cluster and user; data fields decod
 
 TEST_CASE("kubeconfig: inline token and client certificate data; the only context without current-context") {
   TempDir d;
-  std::string text = "apiVersion: v1\nclusters:\n- name: c\n  cluster:\n    server: https://192.0.2.1\n    insecure-skip-tls-verify: true\n"
-                     "contexts:\n- name: only\n  context:\n    cluster: c\n    user: u\n"
-                     "users:\n- name: u\n  user:\n    token: \" abc \"\n    client-certificate-data: " + kPemB64 +
-                     "\n    client-key-data: " + kPemB64 + "\n";
+  std::string text =
+      "apiVersion: v1\nclusters:\n- name: c\n  cluster:\n    server: https://192.0.2.1\n    insecure-skip-tls-verify: "
+      "true\n"
+      "contexts:\n- name: only\n  context:\n    cluster: c\n    user: u\n"
+      "users:\n- name: u\n  user:\n    token: \" abc \"\n    client-certificate-data: " +
+      kPemB64 + "\n    client-key-data: " + kPemB64 + "\n";
   auto r = source::kube::load_kubeconfig(d.write("kc", text));
   REQUIRE_MESSAGE(r.has_value(), (r ? "" : r.error().text()));
   CHECK(r->insecure_skip_tls_verify);
@@ -119,7 +124,9 @@ TEST_CASE("kubeconfig errors name the file and the field") {
     CHECK(contains(e.msg, "contexts has no entry named \"gone\""));
   }
   SUBCASE("server is not a URL") {
-    auto e = load_error(d, "current-context: a\nclusters:\n- name: c\n  cluster:\n    server: 192.0.2.1\ncontexts:\n- name: a\n  context:\n    cluster: c\n");
+    auto e = load_error(d,
+                        "current-context: a\nclusters:\n- name: c\n  cluster:\n    server: 192.0.2.1\ncontexts:\n- "
+                        "name: a\n  context:\n    cluster: c\n");
     CHECK(contains(e.msg, "server \"192.0.2.1\""));
   }
   SUBCASE("bad base64") {
@@ -170,7 +177,8 @@ TEST_CASE("plumb config: API keys, defaults and validation") {
   CHECK(s->api_timeout_seconds == 2.5);
   CHECK(s->api_retries == 0);
   CHECK(s->status_errors_fatal);
-  for (const char* bad : {R"("apiTimeoutSeconds": 0)", R"("apiTimeoutSeconds": "30")", R"("apiRetries": -1)", R"("apiRetries": 100)"}) {
+  for (const char* bad :
+       {R"("apiTimeoutSeconds": 0)", R"("apiTimeoutSeconds": "30")", R"("apiRetries": -1)", R"("apiRetries": 100)"}) {
     auto e = pod::parse_config(std::string(R"({"cniVersion": "1.0.0", "name": "p", )") + bad + "}");
     INFO(bad);
     REQUIRE_FALSE(e.has_value());
@@ -222,7 +230,8 @@ TEST_CASE("local store IPAMClaims: read, status.ips written back, gone with the 
   CHECK(store->write_ipam_claim_ips("default", "vm-a.blue", {"192.0.2.5/24"}).error().cni_code == cni_code::kNotFound);
 
   d.write("ipamclaims/default/vm-a.blue.yaml",
-          "apiVersion: k8s.cni.cncf.io/v1alpha1\nkind: IPAMClaim\nmetadata:\n  name: vm-a.blue\nspec:\n  network: blue\n  interface: net1\n");
+          "apiVersion: k8s.cni.cncf.io/v1alpha1\nkind: IPAMClaim\nmetadata:\n  name: vm-a.blue\nspec:\n  network: "
+          "blue\n  interface: net1\n");
   auto fresh = store->ipam_claim("default", "vm-a.blue");
   REQUIRE(fresh.has_value());
   REQUIRE(fresh->has_value());
