@@ -82,16 +82,16 @@ using plumb::IpAddr;
 
 struct Options {
   bool quick = false;
-  int samples = 60;                    // measured ADD+DEL pairs per scenario and way
+  int samples = 40;                    // measured ADD+DEL pairs per scenario and way
   int warmup = 3;                      // discarded iterations before them
   std::string scenarios = "abc";
   std::vector<int> fill_levels = {0, 100, 500, 1000};
-  int fill_samples = 15;               // per fill level and way
-  char fill_scenario = 'c';            // shape of the measured pods and of the fill pods
+  int fill_samples = 10;               // per fill level and way
+  char fill_scenario = 'c';            // shape of the measured and resident pods (richest of --scenarios)
   int fill_workers = 4;                // concurrent ADDs while filling (untimed)
   std::vector<int> workers = {1, 2, 4};
-  int tput_pods = 24;                  // pods ADDed per (way, worker count)
-  char tput_scenario = 'c';
+  int tput_pods = 16;                  // pods ADDed per (way, worker count)
+  char tput_scenario = 'c';            // richest of --scenarios
   std::string out_dir = "bench/out";
   std::string plumb = PLUMB_BENCH_PLUMB;
   std::string floor = PLUMB_BENCH_FLOOR;
@@ -160,6 +160,12 @@ Options parse_options(int argc, char** argv) {
     throw std::runtime_error("sample counts and worker counts must be positive");
   }
   std::sort(o.fill_levels.begin(), o.fill_levels.end());
+  // The fill sweep and the throughput runs use the richest scenario asked for (c by default), so
+  // --scenarios never runs a scenario that was not asked for (and passed the preflight).
+  std::sort(o.scenarios.begin(), o.scenarios.end());
+  o.scenarios.erase(std::unique(o.scenarios.begin(), o.scenarios.end()), o.scenarios.end());
+  if (o.scenarios.empty()) throw std::runtime_error("--scenarios is empty");
+  o.fill_scenario = o.tput_scenario = o.scenarios.back();
   return o;
 }
 
@@ -1087,23 +1093,37 @@ void Bench::phase_fill() {
   int current = 0;
   for (size_t li = 0; li < o_.fill_levels.size(); ++li) {
     const int level = o_.fill_levels[li];
-    for (Way w : {Way::Plumb, Way::Reference}) {  // the floor shares plumb's node and its pods
+    // Both nodes fill at once (the floor shares plumb's node and its pods); untimed.
+    std::vector<std::thread> fillers;
+    std::mutex emu;
+    std::string error;
+    for (Way w : {Way::Plumb, Way::Reference}) {
       auto& pods = fill[w];
       const size_t before = pods.size();
       for (int i = current; i < level; ++i) {
         pods.push_back(new_pod(s, w, "resident"));
         make_sandbox(pods.back());
       }
-      std::atomic<int> done{0};
-      const int todo = level - current;
-      parallel(todo, o_.fill_workers, node_of(w), [&](int i) {
-        Pod& p = pods[before + static_cast<size_t>(i)];
-        add(p);
-        verify_added(p);
-        int d = ++done;
-        progress_.set("fill: " + std::string(way_name(w)) + " node " + std::to_string(current + d) + "/" + std::to_string(level) + " pods");
+      std::vector<Pod>* vec = &pods;  // map nodes are stable: no insertion while the fillers run
+      fillers.emplace_back([&, w, vec, before, level] {
+        try {
+          std::atomic<int> done{0};
+          parallel(level - current, o_.fill_workers, node_of(w), [&](int i) {
+            Pod& p = (*vec)[before + static_cast<size_t>(i)];
+            add(p);
+            verify_added(p);
+            int d = ++done;
+            progress_.set("fill: " + std::string(way_name(w)) + " node " + std::to_string(current + d) + "/" +
+                          std::to_string(level) + " pods");
+          });
+        } catch (const std::exception& e) {
+          std::lock_guard<std::mutex> l(emu);
+          if (error.empty()) error = e.what();
+        }
       });
     }
+    for (auto& t : fillers) t.join();
+    if (!error.empty()) throw std::runtime_error(error);
     current = level;
     for (int it = 0; it < o_.fill_samples; ++it) {
       for (Way w : order(it)) {
@@ -1391,20 +1411,22 @@ void Bench::report() {
   }
 
   // Goals (issue 8), scenario c.
-  md << "\n## Goals (scenario c)\n\n";
+  md << "\n## Goals (issue 8)\n\n";
   auto goal = [&](const std::string& what, double v, bool met) {
     md << "- " << what << ": " << (std::isnan(v) ? std::string("not measured") : ratio(v)) << " — "
        << (std::isnan(v) ? "n/a" : met ? "**met**" : "**not met**") << "\n";
   };
   if (med.count('c')) {
-    goal("ADD ≥ 25× faster than the reference chain", med['c'][0], med['c'][0] >= 25);
-    goal("ADD ≤ 1.5× the kernel floor", med['c'][2], med['c'][2] <= 1.5);
-    goal("DEL ≥ 50× faster than the reference chain", med['c'][1], med['c'][1] >= 50);
+    goal("scenario c ADD ≥ 25× faster than the reference chain", med['c'][0], med['c'][0] >= 25);
+    goal("scenario c ADD ≤ 1.5× the kernel floor", med['c'][2], med['c'][2] <= 1.5);
+    goal("scenario c DEL ≥ 50× faster than the reference chain", med['c'][1], med['c'][1] >= 50);
   } else {
     md << "- scenario c was not run (--scenarios)\n";
   }
   const double growth = fill_p50[Way::Plumb][hi] / fill_p50[Way::Plumb][lo];
-  goal("plumb p50 ADD flat (≤ 1.2×) from " + std::to_string(lo) + " to " + std::to_string(hi) + " pods", growth, growth <= 1.2);
+  goal("plumb p50 ADD flat (≤ 1.2×) from " + std::to_string(lo) + " to " + std::to_string(hi) + " pods (scenario " +
+           std::string(1, o_.fill_scenario) + ")",
+       growth, growth <= 1.2);
   md << "\nPhases: ";
   for (auto& [k, v] : phase_secs_) md << k << " " << fmt("%.0f", v) << " s; ";
   md << "total " << fmt("%.0f", static_cast<double>(progress_.elapsed_ns()) / 1e9) << " s.\n";

@@ -59,24 +59,7 @@ Result<BridgeConfig> parse_config(const json::Value& conf, const Context& ctx) {
     c.vlan = static_cast<int>(*v);
   }
   c.vlan_trunk = PLUMB_TRY(json::get_array(conf, "vlanTrunk", where)) != nullptr;
-  // MAC, lowest to highest priority: CNI_ARGS MAC=, args.cni.mac, runtimeConfig.mac.
-  std::optional<std::string> mac;
-  for (auto& [k, v] : ctx.cni_args) {
-    if (k == "MAC") mac = v;
-  }
-  if (const json::Value* args = PLUMB_TRY(json::get_object(conf, "args", where))) {
-    if (const json::Value* cni = PLUMB_TRY(json::get_object(*args, "cni", where + ".args"))) {
-      if (auto m = PLUMB_TRY(json::get_string(*cni, "mac", where + ".args.cni"))) mac = *m;
-    }
-  }
-  if (const json::Value* rc = PLUMB_TRY(json::get_object(conf, "runtimeConfig", where))) {
-    if (auto m = PLUMB_TRY(json::get_string(*rc, "mac", where + ".runtimeConfig", true))) mac = *m;
-  }
-  if (mac) {
-    auto parsed = Mac::parse(*mac);
-    if (!parsed) return fail(cni_code::kInvalidConfig, where + ": mac \"" + *mac + "\" is not a valid MAC address");
-    c.mac = *parsed;
-  }
+  c.mac = PLUMB_TRY(requested_mac(ctx, conf));
   return c;
 }
 

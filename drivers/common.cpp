@@ -183,6 +183,26 @@ Result<cni::CniResult> run_ipam(Context& ctx, const json::Value& conf) {
   return ipam->add(req);
 }
 
+Result<std::optional<Mac>> requested_mac(const Context& ctx, const json::Value& conf) {
+  const std::string& where = ctx.network;
+  std::optional<std::string> mac = PLUMB_TRY(json::get_string(conf, "mac", where));
+  for (auto& [k, v] : ctx.cni_args) {
+    if (k == "MAC") mac = v;
+  }
+  if (const json::Value* args = PLUMB_TRY(json::get_object(conf, "args", where))) {
+    if (const json::Value* cni = PLUMB_TRY(json::get_object(*args, "cni", where + ".args"))) {
+      if (auto m = PLUMB_TRY(json::get_string(*cni, "mac", where + ".args.cni"))) mac = *m;
+    }
+  }
+  if (const json::Value* rc = PLUMB_TRY(json::get_object(conf, "runtimeConfig", where))) {
+    if (auto m = PLUMB_TRY(json::get_string(*rc, "mac", where + ".runtimeConfig", true))) mac = *m;
+  }
+  if (!mac || mac->empty()) return std::optional<Mac>{};
+  auto parsed = Mac::parse(*mac);
+  if (!parsed) return fail(cni_code::kInvalidConfig, where + ": mac \"" + *mac + "\" is not a valid MAC address");
+  return std::optional<Mac>(*parsed);
+}
+
 std::string random_ifname(std::string_view prefix) {
   uint32_t r = 0;
   while (getrandom(&r, sizeof r, 0) != sizeof r) {

@@ -81,6 +81,11 @@ namespace undo {
 /// Returns an empty result when conf has no ipam.
 [[nodiscard]] Result<cni::CniResult> run_ipam(Context& ctx, const json::Value& conf);
 
+/// The MAC the pod interface must get, from (lowest to highest priority) the config's "mac",
+/// CNI_ARGS MAC=, args.cni.mac and runtimeConfig.mac (the "mac" capability), as the reference
+/// plugins resolve it. nullopt when none is given. Errors: kInvalidConfig naming the value.
+[[nodiscard]] Result<std::optional<Mac>> requested_mac(const Context& ctx, const json::Value& conf);
+
 /// A random interface name "<prefix><8 hex digits>" (host ends of veth pairs, temporary names).
 [[nodiscard]] std::string random_ifname(std::string_view prefix);
 

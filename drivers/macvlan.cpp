@@ -66,24 +66,7 @@ Result<MacvlanConfig> parse_config(const json::Value& conf, const Context& ctx) 
     if (*m > 0) c.mtu_bytes = static_cast<uint32_t>(*m);
   }
   c.link_in_container = PLUMB_TRY(json::get_bool(conf, "linkInContainer", where)).value_or(false);
-  // MAC, lowest to highest priority: "mac", CNI_ARGS MAC=, args.cni.mac, runtimeConfig.mac.
-  std::optional<std::string> mac = PLUMB_TRY(json::get_string(conf, "mac", where));
-  for (auto& [k, v] : ctx.cni_args) {
-    if (k == "MAC") mac = v;
-  }
-  if (const json::Value* args = PLUMB_TRY(json::get_object(conf, "args", where))) {
-    if (const json::Value* cni = PLUMB_TRY(json::get_object(*args, "cni", where + ".args"))) {
-      if (auto m = PLUMB_TRY(json::get_string(*cni, "mac", where + ".args.cni"))) mac = *m;
-    }
-  }
-  if (const json::Value* rc = PLUMB_TRY(json::get_object(conf, "runtimeConfig", where))) {
-    if (auto m = PLUMB_TRY(json::get_string(*rc, "mac", where + ".runtimeConfig", true))) mac = *m;
-  }
-  if (mac && !mac->empty()) {
-    auto parsed = Mac::parse(*mac);
-    if (!parsed) return fail(cni_code::kInvalidConfig, where + ": mac \"" + *mac + "\" is not a valid MAC address");
-    c.mac = *parsed;
-  }
+  c.mac = PLUMB_TRY(requested_mac(ctx, conf));
   return c;
 }
 

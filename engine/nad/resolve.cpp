@@ -1,6 +1,7 @@
 // From a NetworkAttachmentDefinition (or an on-disk file) to a runnable config list: spec 3.4.1
 // resolution order, 3.4.2 name injection, 7.1 cniVersion/name injection into every plugin, and
 // CNI 1.1.0 "cniVersions".
+#include "engine/common/file.hpp"
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -16,29 +17,7 @@ namespace {
 namespace fs = std::filesystem;
 using json::Value;
 
-Result<std::string> read_text(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    int err = errno;
-    Error e{err == ENOENT ? cni_code::kNotFound : cni_code::kIo, err, "open CNI config " + path, {}};
-    return std::unexpected(e);
-  }
-  std::string out;
-  char buf[8192];
-  while (true) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      int err = errno;
-      ::close(fd);
-      return std::unexpected(Error{cni_code::kIo, err, "read CNI config " + path, {}});
-    }
-    if (n == 0) break;
-    out.append(buf, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  return out;
-}
+Result<std::string> read_text(const std::string& path) { return read_file(path, "CNI config"); }
 
 std::string ext_of(const fs::path& p) { return p.extension().string(); }
 

@@ -1,4 +1,5 @@
 // IPAMClaims: hand a claim to host-local, publish its addresses, release them at GC (claims.hpp).
+#include "engine/common/file.hpp"
 #include "engine/pod/claims.hpp"
 
 #include <dirent.h>
@@ -45,25 +46,7 @@ Result<std::vector<std::string>> entries(const std::string& dir) {
 }
 
 /// Reads a small file; errors name the path.
-Result<std::string> read_small(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return fail_errno(errno, "read " + path);
-  std::string out;
-  char buf[4096];
-  for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int err = errno;
-      ::close(fd);
-      return fail_errno(err, "read " + path);
-    }
-    if (n == 0) break;
-    out.append(buf, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  return out;
-}
+Result<std::string> read_small(const std::string& path) { return read_file(path); }
 
 bool is_host_local(const json::Value& plugin) {
   const json::Value* ipam = json::find(plugin, "ipam");

@@ -1,5 +1,6 @@
 // The Kubernetes API server as a PodSource (see kube.hpp): kubeconfig / in-cluster credentials,
 // a libcurl client with timeouts, retries and backoff, and the reads and writes plumb needs.
+#include "engine/common/file.hpp"
 #include "engine/source/kube.hpp"
 
 #include <curl/curl.h>
@@ -28,27 +29,13 @@ constexpr int kConflictRetries = 5;
 
 /// Reads a whole (small) file; errors: kIo naming the path.
 Result<std::string> read_whole(const std::string& path, std::string_view what) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return std::unexpected(Error{cni_code::kIo, errno, "read " + std::string(what) + " " + path, {}});
-  std::string out;
-  char buf[8192];
-  for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int err = errno;
-      ::close(fd);
-      return std::unexpected(Error{cni_code::kIo, err, "read " + std::string(what) + " " + path, {}});
-    }
-    if (n == 0) break;
-    out.append(buf, static_cast<size_t>(n));
-    if (out.size() > (16u << 20)) {
-      ::close(fd);
-      return fail(cni_code::kIo, std::string(what) + " " + path + " is larger than 16 MiB");
-    }
+  auto text = read_file(path, what);
+  if (!text) {
+    Error e = text.error();
+    e.cni_code = cni_code::kIo;  // a credential file that cannot be read, missing or not
+    return std::unexpected(e);
   }
-  ::close(fd);
-  return out;
+  return text;
 }
 
 std::string trim(std::string_view s) {

@@ -1,6 +1,7 @@
 // The embedded PodSource: NADs and Pod manifests in a directory, network-status written back as
 // files (see source.hpp for the layout). Every namespace/name is validated before it becomes part
 // of a path.
+#include "engine/common/file.hpp"
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -35,27 +36,13 @@ Status check_pod(const PodRef& pod) {
 }
 
 /// Reads a whole file. nullopt when it does not exist; errors: kIo naming the path.
-Result<std::optional<std::string>> read_file(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) return std::optional<std::string>{};
-    return std::unexpected(Error{cni_code::kIo, errno, "open " + path, {}});
+Result<std::optional<std::string>> read_optional(const std::string& path) {
+  auto text = plumb::read_file(path);
+  if (!text) {
+    if (text.error().sys_errno == ENOENT) return std::optional<std::string>{};
+    return std::unexpected(text.error());
   }
-  std::string out;
-  char buf[8192];
-  while (true) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      int err = errno;
-      ::close(fd);
-      return std::unexpected(Error{cni_code::kIo, err, "read " + path, {}});
-    }
-    if (n == 0) break;
-    out.append(buf, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  return std::optional<std::string>(std::move(out));
+  return std::optional<std::string>(std::move(*text));
 }
 
 Status make_dirs(const std::string& dir) {
@@ -108,7 +95,7 @@ class LocalStore final : public PodSource {
     using Annotations = std::map<std::string, std::string>;
     PLUMB_TRY(check_pod(pod));
     const std::string path = root_ + "/pods/" + pod.namespace_ + "/" + pod.name + ".yaml";
-    auto text = PLUMB_TRY(read_file(path));
+    auto text = PLUMB_TRY(read_optional(path));
     if (!text) return std::optional<Annotations>{};
     Annotations out;
     try {
@@ -163,7 +150,7 @@ class LocalStore final : public PodSource {
     }
     std::sort(files.begin(), files.end());
     for (const auto& f : files) {
-      auto text = PLUMB_TRY(read_file(f.string()));
+      auto text = PLUMB_TRY(read_optional(f.string()));
       if (!text) continue;  // removed while we scanned
       auto nads = PLUMB_TRY(nad::parse_nad_yaml(*text, f.string()));
       for (auto& n : nads) {
@@ -192,7 +179,7 @@ class LocalStore final : public PodSource {
   Result<std::optional<IpamClaim>> ipam_claim(const std::string& namespace_, const std::string& name) override {
     const std::string base = PLUMB_TRY(claim_base(namespace_, name));
     const std::string path = base + ".yaml";
-    auto text = PLUMB_TRY(read_file(path));
+    auto text = PLUMB_TRY(read_optional(path));
     if (!text) {
       // The claim is gone: the status plumb wrote for it goes too, so a new claim of the same
       // name starts without addresses, as a re-created API object does.
@@ -227,7 +214,7 @@ class LocalStore final : public PodSource {
       return fail(cni_code::kDecode, "cannot decode IPAMClaim manifest " + path + ": " + ex.msg);
     }
     // What plumb wrote wins over the manifest's own status.
-    auto written = PLUMB_TRY(read_file(base + ".status.json"));
+    auto written = PLUMB_TRY(read_optional(base + ".status.json"));
     if (written) {
       auto ips = PLUMB_TRY(written_ips(*written, base + ".status.json"));
       if (!ips.empty()) c.ips = std::move(ips);

@@ -1,5 +1,7 @@
 #include "engine/sysctl/sysctl.hpp"
 
+#include "engine/common/file.hpp"
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -42,24 +44,10 @@ Result<std::string> path_of(const std::string& key) {
 
 Result<std::string> read(const std::string& key) {
   std::string path = PLUMB_TRY(path_of(key));
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return fail_errno(errno, "read sysctl " + key + " (" + path + ")");
-  std::string out;
-  char buf[4096];
-  for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int err = errno;
-      ::close(fd);
-      return fail_errno(err, "read sysctl " + key + " (" + path + ")");
-    }
-    if (n == 0) break;
-    out.append(buf, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  if (!out.empty() && out.back() == '\n') out.pop_back();
-  return out;
+  auto out = read_file(path, "sysctl " + key);
+  if (!out) return fail_errno(out.error().sys_errno, "read sysctl " + key + " (" + path + ")");
+  if (!out->empty() && out->back() == '\n') out->pop_back();
+  return std::move(*out);
 }
 
 Status write(const std::string& key, const std::string& value) {
