@@ -1,0 +1,164 @@
+// libcurl and libcrypto, loaded on first use.
+//
+// plumb runs once per CNI verb, so its start-up cost is paid on every pod ADD and DEL. Linked
+// normally, libcurl (and through it OpenSSL, Kerberos, LDAP, SSH, nghttp2 ...) adds some 30
+// shared objects to map and relocate at every start: about 6 ms, half of a whole ADD, although
+// only nodes talking to the API server or etcd ever make an HTTP request. So plumb does not
+// link them: these definitions of the few libcurl and libcrypto entry points plumb calls
+// forward to the real libraries, dlopen()ed the first time one is called. Everything HTTP, TLS
+// and base64 is still done by libcurl and OpenSSL themselves.
+#include <curl/curl.h>
+#include <dlfcn.h>
+#include <openssl/evp.h>
+
+#include <cstdarg>
+#include <mutex>
+#include <string>
+
+namespace {
+
+struct Lib {
+  void* handle = nullptr;
+  std::string error;
+};
+
+Lib& load(const char* soname) {
+  // One Lib per soname; the names are the libraries' ABI names (Debian libcurl4, libssl3).
+  static Lib curl, crypto;
+  static std::once_flag curl_once, crypto_once;
+  bool is_curl = std::string(soname) == "libcurl.so.4";
+  Lib& lib = is_curl ? curl : crypto;
+  std::call_once(is_curl ? curl_once : crypto_once, [&] {
+    lib.handle = ::dlopen(soname, RTLD_NOW | RTLD_LOCAL);
+    if (lib.handle == nullptr) lib.error = ::dlerror();
+  });
+  return lib;
+}
+
+template <class Fn>
+Fn sym(const char* soname, const char* name) {
+  Lib& lib = load(soname);
+  if (lib.handle == nullptr) return nullptr;
+  return reinterpret_cast<Fn>(::dlsym(lib.handle, name));
+}
+
+#define PLUMB_CURL(name, type) static const auto real = sym<type>("libcurl.so.4", #name)
+#define PLUMB_CRYPTO(name, type) static const auto real = sym<type>("libcrypto.so.3", #name)
+
+}  // namespace
+
+extern "C" {
+
+CURLcode curl_global_init(long flags) {
+  PLUMB_CURL(curl_global_init, CURLcode (*)(long));
+  return real != nullptr ? real(flags) : CURLE_FAILED_INIT;
+}
+
+CURL* curl_easy_init(void) {
+  PLUMB_CURL(curl_easy_init, CURL* (*)(void));
+  return real != nullptr ? real() : nullptr;
+}
+
+// curl_easy_setopt takes one argument whose type the option's range gives (curl.h
+// CURLOPTTYPE_*): read it with that type and pass it on.
+CURLcode curl_easy_setopt(CURL* curl, CURLoption option, ...) {
+  PLUMB_CURL(curl_easy_setopt, CURLcode (*)(CURL*, CURLoption, ...));
+  if (real == nullptr) return CURLE_FAILED_INIT;
+  va_list ap;
+  va_start(ap, option);
+  CURLcode rc;
+  int kind = static_cast<int>(option);
+  if (kind < CURLOPTTYPE_OBJECTPOINT) {
+    rc = real(curl, option, va_arg(ap, long));
+  } else if (kind < CURLOPTTYPE_FUNCTIONPOINT) {
+    rc = real(curl, option, va_arg(ap, void*));
+  } else if (kind < CURLOPTTYPE_OFF_T) {
+    rc = real(curl, option, va_arg(ap, void (*)(void)));
+  } else if (kind < CURLOPTTYPE_BLOB) {
+    rc = real(curl, option, va_arg(ap, curl_off_t));
+  } else {
+    rc = real(curl, option, va_arg(ap, void*));
+  }
+  va_end(ap);
+  return rc;
+}
+
+// Every curl_easy_getinfo takes a pointer to where the value goes.
+CURLcode curl_easy_getinfo(CURL* curl, CURLINFO info, ...) {
+  PLUMB_CURL(curl_easy_getinfo, CURLcode (*)(CURL*, CURLINFO, ...));
+  if (real == nullptr) return CURLE_FAILED_INIT;
+  va_list ap;
+  va_start(ap, info);
+  CURLcode rc = real(curl, info, va_arg(ap, void*));
+  va_end(ap);
+  return rc;
+}
+
+CURLcode curl_easy_perform(CURL* curl) {
+  PLUMB_CURL(curl_easy_perform, CURLcode (*)(CURL*));
+  return real != nullptr ? real(curl) : CURLE_FAILED_INIT;
+}
+
+void curl_easy_cleanup(CURL* curl) {
+  PLUMB_CURL(curl_easy_cleanup, void (*)(CURL*));
+  if (real != nullptr) real(curl);
+}
+
+void curl_easy_reset(CURL* curl) {
+  PLUMB_CURL(curl_easy_reset, void (*)(CURL*));
+  if (real != nullptr) real(curl);
+}
+
+const char* curl_easy_strerror(CURLcode code) {
+  PLUMB_CURL(curl_easy_strerror, const char* (*)(CURLcode));
+  if (real != nullptr) return real(code);
+  static const std::string msg = "libcurl (libcurl.so.4) cannot be loaded: " + load("libcurl.so.4").error;
+  return msg.c_str();
+}
+
+struct curl_slist* curl_slist_append(struct curl_slist* list, const char* s) {
+  PLUMB_CURL(curl_slist_append, struct curl_slist* (*)(struct curl_slist*, const char*));
+  return real != nullptr ? real(list, s) : nullptr;
+}
+
+void curl_slist_free_all(struct curl_slist* list) {
+  PLUMB_CURL(curl_slist_free_all, void (*)(struct curl_slist*));
+  if (real != nullptr) real(list);
+}
+
+int EVP_EncodeBlock(unsigned char* t, const unsigned char* f, int n) {
+  PLUMB_CRYPTO(EVP_EncodeBlock, int (*)(unsigned char*, const unsigned char*, int));
+  return real != nullptr ? real(t, f, n) : -1;
+}
+
+int EVP_DecodeBlock(unsigned char* t, const unsigned char* f, int n) {
+  PLUMB_CRYPTO(EVP_DecodeBlock, int (*)(unsigned char*, const unsigned char*, int));
+  return real != nullptr ? real(t, f, n) : -1;
+}
+
+EVP_ENCODE_CTX* EVP_ENCODE_CTX_new(void) {
+  PLUMB_CRYPTO(EVP_ENCODE_CTX_new, EVP_ENCODE_CTX* (*)(void));
+  return real != nullptr ? real() : nullptr;
+}
+
+void EVP_ENCODE_CTX_free(EVP_ENCODE_CTX* ctx) {
+  PLUMB_CRYPTO(EVP_ENCODE_CTX_free, void (*)(EVP_ENCODE_CTX*));
+  if (real != nullptr) real(ctx);
+}
+
+void EVP_DecodeInit(EVP_ENCODE_CTX* ctx) {
+  PLUMB_CRYPTO(EVP_DecodeInit, void (*)(EVP_ENCODE_CTX*));
+  if (real != nullptr) real(ctx);
+}
+
+int EVP_DecodeUpdate(EVP_ENCODE_CTX* ctx, unsigned char* out, int* outl, const unsigned char* in, int inl) {
+  PLUMB_CRYPTO(EVP_DecodeUpdate, int (*)(EVP_ENCODE_CTX*, unsigned char*, int*, const unsigned char*, int));
+  return real != nullptr ? real(ctx, out, outl, in, inl) : -1;
+}
+
+int EVP_DecodeFinal(EVP_ENCODE_CTX* ctx, unsigned char* out, int* outl) {
+  PLUMB_CRYPTO(EVP_DecodeFinal, int (*)(EVP_ENCODE_CTX*, unsigned char*, int*));
+  return real != nullptr ? real(ctx, out, outl) : -1;
+}
+
+}  // extern "C"
