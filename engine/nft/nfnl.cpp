@@ -6,6 +6,8 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <libnftnl/rule.h>
+#include <libnftnl/udata.h>
 #include <libnftnl/common.h>
 
 #include <cerrno>
@@ -283,6 +285,64 @@ Result<Outcome> Session::send(const Batch& b) {
     }
   }
   return out;
+}
+
+Result<std::optional<std::string>> Session::first_rule_comment(const std::string& table, const std::string& chain) {
+  const std::string what = "nftables: list chain inet " + table + " " + chain;
+  std::vector<char> buf(kRecvBuf);
+  const uint32_t seq = seq_++;
+  nlmsghdr* nlh = nftnl_nlmsg_build_hdr(buf.data(), NFT_MSG_GETRULE, NFPROTO_INET, NLM_F_DUMP, seq);
+  nftnl_rule* filter = nftnl_rule_alloc();
+  if (filter == nullptr) return fail_errno(ENOMEM, what);
+  nftnl_rule_set_str(filter, NFTNL_RULE_TABLE, table.c_str());
+  nftnl_rule_set_str(filter, NFTNL_RULE_CHAIN, chain.c_str());
+  nftnl_rule_nlmsg_build_payload(nlh, filter);
+  nftnl_rule_free(filter);
+  if (mnl_socket_sendto(nl_, nlh, nlh->nlmsg_len) < 0) return fail_errno(errno, what);
+
+  struct Reply {
+    bool first_seen = false;
+    std::string comment;
+  } reply;
+  auto on_data = [](const nlmsghdr* m, void* data) -> int {
+    auto* r = static_cast<Reply*>(data);
+    if (r->first_seen) return MNL_CB_OK;  // drain the rest of the dump
+    nftnl_rule* rule = nftnl_rule_alloc();
+    if (rule == nullptr) return MNL_CB_ERROR;
+    if (nftnl_rule_nlmsg_parse(m, rule) == 0) {
+      r->first_seen = true;
+      uint32_t len = 0;
+      const void* ud = nftnl_rule_is_set(rule, NFTNL_RULE_USERDATA) ? nftnl_rule_get_data(rule, NFTNL_RULE_USERDATA, &len) : nullptr;
+      if (ud != nullptr) {
+        auto cb = [](const nftnl_udata* attr, void* out) -> int {
+          if (nftnl_udata_type(attr) != NFTNL_UDATA_RULE_COMMENT) return 0;
+          const char* text = static_cast<const char*>(nftnl_udata_get(attr));
+          uint8_t n = nftnl_udata_len(attr);
+          while (n > 0 && text[n - 1] == '\0') --n;
+          static_cast<std::string*>(out)->assign(text, n);
+          return 0;
+        };
+        nftnl_udata_parse(ud, len, cb, &r->comment);
+      }
+    }
+    nftnl_rule_free(rule);
+    return MNL_CB_OK;
+  };
+  const uint32_t portid = mnl_socket_get_portid(nl_);
+  for (;;) {
+    ssize_t n = mnl_socket_recvfrom(nl_, buf.data(), buf.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return fail_errno(errno, what);
+    }
+    int rc = mnl_cb_run(buf.data(), static_cast<size_t>(n), seq, portid, on_data, &reply);
+    if (rc == MNL_CB_STOP) break;  // NLMSG_DONE
+    if (rc < 0) {
+      if (errno == ENOENT) return std::optional<std::string>{};
+      return fail_errno(errno, what);
+    }
+  }
+  return std::optional<std::string>(reply.comment);
 }
 
 }  // namespace plumb::nft::nfnl

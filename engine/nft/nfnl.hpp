@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -113,6 +114,12 @@ class Session {
   /// batch-level error). Errors (transport only): send/recv errno, ETIMEDOUT when acks are
   /// missing after 5 s, EPROTO for a reply from another port id. Kernel refusals are in Outcome.
   [[nodiscard]] Result<Outcome> send(const Batch& b);
+
+  /// Reads the rules of chain `chain` of table inet `table` with a plain NFT_MSG_GETRULE dump (no
+  /// transaction, so no commit cost) and returns the first rule's comment: nullopt when the chain
+  /// (or table) does not exist, "" when it has no rules or the first has no comment.
+  /// Errors: transport errno, or a kernel error other than ENOENT.
+  [[nodiscard]] Result<std::optional<std::string>> first_rule_comment(const std::string& table, const std::string& chain);
 
  private:
   explicit Session(mnl_socket* nl);
