@@ -47,6 +47,13 @@ Fn sym(const char* soname, const char* name) {
 
 }  // namespace
 
+// curl.h declares the last named parameter of curl_easy_setopt/getinfo as an enum; clang warns
+// that va_start on it could be undefined. CURLoption and CURLINFO are int-sized enums, whose
+// promotion leaves them unchanged, so the definitions must keep libcurl's exact signatures.
+#if defined(__clang__)
+#pragma clang diagnostic ignored "-Wvarargs"
+#endif
+
 extern "C" {
 
 CURLcode curl_global_init(long flags) {
