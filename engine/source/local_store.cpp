@@ -2,6 +2,7 @@
 // files (see source.hpp for the layout). Every namespace/name is validated before it becomes part
 // of a path.
 #include "engine/common/file.hpp"
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -241,6 +242,16 @@ class LocalStore final : public PodSource {
     const std::string path = root_ + "/status/" + pod.namespace_ + "/" + pod.name + ".json";
     if (::unlink(path.c_str()) != 0 && errno != ENOENT && errno != ENOTDIR) {
       return std::unexpected(Error{cni_code::kIo, errno, "remove " + path, {}});
+    }
+    // A writer killed between mkostemp and rename leaves "<name>.json.tmpXXXXXX": remove those too.
+    const std::string dir = root_ + "/status/" + pod.namespace_;
+    const std::string prefix = pod.name + ".json.tmp";
+    if (DIR* d = ::opendir(dir.c_str())) {
+      while (dirent* e = ::readdir(d)) {
+        std::string n = e->d_name;
+        if (n.size() == prefix.size() + 6 && n.starts_with(prefix)) ::unlinkat(::dirfd(d), n.c_str(), 0);
+      }
+      ::closedir(d);
     }
     return {};
   }
