@@ -163,25 +163,10 @@ Result<cni::CniResult> add_ib_sriov(Context& ctx, const json::Value& conf, Backe
     if (!st) return std::unexpected(st.error().within("rdmaIsolation: move RDMA device " + dev.rdma_device + " into " + ctx.netns_path));
   }
 
-  cni::CniResult r;
-  if (c.vfio_pci_mode) {
-    r = PLUMB_TRY(run_ipam(ctx, conf));
-    r.interfaces = {{ctx.ifname, "", std::nullopt, ctx.netns_path, "", dev.pci}};
-    for (auto& ip : r.ips) ip.interface = 0;
-  } else {
-    NetdevOrig orig = PLUMB_TRY(register_return_netdev(ctx, "ib-sriov", dev.pci, dev.netdev, false, false));
-    link::LinkInfo l = PLUMB_TRY(move_netdev(ctx, orig, std::nullopt, std::nullopt));
-    r = PLUMB_TRY(run_ipam(ctx, conf));
-    r.interfaces = {{ctx.ifname, format_hwaddr(l.hwaddr.data(), l.hwaddr.size()), l.mtu_bytes, ctx.netns_path, "", dev.pci}};
-    for (auto& ip : r.ips) ip.interface = 0;
-    PLUMB_TRY(configure_pod_interface(*ctx.pod, l.index, r, false));
-  }
-  devinfo::PciInfo info;
-  info.pci_address = dev.pci;
-  info.pf_pci_address = dev.pf_pci;
-  info.rdma_device = dev.rdma_device;
-  PLUMB_TRY(complete_device_info(ctx, devinfo::make_pci(info)));
-  return r;
+  if (c.vfio_pci_mode) return finish_pci_vf(ctx, conf, dev, nullptr, "");
+  NetdevOrig orig = PLUMB_TRY(register_return_netdev(ctx, "ib-sriov", dev.pci, dev.netdev, false, false));
+  link::LinkInfo l = PLUMB_TRY(move_netdev(ctx, orig, std::nullopt, std::nullopt));
+  return finish_pci_vf(ctx, conf, dev, &l, "");
 }
 
 }  // namespace sriov

@@ -205,24 +205,9 @@ Result<cni::CniResult> add_sriov(Context& ctx, const json::Value& conf, Backends
     PLUMB_TRY(apply_pf_settings(ctx, b, cl, "sriov", dev.pf_netdev, apply, restore_list(apply, saved), ""));
   }
 
-  cni::CniResult r;
-  if (userspace) {
-    r = PLUMB_TRY(run_ipam(ctx, conf));
-    r.interfaces = {{ctx.ifname, c.mac ? c.mac->str() : "", std::nullopt, ctx.netns_path, "", dev.pci}};
-    for (auto& ip : r.ips) ip.interface = 0;
-  } else {
-    link::LinkInfo l = PLUMB_TRY(move_netdev(ctx, orig, c.mac, c.mtu_bytes));
-    r = PLUMB_TRY(run_ipam(ctx, conf));
-    r.interfaces = {{ctx.ifname, l.mac() ? l.mac()->str() : "", l.mtu_bytes, ctx.netns_path, "", dev.pci}};
-    for (auto& ip : r.ips) ip.interface = 0;
-    PLUMB_TRY(configure_pod_interface(*ctx.pod, l.index, r, false));
-  }
-  devinfo::PciInfo info;
-  info.pci_address = dev.pci;
-  info.pf_pci_address = dev.pf_pci;
-  info.rdma_device = dev.rdma_device;
-  PLUMB_TRY(complete_device_info(ctx, devinfo::make_pci(info)));
-  return r;
+  if (userspace) return finish_pci_vf(ctx, conf, dev, nullptr, c.mac ? c.mac->str() : "");
+  link::LinkInfo l = PLUMB_TRY(move_netdev(ctx, orig, c.mac, c.mtu_bytes));
+  return finish_pci_vf(ctx, conf, dev, &l, "");
 }
 
 }  // namespace sriov

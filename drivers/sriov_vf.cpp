@@ -437,6 +437,25 @@ Status complete_device_info(const Context& ctx, const json::Value& info) {
   return devinfo::complete(ctx.device_info_file, info);
 }
 
+Result<cni::CniResult> finish_pci_vf(Context& ctx, const json::Value& conf, const VfDevice& dev,
+                                     const link::LinkInfo* moved, const std::string& mac) {
+  cni::CniResult r = PLUMB_TRY(run_ipam(ctx, conf));
+  if (moved != nullptr) {
+    r.interfaces = {{ctx.ifname, format_hwaddr(moved->hwaddr.data(), moved->hwaddr.size()), moved->mtu_bytes,
+                     ctx.netns_path, "", dev.pci}};
+  } else {
+    r.interfaces = {{ctx.ifname, mac, std::nullopt, ctx.netns_path, "", dev.pci}};
+  }
+  for (auto& ip : r.ips) ip.interface = 0;
+  if (moved != nullptr) PLUMB_TRY(configure_pod_interface(*ctx.pod, moved->index, r, false));
+  devinfo::PciInfo info;
+  info.pci_address = dev.pci;
+  info.pf_pci_address = dev.pf_pci;
+  info.rdma_device = dev.rdma_device;
+  PLUMB_TRY(complete_device_info(ctx, devinfo::make_pci(info)));
+  return r;
+}
+
 Status run_undo(Context& ctx, const json::Value& op, Backends& b) {
   std::string name = PLUMB_TRY(op_string(op, "op"));
   std::string pci = PLUMB_TRY(op_string(op, "pci"));

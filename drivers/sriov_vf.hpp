@@ -137,4 +137,11 @@ struct NetdevOrig {
 /// The driver's part of device-info: completes ctx.device_info_file (nothing when it is "").
 [[nodiscard]] Status complete_device_info(const Context& ctx, const json::Value& info);
 
+/// The end of an SR-IOV/IB ADD once the VF is in place: runs IPAM and returns the result whose
+/// only interface is the pod's (`moved`: the VF netdev now in the pod, whose addresses and routes
+/// are configured here; nullptr for a userspace-driver VF, reported with `mac` and no netdev),
+/// carrying the VF's PCI address; then completes the pci device-info (spec 5.3.8).
+[[nodiscard]] Result<cni::CniResult> finish_pci_vf(Context& ctx, const json::Value& conf, const VfDevice& dev,
+                                                    const link::LinkInfo* moved, const std::string& mac);
+
 }  // namespace plumb::drivers::sriov
