@@ -36,16 +36,16 @@
 #include <string>
 
 #include "ebpf/loader.hpp"
-#include "ebpf/tc.hpp"
-#include "engine/addr/addr.hpp"
-#include "engine/link/link.hpp"
+#include "engine/kernel/tc.hpp"
+#include "engine/kernel/addr.hpp"
+#include "engine/kernel/link.hpp"
 #include "engine/netlink/socket.hpp"
 #include "engine/nft/nfnl.hpp"
 #include "engine/nft/nft.hpp"
 #include "engine/nft/objects.hpp"
 #include "engine/nft/portmap.hpp"
 #include "engine/nft/portmap_objects.hpp"
-#include "engine/route/route.hpp"
+#include "engine/kernel/route.hpp"
 
 namespace {
 
@@ -188,13 +188,13 @@ void bandwidth_add(netlink::Socket& node, const Args& a, int host_index) {
   auto progs = must(ebpf::Programs::open_existing(a.bpffs), "open pinned bandwidth programs");
   if (!progs) die("no bandwidth programs pinned under " + a.bpffs + " (plumb loads them on its first ADD)");
   const ebpf::Limit limit{100'000'000, 1'000'000};
-  must(ebpf::tc::add_clsact(node, host_index), "add clsact");
+  must(plumb::tc::add_clsact(node, host_index), "add clsact");
   for (ebpf::Hook h : {ebpf::Hook::HostIngress, ebpf::Hook::HostEgress}) {
     must(progs->configure(host_index, h, limit, kOwnerBase + a.slot), "configure bandwidth state");
-    must(ebpf::tc::attach(node, host_index, h, progs->prog_fd(h), progs->prog_name(h)), "attach bandwidth filter");
+    must(plumb::tc::attach(node, host_index, ebpf::clsact_hook(h), progs->prog_fd(h), progs->prog_name(h)), "attach bandwidth filter");
   }
   // EDT mode (the kernel has sch_fq): the pod's ingress limit also needs fq as root qdisc.
-  if (progs->mode() == ebpf::Mode::EdtFq) must(ebpf::tc::set_root_fq(node, host_index), "set fq root qdisc");
+  if (progs->mode() == ebpf::Mode::EdtFq) must(plumb::tc::set_root_fq(node, host_index), "set fq root qdisc");
 }
 
 void bandwidth_del(const Args& a, int host_index) {

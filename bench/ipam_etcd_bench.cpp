@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/common/json.hpp"
+#include "engine/base/json.hpp"
 #include "ipam/cluster.hpp"
 #include "tests/support/etcd_cluster.hpp"
 

@@ -58,11 +58,11 @@
 #include <tuple>
 #include <vector>
 
-#include "engine/addr/addr.hpp"
-#include "engine/common/ip.hpp"
-#include "engine/link/link.hpp"
+#include "engine/kernel/addr.hpp"
+#include "engine/base/ip.hpp"
+#include "engine/kernel/link.hpp"
 #include "engine/netlink/socket.hpp"
-#include "engine/netns/netns.hpp"
+#include "engine/kernel/netns.hpp"
 
 #ifndef PLUMB_BENCH_PLUMB
 #define PLUMB_BENCH_PLUMB "plumb"

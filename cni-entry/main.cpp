@@ -9,9 +9,9 @@
 #include <string>
 
 #include "engine/cni/cni.hpp"
-#include "engine/pod/config.hpp"
-#include "engine/pod/log.hpp"
-#include "engine/pod/pod.hpp"
+#include "cni-entry/pod/config.hpp"
+#include "cni-entry/pod/log.hpp"
+#include "cni-entry/pod/pod.hpp"
 
 namespace {
 

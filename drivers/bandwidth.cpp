@@ -16,8 +16,8 @@
 
 #include "drivers/registry.hpp"
 #include "ebpf/loader.hpp"
-#include "ebpf/tc.hpp"
-#include "engine/link/link.hpp"
+#include "engine/kernel/tc.hpp"
+#include "engine/kernel/link.hpp"
 
 namespace plumb::drivers {
 namespace {
@@ -146,7 +146,7 @@ Result<cni::CniResult> bandwidth_add(Context& ctx, const json::Value& conf, cons
   auto progs = PLUMB_TRY(ebpf::Programs::load_or_open(ctx.bpffs_dir));
   uint64_t owner = PLUMB_TRY(ebpf::random_owner());
 
-  std::string ingress_qdisc = PLUMB_TRY(ebpf::tc::ingress_qdisc(*ctx.node, idx));
+  std::string ingress_qdisc = PLUMB_TRY(tc::ingress_qdisc(*ctx.node, idx));
   if (!ingress_qdisc.empty() && ingress_qdisc != "clsact") {
     return fail(cni_code::kConflict, "bandwidth on " + ctx.ifname + ": host interface " + hs.host.name + " has an \"" + ingress_qdisc +
                                          "\" qdisc, which excludes the clsact qdisc the programs attach to");
@@ -156,20 +156,20 @@ Result<cni::CniResult> bandwidth_add(Context& ctx, const json::Value& conf, cons
   PLUMB_TRY(ctx.journal->will(remove_op(ctx.bpffs_dir, hs.host, owner, c, create_clsact, use_fq)));
 
   if (create_clsact) {
-    auto st = ebpf::tc::add_clsact(*ctx.node, idx);
+    auto st = tc::add_clsact(*ctx.node, idx);
     if (!st && st.error().sys_errno != EEXIST) return std::unexpected(st.error().within("bandwidth on " + ctx.ifname));
   }
   // Map entries first: a program that finds no entry lets everything through.
   auto shape = [&](Hook h, const ebpf::Limit& limit) -> Status {
     PLUMB_TRY(progs.configure(idx, h, limit, owner));
-    auto st = ebpf::tc::attach(*ctx.node, idx, h, progs.prog_fd(h), progs.prog_name(h));
+    auto st = tc::attach(*ctx.node, idx, ebpf::clsact_hook(h), progs.prog_fd(h), progs.prog_name(h));
     if (!st) return std::unexpected(st.error().within("bandwidth on " + ctx.ifname + " (host side " + hs.host.name + ")"));
     return {};
   };
   if (c.egress) PLUMB_TRY(shape(hook_of_pod_egress, *c.egress));
   if (c.ingress) PLUMB_TRY(shape(hook_of_pod_ingress, *c.ingress));
   if (use_fq) {
-    auto st = ebpf::tc::set_root_fq(*ctx.node, idx);
+    auto st = tc::set_root_fq(*ctx.node, idx);
     if (!st) return std::unexpected(st.error().within("bandwidth on " + ctx.ifname + " (EDT mode)"));
   }
   return *prev;
@@ -184,10 +184,10 @@ Status bandwidth_check(Context& ctx, const json::Value& conf, const cni::CniResu
   for (Hook h : {Hook::HostIngress, Hook::HostEgress}) {
     const std::optional<ebpf::Limit>& want = h == hook_of_pod_egress ? c.egress : c.ingress;
     const std::string where = "CHECK: bandwidth " + std::string(ebpf::hook_name(h)) + " of " + hs.host.name;
-    auto filters = PLUMB_TRY(ebpf::tc::filters(*ctx.node, hs.host.index, h));
-    const ebpf::tc::FilterInfo* ours = nullptr;
+    auto filters = PLUMB_TRY(tc::filters(*ctx.node, hs.host.index, ebpf::clsact_hook(h)));
+    const tc::FilterInfo* ours = nullptr;
     for (auto& f : filters) {
-      if (f.prio == ebpf::tc::kFilterPrio && f.handle == ebpf::tc::kFilterHandle) ours = &f;
+      if (f.prio == tc::kFilterPrio && f.handle == tc::kFilterHandle) ours = &f;
     }
     if (!want) {
       if (ours != nullptr) return fail(cni_code::kKernel, where + ": a plumb filter is attached but no limit is configured");
@@ -206,7 +206,7 @@ Status bandwidth_check(Context& ctx, const json::Value& conf, const cni::CniResu
     }
   }
   if (progs->mode() == ebpf::Mode::EdtFq && c.ingress) {
-    std::string root = PLUMB_TRY(ebpf::tc::root_qdisc(*ctx.node, hs.host.index));
+    std::string root = PLUMB_TRY(tc::root_qdisc(*ctx.node, hs.host.index));
     if (root != "fq") return fail(cni_code::kKernel, "CHECK: bandwidth (EDT mode) needs fq as root qdisc of " + hs.host.name + ", found \"" + root + "\"");
   }
   return {};
@@ -250,20 +250,20 @@ Status bandwidth_undo(Context& ctx, const json::Value& op) {
       note(std::unexpected(link.error()));
     } else if (*link && (*link)->name == host) {
       for (Hook h : hooks) {
-        auto r = ebpf::tc::detach(*ctx.node, idx, h);
+        auto r = tc::detach(*ctx.node, idx, ebpf::clsact_hook(h));
         if (!r) note(std::unexpected(r.error()));
       }
       if (fq) {
-        auto r = ebpf::tc::del_root(*ctx.node, idx);
+        auto r = tc::del_root(*ctx.node, idx);
         if (!r) note(std::unexpected(r.error()));
       }
       if (clsact) {
-        auto in = ebpf::tc::filters(*ctx.node, idx, Hook::HostIngress);
-        auto out = ebpf::tc::filters(*ctx.node, idx, Hook::HostEgress);
+        auto in = tc::filters(*ctx.node, idx, ebpf::clsact_hook(Hook::HostIngress));
+        auto out = tc::filters(*ctx.node, idx, ebpf::clsact_hook(Hook::HostEgress));
         if (!in) note(std::unexpected(in.error()));
         if (!out) note(std::unexpected(out.error()));
         if (in && out && in->empty() && out->empty()) {
-          auto r = ebpf::tc::del_clsact(*ctx.node, idx);
+          auto r = tc::del_clsact(*ctx.node, idx);
           if (!r) note(std::unexpected(r.error()));
         }
       }

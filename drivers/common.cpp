@@ -6,11 +6,11 @@
 #include <map>
 
 #include "drivers/driver.hpp"
-#include "engine/addr/addr.hpp"
+#include "engine/kernel/addr.hpp"
 #include "engine/devinfo/devinfo.hpp"
-#include "engine/link/link.hpp"
+#include "engine/kernel/link.hpp"
 #include "engine/nft/nft.hpp"
-#include "engine/route/route.hpp"
+#include "engine/kernel/route.hpp"
 #include "ipam/ipam.hpp"
 
 namespace plumb::drivers {

@@ -9,11 +9,11 @@
 #include <vector>
 
 #include "engine/cni/cni.hpp"
-#include "engine/common/json.hpp"
-#include "engine/common/result.hpp"
+#include "engine/base/json.hpp"
+#include "engine/base/result.hpp"
 #include "engine/netlink/socket.hpp"
-#include "engine/netns/netns.hpp"
-#include "engine/txn/journal.hpp"
+#include "engine/kernel/netns.hpp"
+#include "engine/state/journal.hpp"
 
 namespace plumb::drivers {
 

@@ -20,8 +20,8 @@
 #include <cstring>
 
 #include "drivers/registry.hpp"
-#include "engine/addr/addr.hpp"
-#include "engine/link/link.hpp"
+#include "engine/kernel/addr.hpp"
+#include "engine/kernel/link.hpp"
 
 namespace plumb::drivers {
 namespace {

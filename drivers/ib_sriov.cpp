@@ -16,7 +16,7 @@
 #include "drivers/registry.hpp"
 #include "drivers/sriov_vf.hpp"
 #include "engine/devinfo/devinfo.hpp"
-#include "engine/netns/netns.hpp"
+#include "engine/kernel/netns.hpp"
 
 namespace plumb::drivers {
 namespace sriov {

@@ -1,6 +1,6 @@
 // The reference "loopback" plugin: brings lo up in the pod namespace.
 #include "drivers/registry.hpp"
-#include "engine/link/link.hpp"
+#include "engine/kernel/link.hpp"
 
 namespace plumb::drivers {
 namespace {

@@ -13,10 +13,10 @@
 #include <array>
 
 #include "drivers/registry.hpp"
-#include "engine/addr/addr.hpp"
-#include "engine/link/link.hpp"
-#include "engine/route/route.hpp"
-#include "engine/sysctl/sysctl.hpp"
+#include "engine/kernel/addr.hpp"
+#include "engine/kernel/link.hpp"
+#include "engine/kernel/route.hpp"
+#include "engine/kernel/sysctl.hpp"
 
 namespace plumb::drivers {
 namespace {

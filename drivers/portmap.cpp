@@ -34,11 +34,11 @@
 #include <algorithm>
 
 #include "drivers/registry.hpp"
-#include "engine/addr/addr.hpp"
-#include "engine/link/link.hpp"
+#include "engine/kernel/addr.hpp"
+#include "engine/kernel/link.hpp"
 #include "engine/nft/conntrack.hpp"
 #include "engine/nft/portmap.hpp"
-#include "engine/sysctl/sysctl.hpp"
+#include "engine/kernel/sysctl.hpp"
 
 namespace plumb::drivers {
 namespace {

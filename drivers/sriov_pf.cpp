@@ -10,7 +10,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "engine/link/link.hpp"
+#include "engine/kernel/link.hpp"
 
 namespace plumb::drivers::sriov {
 namespace {

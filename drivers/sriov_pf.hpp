@@ -28,9 +28,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/common/ip.hpp"
-#include "engine/common/json.hpp"
-#include "engine/common/result.hpp"
+#include "engine/base/ip.hpp"
+#include "engine/base/json.hpp"
+#include "engine/base/result.hpp"
 #include "engine/netlink/socket.hpp"
 
 namespace plumb::drivers::sriov {

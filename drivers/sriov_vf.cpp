@@ -13,7 +13,7 @@
 #include <filesystem>
 
 #include "engine/devinfo/devinfo.hpp"
-#include "engine/netns/netns.hpp"
+#include "engine/kernel/netns.hpp"
 
 namespace plumb::drivers::sriov {
 namespace {

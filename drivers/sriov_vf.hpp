@@ -21,10 +21,10 @@
 
 #include "drivers/driver.hpp"
 #include "drivers/sriov_pf.hpp"
-#include "engine/link/link.hpp"
-#include "engine/rdma/rdma.hpp"
+#include "engine/kernel/link.hpp"
+#include "engine/kernel/rdma.hpp"
 #include "engine/state/state.hpp"
-#include "engine/vdpa/vdpa.hpp"
+#include "engine/kernel/vdpa.hpp"
 
 namespace plumb::drivers::sriov {
 

@@ -10,8 +10,8 @@
 #include <algorithm>
 
 #include "drivers/registry.hpp"
-#include "engine/link/link.hpp"
-#include "engine/sysctl/sysctl.hpp"
+#include "engine/kernel/link.hpp"
+#include "engine/kernel/sysctl.hpp"
 
 namespace plumb::drivers {
 namespace {

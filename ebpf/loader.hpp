@@ -1,7 +1,7 @@
 // Node-wide bandwidth programs: loaded with libbpf from the skeleton of ebpf/bandwidth.bpf.c ONCE
 // per node and pinned under <bpffsDir>/bandwidth_v<ABI>/ (bpffsDir defaults to
 // /sys/fs/bpf/plumb); every later invocation reuses the pins. Per-pod work is an update of the
-// state map (here) and a tc attach (ebpf/tc.hpp). Nothing per pod is ever pinned.
+// state map (here) and a tc attach (engine/kernel/tc.hpp). Nothing per pod is ever pinned.
 #pragma once
 
 #include <cstdint>
@@ -11,7 +11,8 @@
 #include <vector>
 
 #include "ebpf/bandwidth_abi.h"
-#include "engine/common/result.hpp"
+#include "engine/base/result.hpp"
+#include "engine/kernel/tc.hpp"
 
 namespace plumb::ebpf {
 
@@ -20,6 +21,8 @@ namespace plumb::ebpf {
 enum class Hook : uint32_t { HostIngress = PLUMB_BW_HOOK_HOST_INGRESS, HostEgress = PLUMB_BW_HOOK_HOST_EGRESS };
 /// "host-ingress" / "host-egress", for messages and undo records.
 [[nodiscard]] const char* hook_name(Hook h);
+/// The clsact hook of the host-side device a Hook attaches to.
+[[nodiscard]] inline tc::Hook clsact_hook(Hook h) { return h == Hook::HostIngress ? tc::Hook::Ingress : tc::Hook::Egress; }
 
 /// How this node enforces limits, chosen when the programs are first loaded.
 ///   TokenBucket: no sch_fq in the kernel; both hooks run the token bucket (drop + ECN).

@@ -17,7 +17,7 @@
 #include <optional>
 #include <thread>
 
-#include "engine/common/json.hpp"
+#include "engine/base/json.hpp"
 
 namespace plumb::ipam::etcd {
 namespace {

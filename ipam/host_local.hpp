@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "engine/cni/cni.hpp"
-#include "engine/common/ip.hpp"
-#include "engine/common/json.hpp"
-#include "engine/common/result.hpp"
+#include "engine/base/ip.hpp"
+#include "engine/base/json.hpp"
+#include "engine/base/result.hpp"
 #include "ipam/ipam.hpp"
 
 namespace plumb::ipam {

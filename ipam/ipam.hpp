@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "engine/cni/cni.hpp"
-#include "engine/common/json.hpp"
-#include "engine/common/result.hpp"
+#include "engine/base/json.hpp"
+#include "engine/base/result.hpp"
 
 namespace plumb::ipam {
 

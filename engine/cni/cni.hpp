@@ -8,9 +8,9 @@
 #include <utility>
 #include <vector>
 
-#include "engine/common/ip.hpp"
-#include "engine/common/json.hpp"
-#include "engine/common/result.hpp"
+#include "engine/base/ip.hpp"
+#include "engine/base/json.hpp"
+#include "engine/base/result.hpp"
 
 namespace plumb::cni {
 

@@ -10,9 +10,9 @@
 #include <string>
 #include <string_view>
 
-#include "engine/common/json.hpp"
-#include "engine/common/result.hpp"
-#include "engine/txn/journal.hpp"
+#include "engine/base/json.hpp"
+#include "engine/base/result.hpp"
+#include "engine/state/journal.hpp"
 
 namespace plumb::devinfo {
 

@@ -8,7 +8,7 @@
 #include <optional>
 #include <utility>
 
-#include "engine/netns/netns.hpp"
+#include "engine/kernel/netns.hpp"
 
 namespace plumb::netlink {
 namespace {

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/common/result.hpp"
+#include "engine/base/result.hpp"
 
 namespace plumb::netlink {
 

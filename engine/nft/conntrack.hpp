@@ -14,8 +14,8 @@
 #include <optional>
 #include <vector>
 
-#include "engine/common/ip.hpp"
-#include "engine/common/result.hpp"
+#include "engine/base/ip.hpp"
+#include "engine/base/result.hpp"
 
 namespace plumb::nft::conntrack {
 

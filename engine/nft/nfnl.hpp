@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/common/result.hpp"
+#include "engine/base/result.hpp"
 #include "engine/nft/objects.hpp"
 
 namespace plumb::nft::nfnl {

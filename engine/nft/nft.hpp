@@ -27,8 +27,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/common/ip.hpp"
-#include "engine/common/result.hpp"
+#include "engine/base/ip.hpp"
+#include "engine/base/result.hpp"
 
 namespace plumb::nft {
 

@@ -13,7 +13,7 @@
 #include <memory>
 #include <string>
 
-#include "engine/common/ip.hpp"
+#include "engine/base/ip.hpp"
 
 namespace plumb::nft::obj {
 

@@ -2,7 +2,7 @@
 // maps, the ownership set, the address sets of the masquerade rules, their rules and elements.
 // Rules carry the exact expression sequences nft(8) 1.0.6 generates for the rule text quoted
 // above each builder, so `nft list table inet plumb` shows that text. Internal to engine/nft;
-// exposed for the golden test (tests/unit/portmap_golden.cpp).
+// exposed for the golden test (tests/engine/nft/portmap_golden_test.cpp).
 //
 // Element layouts (nft concatenations: every component padded to a multiple of 4 bytes):
 //
@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/common/ip.hpp"
+#include "engine/base/ip.hpp"
 #include "engine/nft/objects.hpp"
 
 namespace plumb::nft::pmobj {

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/common/json.hpp"
-#include "engine/common/result.hpp"
+#include "engine/base/json.hpp"
+#include "engine/base/result.hpp"
 
 namespace plumb::state {
 

@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <string_view>
 
-#include "engine/nad/nad.hpp"
-#include "engine/pod/config.hpp"
+#include "cni-entry/npwg/nad.hpp"
+#include "cni-entry/pod/config.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);

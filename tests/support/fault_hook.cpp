@@ -6,7 +6,7 @@
 
 #include <cstdlib>
 
-#include "engine/txn/journal.hpp"
+#include "engine/state/journal.hpp"
 
 namespace {
 

@@ -1,0 +1,192 @@
+// From a NetworkAttachmentDefinition (or an on-disk file) to a runnable config list: spec 3.4.1
+// resolution order, 3.4.2 name injection, 7.1 cniVersion/name injection into every plugin, and
+// CNI 1.1.0 "cniVersions".
+#include "engine/base/file.hpp"
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <filesystem>
+
+#include "cni-entry/npwg/nad.hpp"
+
+namespace plumb::nad {
+namespace {
+
+namespace fs = std::filesystem;
+using json::Value;
+
+Result<std::string> read_text(const std::string& path) { return read_file(path, "CNI config"); }
+
+std::string ext_of(const fs::path& p) { return p.extension().string(); }
+
+/// Regular files (symlinks followed) in `dir` whose extension is in `exts`, sorted by name.
+/// Errors: kNotFound when `dir` cannot be listed.
+Result<std::vector<fs::path>> config_files(const std::string& dir, std::initializer_list<std::string_view> exts) {
+  std::error_code ec;
+  fs::directory_iterator it(dir, ec);
+  if (ec) return fail(cni_code::kNotFound, "cannot list CNI config directory " + dir + ": " + ec.message());
+  std::vector<fs::path> out;
+  for (; it != fs::directory_iterator(); it.increment(ec)) {
+    if (ec) return fail(cni_code::kIo, "cannot list CNI config directory " + dir + ": " + ec.message());
+    std::error_code sec;
+    if (!fs::is_regular_file(it->path(), sec)) continue;
+    std::string ext = ext_of(it->path());
+    if (std::find(exts.begin(), exts.end(), ext) != exts.end()) out.push_back(it->path());
+  }
+  std::sort(out.begin(), out.end(), [](const fs::path& a, const fs::path& b) { return a.filename() < b.filename(); });
+  return out;
+}
+
+void join_names(std::string& out, const std::vector<std::string>& names) {
+  for (size_t i = 0; i < names.size(); ++i) out += (i ? ", " : "") + names[i];
+}
+
+}  // namespace
+
+Result<ResolvedNetwork> normalize(std::string_view config_json, const std::string& default_name, const std::string& origin) {
+  auto doc = PLUMB_TRY(json::parse(config_json, "CNI config from " + origin));
+  if (!doc.IsObject()) return fail(cni_code::kInvalidConfig, origin + ": CNI config must be a JSON object");
+
+  json::Document list;
+  auto& a = list.GetAllocator();
+  list.SetObject();
+  if (const Value* plugins = json::find(doc, "plugins")) {
+    if (!plugins->IsArray() || plugins->Empty()) {
+      return fail(cni_code::kInvalidConfig, origin + ": \"plugins\" must be a non-empty list, got " + json::dump(*plugins));
+    }
+    for (rapidjson::SizeType i = 0; i < plugins->Size(); ++i) {
+      const Value& p = (*plugins)[i];
+      const std::string where = origin + ": plugins[" + std::to_string(i) + "]";
+      if (!p.IsObject()) return fail(cni_code::kInvalidConfig, where + " must be an object, got " + json::dump(p));
+      const Value* type = json::find(p, "type");
+      if (type == nullptr || !type->IsString() || type->GetStringLength() == 0) {
+        return fail(cni_code::kInvalidConfig, where + " has no \"type\"");
+      }
+    }
+    list.CopyFrom(doc, a);
+  } else if (const Value* type = json::find(doc, "type")) {
+    if (!type->IsString() || type->GetStringLength() == 0) {
+      return fail(cni_code::kInvalidConfig, origin + ": \"type\" must be a non-empty string, got " + json::dump(*type));
+    }
+    // A single config becomes a one-plugin list (libcni ConfListFromConf).
+    for (const char* key : {"cniVersion", "cniVersions", "name"}) {
+      if (const Value* v = json::find(doc, key)) json::set(list, key, Value(*v, a), a);
+    }
+    Value plugins(rapidjson::kArrayType);
+    plugins.PushBack(Value(doc, a), a);
+    json::set(list, "plugins", std::move(plugins), a);
+  } else {
+    return fail(cni_code::kInvalidConfig, origin + ": CNI config has neither \"plugins\" nor \"type\"");
+  }
+
+  auto wrap = [&](Result<std::optional<std::string>> r) -> Result<std::optional<std::string>> {
+    if (!r) return std::unexpected(r.error().within(origin));
+    return r;
+  };
+  ResolvedNetwork net;
+  net.origin = origin;
+  net.name = PLUMB_TRY(wrap(json::get_string(list, "name", "config"))).value_or("");
+  if (net.name.empty()) {
+    if (default_name.empty()) return fail(cni_code::kInvalidConfig, origin + ": CNI config has no \"name\"");
+    net.name = default_name;  // spec 3.4.2
+  }
+
+  net.cni_version = PLUMB_TRY(wrap(json::get_string(list, "cniVersion", "config"))).value_or("0.1.0");
+  if (net.cni_version.empty()) net.cni_version = "0.1.0";  // libcni: an empty version means 0.1.0
+  auto versions = json::get_string_array(list, "cniVersions", "config");
+  if (!versions) return std::unexpected(versions.error().within(origin));
+  if (*versions) {
+    std::string best;
+    for (const auto& v : **versions) {
+      if (cni::version_supported(v) && (best.empty() || cni::compare_versions(v, best) > 0)) best = v;
+    }
+    if (!best.empty()) net.cni_version = best;
+  }
+  if (!cni::version_supported(net.cni_version)) {
+    std::string supported;
+    join_names(supported, cni::supported_versions());
+    return fail(cni_code::kIncompatibleVersion,
+                origin + ": cniVersion \"" + net.cni_version + "\" is not supported (supported: " + supported + ")");
+  }
+
+  for (auto& p : list["plugins"].GetArray()) {  // spec 7.1
+    json::set_string(p, "cniVersion", net.cni_version, a);
+    json::set_string(p, "name", net.name, a);
+  }
+  // The list itself: cniVersion and name first, then everything else in its original order.
+  net.conflist.SetObject();
+  auto& out_alloc = net.conflist.GetAllocator();
+  json::set_string(net.conflist, "cniVersion", net.cni_version, out_alloc);
+  json::set_string(net.conflist, "name", net.name, out_alloc);
+  for (auto it = list.MemberBegin(); it != list.MemberEnd(); ++it) {
+    std::string_view key(it->name.GetString(), it->name.GetStringLength());
+    if (key == "cniVersion" || key == "name") continue;
+    json::set(net.conflist, key, Value(it->value, out_alloc), out_alloc);
+  }
+  return net;
+}
+
+Result<ResolvedNetwork> resolve(const NetworkAttachmentDefinition& nad, const std::string& conf_dir) {
+  const std::string who = nad.namespace_ + "/" + nad.name;
+  if (!nad.config.empty()) return normalize(nad.config, nad.name, "NAD " + who);  // 3.4.1 rule 1
+
+  std::vector<std::string> skipped;
+  auto files = config_files(conf_dir, {".conflist", ".conf", ".json"});
+  if (files) {
+    // Rule 2: *.conflist first; rule 3: *.conf (and *.json, which libcni treats alike).
+    for (bool lists : {true, false}) {
+      for (const auto& path : *files) {
+        if ((ext_of(path) == ".conflist") != lists) continue;
+        auto text = read_text(path.string());
+        if (!text) {
+          skipped.push_back(path.filename().string());
+          continue;
+        }
+        auto doc = json::parse(*text, path.string());
+        if (!doc || !doc->IsObject()) {
+          skipped.push_back(path.filename().string());
+          continue;
+        }
+        const Value* name = json::find(*doc, "name");
+        if (name == nullptr || !name->IsString() || std::string_view(name->GetString(), name->GetStringLength()) != nad.name) {
+          continue;
+        }
+        return normalize(*text, nad.name, path.string());
+      }
+    }
+  }
+  std::string details;
+  if (!files) {
+    details = files.error().msg;
+  } else if (!skipped.empty()) {
+    details = "unreadable or invalid files skipped: ";
+    join_names(details, skipped);
+  }
+  return fail(cni_code::kNotFound,
+              "NetworkAttachmentDefinition " + who + " has no spec.config and no CNI config named \"" + nad.name +
+                  "\" in " + conf_dir,
+              details);
+}
+
+Result<ResolvedNetwork> load_file_or_dir(const std::string& path) {
+  std::error_code ec;
+  auto st = fs::status(path, ec);
+  if (ec || !fs::exists(st)) return fail(cni_code::kNotFound, "CNI config " + path + " not found");
+  std::string file = path;
+  if (fs::is_directory(st)) {
+    auto files = PLUMB_TRY(config_files(path, {".conf", ".conflist", ".json"}));
+    if (files.empty()) return fail(cni_code::kNotFound, "no CNI config file (*.conf, *.conflist, *.json) in " + path);
+    file = files.front().string();
+  }
+  auto text = read_text(file);
+  if (!text) {
+    Error e = text.error();
+    if (e.sys_errno == ENOENT) e.cni_code = cni_code::kNotFound;
+    return std::unexpected(e);
+  }
+  return normalize(*text, "", file);
+}
+
+}  // namespace plumb::nad

@@ -1,0 +1,55 @@
+// IPAMClaims (NPWG v1.3 section 8, selection key "ipam-claim-reference"): an attachment's
+// addresses held on behalf of a claim instead of the pod, re-used by the next pod naming the
+// claim, released only once the claim is gone (at GC). Works with any PodSource: the API server
+// (ipamclaims.k8s.cni.cncf.io/v1alpha1) or the local store (<store>/ipamclaims/).
+//
+// How: the claim is handed to host-local through ipam.<ipam::kClaimKey> = {owner, ips}; host-
+// local then holds the addresses as owner "ipamclaim:<ns>/<name>" (so a pod's DEL, which
+// releases by container ID, leaves them alone) and requests status.ips when set. Each claimed
+// allocation is recorded under <stateDir>/ipamclaims/<ns>/<claim>/<network>.json before any
+// address is taken, so GC can release it once the claim no longer exists.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "engine/cni/cni.hpp"
+#include "engine/base/json.hpp"
+#include "engine/base/result.hpp"
+#include "cni-entry/npwg/nad.hpp"
+#include "cni-entry/pod/log.hpp"
+#include "cni-entry/source/source.hpp"
+
+namespace plumb::pod::claims {
+
+/// The claim one attachment uses.
+struct Use {
+  std::string namespace_;  // the claim's (= the pod's) namespace
+  std::string name;        // the claim's name
+  std::string owner;       // "ipamclaim:<namespace>/<name>": host-local's owner id
+  bool had_ips = false;    // status.ips was set: those addresses are re-used, nothing to write
+};
+
+/// Prepares one planned attachment. Every plugin's ipam is checked not to carry the reserved
+/// ipam.<kClaimKey> (only plumb sets it). For a selection element with ipam-claim-reference,
+/// the claim is read from `src` in `pod_namespace`, injected into every host-local ipam of
+/// `plugins` and recorded for GC under `state_dir`. A network with no host-local ipam ignores
+/// the claim (spec 4.1.2.1.11: delegates that do not implement it ignore it) with a warning in
+/// `log`. Returns the claim in use, or nullopt. Errors: kInvalidConfig naming the network for
+/// the reserved key; kNotFound naming the claim when it does not exist; the source's errors;
+/// kIo for the GC record.
+[[nodiscard]] Result<std::optional<Use>> prepare(source::PodSource& src, const std::string& state_dir,
+                                                 const std::string& pod_namespace, const nad::SelectionElement* element,
+                                                 json::Document& plugins, const std::string& network, Log& log);
+
+/// After the attachment came up: writes its addresses (CIDR, "192.0.2.5/24") to the claim's
+/// status.ips when the claim had none. Errors: the source's (a claim deleted meanwhile is
+/// kNotFound; different status.ips set by another writer kConflict).
+[[nodiscard]] Status publish(source::PodSource& src, const Use& use, const cni::CniResult& result);
+
+/// GC: for every recorded claim that `src` says no longer exists, releases the addresses
+/// host-local holds for it and drops the record; claims that exist, or that cannot be looked up
+/// (logged), are kept. Returns the first error (lookup or release); records are processed on.
+[[nodiscard]] Status gc(source::PodSource& src, const std::string& state_dir, Log& log);
+
+}  // namespace plumb::pod::claims

@@ -1,0 +1,115 @@
+#include "cni-entry/pod/config.hpp"
+
+#include "engine/cni/cni.hpp"
+
+namespace plumb::pod {
+namespace {
+
+/// Multus accepts globalNamespaces as a comma-separated string; accept a list too.
+Result<std::vector<std::string>> string_or_list(const json::Value& obj, std::string_view key) {
+  const json::Value* v = json::find(obj, key);
+  std::vector<std::string> out;
+  if (v == nullptr) return out;
+  if (v->IsString()) {
+    std::string s = v->GetString();
+    size_t start = 0;
+    while (start <= s.size()) {
+      size_t comma = s.find(',', start);
+      std::string item = s.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      while (!item.empty() && item.front() == ' ') item.erase(item.begin());
+      while (!item.empty() && item.back() == ' ') item.pop_back();
+      if (!item.empty()) out.push_back(item);
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+    return out;
+  }
+  auto list = PLUMB_TRY(json::get_string_array(obj, key, "plumb config"));
+  return list.value_or(out);
+}
+
+Result<std::vector<std::pair<std::string, std::string>>> attachments(const json::Value& obj, std::string_view key) {
+  std::vector<std::pair<std::string, std::string>> out;
+  const json::Value* list = PLUMB_TRY(json::get_array(obj, key, "plumb config"));
+  if (list == nullptr) return out;
+  for (auto& e : list->GetArray()) {
+    auto cid = PLUMB_TRY(json::get_string(e, "containerID", std::string(key)));
+    auto ifn = PLUMB_TRY(json::get_string(e, "ifname", std::string(key)));
+    if (!cid || !ifn) return fail(cni_code::kInvalidConfig, std::string(key) + " entries need containerID and ifname: " + json::dump(e));
+    out.emplace_back(*cid, *ifn);
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<PlumbConfig> parse_config(std::string_view text) {
+  json::Document d = PLUMB_TRY(json::parse(text, "network configuration on stdin"));
+  if (!d.IsObject()) return fail(cni_code::kDecode, "network configuration on stdin is not a JSON object");
+  PlumbConfig c;
+  const std::string w = "plumb config";
+  c.cni_version = PLUMB_TRY(json::get_string(d, "cniVersion", w)).value_or("0.1.0");
+  if (!cni::version_supported(c.cni_version)) {
+    return fail(cni_code::kIncompatibleVersion, "cniVersion \"" + c.cni_version + "\" is not supported (plumb supports 0.1.0 to 1.1.0)");
+  }
+  c.name = PLUMB_TRY(json::get_string(d, "name", w)).value_or("");
+  c.cluster_network = PLUMB_TRY(json::get_string(d, "clusterNetwork", w)).value_or("");
+  c.default_networks = PLUMB_TRY(string_or_list(d, "defaultNetworks"));
+  if (auto v = PLUMB_TRY(json::get_string(d, "multusNamespace", w))) c.multus_namespace = *v;
+  c.namespace_isolation = PLUMB_TRY(json::get_bool(d, "namespaceIsolation", w)).value_or(false);
+  c.global_namespaces = PLUMB_TRY(string_or_list(d, "globalNamespaces"));
+  if (json::find(d, "systemNamespaces") != nullptr) c.system_namespaces = PLUMB_TRY(string_or_list(d, "systemNamespaces"));
+  if (auto v = PLUMB_TRY(json::get_string(d, "storeDir", w))) c.store_dir = *v;
+  if (auto v = PLUMB_TRY(json::get_string(d, "stateDir", w))) c.state_dir = *v;
+  if (auto v = PLUMB_TRY(json::get_string(d, "confDir", w))) c.conf_dir = *v;
+  if (auto v = PLUMB_TRY(json::get_string(d, "sysfsRoot", w))) c.sysfs_root = *v;
+  if (auto v = PLUMB_TRY(json::get_string(d, "deviceInfoDir", w))) c.device_info_dir = *v;
+  if (auto v = PLUMB_TRY(json::get_string(d, "bpffsDir", w))) {
+    if (v->empty() || v->front() != '/') return fail(cni_code::kInvalidConfig, "plumb config.bpffsDir \"" + *v + "\" must be an absolute path");
+    c.bpffs_dir = *v;
+  }
+  c.strict_annotations = PLUMB_TRY(json::get_bool(d, "strictAnnotations", w)).value_or(false);
+  if (auto v = PLUMB_TRY(json::get_string(d, "logFile", w))) c.log_file = *v;
+  if (auto v = PLUMB_TRY(json::get_string(d, "logLevel", w))) {
+    if (*v != "error" && *v != "warning" && *v != "info" && *v != "debug") {
+      return fail(cni_code::kInvalidConfig, "plumb config.logLevel \"" + *v + "\" must be error, warning, info or debug");
+    }
+    c.log_level = *v;
+  }
+  if (auto v = PLUMB_TRY(json::get_string(d, "kubeconfig", w))) c.kubeconfig = *v;
+  if (const json::Value* t = json::find(d, "apiTimeoutSeconds")) {
+    if (!t->IsNumber() || !(t->GetDouble() > 0) || t->GetDouble() > 3600) {
+      return fail(cni_code::kInvalidConfig, "plumb config.apiTimeoutSeconds " + json::dump(*t) + " must be a number of seconds in (0, 3600]");
+    }
+    c.api_timeout_seconds = t->GetDouble();
+  }
+  if (auto v = PLUMB_TRY(json::get_int(d, "apiRetries", w))) {
+    if (*v < 0 || *v > 20) return fail(cni_code::kInvalidConfig, "plumb config.apiRetries " + std::to_string(*v) + " must be in 0..20");
+    c.api_retries = static_cast<int>(*v);
+  }
+  c.status_errors_fatal = PLUMB_TRY(json::get_bool(d, "statusErrorsFatal", w)).value_or(false);
+  for (const auto* key : {"storeDir", "stateDir"}) {
+    const std::string& p = std::string_view(key) == "storeDir" ? c.store_dir : c.state_dir;
+    if (p.empty() || p.front() != '/') return fail(cni_code::kInvalidConfig, std::string("plumb config.") + key + " \"" + p + "\" must be an absolute path");
+  }
+
+  c.runtime_config.SetObject();
+  if (const json::Value* rc = PLUMB_TRY(json::get_object(d, "runtimeConfig", w))) {
+    c.runtime_config = cni::canonicalize_runtime_config(*rc);
+    if (const json::Value* pa = PLUMB_TRY(json::get_object(c.runtime_config, "io.kubernetes.cri.pod-annotations", "runtimeConfig"))) {
+      std::map<std::string, std::string> annotations;
+      for (auto it = pa->MemberBegin(); it != pa->MemberEnd(); ++it) {
+        if (it->value.IsString()) annotations[it->name.GetString()] = it->value.GetString();
+      }
+      c.pod_annotations = std::move(annotations);
+    }
+  }
+  if (const json::Value* prev = json::find(d, "prevResult")) c.prev_result.CopyFrom(*prev, c.prev_result.GetAllocator());
+  auto valid = PLUMB_TRY(attachments(d, "cni.dev/valid-attachments"));
+  auto legacy = PLUMB_TRY(attachments(d, "cni.dev/attachments"));
+  c.valid_attachments = std::move(valid);
+  c.valid_attachments.insert(c.valid_attachments.end(), legacy.begin(), legacy.end());
+  return c;
+}
+
+}  // namespace plumb::pod

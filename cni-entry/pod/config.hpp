@@ -1,0 +1,53 @@
+// plumb's own configuration: the "type": "plumb" plugin entry of the node's conflist.
+// Key names follow Multus where Multus has the concept.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/base/json.hpp"
+#include "engine/base/result.hpp"
+
+namespace plumb::pod {
+
+/// Parsed and validated plumb configuration plus what the runtime delivered with it.
+struct PlumbConfig {
+  std::string cni_version;              // the config's cniVersion (results are given in it)
+  std::string name;                     // the runtime-facing network name
+  std::string cluster_network;          // NAD name ("name" or "ns/name"), or a conf/conflist file or directory path
+  std::vector<std::string> default_networks;  // NAD names attached to every pod after clusterNetwork
+  std::string multus_namespace = "kube-system";  // namespace of clusterNetwork/defaultNetworks NADs
+  bool namespace_isolation = false;     // pods may only use NADs of their namespace, "default" and globalNamespaces
+  std::vector<std::string> global_namespaces;
+  std::vector<std::string> system_namespaces = {"kube-system"};  // no network-status written for pods here
+  std::string store_dir = "/etc/plumb/store";
+  std::string state_dir = "/var/lib/cni/plumb";
+  std::string conf_dir = "/etc/cni/multus/net.d";  // on-disk configs for NADs without spec.config (3.4.1)
+  bool strict_annotations = false;      // an invalid selection annotation fails the ADD instead of being ignored
+  std::string sysfs_root = "/sys";      // where device lookups read sysfs (host-device, SR-IOV, vDPA)
+  std::string device_info_dir = "/var/run/k8s.cni.cncf.io/devinfo";  // device-info spec base dir (dp/, cni/)
+  std::string bpffs_dir = "/sys/fs/bpf/plumb";  // bpffsDir: the one plumb directory in bpffs (bandwidth pins)
+  std::string log_file;                 // "" = stderr only
+  std::string log_level = "warning";    // error, warning, info, debug
+  // The Kubernetes API server (cni-entry/source/kube.hpp). Without kubeconfig and without
+  // KUBERNETES_SERVICE_HOST in the environment, pods/NADs/IPAMClaims come from storeDir.
+  std::string kubeconfig;               // Multus's key: kubeconfig file path ("" = none)
+  double api_timeout_seconds = 30;      // apiTimeoutSeconds: one request attempt, connect included
+  int api_retries = 3;                  // apiRetries: extra attempts after transient errors (backoff 0.5 s doubling, max 4 s)
+  bool status_errors_fatal = false;     // statusErrorsFatal: a failed network-status write fails (and undoes) the ADD
+
+  json::Document runtime_config;        // canonicalised runtimeConfig (object, possibly empty)
+  std::optional<std::map<std::string, std::string>> pod_annotations;  // io.kubernetes.cri.pod-annotations
+  json::Document prev_result;           // CHECK/DEL prevResult (null if absent)
+  std::vector<std::pair<std::string, std::string>> valid_attachments;  // GC: (containerID, ifname)
+};
+
+/// Parses plumb's config from the runtime's stdin. Unknown keys are ignored; a "capabilities"
+/// key (podman) is tolerated. Errors: kDecode for bad JSON; kInvalidConfig naming the key and
+/// value; kIncompatibleVersion for an unsupported cniVersion.
+[[nodiscard]] Result<PlumbConfig> parse_config(std::string_view text);
+
+}  // namespace plumb::pod

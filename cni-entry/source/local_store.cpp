@@ -1,0 +1,293 @@
+// The embedded PodSource: NADs and Pod manifests in a directory, network-status written back as
+// files (see source.hpp for the layout). Every namespace/name is validated before it becomes part
+// of a path.
+#include "engine/base/file.hpp"
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <filesystem>
+
+#include "engine/base/yaml_guard.hpp"
+#include "cni-entry/source/source.hpp"
+
+namespace plumb::source {
+namespace {
+
+namespace fs = std::filesystem;
+
+Status check_namespace(const std::string& what, const std::string& ns) {
+  if (!nad::is_dns1123_label(ns)) {
+    return fail(cni_code::kInvalidConfig, what + " namespace \"" + ns + "\" is not a valid DNS-1123 label");
+  }
+  return {};
+}
+
+Status check_pod(const PodRef& pod) {
+  PLUMB_TRY(check_namespace("pod", pod.namespace_));
+  if (!nad::is_dns1123_subdomain(pod.name)) {
+    return fail(cni_code::kInvalidConfig, "pod name \"" + pod.name + "\" is not a valid DNS-1123 subdomain");
+  }
+  return {};
+}
+
+/// Reads a whole file. nullopt when it does not exist; errors: kIo naming the path.
+Result<std::optional<std::string>> read_optional(const std::string& path) {
+  auto text = plumb::read_file(path);
+  if (!text) {
+    if (text.error().sys_errno == ENOENT) return std::optional<std::string>{};
+    return std::unexpected(text.error());
+  }
+  return std::optional<std::string>(std::move(*text));
+}
+
+Status make_dirs(const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return std::unexpected(Error{cni_code::kIo, ec.value(), "create directory " + dir, {}});
+  return {};
+}
+
+/// Writes `data` to `path` atomically: mkstemp in the same directory, fsync, rename(2).
+Status write_atomic(const std::string& path, const std::string& data) {
+  std::string tmpl = path + ".tmpXXXXXX";
+  int fd = ::mkostemp(tmpl.data(), O_CLOEXEC);
+  if (fd < 0) return std::unexpected(Error{cni_code::kIo, errno, "create temporary file for " + path, {}});
+  auto fail_io = [&](const std::string& what) -> Status {
+    int err = errno;
+    ::close(fd);
+    ::unlink(tmpl.c_str());
+    return std::unexpected(Error{cni_code::kIo, err, what, {}});
+  };
+  size_t off = 0;
+  while (off < data.size()) {
+    ssize_t n = ::write(fd, data.data() + off, data.size() - off);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return fail_io("write " + tmpl);
+    }
+    off += static_cast<size_t>(n);
+  }
+  if (::fchmod(fd, 0644) != 0) return fail_io("chmod " + tmpl);
+  if (::fsync(fd) != 0) return fail_io("fsync " + tmpl);
+  if (::close(fd) != 0) {
+    int err = errno;
+    ::unlink(tmpl.c_str());
+    return std::unexpected(Error{cni_code::kIo, err, "close " + tmpl, {}});
+  }
+  if (::rename(tmpl.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    ::unlink(tmpl.c_str());
+    return std::unexpected(Error{cni_code::kIo, err, "rename " + tmpl + " to " + path, {}});
+  }
+  return {};
+}
+
+class LocalStore final : public PodSource {
+ public:
+  explicit LocalStore(std::string root) : root_(std::move(root)) {}
+
+  Result<std::optional<std::map<std::string, std::string>>> pod_annotations(const PodRef& pod) override {
+    using Annotations = std::map<std::string, std::string>;
+    PLUMB_TRY(check_pod(pod));
+    const std::string path = root_ + "/pods/" + pod.namespace_ + "/" + pod.name + ".yaml";
+    auto text = PLUMB_TRY(read_optional(path));
+    if (!text) return std::optional<Annotations>{};
+    Annotations out;
+    try {
+      PLUMB_TRY(yaml::check(*text, path));
+      const YAML::Node doc = YAML::Load(*text);
+      if (!doc.IsMap()) {
+        if (doc.IsNull()) return std::optional<Annotations>(std::move(out));
+        return fail(cni_code::kDecode, "pod manifest " + path + " is not a YAML map");
+      }
+      const YAML::Node meta = doc["metadata"];
+      if (!meta.IsDefined() || meta.IsNull()) return std::optional<Annotations>(std::move(out));
+      if (!meta.IsMap()) return fail(cni_code::kDecode, "pod manifest " + path + ": metadata is not a map");
+      const YAML::Node ann = meta["annotations"];
+      if (!ann.IsDefined() || ann.IsNull()) return std::optional<Annotations>(std::move(out));
+      if (!ann.IsMap()) return fail(cni_code::kDecode, "pod manifest " + path + ": metadata.annotations is not a map");
+      for (const auto& kv : ann) {
+        if (!kv.first.IsScalar()) return fail(cni_code::kDecode, "pod manifest " + path + ": annotation key is not a string");
+        if (!kv.second.IsScalar() && !kv.second.IsNull()) {
+          return fail(cni_code::kDecode, "pod manifest " + path + ": annotation \"" + kv.first.Scalar() + "\" is not a string");
+        }
+        out[kv.first.Scalar()] = kv.second.IsNull() ? std::string{} : kv.second.Scalar();
+      }
+    } catch (const YAML::Exception& ex) {
+      std::string pos = ex.mark.is_null() ? std::string{} : ":" + std::to_string(ex.mark.line + 1) + ":" + std::to_string(ex.mark.column + 1);
+      return fail(cni_code::kDecode, "cannot decode pod manifest " + path + pos + ": " + ex.msg);
+    }
+    return std::optional<Annotations>(std::move(out));
+  }
+
+  Result<nad::NetworkAttachmentDefinition> network_attachment(const std::string& namespace_, const std::string& name) override {
+    PLUMB_TRY(check_namespace("NetworkAttachmentDefinition", namespace_));
+    if (!nad::is_dns1123_label(name)) {
+      return fail(cni_code::kInvalidConfig, "NetworkAttachmentDefinition name \"" + name + "\" is not a valid DNS-1123 label");
+    }
+    const std::string dir = root_ + "/nads";
+    const std::string who = namespace_ + "/" + name;
+    std::error_code ec;
+    std::vector<fs::path> files;
+    fs::directory_iterator it(dir, ec);
+    if (ec) {
+      if (ec == std::errc::no_such_file_or_directory) {
+        return fail(cni_code::kNotFound, "NetworkAttachmentDefinition " + who + " not found in " + dir);
+      }
+      return std::unexpected(Error{cni_code::kIo, ec.value(), "list " + dir, {}});
+    }
+    for (; it != fs::directory_iterator(); it.increment(ec)) {
+      if (ec) return std::unexpected(Error{cni_code::kIo, ec.value(), "list " + dir, {}});
+      std::error_code sec;
+      if (!fs::is_regular_file(it->path(), sec)) continue;
+      const std::string ext = it->path().extension().string();
+      if (ext == ".yaml" || ext == ".yml" || ext == ".json") files.push_back(it->path());
+    }
+    std::sort(files.begin(), files.end());
+    for (const auto& f : files) {
+      auto text = PLUMB_TRY(read_optional(f.string()));
+      if (!text) continue;  // removed while we scanned
+      auto nads = PLUMB_TRY(nad::parse_nad_yaml(*text, f.string()));
+      for (auto& n : nads) {
+        if (n.namespace_ == namespace_ && n.name == name) return std::move(n);
+      }
+    }
+    return fail(cni_code::kNotFound, "NetworkAttachmentDefinition " + who + " not found in " + dir);
+  }
+
+  Status write_network_status(const PodRef& pod, const std::string& status_json) override {
+    PLUMB_TRY(check_pod(pod));
+    const std::string dir = root_ + "/status/" + pod.namespace_;
+    PLUMB_TRY(make_dirs(dir));
+    return write_atomic(dir + "/" + pod.name + ".json", status_json);
+  }
+
+  std::string describe() const override { return "local store " + root_; }
+
+  Status ready() override {
+    if (::access(root_.c_str(), R_OK | X_OK) != 0) {
+      return fail(cni_code::kPluginNotAvailable, "store directory " + root_ + " is not readable");
+    }
+    return {};
+  }
+
+  Result<std::optional<IpamClaim>> ipam_claim(const std::string& namespace_, const std::string& name) override {
+    const std::string base = PLUMB_TRY(claim_base(namespace_, name));
+    const std::string path = base + ".yaml";
+    auto text = PLUMB_TRY(read_optional(path));
+    if (!text) {
+      // The claim is gone: the status plumb wrote for it goes too, so a new claim of the same
+      // name starts without addresses, as a re-created API object does.
+      if (::unlink((base + ".status.json").c_str()) != 0 && errno != ENOENT && errno != ENOTDIR) {
+        return std::unexpected(Error{cni_code::kIo, errno, "remove " + base + ".status.json", {}});
+      }
+      return std::optional<IpamClaim>{};
+    }
+    IpamClaim c;
+    c.namespace_ = namespace_;
+    c.name = name;
+    try {
+      PLUMB_TRY(yaml::check(*text, path));
+      const YAML::Node doc = YAML::Load(*text);
+      if (!doc.IsMap() && !doc.IsNull()) return fail(cni_code::kDecode, "IPAMClaim manifest " + path + " is not a YAML map");
+      if (doc.IsMap()) {
+        auto has = [](const YAML::Node& n) { return n.IsDefined() && !n.IsNull(); };
+        if (const YAML::Node spec = doc["spec"]; has(spec) && spec.IsMap()) {
+          if (has(spec["network"]) && spec["network"].IsScalar()) c.network = spec["network"].Scalar();
+          if (has(spec["interface"]) && spec["interface"].IsScalar()) c.interface = spec["interface"].Scalar();
+        }
+        const YAML::Node status = doc["status"];
+        if (const YAML::Node ips = has(status) && status.IsMap() ? status["ips"] : YAML::Node(); has(ips)) {
+          if (!ips.IsSequence()) return fail(cni_code::kDecode, "IPAMClaim manifest " + path + ": status.ips is not a list");
+          for (const auto& ip : ips) {
+            if (!ip.IsScalar()) return fail(cni_code::kDecode, "IPAMClaim manifest " + path + ": status.ips holds a non-string");
+            c.ips.push_back(ip.Scalar());
+          }
+        }
+      }
+    } catch (const YAML::Exception& ex) {
+      return fail(cni_code::kDecode, "cannot decode IPAMClaim manifest " + path + ": " + ex.msg);
+    }
+    // What plumb wrote wins over the manifest's own status.
+    auto written = PLUMB_TRY(read_optional(base + ".status.json"));
+    if (written) {
+      auto ips = PLUMB_TRY(written_ips(*written, base + ".status.json"));
+      if (!ips.empty()) c.ips = std::move(ips);
+    }
+    return std::optional<IpamClaim>(std::move(c));
+  }
+
+  Status write_ipam_claim_ips(const std::string& namespace_, const std::string& name, const std::vector<std::string>& ips) override {
+    const std::string base = PLUMB_TRY(claim_base(namespace_, name));
+    struct stat st{};
+    if (::stat((base + ".yaml").c_str(), &st) != 0) {
+      if (errno == ENOENT) return fail(cni_code::kNotFound, "IPAMClaim " + namespace_ + "/" + name + " not found (" + base + ".yaml)");
+      return std::unexpected(Error{cni_code::kIo, errno, "stat " + base + ".yaml", {}});
+    }
+    json::Document doc(rapidjson::kObjectType);
+    json::Value arr(rapidjson::kArrayType);
+    for (const auto& ip : ips) arr.PushBack(json::Value(ip.c_str(), doc.GetAllocator()), doc.GetAllocator());
+    json::set(doc, "ips", std::move(arr), doc.GetAllocator());
+    return write_atomic(base + ".status.json", json::dump(doc));
+  }
+
+  Status remove_network_status(const PodRef& pod) override {
+    PLUMB_TRY(check_pod(pod));
+    const std::string path = root_ + "/status/" + pod.namespace_ + "/" + pod.name + ".json";
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT && errno != ENOTDIR) {
+      return std::unexpected(Error{cni_code::kIo, errno, "remove " + path, {}});
+    }
+    // A writer killed between mkostemp and rename leaves "<name>.json.tmpXXXXXX": remove those too.
+    const std::string dir = root_ + "/status/" + pod.namespace_;
+    const std::string prefix = pod.name + ".json.tmp";
+    if (DIR* d = ::opendir(dir.c_str())) {
+      while (dirent* e = ::readdir(d)) {
+        std::string n = e->d_name;
+        if (n.size() == prefix.size() + 6 && n.starts_with(prefix)) ::unlinkat(::dirfd(d), n.c_str(), 0);
+      }
+      ::closedir(d);
+    }
+    return {};
+  }
+
+ private:
+  /// <root>/ipamclaims/<namespace>/<name> after validating both.
+  Result<std::string> claim_base(const std::string& namespace_, const std::string& name) const {
+    PLUMB_TRY(check_namespace("IPAMClaim", namespace_));
+    if (!nad::is_dns1123_subdomain(name)) {
+      return fail(cni_code::kInvalidConfig, "IPAMClaim name \"" + name + "\" is not a valid DNS-1123 subdomain");
+    }
+    return root_ + "/ipamclaims/" + namespace_ + "/" + name;
+  }
+
+  /// The "ips" list of a status file plumb wrote.
+  static Result<std::vector<std::string>> written_ips(const std::string& text, const std::string& path) {
+    std::vector<std::string> out;
+    try {
+      PLUMB_TRY(yaml::check(text, path));
+      const YAML::Node doc = YAML::Load(text);  // JSON is YAML
+      if (!doc.IsDefined() || !doc.IsMap() || !doc["ips"].IsDefined() || !doc["ips"].IsSequence()) return fail(cni_code::kDecode, path + " has no \"ips\" list");
+      for (const auto& ip : doc["ips"]) {
+        if (!ip.IsScalar()) return fail(cni_code::kDecode, path + ": \"ips\" holds a non-string");
+        out.push_back(ip.Scalar());
+      }
+    } catch (const YAML::Exception& ex) {
+      return fail(cni_code::kDecode, "cannot decode " + path + ": " + ex.msg);
+    }
+    return out;
+  }
+
+  std::string root_;
+};
+
+}  // namespace
+
+std::unique_ptr<PodSource> make_local_store(const std::string& root) { return std::make_unique<LocalStore>(root); }
+
+}  // namespace plumb::source

@@ -1,0 +1,68 @@
+// PodSource defaults, the ADD-time annotation lookup and the factory choosing the source.
+#include "cni-entry/source/source.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+
+#include "cni-entry/pod/config.hpp"
+#include "cni-entry/source/kube.hpp"
+
+namespace plumb::source {
+
+Result<std::optional<PodInfo>> PodSource::pod(const PodRef& ref) {
+  auto ann = PLUMB_TRY(pod_annotations(ref));
+  if (!ann) return std::optional<PodInfo>{};
+  PodInfo info;
+  info.annotations = std::move(*ann);
+  return std::optional<PodInfo>(std::move(info));
+}
+
+Result<std::optional<IpamClaim>> PodSource::ipam_claim(const std::string& namespace_, const std::string& name) {
+  return fail(cni_code::kInvalidConfig, describe() + " has no IPAMClaims (claim " + namespace_ + "/" + name + ")");
+}
+
+Status PodSource::write_ipam_claim_ips(const std::string& namespace_, const std::string& name,
+                                       const std::vector<std::string>&) {
+  return fail(cni_code::kInvalidConfig, describe() + " has no IPAMClaims (claim " + namespace_ + "/" + name + ")");
+}
+
+Status PodSource::ready() { return {}; }
+
+Result<std::optional<std::map<std::string, std::string>>> annotations_for_add(
+    PodSource& src, const PodRef& pod, const std::optional<std::map<std::string, std::string>>& from_runtime) {
+  using Annotations = std::map<std::string, std::string>;
+  if (from_runtime) return std::optional<Annotations>(*from_runtime);
+  if (pod.name.empty()) return std::optional<Annotations>{};
+  auto info = PLUMB_TRY(src.pod(pod));
+  if (!info) return std::optional<Annotations>{};
+  // Multus's check: the API lookup is by name, so it may find another pod of that name (the
+  // old one still terminating, or a new one already created). A static pod's mirror object
+  // legitimately carries another UID than the kubelet's.
+  if (!pod.uid.empty() && !info->uid.empty() && info->uid != pod.uid && !info->is_static) {
+    return fail(cni_code::kInvalidEnv, "expected pod UID \"" + pod.uid + "\" (K8S_POD_UID) but " + src.describe() +
+                                           " has pod " + pod.namespace_ + "/" + pod.name + " with UID \"" + info->uid +
+                                           "\"");
+  }
+  return std::optional<Annotations>(std::move(info->annotations));
+}
+
+Result<std::unique_ptr<PodSource>> make_source(const pod::PlumbConfig& conf) {
+  kube::Options opts;
+  opts.timeout = std::chrono::milliseconds(static_cast<int64_t>(std::llround(conf.api_timeout_seconds * 1000)));
+  if (opts.timeout.count() < 1) opts.timeout = std::chrono::milliseconds(1);
+  opts.retries = conf.api_retries;
+  if (!conf.kubeconfig.empty()) {
+    auto creds = kube::load_kubeconfig(conf.kubeconfig);
+    if (!creds) return std::unexpected(creds.error().within("plumb config.kubeconfig"));
+    return kube::make_kube_source(std::move(*creds), opts, conf.multus_namespace);
+  }
+  if (const char* host = std::getenv("KUBERNETES_SERVICE_HOST"); host != nullptr && *host != '\0') {
+    const char* port = std::getenv("KUBERNETES_SERVICE_PORT");
+    auto creds = PLUMB_TRY(kube::in_cluster(host, port != nullptr ? port : "443"));
+    return kube::make_kube_source(std::move(creds), opts, conf.multus_namespace);
+  }
+  return make_local_store(conf.store_dir);
+}
+
+}  // namespace plumb::source

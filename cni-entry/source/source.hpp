@@ -1,0 +1,113 @@
+// Where pods' annotations and NetworkAttachmentDefinitions come from, and where network-status
+// goes. One interface: the embedded local store, or the Kubernetes API server (kube.hpp).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/base/result.hpp"
+#include "cni-entry/npwg/nad.hpp"
+
+namespace plumb::pod {
+struct PlumbConfig;
+}
+
+namespace plumb::source {
+
+/// A pod reference: namespace and name (K8S_POD_NAMESPACE, K8S_POD_NAME).
+struct PodRef {
+  std::string namespace_;
+  std::string name;
+  std::string uid;  // K8S_POD_UID, "" if not given
+};
+
+/// What a source knows about a pod (Multus reads the same from the API server).
+struct PodInfo {
+  std::map<std::string, std::string> annotations;  // metadata.annotations
+  std::string uid;                // metadata.uid; "" when the source does not know it (local store)
+  std::string resource_version;   // metadata.resourceVersion; "" when unknown
+  /// A static pod's mirror: annotation kubernetes.io/config.source present and not "api". Its
+  /// API object has another UID than the one the kubelet passes in K8S_POD_UID.
+  bool is_static = false;
+};
+
+/// An IPAMClaim (spec 8.2, ipamclaims.k8s.cni.cncf.io/v1alpha1): what plumb uses of it.
+struct IpamClaim {
+  std::string namespace_;
+  std::string name;
+  std::string network;            // spec.network ("" if absent)
+  std::string interface;          // spec.interface ("" if absent)
+  std::vector<std::string> ips;   // status.ips as written ("192.0.2.5/24"); empty: none allocated yet
+};
+
+class PodSource {
+ public:
+  virtual ~PodSource() = default;
+  /// The pod as the source knows it: annotations, UID, whether static. nullopt when the source
+  /// has no such pod and that is normal for it (the local store: a pod without a manifest). The
+  /// API server's 404 is an error (kNotFound naming the pod): a pod being set up must exist.
+  /// The default implementation wraps pod_annotations() (uid unknown, not static).
+  /// Errors: as pod_annotations(); the API server's transport/auth errors (see kube.hpp).
+  [[nodiscard]] virtual Result<std::optional<PodInfo>> pod(const PodRef& pod);
+  /// The IPAMClaim `namespace_/name`; nullopt when it does not exist (deleted claims release
+  /// their addresses at GC). Default: kInvalidConfig (the source has no claims).
+  [[nodiscard]] virtual Result<std::optional<IpamClaim>> ipam_claim(const std::string& namespace_, const std::string& name);
+  /// Records `ips` (CIDR strings) as the claim's status.ips (spec 8: the IPAM writes the
+  /// addresses it allocated for the claim). Errors: kNotFound when the claim is gone; kConflict
+  /// when another writer set different status.ips meanwhile; transport errors.
+  [[nodiscard]] virtual Status write_ipam_claim_ips(const std::string& namespace_, const std::string& name,
+                                                    const std::vector<std::string>& ips);
+  /// CNI STATUS: whether the source can serve an ADD now. Default: ready. Errors carry code
+  /// kPluginNotAvailable (50: unusable, e.g. credentials rejected) or kPluginNotReady (51: the
+  /// API server cannot be reached) and the reason.
+  [[nodiscard]] virtual Status ready();
+  /// A short description for logs: "local store /etc/plumb/store", "API server https://..".
+  [[nodiscard]] virtual std::string describe() const { return "pod source"; }
+  /// The pod's annotations; nullopt when the source has no such pod (not an error: a pod with
+  /// no entry has no selection annotation). Errors: I/O or decode errors naming the file.
+  [[nodiscard]] virtual Result<std::optional<std::map<std::string, std::string>>> pod_annotations(const PodRef& pod) = 0;
+  /// The NAD `namespace_/name`. Errors: kNotFound naming "namespace/name".
+  [[nodiscard]] virtual Result<nad::NetworkAttachmentDefinition> network_attachment(const std::string& namespace_,
+                                                                                     const std::string& name) = 0;
+  /// Publishes the pod's network-status annotation value (JSON text). The API server source
+  /// patches pods/status with the pod's UID (and resourceVersion once read) as preconditions and
+  /// re-reads and retries on a conflict; a replaced pod is kConflict, never written to.
+  [[nodiscard]] virtual Status write_network_status(const PodRef& pod, const std::string& status_json) = 0;
+  /// Removes the published network-status (DEL). Absent is not an error. The API server source
+  /// makes no request here: DEL never depends on the API server (multus-cni #586), and the pod
+  /// object is being deleted or gets a new status with the next sandbox's ADD.
+  [[nodiscard]] virtual Status remove_network_status(const PodRef& pod) = 0;
+};
+
+/// The embedded default: a directory laid out as
+///   <root>/nads/*.yaml|*.yml|*.json   NADs as `kubectl` takes them (several documents per file)
+///   <root>/pods/<namespace>/<name>.yaml   a Pod manifest (only metadata.annotations is read)
+///   <root>/status/<namespace>/<name>.json the network-status annotation plumb wrote (ADD), removed on DEL
+/// Namespaces, names and the file names built from them are validated (DNS-1123) before any path
+/// is formed.
+///   <root>/ipamclaims/<namespace>/<name>.yaml  an IPAMClaim manifest (spec.network/interface,
+///                                             optional status.ips)
+///   <root>/ipamclaims/<namespace>/<name>.status.json  the status.ips plumb wrote ({"ips":[..]});
+///                                             removed once the manifest is gone
+[[nodiscard]] std::unique_ptr<PodSource> make_local_store(const std::string& root);
+
+/// The annotations an ADD works with, Multus's lookup minus its extra requests: the map the
+/// runtime handed over (io.kubernetes.cri.pod-annotations, `from_runtime`) is used as is, with no
+/// request to the source at all (it comes with the sandbox being created, so there is nothing
+/// to cross-check); otherwise the pod is read from `src` and, when `pod.uid` (K8S_POD_UID) is
+/// set and the source knows the pod's UID, a different UID fails unless the pod is static.
+/// nullopt: no pod name, or the source has no such pod. Errors: the source's; kInvalidEnv
+/// "expected pod UID .. but the API server has .." for a UID mismatch.
+[[nodiscard]] Result<std::optional<std::map<std::string, std::string>>> annotations_for_add(
+    PodSource& src, const PodRef& pod, const std::optional<std::map<std::string, std::string>>& from_runtime);
+
+/// The source plumb's config asks for: the Kubernetes API server when `kubeconfig` is set or,
+/// without it, when KUBERNETES_SERVICE_HOST is in the environment (in-cluster service account,
+/// see kube.hpp); else the local store at storeDir. Only reads local files (kubeconfig), never
+/// the network. Errors: kInvalidConfig naming the kubeconfig file and the offending field.
+[[nodiscard]] Result<std::unique_ptr<PodSource>> make_source(const pod::PlumbConfig& conf);
+
+}  // namespace plumb::source

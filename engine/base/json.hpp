@@ -1,0 +1,49 @@
+// Small typed accessors over RapidJSON values whose errors name the offending field and value.
+// Parsing itself is RapidJSON's; nothing here tokenizes JSON.
+#pragma once
+
+#include <rapidjson/document.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/base/result.hpp"
+
+namespace plumb::json {
+
+using Value = rapidjson::Value;
+using Document = rapidjson::Document;
+
+/// Parses `text`; errors: kDecode naming `what` and the byte offset of the syntax error.
+[[nodiscard]] Result<Document> parse(std::string_view text, const std::string& what);
+/// Serializes compactly.
+[[nodiscard]] std::string dump(const Value& v);
+/// Deep copy of `v` into a new document.
+[[nodiscard]] Document clone(const Value& v);
+
+/// Finds member `key` of object `obj`; nullptr when absent or null. With ci, the match ignores
+/// ASCII case (runtimeConfig keys from containerd are capitalised).
+[[nodiscard]] const Value* find(const Value& obj, std::string_view key, bool ci = false);
+
+// Typed getters: nullopt when the key is absent (or null); an error with code kInvalidConfig
+// naming "<where>.<key>" and the value when the type is wrong.
+[[nodiscard]] Result<std::optional<std::string>> get_string(const Value& obj, std::string_view key, std::string_view where, bool ci = false);
+[[nodiscard]] Result<std::optional<bool>> get_bool(const Value& obj, std::string_view key, std::string_view where, bool ci = false);
+[[nodiscard]] Result<std::optional<int64_t>> get_int(const Value& obj, std::string_view key, std::string_view where, bool ci = false);
+[[nodiscard]] Result<std::optional<uint64_t>> get_uint(const Value& obj, std::string_view key, std::string_view where, bool ci = false);
+[[nodiscard]] Result<std::optional<std::vector<std::string>>> get_string_array(const Value& obj, std::string_view key, std::string_view where, bool ci = false);
+/// The member if it is an object, nullptr if absent; an error if present but not an object.
+[[nodiscard]] Result<const Value*> get_object(const Value& obj, std::string_view key, std::string_view where, bool ci = false);
+/// The member if it is an array, nullptr if absent; an error if present but not an array.
+[[nodiscard]] Result<const Value*> get_array(const Value& obj, std::string_view key, std::string_view where, bool ci = false);
+
+/// Sets (adds or replaces) obj[key] = value (value is moved in), using `alloc`.
+void set(Value& obj, std::string_view key, Value value, rapidjson::Document::AllocatorType& alloc);
+inline void set_string(Value& obj, std::string_view key, std::string_view s, rapidjson::Document::AllocatorType& alloc) {
+  set(obj, key, Value(s.data(), static_cast<rapidjson::SizeType>(s.size()), alloc), alloc);
+}
+
+}  // namespace plumb::json

@@ -1,0 +1,136 @@
+#include "engine/kernel/addr.hpp"
+
+#include <linux/if_addr.h>
+#include <linux/rtnetlink.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace plumb::addr {
+namespace {
+
+using netlink::AttrPolicy;
+using netlink::Message;
+
+const std::vector<AttrPolicy> kAddrPolicy = {
+    {IFA_ADDRESS, MNL_TYPE_BINARY, 4},
+    {IFA_LOCAL, MNL_TYPE_BINARY, 4},
+    {IFA_FLAGS, MNL_TYPE_U32},
+};
+
+constexpr int kDumpAttempts = 5;
+
+Status check_prefix(const IpPrefix& p, const std::string& what) {
+  if ((p.addr.family != AF_INET && p.addr.family != AF_INET6) || p.len > p.max_len()) {
+    return std::unexpected(Error{cni_code::kInvalidConfig, EINVAL, what + ": invalid address \"" + p.str() + "\"", {}});
+  }
+  return {};
+}
+
+/// Reads an address attribute whose length must match the family (4 or 16 bytes).
+Result<IpAddr> read_ip(const nlattr* a, int family) {
+  IpAddr ip;
+  ip.family = family;
+  size_t want = family == AF_INET ? 4 : 16;
+  if (mnl_attr_get_payload_len(a) != want) {
+    return fail_errno(EINVAL, "parse address attribute type " + std::to_string(mnl_attr_get_type(a)) + ": " +
+                                  std::to_string(mnl_attr_get_payload_len(a)) + " bytes for a " +
+                                  std::to_string(want) + "-byte address");
+  }
+  std::memcpy(ip.bytes.data(), mnl_attr_get_payload(a), want);
+  return ip;
+}
+
+/// The address attributes that identify `prefix` (IFA_LOCAL+IFA_ADDRESS for IPv4, IFA_ADDRESS for
+/// IPv6), plus IFA_BROADCAST for an IPv4 add when the prefix has a broadcast address (len < 31).
+void put_addr(Message& m, const IpPrefix& prefix, bool broadcast) {
+  if (prefix.addr.is_v4()) {
+    m.put(IFA_LOCAL, prefix.addr.bytes.data(), 4);
+    m.put(IFA_ADDRESS, prefix.addr.bytes.data(), 4);
+    if (broadcast && prefix.len < 31) m.put(IFA_BROADCAST, prefix.last().bytes.data(), 4);
+  } else {
+    m.put(IFA_ADDRESS, prefix.addr.bytes.data(), 16);
+  }
+}
+
+void put_ifaddr(Message& m, int index, const IpPrefix& prefix, uint8_t flags) {
+  auto* ifa = m.put_header<ifaddrmsg>();
+  ifa->ifa_family = static_cast<uint8_t>(prefix.addr.family);
+  ifa->ifa_prefixlen = prefix.len;
+  ifa->ifa_flags = flags;
+  ifa->ifa_scope = RT_SCOPE_UNIVERSE;
+  ifa->ifa_index = static_cast<uint32_t>(index);
+}
+
+}  // namespace
+
+// RTM_NEWADDR, NLM_F_REQUEST|NLM_F_CREATE|NLM_F_EXCL:
+//   ifaddrmsg { family, prefixlen, flags (IFA_F_NODAD if nodad), scope universe, index }
+//   IPv4: IFA_LOCAL addr | IFA_ADDRESS addr | [IFA_BROADCAST last address, len < 31] | [IFA_FLAGS]
+//   IPv6: IFA_ADDRESS addr | [IFA_FLAGS u32 IFA_F_NODAD]
+Message build_add(int index, const IpPrefix& prefix, bool nodad) {
+  Message m(RTM_NEWADDR, NLM_F_CREATE | NLM_F_EXCL);
+  put_ifaddr(m, index, prefix, nodad ? IFA_F_NODAD : 0);
+  put_addr(m, prefix, true);
+  if (nodad) m.put_u32(IFA_FLAGS, IFA_F_NODAD);
+  return m;
+}
+
+Status add(netlink::Socket& nl, int index, const IpPrefix& prefix, bool nodad) {
+  std::string what = "add address " + prefix.str() + " to link index " + std::to_string(index);
+  PLUMB_TRY(check_prefix(prefix, what));
+  Message m = build_add(index, prefix, nodad);
+  auto st = nl.request(m, what);
+  if (!st && st.error().sys_errno == EEXIST) {
+    Error e = st.error();
+    e.cni_code = cni_code::kConflict;
+    return std::unexpected(e);
+  }
+  return st;
+}
+
+Result<bool> remove(netlink::Socket& nl, int index, const IpPrefix& prefix) {
+  std::string what = "remove address " + prefix.str() + " from link index " + std::to_string(index);
+  PLUMB_TRY(check_prefix(prefix, what));
+  Message m(RTM_DELADDR, 0);
+  put_ifaddr(m, index, prefix, 0);
+  put_addr(m, prefix, false);
+  auto st = nl.request(m, what);
+  if (st) return true;
+  if (st.error().sys_errno == EADDRNOTAVAIL) return false;
+  return std::unexpected(st.error());
+}
+
+Result<std::vector<AddrInfo>> list(netlink::Socket& nl, int index, int family) {
+  std::vector<AddrInfo> out;
+  for (int attempt = 1;; ++attempt) {
+    out.clear();
+    Message m(RTM_GETADDR, NLM_F_DUMP);
+    auto* ifa = m.put_header<ifaddrmsg>();
+    ifa->ifa_family = static_cast<uint8_t>(family);
+    auto st = nl.query(m, "dump addresses", [&](const nlmsghdr* nlh) -> Status {
+      if (nlh->nlmsg_type != RTM_NEWADDR) return {};
+      auto tb = PLUMB_TRY(netlink::parse_attrs(nlh, sizeof(ifaddrmsg), IFA_MAX, kAddrPolicy));
+      const auto* msg = static_cast<const ifaddrmsg*>(mnl_nlmsg_get_payload(nlh));
+      if (msg->ifa_family != AF_INET && msg->ifa_family != AF_INET6) return {};
+      if (family != 0 && msg->ifa_family != family) return {};
+      if (index != 0 && static_cast<int>(msg->ifa_index) != index) return {};
+      // IFA_LOCAL is the interface's own address; IFA_ADDRESS is the peer on point-to-point links.
+      const nlattr* a = tb[IFA_LOCAL] ? tb[IFA_LOCAL] : tb[IFA_ADDRESS];
+      if (a == nullptr) return {};
+      AddrInfo ai;
+      ai.index = static_cast<int>(msg->ifa_index);
+      ai.prefix.addr = PLUMB_TRY(read_ip(a, msg->ifa_family));
+      ai.prefix.len = msg->ifa_prefixlen;
+      ai.scope = msg->ifa_scope;
+      ai.flags = tb[IFA_FLAGS] ? mnl_attr_get_u32(tb[IFA_FLAGS]) : msg->ifa_flags;
+      out.push_back(ai);
+      return {};
+    });
+    if (st) return out;
+    if (st.error().sys_errno != EINTR || attempt == kDumpAttempts) return std::unexpected(st.error());
+  }
+}
+
+}  // namespace plumb::addr

@@ -1,0 +1,29 @@
+// Typed address operations over rtnetlink (RTM_NEWADDR/DELADDR/GETADDR).
+#pragma once
+
+#include <vector>
+
+#include "engine/base/ip.hpp"
+#include "engine/base/result.hpp"
+#include "engine/netlink/socket.hpp"
+
+namespace plumb::addr {
+
+struct AddrInfo {
+  int index = 0;
+  IpPrefix prefix;      // address with prefix length (IFA_ADDRESS / IFA_LOCAL for IPv4)
+  uint8_t scope = 0;
+  uint32_t flags = 0;   // IFA_F_* (IFA_FLAGS if present)
+};
+
+/// Adds `prefix` to link `index` with NLM_F_CREATE|NLM_F_EXCL. IPv4 gets IFA_LOCAL+IFA_ADDRESS
+/// and IFA_BROADCAST; nodad sets IFA_F_NODAD (IPv6: no duplicate address detection wait).
+/// Errors: EEXIST when the address is already there.
+[[nodiscard]] Status add(netlink::Socket& nl, int index, const IpPrefix& prefix, bool nodad = false);
+[[nodiscard]] netlink::Message build_add(int index, const IpPrefix& prefix, bool nodad);
+/// Removes the address. Returns false if it was not there (EADDRNOTAVAIL).
+[[nodiscard]] Result<bool> remove(netlink::Socket& nl, int index, const IpPrefix& prefix);
+/// Lists addresses of link `index` (0: all links) of `family` (AF_UNSPEC: both).
+[[nodiscard]] Result<std::vector<AddrInfo>> list(netlink::Socket& nl, int index = 0, int family = 0);
+
+}  // namespace plumb::addr

@@ -1,0 +1,120 @@
+// Typed link operations over rtnetlink (RTM_NEWLINK/DELLINK/GETLINK/SETLINK).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/base/ip.hpp"
+#include "engine/base/result.hpp"
+#include "engine/netlink/socket.hpp"
+
+namespace plumb::link {
+
+/// What the kernel reports for one link (RTM_NEWLINK reply), policy-validated.
+struct LinkInfo {
+  int index = 0;
+  std::string name;
+  std::string kind;                 // IFLA_INFO_KIND: "veth", "bridge", "macvlan", "" if none
+  std::vector<uint8_t> hwaddr;      // IFLA_ADDRESS (6 bytes for Ethernet, 20 for IPoIB)
+  uint32_t mtu_bytes = 0;
+  uint32_t flags = 0;               // ifi_flags (IFF_UP, IFF_PROMISC, ...)
+  int master_index = 0;             // IFLA_MASTER, 0 if none
+  int link_index = 0;               // IFLA_LINK (veth peer index / macvlan lower), 0 if none
+  std::optional<int32_t> link_netnsid;  // IFLA_LINK_NETNSID
+  uint32_t txqlen = 0;
+  bool up() const;
+  std::optional<Mac> mac() const;   // when hwaddr is 6 bytes
+};
+
+/// Looks a link up by name. Returns nullopt when no such link (ENODEV), an error otherwise.
+[[nodiscard]] Result<std::optional<LinkInfo>> get(netlink::Socket& nl, const std::string& name);
+/// Looks a link up by index. Returns nullopt when no such link.
+[[nodiscard]] Result<std::optional<LinkInfo>> get(netlink::Socket& nl, int index);
+/// Dumps every link of the socket's namespace (handles multi-part dumps > 8 KiB).
+[[nodiscard]] Result<std::vector<LinkInfo>> list(netlink::Socket& nl);
+
+/// A veth pair created in one RTM_NEWLINK: the host end in the socket's namespace, the peer
+/// created directly in the namespace `peer_netns_fd` under `peer_name` (no rename needed).
+///
+///   ifinfomsg | IFLA_IFNAME host_name | IFLA_MTU | [IFLA_ADDRESS host_mac]
+///   IFLA_LINKINFO { IFLA_INFO_KIND "veth",
+///                   IFLA_INFO_DATA { VETH_INFO_PEER { ifinfomsg | IFLA_IFNAME peer_name |
+///                                     IFLA_NET_NS_FD | IFLA_MTU | [IFLA_ADDRESS peer_mac] } } }
+struct VethSpec {
+  std::string host_name;
+  std::string peer_name;
+  int peer_netns_fd = -1;           // -1: peer stays in the socket's namespace
+  uint32_t mtu_bytes = 0;           // 0: kernel default
+  std::optional<Mac> host_mac;
+  std::optional<Mac> peer_mac;
+};
+/// Creates the pair with NLM_F_CREATE|NLM_F_EXCL. Errors: EEXIST when a name is taken.
+[[nodiscard]] Status create_veth(netlink::Socket& nl, const VethSpec& spec);
+/// Builds the message create_veth sends (for golden-byte tests).
+[[nodiscard]] netlink::Message build_create_veth(const VethSpec& spec);
+
+/// A Linux bridge created with NLM_F_CREATE|NLM_F_EXCL.
+struct BridgeSpec {
+  std::string name;
+  uint32_t mtu_bytes = 0;
+  std::optional<Mac> mac;           // pinned so the bridge MAC does not follow its ports
+  bool vlan_filtering = false;      // IFLA_BR_VLAN_FILTERING
+};
+/// Errors: EEXIST when the name is taken (callers treat an existing bridge as success after
+/// checking its kind).
+[[nodiscard]] Status create_bridge(netlink::Socket& nl, const BridgeSpec& spec);
+
+/// A macvlan on `master_index` created with NLM_F_CREATE|NLM_F_EXCL, optionally born directly in
+/// another namespace (IFLA_NET_NS_FD; IFLA_LINK still names the master in the socket's
+/// namespace). `mode` is a MACVLAN_MODE_* value (linux/if_link.h: private 1, vepa 2, bridge 4,
+/// passthru 8, source 16).
+///
+///   ifinfomsg | IFLA_IFNAME name | IFLA_LINK master_index | [IFLA_MTU] | [IFLA_ADDRESS mac]
+///   [IFLA_NET_NS_FD netns_fd]
+///   IFLA_LINKINFO { IFLA_INFO_KIND "macvlan", IFLA_INFO_DATA { IFLA_MACVLAN_MODE u32 mode } }
+struct MacvlanSpec {
+  std::string name;
+  int master_index = 0;
+  uint32_t mode = 4;                // MACVLAN_MODE_BRIDGE
+  uint32_t mtu_bytes = 0;           // 0: the master's
+  std::optional<Mac> mac;           // nullopt: random
+  int netns_fd = -1;                // -1: created in the socket's namespace
+};
+/// Errors: EEXIST when the name is taken (kConflict), EINVAL for a mode the master cannot take
+/// (e.g. passthru on a master that already has macvlans), EOPNOTSUPP without macvlan support.
+[[nodiscard]] Status create_macvlan(netlink::Socket& nl, const MacvlanSpec& spec);
+/// Builds the message create_macvlan sends (for golden-byte tests).
+[[nodiscard]] netlink::Message build_create_macvlan(const MacvlanSpec& spec);
+
+/// Changes applied to an existing link in one RTM_NEWLINK (ifi_index set) message; unset fields
+/// are left alone.
+struct LinkChange {
+  std::optional<std::string> name;  // IFLA_IFNAME (rename)
+  std::optional<uint32_t> mtu_bytes;
+  std::optional<Mac> mac;
+  std::optional<bool> up;           // IFF_UP via ifi_flags/ifi_change
+  std::optional<bool> promisc;      // IFF_PROMISC
+  std::optional<bool> allmulti;     // IFF_ALLMULTI
+  std::optional<int> master_index;  // IFLA_MASTER (0 = nomaster)
+  std::optional<int> netns_fd;      // IFLA_NET_NS_FD (move to another namespace)
+  std::optional<uint32_t> txqlen;   // IFLA_TXQLEN
+};
+[[nodiscard]] Status modify(netlink::Socket& nl, int index, const LinkChange& change);
+[[nodiscard]] netlink::Message build_modify(int index, const LinkChange& change);
+
+/// Sets bridge-port options of a bridge port (AF_BRIDGE RTM_SETLINK, IFLA_PROTINFO):
+/// hairpin = IFLA_BRPORT_MODE. Errors: EOPNOTSUPP when the link is not a bridge port.
+[[nodiscard]] Status set_bridge_port_hairpin(netlink::Socket& nl, int index, bool hairpin);
+
+/// Deletes a link by name. Returns true if deleted, false if it did not exist (ENODEV), an
+/// error otherwise.
+[[nodiscard]] Result<bool> remove(netlink::Socket& nl, const std::string& name);
+[[nodiscard]] Result<bool> remove(netlink::Socket& nl, int index);
+
+/// Valid Linux interface name: 1..15 bytes, no '/', ':' or whitespace, not "." or "..".
+/// Also rejects '%' (the kernel would treat "eth%d" as a pattern and pick another name).
+[[nodiscard]] bool valid_ifname(const std::string& name);
+
+}  // namespace plumb::link

@@ -1,0 +1,48 @@
+#include "engine/state/journal.hpp"
+
+namespace plumb::txn {
+namespace {
+FaultHook g_fault_hook = nullptr;
+unsigned g_steps = 0;
+}  // namespace
+
+void set_fault_hook(FaultHook hook) { g_fault_hook = hook; }
+
+Journal::Journal(const state::StateDir& dir, state::AttachmentRecord& rec) : dir_(dir), rec_(rec) {
+  if (!rec_.undo.IsArray()) rec_.undo.SetArray();
+}
+
+Status Journal::will(const json::Value& op, bool rollback_only) {
+  auto& a = rec_.undo.GetAllocator();
+  json::Value entry;
+  entry.CopyFrom(op, a);
+  if (rollback_only) json::set(entry, "rollbackOnly", json::Value(true), a);
+  rec_.undo.PushBack(entry, a);
+  auto st = dir_.write(rec_);
+  if (!st) {
+    rec_.undo.PopBack();
+    return std::unexpected(st.error().within("record intent before change"));
+  }
+  ++g_steps;
+  if (g_fault_hook != nullptr) g_fault_hook(g_steps);
+  return {};
+}
+
+Status Journal::commit() { return dir_.write(rec_); }
+
+Status unwind(const json::Value& undo, bool complete, const std::function<Status(const json::Value& op)>& exec) {
+  Status first;
+  if (!undo.IsArray()) return first;
+  for (auto i = static_cast<int>(undo.Size()) - 1; i >= 0; --i) {
+    const json::Value& op = undo[static_cast<rapidjson::SizeType>(i)];
+    if (complete) {
+      const json::Value* ro = json::find(op, "rollbackOnly");
+      if (ro != nullptr && ro->IsBool() && ro->GetBool()) continue;
+    }
+    auto st = exec(op);
+    if (!st && first) first = std::unexpected(st.error());
+  }
+  return first;
+}
+
+}  // namespace plumb::txn

@@ -1,0 +1,50 @@
+// The undo log of one attachment. Every change an ADD makes registers its inverse here *before*
+// the change is made (write-ahead): the operation is appended to the attachment's state record
+// and the record is rewritten atomically. A failed ADD unwinds the log in reverse; DEL unwinds the
+// same log from the record alone; a DEL after a SIGKILLed ADD finds every change that may have
+// happened. Undo operations are JSON objects {"op": "<name>", ...} executed by the drivers layer.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "engine/base/json.hpp"
+#include "engine/base/result.hpp"
+#include "engine/state/state.hpp"
+
+namespace plumb::txn {
+
+class Journal {
+ public:
+  /// rec.undo must be an array (it is created empty if not). The record is written on the first
+  /// will() call and on commit().
+  Journal(const state::StateDir& dir, state::AttachmentRecord& rec);
+
+  /// Registers `op`, the inverse of a change about to be made, and persists the record.
+  /// rollback_only: run only when undoing an ADD that did not complete (e.g. deleting a shared
+  /// bridge this ADD created), never by a DEL of a completed attachment.
+  /// Errors: the state write failed (ENOSPC, EROFS ...): the change must then not be made.
+  [[nodiscard]] Status will(const json::Value& op, bool rollback_only = false);
+  /// Persists the record as it is now (e.g. after setting phase "ready" and the result).
+  [[nodiscard]] Status commit();
+
+  state::AttachmentRecord& record() { return rec_; }
+
+ private:
+  const state::StateDir& dir_;
+  state::AttachmentRecord& rec_;
+};
+
+/// Called with a running count (1, 2, ...) each time an intent has been persisted, just before the
+/// change it announces is made. Null in the plumb binary; the test build's plumb-faulty installs
+/// one that SIGKILLs itself at a chosen step to prove a DEL after a crash removes everything.
+using FaultHook = void (*)(unsigned step);
+void set_fault_hook(FaultHook hook);
+
+/// Runs the undo operations of `undo` (an array) in reverse order through `exec`. With
+/// `complete` (the ADD finished: phase "ready"), rollback-only operations are skipped. Every
+/// operation is tried even when one fails; the first error is returned after all were tried.
+[[nodiscard]] Status unwind(const json::Value& undo, bool complete,
+                            const std::function<Status(const json::Value& op)>& exec);
+
+}  // namespace plumb::txn

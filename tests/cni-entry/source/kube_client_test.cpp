@@ -1,0 +1,175 @@
+// The Kubernetes API client library against the API test server (TLS on the node's loopback):
+// in-cluster service-account credentials with a token rotated between two requests of one
+// process, TLS verification, timeouts with retries and backoff, STATUS probes, and conflict
+// handling of IPAMClaim status writes.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <filesystem>
+
+#include "cni-entry/source/kube.hpp"
+#include "tests/support/kube_cluster.hpp"
+
+using namespace plumb;
+using plumb::test::KubeApiServer;
+using plumb::test::Node;
+using plumb::test::write_file;
+
+namespace {
+
+const std::string kPodPath = "/api/v1/namespaces/default/pods/web";
+
+void add_pod(const KubeApiServer& api) {
+  api.put("pods", "default", "web",
+          R"({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "namespace": "default", "uid": "uid-1",
+              "resourceVersion": "3", "annotations": {"k8s.v1.cni.cncf.io/networks": "blue", "kubernetes.io/config.source": "api"}}})");
+}
+
+/// A service-account directory as the kubelet mounts it, with `token`.
+std::string service_account(const Node& node, const KubeApiServer& api, const std::string& token) {
+  std::string dir = node.dir() + "/serviceaccount";
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(api.tls("ca.crt"), dir + "/ca.crt", std::filesystem::copy_options::overwrite_existing);
+  write_file(dir + "/token", token);
+  return dir;
+}
+
+}  // namespace
+
+TEST_CASE("in-cluster credentials: the service-account token is re-read for every request") {
+  Node node;
+  KubeApiServer api(node.dir() + "/api");
+  add_pod(api);
+  api.set_tokens({"sa-1"});
+  std::string sa = service_account(node, api, "sa-1");
+  auto creds = source::kube::in_cluster("127.0.0.1", std::to_string(api.port()), sa);
+  REQUIRE(creds.has_value());
+  auto src = source::kube::make_kube_source(*creds, {}, "kube-system");
+
+  auto first = src->pod({"default", "web", "uid-1"});
+  REQUIRE_MESSAGE(first.has_value(), (first ? "" : first.error().text()));
+  REQUIRE(first->has_value());
+  CHECK((*first)->uid == "uid-1");
+  CHECK((*first)->resource_version == "3");
+  CHECK_FALSE((*first)->is_static);
+  CHECK((*first)->annotations.at("k8s.v1.cni.cncf.io/networks") == "blue");
+
+  // The kubelet rotates the projected token; the same client object must follow.
+  api.set_tokens({"sa-2"});
+  write_file(sa + "/token", "sa-2\n");
+  auto second = src->pod({"default", "web", "uid-1"});
+  REQUIRE_MESSAGE(second.has_value(), (second ? "" : second.error().text()));
+  CHECK(api.count("GET", kPodPath, "200") == 2);
+
+  write_file(sa + "/token", "sa-1\n");  // revoked
+  auto third = src->pod({"default", "web", "uid-1"});
+  REQUIRE_FALSE(third.has_value());
+  CHECK(third.error().cni_code == cni_code::kInvalidConfig);
+  CHECK(third.error().msg.find("401 Unauthorized") != std::string::npos);
+  CHECK(third.error().msg.find("in-cluster service account " + sa) != std::string::npos);
+  CHECK(src->ready().error().cni_code == cni_code::kPluginNotAvailable);
+
+  std::filesystem::remove(sa + "/token");
+  auto missing = src->pod({"default", "web", "uid-1"});
+  REQUIRE_FALSE(missing.has_value());
+  CHECK(missing.error().text().find(sa + "/token") != std::string::npos);
+}
+
+TEST_CASE("the server certificate is verified against the configured CA") {
+  Node node;
+  KubeApiServer api(node.dir() + "/api");
+  add_pod(api);
+  api.set_tokens({"t"});
+  source::kube::Credentials creds;
+  creds.server = api.url();
+  creds.token = "t";
+  creds.ca_file = api.tls("client.crt");  // not the CA that signed the server's certificate
+  creds.origin = "test";
+  auto src = source::kube::make_kube_source(creds, {}, "kube-system");
+  auto r = src->pod({"default", "web", ""});
+  REQUIRE_FALSE(r.has_value());
+  CHECK(r.error().cni_code == cni_code::kInvalidConfig);
+  CHECK(r.error().msg.find("TLS") != std::string::npos);
+  CHECK(api.requests().empty());
+  CHECK(src->ready().error().cni_code == cni_code::kPluginNotAvailable);
+
+  creds.ca_file = api.tls("ca.crt");
+  CHECK(source::kube::make_kube_source(creds, {}, "kube-system")->pod({"default", "web", ""}).has_value());
+}
+
+TEST_CASE("an unresponsive server: every attempt times out, retried with backoff, then a clear error") {
+  Node node;
+  KubeApiServer api(node.dir() + "/api");
+  add_pod(api);
+  api.set_tokens({"t"});
+  api.set_faults(R"([{"match": "pods/web$", "action": "delay", "seconds": 5}])");
+  source::kube::Credentials creds;
+  creds.server = api.url();
+  creds.token = "t";
+  creds.ca_file = api.tls("ca.crt");
+  creds.origin = "test";
+  source::kube::Options opts;
+  opts.timeout = std::chrono::milliseconds(400);
+  opts.retries = 2;
+  opts.backoff = std::chrono::milliseconds(100);
+  auto src = source::kube::make_kube_source(creds, opts, "kube-system");
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = src->pod({"default", "web", ""});
+  auto took = std::chrono::steady_clock::now() - t0;
+  REQUIRE_FALSE(r.has_value());
+  CHECK(r.error().cni_code == cni_code::kTryAgainLater);
+  CHECK(r.error().msg.find("3 attempts, 400 ms timeout each") != std::string::npos);
+  // 3 x 400 ms + 100 ms + 200 ms of backoff, give or take.
+  CHECK(took >= std::chrono::milliseconds(1400));
+  CHECK(took < std::chrono::milliseconds(4000));
+  // STATUS probes once and reports limited connectivity.
+  api.set_faults(R"([{"match": "network-attachment-definitions", "action": "delay", "seconds": 5}])");
+  auto st = src->ready();
+  REQUIRE_FALSE(st.has_value());
+  CHECK(st.error().cni_code == cni_code::kPluginNotReady);
+}
+
+TEST_CASE("IPAMClaim status.ips: a stale resourceVersion is re-read and retried; another writer's addresses win") {
+  Node node;
+  KubeApiServer api(node.dir() + "/api");
+  api.set_tokens({"t"});
+  auto claim = [&](const std::string& rv, const std::string& status) {
+    api.put(
+        "ipamclaims", "default", "c1",
+        R"({"apiVersion": "k8s.cni.cncf.io/v1alpha1", "kind": "IPAMClaim", "metadata": {"name": "c1", "namespace": "default",
+                "resourceVersion": ")" +
+            rv + R"("}, "spec": {"network": "blue", "interface": "net1"})" + status + "}");
+  };
+  source::kube::Credentials creds;
+  creds.server = api.url();
+  creds.token = "t";
+  creds.ca_file = api.tls("ca.crt");
+  creds.origin = "test";
+  auto src = source::kube::make_kube_source(creds, {}, "kube-system");
+  const std::string path = "/apis/k8s.cni.cncf.io/v1alpha1/namespaces/default/ipamclaims/c1/status";
+
+  claim("5", "");
+  auto c = src->ipam_claim("default", "c1");
+  REQUIRE(c.has_value());
+  REQUIRE(c->has_value());
+  CHECK((*c)->network == "blue");
+  CHECK((*c)->ips.empty());
+  claim("6", "");  // someone touched it after we read it
+  REQUIRE(src->write_ipam_claim_ips("default", "c1", {"198.51.100.2/24"}).has_value());
+  CHECK(api.count("PATCH", path, "409") == 1);
+  CHECK(api.count("PATCH", path, "200") == 1);
+  CHECK(api.get("ipamclaims", "default", "c1").find("198.51.100.2/24") != std::string::npos);
+
+  claim("7", "");
+  REQUIRE(src->ipam_claim("default", "c1").has_value());
+  claim("8", R"(, "status": {"ips": ["198.51.100.9/24"]})");
+  auto lost = src->write_ipam_claim_ips("default", "c1", {"198.51.100.2/24"});
+  REQUIRE_FALSE(lost.has_value());
+  CHECK(lost.error().cni_code == cni_code::kConflict);
+  CHECK(lost.error().msg.find("198.51.100.9/24") != std::string::npos);
+
+  api.remove("ipamclaims", "default", "c1");
+  auto gone = src->ipam_claim("default", "c1");
+  REQUIRE(gone.has_value());
+  CHECK_FALSE(gone->has_value());
+}

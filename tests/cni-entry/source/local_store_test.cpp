@@ -1,0 +1,189 @@
+// The embedded local store: NADs and Pod manifests from a directory, network-status files.
+#include <doctest/doctest.h>
+
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "cni-entry/source/source.hpp"
+
+using namespace plumb;
+namespace fs = std::filesystem;
+
+namespace {
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+/// A copy of tests/fixtures/local-store in a fresh /tmp directory, removed at scope exit.
+struct Store {
+  std::string parent;  // the mkdtemp dir; root is parent/store so escapes would land in parent
+  std::string root;
+  std::unique_ptr<source::PodSource> src;
+
+  explicit Store(bool with_fixtures = true) {
+    char tmpl[] = "/tmp/plumb-store-XXXXXX";
+    REQUIRE(mkdtemp(tmpl) != nullptr);
+    parent = tmpl;
+    root = parent + "/store";
+    fs::create_directories(root);
+    if (with_fixtures) {
+      fs::copy(std::string(PLUMB_FIXTURES) + "/local-store", root, fs::copy_options::recursive);
+    }
+    src = source::make_local_store(root);
+  }
+  ~Store() {
+    std::error_code ec;
+    fs::remove_all(parent, ec);
+  }
+  void write(const std::string& rel, const std::string& text) const {
+    fs::create_directories(fs::path(root + "/" + rel).parent_path());
+    std::ofstream(root + "/" + rel) << text;
+  }
+  /// Every file under parent, relative to it.
+  std::vector<std::string> files() const {
+    std::vector<std::string> out;
+    for (const auto& e : fs::recursive_directory_iterator(parent)) {
+      if (e.is_regular_file()) out.push_back(fs::relative(e.path(), parent).string());
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path);
+  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+
+}  // namespace
+
+TEST_CASE("network_attachment finds NADs across multi-document files, first file wins") {
+  Store s;
+  auto a = s.src->network_attachment("team-a", "net-a");
+  REQUIRE_MESSAGE(a.has_value(), a.error().text());
+  CHECK(a->name == "net-a");
+  CHECK(a->namespace_ == "team-a");
+  CHECK(contains(a->config, "\"br-a\""));
+
+  // Second document of 10-team-a.yaml; 20-default.yml's shadowing copy is not returned.
+  auto b = s.src->network_attachment("team-a", "net-b");
+  REQUIRE(b.has_value());
+  CHECK(contains(b->config, "\"macvlan\""));
+
+  // No metadata.namespace means "default".
+  auto d = s.src->network_attachment("default", "net-a");
+  REQUIRE(d.has_value());
+  CHECK(contains(d->config, "br-default"));
+
+  // .json files are read too; .txt files are not.
+  auto c = s.src->network_attachment("team-b", "net-c");
+  REQUIRE(c.has_value());
+  CHECK(contains(c->config, "ipvlan"));
+  auto ignored = s.src->network_attachment("default", "ignored");
+  REQUIRE_FALSE(ignored.has_value());
+  CHECK(ignored.error().cni_code == cni_code::kNotFound);
+}
+
+TEST_CASE("network_attachment: kNotFound names namespace/name and the directory") {
+  Store s;
+  auto r = s.src->network_attachment("team-b", "net-a");
+  REQUIRE_FALSE(r.has_value());
+  CHECK(r.error().cni_code == cni_code::kNotFound);
+  CHECK(r.error().msg == "NetworkAttachmentDefinition team-b/net-a not found in " + s.root + "/nads");
+
+  Store empty(false);  // no nads/ directory at all
+  r = empty.src->network_attachment("default", "net-a");
+  REQUIRE_FALSE(r.has_value());
+  CHECK(r.error().cni_code == cni_code::kNotFound);
+  CHECK(r.error().msg == "NetworkAttachmentDefinition default/net-a not found in " + empty.root + "/nads");
+}
+
+TEST_CASE("network_attachment: a broken NAD file is an error naming it") {
+  Store s(false);
+  s.write("nads/01-bad.yaml", "kind: NetworkAttachmentDefinition\napiVersion: k8s.cni.cncf.io/v1\nmetadata: {name: [\n");
+  auto r = s.src->network_attachment("default", "x");
+  REQUIRE_FALSE(r.has_value());
+  CHECK(r.error().cni_code == cni_code::kDecode);
+  CHECK(contains(r.error().msg, s.root + "/nads/01-bad.yaml"));
+}
+
+TEST_CASE("pod_annotations reads metadata.annotations of the Pod manifest") {
+  Store s;
+  auto r = s.src->pod_annotations({"team-a", "web-0", ""});
+  REQUIRE_MESSAGE(r.has_value(), r.error().text());
+  REQUIRE(r->has_value());
+  const auto& ann = **r;
+  CHECK(ann.size() == 2);
+  CHECK(ann.at("k8s.v1.cni.cncf.io/networks") ==
+        R"([{"name": "net-a", "interface": "net1"}, {"name": "net-b", "namespace": "team-a"}])");
+  CHECK(ann.at("example.com/other") == "42");
+
+  auto plain = s.src->pod_annotations({"default", "plain", ""});
+  REQUIRE(plain.has_value());
+  REQUIRE(plain->has_value());
+  CHECK((*plain)->empty());  // the pod exists, it just has no annotations
+
+  auto missing = s.src->pod_annotations({"default", "no-such-pod", ""});
+  REQUIRE(missing.has_value());
+  CHECK_FALSE(missing->has_value());
+
+  s.write("pods/default/broken.yaml", "metadata:\n  annotations: [a, b]\n");
+  auto broken = s.src->pod_annotations({"default", "broken", ""});
+  REQUIRE_FALSE(broken.has_value());
+  CHECK(broken.error().cni_code == cni_code::kDecode);
+  CHECK(contains(broken.error().msg, s.root + "/pods/default/broken.yaml"));
+}
+
+TEST_CASE("network-status is written atomically and removed on DEL") {
+  Store s(false);
+  source::PodRef pod{"team-a", "web-0", "uid-1"};
+  const std::string path = s.root + "/status/team-a/web-0.json";
+  REQUIRE(s.src->write_network_status(pod, R"([{"name":"x","default":true}])").has_value());  // dirs created
+  CHECK(slurp(path) == R"([{"name":"x","default":true}])");
+  struct stat st {};
+  REQUIRE(::stat(path.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0644);
+
+  REQUIRE(s.src->write_network_status(pod, "[]").has_value());  // replaced
+  CHECK(slurp(path) == "[]");
+  CHECK(s.files() == std::vector<std::string>{"store/status/team-a/web-0.json"});  // no temp files left
+
+  REQUIRE(s.src->remove_network_status(pod).has_value());
+  CHECK_FALSE(fs::exists(path));
+  CHECK(s.src->remove_network_status(pod).has_value());  // already gone: fine
+  CHECK(s.src->remove_network_status({"never", "written", ""}).has_value());
+}
+
+TEST_CASE("path-traversal namespaces and names are rejected before any path is formed") {
+  Store s;
+  const auto before = s.files();
+  for (const auto& [ns, name] : std::vector<std::pair<std::string, std::string>>{
+           {"../etc", "web-0"}, {"team-a", "a/b"}, {"team-a", ".."}, {"..", "x"}, {"team-a", "../../x"},
+           {"", "web-0"}, {"team-a", ""}, {"Team-A", "web-0"}, {"team-a", "Web-0"}, {"a.b", "web-0"}}) {
+    CAPTURE(ns);
+    CAPTURE(name);
+    source::PodRef pod{ns, name, ""};
+    for (const auto& err : {s.src->write_network_status(pod, "[]"), s.src->remove_network_status(pod)}) {
+      REQUIRE_FALSE(err.has_value());
+      CHECK(err.error().cni_code == cni_code::kInvalidConfig);
+      CHECK(contains(err.error().msg, "\"" + (nad::is_dns1123_label(ns) ? name : ns) + "\""));
+    }
+    auto ann = s.src->pod_annotations(pod);
+    REQUIRE_FALSE(ann.has_value());
+    CHECK(ann.error().cni_code == cni_code::kInvalidConfig);
+  }
+  for (const auto& [ns, name] : std::vector<std::pair<std::string, std::string>>{
+           {"../etc", "net-a"}, {"team-a", "../net-a"}, {"team-a", "a/b"}, {"team-a", "a.b"}}) {
+    auto r = s.src->network_attachment(ns, name);
+    REQUIRE_FALSE(r.has_value());
+    CHECK(r.error().cni_code == cni_code::kInvalidConfig);
+  }
+  CHECK(s.files() == before);  // nothing written anywhere
+  // A pod name may be a subdomain ("web.0"), a namespace may not.
+  CHECK(s.src->write_network_status({"team-a", "web.0", ""}, "[]").has_value());
+  CHECK(fs::exists(s.root + "/status/team-a/web.0.json"));
+}

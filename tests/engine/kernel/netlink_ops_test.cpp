@@ -1,0 +1,758 @@
+// The kernel access layer (netlink socket, netns, link, addr, route, sysctl) against the real
+// kernel, inside a private node namespace per case. Kernel state is checked independently
+// through iproute2 (`ip -j ...`).
+#include <doctest/doctest.h>
+#include <linux/if.h>
+#include <linux/if_addr.h>
+#include <linux/rtnetlink.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "engine/kernel/addr.hpp"
+#include "engine/kernel/link.hpp"
+#include "engine/netlink/socket.hpp"
+#include "engine/kernel/netns.hpp"
+#include "engine/kernel/route.hpp"
+#include "engine/kernel/sysctl.hpp"
+#include "tests/support/private_node.hpp"
+
+using namespace plumb;
+
+namespace {
+
+template <class R>
+std::string err_text(const R& r) {
+  return r ? std::string() : r.error().text();
+}
+
+/// Fails the test with the error text when a Result/Status holds an error.
+#define REQUIRE_OK(expr)                    \
+  do {                                      \
+    const auto& require_ok_r_ = (expr);     \
+    INFO(err_text(require_ok_r_));          \
+    REQUIRE(require_ok_r_.has_value());     \
+  } while (0)
+
+netlink::Socket open_socket() {
+  auto s = netlink::Socket::open();
+  REQUIRE_OK(s);
+  return std::move(*s);
+}
+
+netns::Netns open_ns(const std::string& path) {
+  auto n = netns::Netns::open(path);
+  REQUIRE_OK(n);
+  return std::move(*n);
+}
+
+IpPrefix prefix(const char* s) {
+  auto p = IpPrefix::parse(s);
+  REQUIRE(p);
+  return *p;
+}
+IpAddr ip(const char* s) {
+  auto a = IpAddr::parse(s);
+  REQUIRE(a);
+  return *a;
+}
+Mac mac(const char* s) {
+  auto m = Mac::parse(s);
+  REQUIRE(m);
+  return *m;
+}
+
+link::LinkInfo must_get(netlink::Socket& nl, const std::string& name) {
+  auto l = link::get(nl, name);
+  REQUIRE_OK(l);
+  INFO("link ", name);
+  REQUIRE(l->has_value());
+  return **l;
+}
+
+bool has_flag(const rapidjson::Value& link, const char* flag) {
+  for (const auto& f : link["flags"].GetArray()) {
+    if (std::string(f.GetString()) == flag) return true;
+  }
+  return false;
+}
+
+std::string str(const rapidjson::Value& v, const char* key) {
+  REQUIRE(v.HasMember(key));
+  return v[key].GetString();
+}
+
+/// Creates a veth pair host/peer, both in the node (peer_netns_fd -1) or the peer in a namespace.
+void make_veth(netlink::Socket& nl, const std::string& host, const std::string& peer, int peer_fd = -1) {
+  link::VethSpec spec;
+  spec.host_name = host;
+  spec.peer_name = peer;
+  spec.peer_netns_fd = peer_fd;
+  REQUIRE_OK(link::create_veth(nl, spec));
+}
+
+void set_up(netlink::Socket& nl, const std::string& name) {
+  link::LinkChange ch;
+  ch.up = true;
+  REQUIRE_OK(link::modify(nl, must_get(nl, name).index, ch));
+}
+
+}  // namespace
+
+TEST_CASE("veth pair: the peer is created directly in a pod namespace under its final name") {
+  plumb::test::Node node;
+  std::string pod = node.add_netns("pod1");
+  netns::Netns ns = open_ns(pod);
+  netlink::Socket nl = open_socket();
+
+  link::VethSpec spec;
+  spec.host_name = "veth1";
+  spec.peer_name = "eth0";
+  spec.peer_netns_fd = ns.fd();
+  spec.mtu_bytes = 1400;
+  spec.host_mac = mac("02:00:00:00:01:01");
+  spec.peer_mac = mac("02:00:00:00:01:02");
+  REQUIRE_OK(link::create_veth(nl, spec));
+
+  // Our view of the host end.
+  link::LinkInfo host = must_get(nl, "veth1");
+  CHECK(host.kind == "veth");
+  CHECK(host.mtu_bytes == 1400);
+  REQUIRE(host.mac());
+  CHECK(host.mac()->str() == "02:00:00:00:01:01");
+  CHECK(host.link_netnsid.has_value());  // the peer lives in another namespace
+  auto absent = link::get(nl, "eth0");
+  REQUIRE_OK(absent);
+  CHECK_FALSE(absent->has_value());  // never existed in the node, not even briefly renamed
+
+  // iproute2's view of both sides.
+  auto h = plumb::test::ip_json("link show veth1");
+  CHECK(str(h[0], "ifname") == "veth1");
+  CHECK(h[0]["mtu"].GetInt() == 1400);
+  CHECK(str(h[0], "address") == "02:00:00:00:01:01");
+  auto p = plumb::test::ip_json("-n pod1 link show eth0");
+  CHECK(str(p[0], "ifname") == "eth0");
+  CHECK(p[0]["mtu"].GetInt() == 1400);
+  CHECK(str(p[0], "address") == "02:00:00:00:01:02");
+  CHECK(p[0]["link_index"].GetInt() == host.index);
+
+  // Our view from inside the pod.
+  auto pnl = netlink::Socket::open_in(ns.fd());
+  REQUIRE_OK(pnl);
+  link::LinkInfo peer = must_get(*pnl, "eth0");
+  CHECK(peer.kind == "veth");
+  CHECK(peer.link_index == host.index);
+  CHECK(host.link_index == peer.index);
+
+  // Removal: by name, then the second time reports "did not exist".
+  auto gone = link::remove(nl, "veth1");
+  REQUIRE_OK(gone);
+  CHECK(*gone);
+  auto again = link::remove(nl, "veth1");
+  REQUIRE_OK(again);
+  CHECK_FALSE(*again);
+  auto peer_after = link::get(*pnl, "eth0");
+  REQUIRE_OK(peer_after);
+  CHECK_FALSE(peer_after->has_value());  // deleting one end deletes the pair
+  CHECK(plumb::test::sh("ip -n pod1 link show eth0").exit_code != 0);
+}
+
+TEST_CASE("bridge: create, enslave, hairpin, and modify mtu/mac/up/name/promisc/allmulti/txqlen") {
+  plumb::test::Node node;
+  netlink::Socket nl = open_socket();
+
+  link::BridgeSpec br;
+  br.name = "br0";
+  br.mtu_bytes = 1450;
+  br.mac = mac("02:00:00:00:02:00");
+  REQUIRE_OK(link::create_bridge(nl, br));
+  link::LinkInfo bri = must_get(nl, "br0");
+  CHECK(bri.kind == "bridge");
+  auto bj = plumb::test::ip_json("-d link show br0");
+  CHECK(str(bj[0]["linkinfo"], "info_kind") == "bridge");
+  CHECK(bj[0]["linkinfo"]["info_data"]["vlan_filtering"].GetInt() == 0);  // not asked for
+  CHECK(str(bj[0], "address") == "02:00:00:00:02:00");
+  CHECK(bj[0]["mtu"].GetInt() == 1450);
+
+  // Duplicate bridge name: EEXIST reported as a conflict.
+  auto dup = link::create_bridge(nl, br);
+  REQUIRE_FALSE(dup);
+  CHECK(dup.error().sys_errno == EEXIST);
+  CHECK(dup.error().cni_code == cni_code::kConflict);
+
+  // VLAN filtering when asked: on, or (kernels built without it, like this one) a clear
+  // kernel-feature error.
+  link::BridgeSpec vf;
+  vf.name = "br1";
+  vf.vlan_filtering = true;
+  auto vfs = link::create_bridge(nl, vf);
+  if (vfs) {
+    auto j = plumb::test::ip_json("-d link show br1");
+    CHECK(j[0]["linkinfo"]["info_data"]["vlan_filtering"].GetInt() == 1);
+  } else {
+    CHECK(vfs.error().sys_errno == EOPNOTSUPP);
+    CHECK(vfs.error().cni_code == cni_code::kKernelFeature);
+    CHECK(vfs.error().msg.find("br1") != std::string::npos);
+  }
+
+  make_veth(nl, "vh0", "vp0");
+  link::LinkInfo vh = must_get(nl, "vh0");
+
+  // Hairpin on a link that is not a bridge port yet.
+  auto notport = link::set_bridge_port_hairpin(nl, vh.index, true);
+  REQUIRE_FALSE(notport);
+  CHECK(notport.error().sys_errno == EOPNOTSUPP);
+
+  link::LinkChange enslave;
+  enslave.master_index = bri.index;
+  REQUIRE_OK(link::modify(nl, vh.index, enslave));
+  CHECK(must_get(nl, "vh0").master_index == bri.index);
+  CHECK(str(plumb::test::ip_json("link show vh0")[0], "master") == "br0");
+
+  REQUIRE_OK(link::set_bridge_port_hairpin(nl, vh.index, true));
+  auto dj = plumb::test::ip_json("-d link show vh0");
+  CHECK(dj[0]["linkinfo"]["info_slave_data"]["hairpin"].GetBool());
+  REQUIRE_OK(link::set_bridge_port_hairpin(nl, vh.index, false));
+  dj = plumb::test::ip_json("-d link show vh0");
+  CHECK_FALSE(dj[0]["linkinfo"]["info_slave_data"]["hairpin"].GetBool());
+
+  link::LinkChange nomaster;
+  nomaster.master_index = 0;
+  REQUIRE_OK(link::modify(nl, vh.index, nomaster));
+  CHECK(must_get(nl, "vh0").master_index == 0);
+  CHECK_FALSE(plumb::test::ip_json("link show vh0")[0].HasMember("master"));
+
+  // Everything at once on the (down) peer, in one message.
+  link::LinkInfo vp = must_get(nl, "vp0");
+  CHECK_FALSE(vp.up());
+  link::LinkChange ch;
+  ch.name = "renamed0";
+  ch.mtu_bytes = 1300;
+  ch.mac = mac("02:00:00:00:02:aa");
+  ch.up = true;
+  ch.promisc = true;
+  ch.allmulti = true;
+  ch.txqlen = 42;
+  REQUIRE_OK(link::modify(nl, vp.index, ch));
+  link::LinkInfo r = must_get(nl, "renamed0");
+  CHECK(r.index == vp.index);
+  CHECK(r.mtu_bytes == 1300);
+  CHECK(r.mac()->str() == "02:00:00:00:02:aa");
+  CHECK(r.up());
+  CHECK((r.flags & IFF_PROMISC) != 0);
+  CHECK((r.flags & IFF_ALLMULTI) != 0);
+  CHECK(r.txqlen == 42);
+  auto rj = plumb::test::ip_json("link show renamed0");
+  CHECK(rj[0]["mtu"].GetInt() == 1300);
+  CHECK(str(rj[0], "address") == "02:00:00:00:02:aa");
+  CHECK(has_flag(rj[0], "UP"));
+  CHECK(has_flag(rj[0], "PROMISC"));
+  CHECK(has_flag(rj[0], "ALLMULTI"));
+  CHECK(rj[0]["txqlen"].GetInt() == 42);
+  auto old = link::get(nl, "vp0");
+  REQUIRE_OK(old);
+  CHECK_FALSE(old->has_value());
+
+  // And back down / off.
+  link::LinkChange off;
+  off.up = false;
+  off.promisc = false;
+  REQUIRE_OK(link::modify(nl, vp.index, off));
+  rj = plumb::test::ip_json("link show renamed0");
+  CHECK_FALSE(has_flag(rj[0], "UP"));
+  CHECK_FALSE(has_flag(rj[0], "PROMISC"));
+  CHECK(has_flag(rj[0], "ALLMULTI"));  // untouched
+
+  // Renaming onto an existing name.
+  link::LinkChange clash;
+  clash.name = "vh0";
+  auto cl = link::modify(nl, vp.index, clash);
+  REQUIRE_FALSE(cl);
+  CHECK(cl.error().sys_errno == EEXIST);
+
+  // Removal by index.
+  auto rm = link::remove(nl, bri.index);
+  REQUIRE_OK(rm);
+  CHECK(*rm);
+  CHECK(plumb::test::sh("ip link show br0").exit_code != 0);
+}
+
+TEST_CASE("link modify moves a link into another namespace") {
+  plumb::test::Node node;
+  std::string pod = node.add_netns("pod1");
+  netns::Netns ns = open_ns(pod);
+  netlink::Socket nl = open_socket();
+  make_veth(nl, "mv0", "mv1");
+  link::LinkChange ch;
+  ch.netns_fd = ns.fd();
+  ch.name = "net1";
+  REQUIRE_OK(link::modify(nl, must_get(nl, "mv1").index, ch));
+  auto gone = link::get(nl, "mv1");
+  REQUIRE_OK(gone);
+  CHECK_FALSE(gone->has_value());
+  CHECK(str(plumb::test::ip_json("-n pod1 link show net1")[0], "ifname") == "net1");
+}
+
+TEST_CASE("addresses: add, list and remove IPv4 and IPv6 (nodad visible to iproute2)") {
+  plumb::test::Node node;
+  netlink::Socket nl = open_socket();
+  make_veth(nl, "a0", "a1");
+  set_up(nl, "a0");
+  set_up(nl, "a1");
+  int idx = must_get(nl, "a0").index;
+
+  REQUIRE_OK(addr::add(nl, idx, prefix("192.0.2.10/24")));
+  REQUIRE_OK(addr::add(nl, idx, prefix("2001:db8::10/64"), true));
+
+  auto j = plumb::test::ip_json("addr show dev a0");
+  bool saw4 = false, saw6 = false;
+  for (const auto& a : j[0]["addr_info"].GetArray()) {
+    std::string local = a["local"].GetString();
+    if (local == "192.0.2.10") {
+      saw4 = true;
+      CHECK(a["prefixlen"].GetInt() == 24);
+      CHECK(str(a, "broadcast") == "192.0.2.255");
+    }
+    if (local == "2001:db8::10") {
+      saw6 = true;
+      CHECK(a["prefixlen"].GetInt() == 64);
+      CHECK(a.HasMember("nodad"));
+      CHECK(a["nodad"].GetBool());
+      CHECK_FALSE(a.HasMember("tentative"));
+    }
+  }
+  CHECK(saw4);
+  CHECK(saw6);
+
+  auto v4 = addr::list(nl, idx, AF_INET);
+  REQUIRE_OK(v4);
+  REQUIRE(v4->size() == 1);
+  CHECK((*v4)[0].prefix.str() == "192.0.2.10/24");
+  CHECK((*v4)[0].index == idx);
+  CHECK((*v4)[0].scope == RT_SCOPE_UNIVERSE);
+
+  auto v6 = addr::list(nl, idx, AF_INET6);
+  REQUIRE_OK(v6);
+  auto it = std::find_if(v6->begin(), v6->end(), [](const addr::AddrInfo& a) { return a.prefix.str() == "2001:db8::10/64"; });
+  REQUIRE(it != v6->end());
+  CHECK((it->flags & IFA_F_NODAD) != 0);
+  for (const auto& a : *v6) CHECK(a.prefix.addr.family == AF_INET6);
+
+  auto all = addr::list(nl);
+  REQUIRE_OK(all);
+  std::set<std::string> seen;
+  for (const auto& a : *all) seen.insert(a.prefix.str());
+  CHECK(seen.count("127.0.0.1/8") == 1);  // lo, another link
+  CHECK(seen.count("192.0.2.10/24") == 1);
+  CHECK(seen.count("2001:db8::10/64") == 1);
+
+  auto dup = addr::add(nl, idx, prefix("192.0.2.10/24"));
+  REQUIRE_FALSE(dup);
+  CHECK(dup.error().sys_errno == EEXIST);
+  CHECK(dup.error().cni_code == cni_code::kConflict);
+
+  for (const char* p : {"192.0.2.10/24", "2001:db8::10/64"}) {
+    INFO(p);
+    auto rm = addr::remove(nl, idx, prefix(p));
+    REQUIRE_OK(rm);
+    CHECK(*rm);
+    auto rm2 = addr::remove(nl, idx, prefix(p));
+    REQUIRE_OK(rm2);
+    CHECK_FALSE(*rm2);
+  }
+  j = plumb::test::ip_json("addr show dev a0");
+  for (const auto& a : j[0]["addr_info"].GetArray()) {
+    std::string local = a["local"].GetString();
+    CHECK(local != "192.0.2.10");
+    CHECK(local != "2001:db8::10");
+  }
+}
+
+TEST_CASE("routes: add, list and remove, including default routes via a gateway") {
+  plumb::test::Node node;
+  netlink::Socket nl = open_socket();
+  make_veth(nl, "r0", "r1");
+  set_up(nl, "r0");
+  set_up(nl, "r1");
+  int idx = must_get(nl, "r0").index;
+  REQUIRE_OK(addr::add(nl, idx, prefix("192.0.2.10/24")));
+  REQUIRE_OK(addr::add(nl, idx, prefix("2001:db8::10/64"), true));
+
+  route::Route def4;
+  def4.dst = prefix("0.0.0.0/0");
+  def4.gw = ip("192.0.2.1");
+  def4.oif = idx;
+  REQUIRE_OK(route::add(nl, def4));
+
+  route::Route lnk;
+  lnk.dst = prefix("198.51.100.0/24");
+  lnk.oif = idx;
+  lnk.priority = 50;
+  lnk.prefsrc = ip("192.0.2.10");
+  REQUIRE_OK(route::add(nl, lnk));
+
+  route::Route def6;
+  def6.dst = prefix("::/0");
+  def6.gw = ip("2001:db8::1");
+  def6.oif = idx;
+  REQUIRE_OK(route::add(nl, def6));
+
+  route::Route t100;
+  t100.dst = prefix("203.0.113.0/24");
+  t100.oif = idx;
+  t100.table = 100;
+  t100.mtu_bytes = 1400;
+  REQUIRE_OK(route::add(nl, t100));
+
+  // iproute2's view.
+  auto d = plumb::test::ip_json("route show default");
+  REQUIRE(d.Size() == 1);
+  CHECK(str(d[0], "gateway") == "192.0.2.1");
+  CHECK(str(d[0], "dev") == "r0");
+  auto l = plumb::test::ip_json("route show 198.51.100.0/24");
+  REQUIRE(l.Size() == 1);
+  CHECK(str(l[0], "scope") == "link");
+  CHECK(str(l[0], "prefsrc") == "192.0.2.10");
+  CHECK(l[0]["metric"].GetInt() == 50);
+  auto d6 = plumb::test::ip_json("-6 route show default");
+  REQUIRE(d6.Size() == 1);
+  CHECK(str(d6[0], "gateway") == "2001:db8::1");
+  auto t = plumb::test::ip_json("route show table 100");
+  REQUIRE(t.Size() == 1);
+  CHECK(str(t[0], "dst") == "203.0.113.0/24");
+  CHECK(t[0]["metrics"][0]["mtu"].GetInt() == 1400);
+
+  // Our view.
+  auto main4 = route::list(nl, AF_INET);
+  REQUIRE_OK(main4);
+  auto find = [](const std::vector<route::Route>& v, const std::string& dst) -> const route::Route* {
+    for (const auto& r : v) {
+      if (r.dst.str() == dst) return &r;
+    }
+    return nullptr;
+  };
+  const route::Route* gd = find(*main4, "0.0.0.0/0");
+  REQUIRE(gd != nullptr);
+  REQUIRE(gd->gw);
+  CHECK(gd->gw->str() == "192.0.2.1");
+  CHECK(gd->oif == idx);
+  CHECK(gd->is_default());
+  const route::Route* gl = find(*main4, "198.51.100.0/24");
+  REQUIRE(gl != nullptr);
+  CHECK_FALSE(gl->gw);
+  CHECK(gl->scope == RT_SCOPE_LINK);
+  CHECK(gl->priority == 50);
+  REQUIRE(gl->prefsrc);
+  CHECK(gl->prefsrc->str() == "192.0.2.10");
+  CHECK(find(*main4, "192.0.2.0/24") != nullptr);  // the kernel's prefix route
+  CHECK(find(*main4, "203.0.113.0/24") == nullptr);  // other table
+  for (const auto& r : *main4) CHECK(r.table == RT_TABLE_MAIN);
+
+  auto tab = route::list(nl, AF_INET, 100);
+  REQUIRE_OK(tab);
+  REQUIRE(tab->size() == 1);
+  CHECK((*tab)[0].dst.str() == "203.0.113.0/24");
+  CHECK((*tab)[0].mtu_bytes == 1400);
+  CHECK((*tab)[0].table == 100);
+
+  auto main6 = route::list(nl, AF_INET6);
+  REQUIRE_OK(main6);
+  const route::Route* gd6 = find(*main6, "::/0");
+  REQUIRE(gd6 != nullptr);
+  CHECK(gd6->gw->str() == "2001:db8::1");
+
+  // Duplicates and removal.
+  auto dup = route::add(nl, def4);
+  REQUIRE_FALSE(dup);
+  CHECK(dup.error().sys_errno == EEXIST);
+  for (const route::Route* r : {&def4, &lnk, &def6, &t100}) {
+    INFO(r->dst.str());
+    auto rm = route::remove(nl, *r);
+    REQUIRE_OK(rm);
+    CHECK(*rm);
+    auto rm2 = route::remove(nl, *r);
+    REQUIRE_OK(rm2);
+    CHECK_FALSE(*rm2);
+  }
+  CHECK(plumb::test::ip_json("route show default").Size() == 0);
+  CHECK(plumb::test::ip_json("-6 route show default").Size() == 0);
+  CHECK(plumb::test::ip_json("route show table 100").Size() == 0);
+  CHECK(plumb::test::ip_json("route show 198.51.100.0/24").Size() == 0);
+}
+
+TEST_CASE("errors carry the errno and the kernel's extended-ack message") {
+  plumb::test::Node node;
+  std::string pod = node.add_netns("pod1");
+  netns::Netns ns = open_ns(pod);
+  netlink::Socket nl = open_socket();
+  make_veth(nl, "d0", "eth0", ns.fd());
+
+  // Host name taken.
+  link::VethSpec spec;
+  spec.host_name = "d0";
+  spec.peer_name = "d9";
+  auto dup = link::create_veth(nl, spec);
+  REQUIRE_FALSE(dup);
+  CHECK(dup.error().sys_errno == EEXIST);
+  CHECK(dup.error().cni_code == cni_code::kConflict);
+  CHECK(dup.error().msg.find("d0") != std::string::npos);
+  if (!dup.error().details.empty()) CHECK(dup.error().text().find(dup.error().details) != std::string::npos);
+  MESSAGE("duplicate veth: ", dup.error().text());
+
+  // Peer name taken inside the pod namespace.
+  link::VethSpec spec2;
+  spec2.host_name = "d1";
+  spec2.peer_name = "eth0";
+  spec2.peer_netns_fd = ns.fd();
+  auto dup2 = link::create_veth(nl, spec2);
+  REQUIRE_FALSE(dup2);
+  CHECK(dup2.error().sys_errno == EEXIST);
+  auto d1 = link::get(nl, "d1");
+  REQUIRE_OK(d1);
+  CHECK_FALSE(d1->has_value());  // nothing half-created
+
+  // The kernel explains an unreachable gateway through extended ack.
+  make_veth(nl, "e0", "e1");
+  set_up(nl, "e0");
+  route::Route r;
+  r.dst = prefix("0.0.0.0/0");
+  r.gw = ip("203.0.113.1");
+  r.oif = must_get(nl, "e0").index;
+  auto bad = route::add(nl, r);
+  REQUIRE_FALSE(bad);
+  CHECK(bad.error().sys_errno == ENETUNREACH);
+  CHECK(bad.error().details == "Nexthop has invalid gateway");
+  CHECK(bad.error().text().find("Nexthop has invalid gateway") != std::string::npos);
+
+  // And through a raw request (unknown link kind).
+  netlink::Message m(RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL);
+  m.put_header<ifinfomsg>();
+  m.put_str(IFLA_IFNAME, "x0");
+  {
+    netlink::Message::Nest li(m, IFLA_LINKINFO);
+    m.put_str(IFLA_INFO_KIND, "no-such-kind");
+  }
+  auto st = nl.request(m, "create x0");
+  REQUIRE_FALSE(st);
+  CHECK(st.error().sys_errno == EOPNOTSUPP);
+  CHECK(st.error().details == "Unknown device type");
+
+  // Missing links are not errors for lookups and deletes.
+  auto missing = link::get(nl, "nosuch0");
+  REQUIRE_OK(missing);
+  CHECK_FALSE(missing->has_value());
+  auto missing_idx = link::get(nl, 99999);
+  REQUIRE_OK(missing_idx);
+  CHECK_FALSE(missing_idx->has_value());
+  auto rm = link::remove(nl, "nosuch0");
+  REQUIRE_OK(rm);
+  CHECK_FALSE(*rm);
+
+  // Invalid names never reach the kernel.
+  auto inv = link::get(nl, "this-name-is-too-long");
+  REQUIRE_FALSE(inv);
+  CHECK(inv.error().cni_code == cni_code::kInvalidConfig);
+
+  // The socket stays usable after all these errors (no stale replies, fresh sequence numbers).
+  CHECK(must_get(nl, "d0").kind == "veth");
+}
+
+TEST_CASE("dumps larger than 8 KiB: 100 veth pairs are all listed") {
+  plumb::test::Node node;
+  netlink::Socket nl = open_socket();
+  for (int i = 0; i < 100; ++i) make_veth(nl, "lv" + std::to_string(i), "lp" + std::to_string(i));
+
+  auto links = link::list(nl);
+  REQUIRE_OK(links);
+  std::set<std::string> names;
+  for (const auto& l : *links) names.insert(l.name);
+  CHECK(links->size() == 201);
+  CHECK(names.size() == 201);
+  for (int i = 0; i < 100; ++i) {
+    CHECK(names.count("lv" + std::to_string(i)) == 1);
+    CHECK(names.count("lp" + std::to_string(i)) == 1);
+  }
+  CHECK(names.count("lo") == 1);
+  CHECK(plumb::test::ip_json("link show").Size() == links->size());
+
+  // The raw dump really spans many kilobytes (several datagrams).
+  netlink::Message m(RTM_GETLINK, NLM_F_DUMP);
+  m.put_header<ifinfomsg>();
+  size_t bytes = 0, msgs = 0;
+  REQUIRE_OK(nl.query(m, "raw dump", [&](const nlmsghdr* nlh) -> Status {
+    bytes += nlh->nlmsg_len;
+    ++msgs;
+    return {};
+  }));
+  CHECK(msgs == 201);
+  CHECK(bytes > 8 * 1024);
+
+  // A callback error stops the dump, is returned, and the socket stays in sync.
+  netlink::Message m2(RTM_GETLINK, NLM_F_DUMP);
+  m2.put_header<ifinfomsg>();
+  size_t seen = 0;
+  auto st = nl.query(m2, "aborted dump", [&](const nlmsghdr*) -> Status {
+    ++seen;
+    return fail(cni_code::kInternal, "stop here");
+  });
+  REQUIRE_FALSE(st);
+  CHECK(st.error().msg == "stop here");
+  CHECK(seen == 1);
+  auto again = link::list(nl);
+  REQUIRE_OK(again);
+  CHECK(again->size() == 201);
+}
+
+TEST_CASE("a single reply larger than the 32 KiB initial receive buffer is read whole") {
+  plumb::test::Node node;
+  netlink::Socket nl = open_socket();
+  make_veth(nl, "big0", "big1");
+  // ~350 alternative names of 100 bytes make one RTM_NEWLINK reply of ~38 KiB.
+  std::string batch;
+  for (int i = 0; i < 350; ++i) {
+    std::string n = "alt" + std::to_string(1000 + i);
+    n.resize(100, 'x');
+    batch += "link property add dev big0 altname " + n + "\n";
+  }
+  auto p = plumb::test::run({"ip", "-batch", "-"}, {}, batch);
+  INFO(p.err);
+  REQUIRE(p.exit_code == 0);
+
+  netlink::Message m(RTM_GETLINK, 0);
+  m.put_header<ifinfomsg>();
+  m.put_str(IFLA_IFNAME, "big0");
+  size_t len = 0;
+  REQUIRE_OK(nl.query(m, "get big0", [&](const nlmsghdr* nlh) -> Status {
+    len = nlh->nlmsg_len;
+    return {};
+  }));
+  CHECK(len > 32 * 1024);
+  link::LinkInfo li = must_get(nl, "big0");
+  CHECK(li.kind == "veth");
+  auto all = link::list(nl);
+  REQUIRE_OK(all);
+  CHECK(all->size() == 3);
+}
+
+TEST_CASE("Socket::open_in a pod namespace sees only that namespace's links") {
+  plumb::test::Node node;
+  std::string pod = node.add_netns("pod1");
+  netns::Netns ns = open_ns(pod);
+  netlink::Socket nl = open_socket();
+  make_veth(nl, "vx0", "eth0", ns.fd());
+  make_veth(nl, "vy0", "vy1");
+
+  auto before = netns::Netns::current();
+  REQUIRE_OK(before);
+  auto pnl = netlink::Socket::open_in(ns.fd());
+  REQUIRE_OK(pnl);
+  auto after = netns::Netns::current();
+  REQUIRE_OK(after);
+  CHECK(before->inode() == after->inode());  // the thread is back in the node
+
+  auto pl = link::list(*pnl);
+  REQUIRE_OK(pl);
+  std::set<std::string> pod_names;
+  for (const auto& l : *pl) pod_names.insert(l.name);
+  CHECK(pod_names == std::set<std::string>{"lo", "eth0"});
+
+  auto nlist = link::list(nl);
+  REQUIRE_OK(nlist);
+  std::set<std::string> node_names;
+  for (const auto& l : *nlist) node_names.insert(l.name);
+  CHECK(node_names == std::set<std::string>{"lo", "vx0", "vy0", "vy1"});
+
+  // Changes through the pod socket land in the pod.
+  set_up(*pnl, "eth0");
+  REQUIRE_OK(addr::add(*pnl, must_get(*pnl, "eth0").index, prefix("198.51.100.2/24")));
+  auto j = plumb::test::ip_json("-n pod1 addr show dev eth0");
+  CHECK(has_flag(j[0], "UP"));
+  CHECK(str(j[0]["addr_info"][0], "local") == "198.51.100.2");
+  CHECK(addr::list(nl, 0, AF_INET).value().size() == 1);  // only lo's 127.0.0.1 in the node
+
+  auto bad = netlink::Socket::open_in(-1);
+  REQUIRE_FALSE(bad);
+  CHECK(bad.error().sys_errno == EBADF);
+}
+
+TEST_CASE("netns: Guard returns to the original namespace; open checks the file type") {
+  plumb::test::Node node;
+  std::string pod = node.add_netns("pod1");
+  netns::Netns ns = open_ns(pod);
+  auto start = netns::Netns::current();
+  REQUIRE_OK(start);
+  CHECK(start->inode() != ns.inode());
+  {
+    auto g = netns::Guard::enter(ns);
+    REQUIRE_OK(g);
+    auto inside = netns::Netns::current();
+    REQUIRE_OK(inside);
+    CHECK(inside->inode() == ns.inode());
+    // Moving the guard keeps one return, at the end of the new owner's life.
+    netns::Guard moved(std::move(*g));
+    auto still = netns::Netns::current();
+    REQUIRE_OK(still);
+    CHECK(still->inode() == ns.inode());
+  }
+  auto end = netns::Netns::current();
+  REQUIRE_OK(end);
+  CHECK(end->inode() == start->inode());
+
+  auto dupd = netns::Netns::from_fd(ns.fd());
+  REQUIRE_OK(dupd);
+  CHECK(dupd->inode() == ns.inode());
+  CHECK(dupd->fd() != ns.fd());
+
+  auto missing = netns::Netns::open("/run/netns/nosuch");
+  REQUIRE_FALSE(missing);
+  CHECK(missing.error().sys_errno == ENOENT);
+  CHECK(missing.error().msg.find("/run/netns/nosuch") != std::string::npos);
+  auto uts = netns::Netns::open("/proc/self/ns/uts");
+  REQUIRE_FALSE(uts);
+  CHECK(uts.error().sys_errno == EINVAL);
+  auto regular = netns::Netns::open("/proc/self/status");
+  REQUIRE_FALSE(regular);
+  CHECK(regular.error().sys_errno == EINVAL);
+}
+
+TEST_CASE("sysctl: read and write a per-interface key inside a Guard in the pod namespace") {
+  plumb::test::Node node;
+  std::string pod = node.add_netns("pod1");
+  netns::Netns ns = open_ns(pod);
+  netlink::Socket nl = open_socket();
+  make_veth(nl, "s0", "eth0", ns.fd());
+
+  {
+    auto g = netns::Guard::enter(ns);
+    REQUIRE_OK(g);
+    auto v0 = sysctl::read("net/ipv4/conf/eth0/arp_notify");
+    REQUIRE_OK(v0);
+    CHECK(*v0 == "0");
+    REQUIRE_OK(sysctl::write("net/ipv4/conf/eth0/arp_notify", "1"));
+    auto v1 = sysctl::read("net.ipv4.conf.eth0.arp_notify");
+    REQUIRE_OK(v1);
+    CHECK(*v1 == "1");
+  }
+  // Independent check from inside the pod, and the node has no such interface.
+  auto p = plumb::test::sh("ip netns exec pod1 cat /proc/sys/net/ipv4/conf/eth0/arp_notify");
+  REQUIRE(p.exit_code == 0);
+  CHECK(p.out == "1\n");
+  auto node_side = sysctl::read("net/ipv4/conf/eth0/arp_notify");
+  REQUIRE_FALSE(node_side);
+  CHECK(node_side.error().sys_errno == ENOENT);
+  CHECK(node_side.error().msg.find("net/ipv4/conf/eth0/arp_notify") != std::string::npos);
+  auto node_s0 = sysctl::read("net/ipv4/conf/s0/arp_notify");
+  REQUIRE_OK(node_s0);
+  CHECK(*node_s0 == "0");
+
+  auto bad = sysctl::write("net/ipv4/conf/s0/arp_notify", "not-a-number");
+  REQUIRE_FALSE(bad);
+  CHECK(bad.error().sys_errno == EINVAL);
+  auto esc = sysctl::read("net/../../../etc/hostname");
+  REQUIRE_FALSE(esc);
+  CHECK(esc.error().cni_code == cni_code::kInvalidConfig);
+}

@@ -1,0 +1,153 @@
+// State records and the write-ahead undo log (no privileges).
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <vector>
+
+#include "engine/state/state.hpp"
+#include "engine/state/journal.hpp"
+
+using namespace plumb;
+
+namespace {
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char tmpl[] = "/tmp/plumb-unit-XXXXXX";
+    path = mkdtemp(tmpl);
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+};
+
+json::Document op(const char* name) {
+  json::Document d(rapidjson::kObjectType);
+  json::set_string(d, "op", name, d.GetAllocator());
+  return d;
+}
+}  // namespace
+
+TEST_CASE("a record round-trips through encode/decode") {
+  state::AttachmentRecord r;
+  r.container_id = "abc";
+  r.index = 2;
+  r.ifname = "net2";
+  r.network = "blue";
+  r.selection = "default/blue";
+  r.pod_namespace = "default";
+  r.pod_name = "p";
+  r.netns = "/run/netns/p";
+  r.phase = "ready";
+  r.config.Parse(R"([{"type":"bridge"}])");
+  r.result.Parse(R"({"cniVersion":"1.1.0"})");
+  r.undo.Parse(R"([{"op":"link_del","where":"node","name":"veth1"}])");
+  auto back = state::decode(state::encode(r), "test");
+  REQUIRE(back);
+  CHECK(back->container_id == "abc");
+  CHECK(back->index == 2);
+  CHECK(back->ifname == "net2");
+  CHECK(back->selection == "default/blue");
+  CHECK(back->phase == "ready");
+  CHECK(json::dump(back->config) == R"([{"type":"bridge"}])");
+  CHECK(json::dump(back->undo) == R"([{"op":"link_del","where":"node","name":"veth1"}])");
+  CHECK_FALSE(state::decode("{not json", "bad"));
+}
+
+TEST_CASE("the journal persists each intent before returning, and unwind runs newest first") {
+  TempDir t;
+  state::StateDir dir(t.path);
+  state::AttachmentRecord r;
+  r.container_id = "c1";
+  r.ifname = "eth0";
+  txn::Journal j(dir, r);
+  REQUIRE(j.will(op("first")));
+  auto on_disk = dir.read("c1");
+  REQUIRE(on_disk);
+  REQUIRE(on_disk->size() == 1);
+  CHECK((*on_disk)[0].undo.Size() == 1);
+  REQUIRE(j.will(op("shared"), /*rollback_only=*/true));
+  REQUIRE(j.will(op("second")));
+  on_disk = dir.read("c1");
+  REQUIRE((*on_disk)[0].undo.Size() == 3);
+
+  std::vector<std::string> ran;
+  auto exec = [&](const json::Value& o) -> Status {
+    ran.push_back(o["op"].GetString());
+    return {};
+  };
+  REQUIRE(txn::unwind((*on_disk)[0].undo, /*complete=*/false, exec));
+  CHECK(ran == std::vector<std::string>{"second", "shared", "first"});
+  ran.clear();
+  REQUIRE(txn::unwind((*on_disk)[0].undo, /*complete=*/true, exec));
+  CHECK(ran == std::vector<std::string>{"second", "first"});  // rollback-only skipped after a completed ADD
+
+  REQUIRE(dir.remove(r));
+  CHECK(dir.read("c1")->empty());
+  CHECK_FALSE(std::filesystem::exists(t.path + "/containers/c1"));
+}
+
+TEST_CASE("unwind tries every operation and reports the first failure") {
+  json::Document undo;
+  undo.Parse(R"([{"op":"a"},{"op":"b"},{"op":"c"}])");
+  std::vector<std::string> ran;
+  auto st = txn::unwind(undo, true, [&](const json::Value& o) -> Status {
+    std::string name = o["op"].GetString();
+    ran.push_back(name);
+    if (name != "b") return fail(cni_code::kKernel, "failed " + name);
+    return {};
+  });
+  REQUIRE_FALSE(st);
+  CHECK(st.error().msg == "failed c");
+  CHECK(ran == std::vector<std::string>{"c", "b", "a"});
+}
+
+TEST_CASE("a journal whose state write fails refuses the change (read-only state directory)") {
+  if (geteuid() == 0) {
+    // root ignores directory permissions: use a path under a regular file instead.
+    TempDir t;
+    std::string file = t.path + "/not-a-dir";
+    FILE* f = fopen(file.c_str(), "w");
+    fclose(f);
+    state::StateDir dir(file);
+    state::AttachmentRecord r;
+    r.container_id = "c";
+    r.ifname = "eth0";
+    txn::Journal j(dir, r);
+    auto st = j.will(op("x"));
+    REQUIRE_FALSE(st);
+    CHECK(st.error().msg.find("record intent") != std::string::npos);
+    CHECK(r.undo.Size() == 0);
+  } else {
+    TempDir t;
+    chmod(t.path.c_str(), 0500);
+    state::StateDir dir(t.path);
+    state::AttachmentRecord r;
+    r.container_id = "c";
+    r.ifname = "eth0";
+    txn::Journal j(dir, r);
+    CHECK_FALSE(j.will(op("x")));
+    CHECK(r.undo.Size() == 0);
+    chmod(t.path.c_str(), 0700);
+  }
+}
+
+TEST_CASE("container locks exclude each other across processes") {
+  TempDir t;
+  state::StateDir dir(t.path);
+  auto lock = dir.lock_container("c1");
+  REQUIRE(lock);
+  pid_t pid = fork();
+  if (pid == 0) {
+    // The child must not get the lock while the parent holds it: try non-blocking via flock.
+    int fd = open((t.path + "/locks/c1").c_str(), O_RDWR);
+    _exit(flock(fd, LOCK_EX | LOCK_NB) == 0 ? 1 : 0);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+}
