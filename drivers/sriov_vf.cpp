@@ -14,6 +14,7 @@
 
 #include "engine/devinfo/devinfo.hpp"
 #include "engine/kernel/netns.hpp"
+#include "engine/base/file.hpp"
 
 namespace plumb::drivers::sriov {
 namespace {
@@ -44,9 +45,8 @@ std::string alloc_path(const std::string& state_dir, const std::string& pci) { r
 
 Status need_state_dir(const Context& ctx) {
   if (ctx.state_dir.empty()) return fail(cni_code::kInternal, "SR-IOV: no state directory to keep VF allocations in");
-  std::error_code ec;
-  fs::create_directories(alloc_dir(ctx.state_dir), ec);
-  if (ec) return fail_errno(ec.value(), "create the VF allocation directory " + alloc_dir(ctx.state_dir));
+  auto st = mkdir_p(alloc_dir(ctx.state_dir), 0700);
+  if (!st) return std::unexpected(st.error().within("VF allocation directory"));
   return {};
 }
 
@@ -296,7 +296,7 @@ Status write_allocation(const std::string& state_dir, const Allocation& al) {
   json::Value r(rapidjson::kArrayType);
   for (auto& s : al.restore) r.PushBack(s.to_json(a), a);
   d.AddMember("restore", r, a);
-  return state::write_atomic(alloc_path(state_dir, al.pci), json::dump(d));
+  return write_atomic(alloc_path(state_dir, al.pci), json::dump(d));
 }
 
 /// The deviceID names files (sysfs, allocation records): only a well-formed PCI address passes.

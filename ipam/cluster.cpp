@@ -17,8 +17,12 @@
 
 #include "ipam/host_local.hpp"
 
+#include "engine/base/text.hpp"
+
 namespace plumb::ipam::cluster {
 namespace {
+
+std::string plain_trim(std::string_view s) { return std::string(text::trim(s)); }
 
 using u128 = unsigned __int128;
 using etcd::Compare;
@@ -50,15 +54,6 @@ IpAddr from_u128(int family, u128 v) {
   return a;
 }
 
-/// FNV-1a, 64 bits: a stable per-node starting point (std::hash may differ between builds).
-uint64_t fnv1a(std::string_view s) {
-  uint64_t h = 1469598103934665603ULL;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ULL;
-  }
-  return h;
-}
 
 std::string now_rfc3339() {
   std::time_t t = std::time(nullptr);
@@ -69,11 +64,6 @@ std::string now_rfc3339() {
   return buf;
 }
 
-std::string trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return std::string(s);
-}
 
 bool overlaps(const Pool& a, const Pool& b) {
   return a.start.family == b.start.family && a.start <= b.end && b.start <= a.end;
@@ -180,7 +170,7 @@ Result<std::pair<std::string, std::string>> identity(const Request& req, const s
 }
 
 Result<IpAddr> parse_field_addr(const std::string& text, const std::string& field) {
-  auto a = IpAddr::parse(trim(text));
+  auto a = IpAddr::parse(plain_trim(text));
   if (!a) return std::unexpected(a.error().within(field));
   return *a;
 }
@@ -189,15 +179,15 @@ Result<IpAddr> parse_field_addr(const std::string& text, const std::string& fiel
 Result<Pool> parse_pool(const json::Value& obj, const std::string& where, const std::optional<IpAddr>& gateway) {
   if (!obj.IsObject()) return fail(cni_code::kInvalidConfig, where + " must be an object, got " + json::dump(obj));
   auto text = PLUMB_TRY(json::get_string(obj, "range", where));
-  if (!text || trim(*text).empty()) return fail(cni_code::kInvalidConfig, where + ".range is missing");
+  if (!text || plain_trim(*text).empty()) return fail(cni_code::kInvalidConfig, where + ".range is missing");
   const std::string field = where + ".range";
-  std::string r = trim(*text);
+  std::string r = plain_trim(*text);
   Pool p;
   std::optional<IpAddr> start, end;
   if (auto dash = r.find('-'); dash != std::string::npos) {
     // "a.b.c.d-a.b.c.e/nn": the first and last address and the subnet.
     start = PLUMB_TRY(parse_field_addr(r.substr(0, dash), field));
-    auto last = IpPrefix::parse(trim(r.substr(dash + 1)));
+    auto last = IpPrefix::parse(plain_trim(r.substr(dash + 1)));
     if (!last) return std::unexpected(last.error().within(field + " (start-end/prefix)"));
     end = last->addr;
     p.subnet = last->network();
@@ -212,7 +202,7 @@ Result<Pool> parse_pool(const json::Value& obj, const std::string& where, const 
   const bool v4 = p.subnet.addr.is_v4();
   for (auto [key, out] : {std::pair{"range_start", &start}, std::pair{"range_end", &end}}) {
     auto s = PLUMB_TRY(json::get_string(obj, key, where));
-    if (s && !trim(*s).empty()) *out = PLUMB_TRY(parse_field_addr(*s, where + "." + key));
+    if (s && !plain_trim(*s).empty()) *out = PLUMB_TRY(parse_field_addr(*s, where + "." + key));
   }
   p.start = start ? *start : p.subnet.addr.plus(1);
   if (end) {
@@ -233,7 +223,7 @@ Result<Pool> parse_pool(const json::Value& obj, const std::string& where, const 
   if (excl) {
     for (size_t i = 0; i < excl->size(); ++i) {
       std::string at = where + ".exclude[" + std::to_string(i) + "]";
-      auto e = IpPrefix::parse(trim((*excl)[i]), true);
+      auto e = IpPrefix::parse(plain_trim((*excl)[i]), true);
       if (!e) return std::unexpected(e.error().within(at));
       if (e->addr.family != p.subnet.addr.family) {
         return fail(cni_code::kInvalidConfig, at + " \"" + (*excl)[i] + "\" is not of the address family of " + p.subnet.str());
@@ -469,7 +459,7 @@ Result<Config> parse_config(const json::Value& ipam) {
   if (!ipam.IsObject()) return fail(cni_code::kInvalidConfig, "ipam must be an object, got " + json::dump(ipam));
   Config c;
   c.type = PLUMB_TRY(json::get_string(ipam, "type", "ipam")).value_or("whereabouts");
-  if (auto gw = PLUMB_TRY(json::get_string(ipam, "gateway", "ipam")); gw && !trim(*gw).empty()) {
+  if (auto gw = PLUMB_TRY(json::get_string(ipam, "gateway", "ipam")); gw && !plain_trim(*gw).empty()) {
     c.gateway = PLUMB_TRY(parse_field_addr(*gw, "ipam.gateway"));
   }
   if (json::find(ipam, "range") != nullptr) {
@@ -696,7 +686,7 @@ Result<cni::CniResult> ClusterIpam::add(const Request& req) {
     if (want[i]) continue;
     const Pool& pool = cfg_.pools[i];
     u128 size = to_u128(pool.end) - to_u128(pool.start) + 1;
-    u128 origin = fnv1a(node_ + "\n" + cfg_.pool_name + "\n" + pool.str()) % size;
+    u128 origin = text::fnv1a64(node_ + "\n" + cfg_.pool_name + "\n" + pool.str()) % size;
     if (const json::Value* last = json::find(cursor, pool.str()); last != nullptr && last->IsString()) {
       auto a = IpAddr::parse(last->GetString());
       if (a && pool.contains(*a)) origin = (to_u128(*a) - to_u128(pool.start) + 1) % size;
@@ -705,7 +695,7 @@ Result<cni::CniResult> ClusterIpam::add(const Request& req) {
   }
 
   // 3. Claim: one transaction for every address and the owner key, all or nothing.
-  std::mt19937_64 rng(fnv1a(node_ + req.container_id + req.ifname) ^
+  std::mt19937_64 rng(text::fnv1a64(node_ + req.container_id + req.ifname) ^
                       static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
   for (int attempt = 0; attempt < kMaxClaims; ++attempt) {
     // Read the next window of every pool that has no candidate left, all in one request.

@@ -15,6 +15,9 @@
 #include <fstream>
 #include <sstream>
 
+#include "engine/base/text.hpp"
+#include "engine/base/file.hpp"
+
 namespace plumb::ipam {
 namespace {
 
@@ -27,14 +30,7 @@ std::unexpected<Error> io_fail(int err, std::string msg) {
   return std::unexpected(Error{cni_code::kIo, err, std::move(msg), {}});
 }
 
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f'; }
 
-/// Go's strings.TrimSpace for ASCII: what the reference applies to ids and file contents.
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
-  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
-  return s;
-}
 
 IpAddr first_host(const IpPrefix& subnet) { return subnet.network().addr.plus(1); }
 
@@ -86,7 +82,7 @@ Result<std::string> claim_owner(const Request& req) {
 
 /// Ids for addresses held by `owner` (IPAMClaim) on behalf of interface `ifname`.
 Result<Ids> owner_ids(const std::string& owner, const std::string& ifname) {
-  std::string id(trim(owner));
+  std::string id(text::trim(owner));
   if (id.empty() || id.find_first_of(std::string_view("\r\n\0", 3)) != std::string::npos) {
     return fail(cni_code::kInvalidConfig, "host-local: allocation owner \"" + owner + "\" is empty or contains a line break");
   }
@@ -97,7 +93,7 @@ Result<Ids> owner_ids(const std::string& owner, const std::string& ifname) {
 }
 
 Result<Ids> check_ids(const Request& req, bool need_ifname) {
-  std::string id(trim(req.container_id));
+  std::string id(text::trim(req.container_id));
   if (id.empty()) return fail(cni_code::kInvalidEnv, "host-local: CNI_CONTAINERID is empty");
   if (id.find_first_of(std::string_view("\r\n\0", 3)) != std::string::npos) {
     return fail(cni_code::kInvalidEnv, "host-local: CNI_CONTAINERID \"" + id + "\" contains a line break");
@@ -123,7 +119,7 @@ Match match(const Entry& e, const Ids& ids) {
     // A claim's addresses follow the claim whatever interface name the pod gives them.
     std::string_view first(e.content);
     first = first.substr(0, first.find_first_of("\r\n"));
-    return trim(first) == ids.id ? Match::Exact : Match::None;
+    return text::trim(first) == ids.id ? Match::Exact : Match::None;
   }
   if (e.content == ids.exact) return Match::Exact;
   if (e.content == ids.id) return Match::Legacy;
@@ -141,19 +137,6 @@ Status write_all(int fd, std::string_view data, const std::string& path) {
   return {};
 }
 
-Status mkdir_p(const std::string& path) {
-  for (size_t pos = 1; pos <= path.size(); ++pos) {
-    if (pos != path.size() && path[pos] != '/') continue;
-    std::string prefix = path.substr(0, pos);
-    if (::mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) {
-      return io_fail(errno, "host-local: create data directory " + prefix);
-    }
-  }
-  struct stat st{};
-  if (::stat(path.c_str(), &st) != 0) return io_fail(errno, "host-local: stat data directory " + path);
-  if (!S_ISDIR(st.st_mode)) return io_fail(ENOTDIR, "host-local: data directory " + path);
-  return {};
-}
 
 /// <dataDir>/<network>, held under the reference's flock for the Store's lifetime.
 class Store {
@@ -165,7 +148,7 @@ class Store {
     while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
     dir += "/" + network;
     if (create) {
-      PLUMB_TRY(mkdir_p(dir));
+      PLUMB_TRY(plumb::mkdir_p(dir, 0755));  // the reference creates dataDir 0755
     } else {
       struct stat st{};
       if (::stat(dir.c_str(), &st) != 0) {
@@ -209,13 +192,13 @@ class Store {
       if (!ip) continue;
       std::string content;
       if (!read_small(dir_ + "/" + name, content)) continue;
-      if (trim(content).empty()) {
+      if (text::trim(content).empty()) {
         // Written by a plugin killed between creating and filling the file (the reference
         // plugin creates then writes): nobody can own it, and we hold the lock.
         ::unlink((dir_ + "/" + name).c_str());
         continue;
       }
-      out.push_back(Entry{*ip, name, std::string(trim(content))});
+      out.push_back(Entry{*ip, name, std::string(text::trim(content))});
     }
     ::closedir(d);
     return out;
@@ -261,7 +244,7 @@ class Store {
   [[nodiscard]] std::optional<IpAddr> last_reserved(size_t rangeset) const {
     std::string content;
     if (!read_small(dir_ + "/" + std::string(kLastReservedPrefix) + std::to_string(rangeset), content)) return {};
-    auto ip = IpAddr::parse(trim(content));
+    auto ip = IpAddr::parse(text::trim(content));
     if (!ip) return {};
     return *ip;
   }
@@ -673,12 +656,11 @@ std::optional<std::pair<IpAddr, size_t>> RangeIter::next() {
 }
 
 Result<cni::Dns> parse_resolv_conf(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return io_fail(errno, "host-local: read ipam.resolvConf \"" + path + "\"");
+  auto content = read_file(path, "host-local ipam.resolvConf");
+  if (!content) return std::unexpected(Error{cni_code::kIo, content.error().sys_errno, content.error().msg, {}});
   cni::Dns dns;
-  std::string line;
-  while (std::getline(in, line)) {
-    std::string_view t = trim(line);
+  for (std::string_view line : text::split(*content, '\n')) {
+    std::string_view t = text::trim(line);
     if (t.empty() || t.front() == '#' || t.front() == ';') continue;
     std::istringstream fields{std::string(t)};
     std::vector<std::string> f;
@@ -694,7 +676,6 @@ Result<cni::Dns> parse_resolv_conf(const std::string& path) {
       dns.options.insert(dns.options.end(), f.begin() + 1, f.end());
     }
   }
-  if (in.bad()) return io_fail(EIO, "host-local: read ipam.resolvConf \"" + path + "\"");
   return dns;
 }
 

@@ -17,7 +17,6 @@ namespace {
 namespace fs = std::filesystem;
 using json::Value;
 
-Result<std::string> read_text(const std::string& path) { return read_file(path, "CNI config"); }
 
 std::string ext_of(const fs::path& p) { return p.extension().string(); }
 
@@ -139,7 +138,7 @@ Result<ResolvedNetwork> resolve(const NetworkAttachmentDefinition& nad, const st
     for (bool lists : {true, false}) {
       for (const auto& path : *files) {
         if ((ext_of(path) == ".conflist") != lists) continue;
-        auto text = read_text(path.string());
+        auto text = read_file(path.string(), "CNI config");
         if (!text) {
           skipped.push_back(path.filename().string());
           continue;
@@ -180,7 +179,7 @@ Result<ResolvedNetwork> load_file_or_dir(const std::string& path) {
     if (files.empty()) return fail(cni_code::kNotFound, "no CNI config file (*.conf, *.conflist, *.json) in " + path);
     file = files.front().string();
   }
-  auto text = read_text(file);
+  auto text = read_file(file, "CNI config");
   if (!text) {
     Error e = text.error();
     if (e.sys_errno == ENOENT) e.cni_code = cni_code::kNotFound;

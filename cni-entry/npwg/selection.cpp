@@ -6,18 +6,13 @@
 
 #include "cni-entry/npwg/nad.hpp"
 
+#include "engine/base/text.hpp"
+
 namespace plumb::nad {
 namespace {
 
 using json::Value;
 
-std::string_view trim(std::string_view s) {
-  const char* ws = " \t\r\n\f\v";
-  auto b = s.find_first_not_of(ws);
-  if (b == std::string_view::npos) return {};
-  auto e = s.find_last_not_of(ws);
-  return s.substr(b, e - b + 1);
-}
 
 std::string quote(std::string_view s) { return "\"" + std::string(s) + "\""; }
 
@@ -257,7 +252,7 @@ Result<SelectionElement> parse_comma_item(std::string_view item, size_t index) {
   auto slash = rest.find('/');
   if (slash != std::string_view::npos) {
     if (rest.find('/', slash + 1) != std::string_view::npos) return ctx.error(quote(item) + " has more than one '/'");
-    el.namespace_ = std::string(trim(rest.substr(0, slash)));
+    el.namespace_ = std::string(text::trim(rest.substr(0, slash)));
     rest = rest.substr(slash + 1);
     if (el.namespace_.empty()) return ctx.error(quote(item) + " has an empty namespace before '/'");
     if (!is_dns1123_label(el.namespace_)) {
@@ -267,12 +262,12 @@ Result<SelectionElement> parse_comma_item(std::string_view item, size_t index) {
   auto at = rest.find('@');
   bool has_if = at != std::string_view::npos;
   if (has_if && rest.find('@', at + 1) != std::string_view::npos) return ctx.error(quote(item) + " has more than one '@'");
-  el.name = std::string(trim(rest.substr(0, at)));
+  el.name = std::string(text::trim(rest.substr(0, at)));
   if (el.name.empty()) return ctx.error(quote(item) + " has no network name");
   if (!is_dns1123_label(el.name)) return ctx.error("name " + quote(el.name) + " is not a valid DNS-1123 label");
   ctx.name = el.namespace_.empty() ? el.name : el.namespace_ + "/" + el.name;
   if (has_if) {
-    el.interface = std::string(trim(rest.substr(at + 1)));
+    el.interface = std::string(text::trim(rest.substr(at + 1)));
     if (!cni::is_valid_ifname(el.interface)) {
       return ctx.error("interface " + quote(el.interface) + " is not a valid interface name (1..15 bytes, no '/', ':' or whitespace)");
     }
@@ -283,17 +278,17 @@ Result<SelectionElement> parse_comma_item(std::string_view item, size_t index) {
 }  // namespace
 
 Result<std::vector<SelectionElement>> parse_selection(std::string_view annotation) {
-  std::string_view text = trim(annotation);
-  if (text.empty()) return std::vector<SelectionElement>{};
+  std::string_view rest = text::trim(annotation);
+  if (rest.empty()) return std::vector<SelectionElement>{};
   // Like Multus: anything with JSON punctuation is the JSON format.
-  if (text.find_first_of("[{\"") != std::string_view::npos) return parse_json_list(text);
+  if (rest.find_first_of("[{\"") != std::string_view::npos) return parse_json_list(rest);
   std::vector<SelectionElement> out;
   size_t index = 1;
   while (true) {
-    auto comma = text.find(',');
-    out.push_back(PLUMB_TRY(parse_comma_item(trim(text.substr(0, comma)), index++)));
+    auto comma = rest.find(',');
+    out.push_back(PLUMB_TRY(parse_comma_item(text::trim(rest.substr(0, comma)), index++)));
     if (comma == std::string_view::npos) break;
-    text = text.substr(comma + 1);
+    rest = rest.substr(comma + 1);
   }
   return out;
 }

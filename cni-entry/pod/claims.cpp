@@ -20,14 +20,6 @@ const std::string kOwnerPrefix = "ipamclaim:";
 
 std::string claims_dir(const std::string& state_dir) { return state_dir + "/ipamclaims"; }
 
-Status mkdirs(const std::string& path) {
-  for (size_t pos = 1; pos <= path.size(); ++pos) {
-    if (pos != path.size() && path[pos] != '/') continue;
-    std::string prefix = path.substr(0, pos);
-    if (::mkdir(prefix.c_str(), 0700) != 0 && errno != EEXIST) return fail_errno(errno, "create directory " + prefix);
-  }
-  return {};
-}
 
 /// Names of the entries of a directory (no "." / ".."); a missing directory has none.
 Result<std::vector<std::string>> entries(const std::string& dir) {
@@ -46,7 +38,6 @@ Result<std::vector<std::string>> entries(const std::string& dir) {
 }
 
 /// Reads a small file; errors name the path.
-Result<std::string> read_small(const std::string& path) { return read_file(path); }
 
 bool is_host_local(const json::Value& plugin) {
   const json::Value* ipam = json::find(plugin, "ipam");
@@ -93,7 +84,7 @@ Result<std::optional<Use>> prepare(source::PodSource& src, const std::string& st
 
   // Under the claims lock: a GC releasing a deleted claim of the same name finishes first.
   const std::string dir = claims_dir(state_dir);
-  PLUMB_TRY(mkdirs(dir));
+  PLUMB_TRY(mkdir_p(dir));
   auto lock = PLUMB_TRY(state::lock_file(dir + "/lock"));
   auto claim = PLUMB_TRY(src.ipam_claim(use.namespace_, use.name));
   if (!claim) {
@@ -124,8 +115,8 @@ Result<std::optional<Use>> prepare(source::PodSource& src, const std::string& st
     ipam_copy.CopyFrom(p["ipam"], ra);
     json::set(rec, "ipam", std::move(ipam_copy), ra);
     const std::string rec_dir = dir + "/" + use.namespace_ + "/" + use.name;
-    PLUMB_TRY(mkdirs(rec_dir));
-    auto st = state::write_atomic(rec_dir + "/" + network + ".json", json::dump(rec));
+    PLUMB_TRY(mkdir_p(rec_dir));
+    auto st = write_atomic(rec_dir + "/" + network + ".json", json::dump(rec));
     if (!st) return std::unexpected(st.error().within("record the addresses of " + who + " for GC"));
   }
   return std::optional<Use>(std::move(use));
@@ -170,7 +161,7 @@ Status gc(source::PodSource& src, const std::string& state_dir, Log& log) {
       bool all_released = true;
       for (const auto& f : *files) {
         const std::string path = claim_dir + "/" + f;
-        auto text = read_small(path);
+        auto text = read_file(path, "IPAMClaim record");
         if (!text) {
           note(text.error());
           all_released = false;

@@ -17,6 +17,7 @@
 
 #include "engine/base/json.hpp"
 #include "engine/base/yaml_guard.hpp"
+#include "engine/base/text.hpp"
 #include "cni-entry/npwg/nad.hpp"
 
 namespace plumb::source::kube {
@@ -38,12 +39,6 @@ Result<std::string> read_whole(const std::string& path, std::string_view what) {
   return text;
 }
 
-std::string trim(std::string_view s) {
-  auto sp = [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; };
-  while (!s.empty() && sp(s.front())) s.remove_prefix(1);
-  while (!s.empty() && sp(s.back())) s.remove_suffix(1);
-  return std::string(s);
-}
 
 /// Standard base64 (whitespace allowed) through OpenSSL's decoder.
 Result<std::string> base64_decode(std::string_view in, const std::string& field) {
@@ -227,7 +222,7 @@ Result<Credentials> load_kubeconfig(const std::string& path) {
                           "\", which plumb does not support (use token, tokenFile or a client certificate)");
         }
       }
-      c.token = trim(scalar(user, "token"));
+      c.token = std::string(text::trim(scalar(user, "token")));
       c.token_file = resolve_path(dir, scalar(user, "tokenFile"));
       c.client_cert_file = resolve_path(dir, scalar(user, "client-certificate"));
       c.client_key_file = resolve_path(dir, scalar(user, "client-key"));
@@ -295,7 +290,7 @@ Result<Response> Client::attempt(std::string_view method, const std::string& pat
     if (!t)
       return fail(cni_code::kInvalidConfig, what + ": cannot read the bearer token (" + creds_.origin + ")",
                   t.error().text());
-    token = trim(*t);
+    token = std::string(text::trim(*t));
     if (token.empty()) return fail(cni_code::kInvalidConfig, what + ": token file " + creds_.token_file + " is empty");
   }
   if (token.find_first_of("\r\n") != std::string::npos) {

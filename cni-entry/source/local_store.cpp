@@ -46,47 +46,7 @@ Result<std::optional<std::string>> read_optional(const std::string& path) {
   return std::optional<std::string>(std::move(*text));
 }
 
-Status make_dirs(const std::string& dir) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) return std::unexpected(Error{cni_code::kIo, ec.value(), "create directory " + dir, {}});
-  return {};
-}
 
-/// Writes `data` to `path` atomically: mkstemp in the same directory, fsync, rename(2).
-Status write_atomic(const std::string& path, const std::string& data) {
-  std::string tmpl = path + ".tmpXXXXXX";
-  int fd = ::mkostemp(tmpl.data(), O_CLOEXEC);
-  if (fd < 0) return std::unexpected(Error{cni_code::kIo, errno, "create temporary file for " + path, {}});
-  auto fail_io = [&](const std::string& what) -> Status {
-    int err = errno;
-    ::close(fd);
-    ::unlink(tmpl.c_str());
-    return std::unexpected(Error{cni_code::kIo, err, what, {}});
-  };
-  size_t off = 0;
-  while (off < data.size()) {
-    ssize_t n = ::write(fd, data.data() + off, data.size() - off);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return fail_io("write " + tmpl);
-    }
-    off += static_cast<size_t>(n);
-  }
-  if (::fchmod(fd, 0644) != 0) return fail_io("chmod " + tmpl);
-  if (::fsync(fd) != 0) return fail_io("fsync " + tmpl);
-  if (::close(fd) != 0) {
-    int err = errno;
-    ::unlink(tmpl.c_str());
-    return std::unexpected(Error{cni_code::kIo, err, "close " + tmpl, {}});
-  }
-  if (::rename(tmpl.c_str(), path.c_str()) != 0) {
-    int err = errno;
-    ::unlink(tmpl.c_str());
-    return std::unexpected(Error{cni_code::kIo, err, "rename " + tmpl + " to " + path, {}});
-  }
-  return {};
-}
 
 class LocalStore final : public PodSource {
  public:
@@ -164,8 +124,8 @@ class LocalStore final : public PodSource {
   Status write_network_status(const PodRef& pod, const std::string& status_json) override {
     PLUMB_TRY(check_pod(pod));
     const std::string dir = root_ + "/status/" + pod.namespace_;
-    PLUMB_TRY(make_dirs(dir));
-    return write_atomic(dir + "/" + pod.name + ".json", status_json);
+    PLUMB_TRY(mkdir_p(dir, 0755));
+    return write_atomic(dir + "/" + pod.name + ".json", status_json, {.mode = 0644, .fsync = true});
   }
 
   std::string describe() const override { return "local store " + root_; }
@@ -234,7 +194,7 @@ class LocalStore final : public PodSource {
     json::Value arr(rapidjson::kArrayType);
     for (const auto& ip : ips) arr.PushBack(json::Value(ip.c_str(), doc.GetAllocator()), doc.GetAllocator());
     json::set(doc, "ips", std::move(arr), doc.GetAllocator());
-    return write_atomic(base + ".status.json", json::dump(doc));
+    return write_atomic(base + ".status.json", json::dump(doc), {.mode = 0644, .fsync = true});
   }
 
   Status remove_network_status(const PodRef& pod) override {
@@ -243,15 +203,12 @@ class LocalStore final : public PodSource {
     if (::unlink(path.c_str()) != 0 && errno != ENOENT && errno != ENOTDIR) {
       return std::unexpected(Error{cni_code::kIo, errno, "remove " + path, {}});
     }
-    // A writer killed between mkostemp and rename leaves "<name>.json.tmpXXXXXX": remove those too.
+    // A writer killed between mkostemp and rename leaves "<name>.json.tmp.<hex>": remove those too.
     const std::string dir = root_ + "/status/" + pod.namespace_;
-    const std::string prefix = pod.name + ".json.tmp";
-    if (DIR* d = ::opendir(dir.c_str())) {
-      while (dirent* e = ::readdir(d)) {
-        std::string n = e->d_name;
-        if (n.size() == prefix.size() + 6 && n.starts_with(prefix)) ::unlinkat(::dirfd(d), n.c_str(), 0);
-      }
-      ::closedir(d);
+    const std::string prefix = pod.name + ".json.tmp.";
+    auto names = list_dir(dir);
+    for (const auto& n : names ? *names : std::vector<std::string>{}) {
+      if (n.size() == prefix.size() + 16 && n.starts_with(prefix)) ::unlink((dir + "/" + n).c_str());
     }
     return {};
   }

@@ -1,8 +1,13 @@
-// Reading small files whole (configs, manifests, tokens, sysctls) with errors that name the path.
+// Files plumb reads and writes itself (configs, manifests, tokens, sysctls, state records, status
+// files), with errors that name the path. One implementation of each: read whole, write
+// atomically, create a directory chain.
 #pragma once
+
+#include <sys/types.h>
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "engine/base/result.hpp"
 
@@ -14,5 +19,26 @@ namespace plumb {
 /// when larger than max_bytes).
 [[nodiscard]] Result<std::string> read_file(const std::string& path, std::string_view what = {},
                                             size_t max_bytes = 16u << 20);
+
+/// How write_atomic() creates the file.
+struct WriteOptions {
+  mode_t mode = 0600;  ///< permission bits of the new file, independent of the caller's umask
+  bool fsync = false;  ///< fsync the data before the rename (survives power loss, costs a disk flush)
+};
+
+/// Writes `data` to `path` atomically: a unique temporary file in the same directory
+/// (O_EXCL|O_NOFOLLOW), then rename(2) over `path`, so readers see the old or the new content,
+/// never a part. Errors: kIo with errno naming the path (ENOSPC, EROFS ...); the temporary file
+/// is removed on failure.
+[[nodiscard]] Status write_atomic(const std::string& path, std::string_view data, WriteOptions opts = {});
+
+/// Creates `path` and its missing parents with `mode` (independent of the umask), like mkdir -p.
+/// Errors: kIo with errno naming the component that failed; ENOTDIR when a component exists and
+/// is not a directory.
+[[nodiscard]] Status mkdir_p(const std::string& path, mode_t mode = 0700);
+
+/// Names of the entries of directory `dir` (no "." or ".."), unsorted; a missing directory has
+/// none. Errors: kIo with errno naming the directory.
+[[nodiscard]] Result<std::vector<std::string>> list_dir(const std::string& dir);
 
 }  // namespace plumb

@@ -1,4 +1,5 @@
 #include "engine/devinfo/devinfo.hpp"
+#include "engine/base/file.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -27,9 +28,8 @@ json::Document envelope(const char* type) {
 }
 
 Status make_parent(const std::string& path) {
-  std::error_code ec;
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
-  if (ec) return fail_errno(ec.value(), "create the directory of device-info file " + path);
+  auto st = mkdir_p(std::filesystem::path(path).parent_path().string(), 0755);
+  if (!st) return std::unexpected(st.error().within("device-info file " + path));
   return {};
 }
 
@@ -172,14 +172,8 @@ Status complete(const std::string& path, const json::Value& found) {
     changed = true;
   }
   if (!changed) return {};
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  ::unlink(tmp.c_str());
-  PLUMB_TRY(create_exclusive(tmp, json::dump(doc), "complete device-info"));
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    int err = errno;
-    ::unlink(tmp.c_str());
-    return fail_errno(err, "replace device-info file " + path);
-  }
+  auto st = write_atomic(path, json::dump(doc), {.mode = 0444});
+  if (!st) return std::unexpected(st.error().within("complete device-info"));
   return {};
 }
 

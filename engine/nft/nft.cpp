@@ -13,6 +13,7 @@
 
 #include "engine/nft/nfnl.hpp"
 #include "engine/nft/objects.hpp"
+#include "engine/base/text.hpp"
 
 namespace plumb::nft {
 namespace {
@@ -137,14 +138,6 @@ Result<NetworkBatch> network_batch(Session& s, const std::string& chain_name, co
   return nb;
 }
 
-uint32_t fnv1a(const std::string& s) {
-  uint32_t h = 2166136261u;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 16777619u;
-  }
-  return h;
-}
 
 }  // namespace
 
@@ -161,7 +154,7 @@ std::string masq_chain_name(const std::string& network) {
   if (changed || body.size() > kMaxNameBody) {
     body.resize(std::min(body.size(), kMaxNameBody - kHashSuffix));
     char suffix[16];
-    std::snprintf(suffix, sizeof suffix, "-%08x", fnv1a(network));
+    std::snprintf(suffix, sizeof suffix, "-%08x", text::fnv1a32(network));
     body += suffix;
   }
   return "masq-" + body;

@@ -25,6 +25,7 @@
 #include "engine/nft/nft.hpp"
 #include "engine/nft/objects.hpp"
 #include "engine/nft/portmap_objects.hpp"
+#include "engine/base/text.hpp"
 
 namespace plumb::nft {
 namespace {
@@ -383,20 +384,12 @@ bool only_errno(const Outcome& out, int err) {
   return true;
 }
 
-uint64_t fnv1a64(const std::string& s) {
-  uint64_t h = 14695981039346656037ull;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
 
 }  // namespace
 
 std::string owner_tag(const std::string& container_id, const std::string& ifname) {
   char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(fnv1a64(container_id + "/" + ifname)));
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(text::fnv1a64(container_id + "/" + ifname)));
   return std::string(buf, 15);
 }
 

@@ -1,4 +1,5 @@
 #include "engine/state/state.hpp"
+#include "engine/base/file.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -9,25 +10,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 namespace plumb::state {
 namespace {
 
-Status mkdirs(const std::string& path) {
-  std::string cur;
-  size_t pos = 0;
-  while (pos != std::string::npos) {
-    pos = path.find('/', pos + 1);
-    cur = path.substr(0, pos);
-    if (cur.empty()) continue;
-    if (::mkdir(cur.c_str(), 0700) != 0 && errno != EEXIST) {
-      return fail_errno(errno, "create state directory " + cur);
-    }
-  }
-  return {};
-}
 
 json::Value str(std::string_view s, json::Document::AllocatorType& a) {
   return json::Value(s.data(), static_cast<rapidjson::SizeType>(s.size()), a);
@@ -79,37 +65,9 @@ Result<FileLock> lock_file(const std::string& path) {
   }
 }
 
-Status write_atomic(const std::string& path, std::string_view data) {
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return fail_errno(errno, "write " + path);
-  size_t off = 0;
-  while (off < data.size()) {
-    ssize_t n = ::write(fd, data.data() + off, data.size() - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int err = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return fail_errno(err, "write " + path);
-    }
-    off += static_cast<size_t>(n);
-  }
-  if (::close(fd) != 0) {
-    int err = errno;
-    ::unlink(tmp.c_str());
-    return fail_errno(err, "write " + path);
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    int err = errno;
-    ::unlink(tmp.c_str());
-    return fail_errno(err, "rename into " + path);
-  }
-  return {};
-}
 
 Result<FileLock> StateDir::lock_container(const std::string& container_id) const {
-  PLUMB_TRY(mkdirs(root_ + "/locks"));
+  PLUMB_TRY(mkdir_p(root_ + "/locks"));
   return lock_file(root_ + "/locks/" + container_id);
 }
 
@@ -118,7 +76,7 @@ std::string StateDir::record_path(const AttachmentRecord& rec) const {
 }
 
 Status StateDir::write(const AttachmentRecord& rec) const {
-  PLUMB_TRY(mkdirs(root_ + "/containers/" + rec.container_id));
+  PLUMB_TRY(mkdir_p(root_ + "/containers/" + rec.container_id));
   return write_atomic(record_path(rec), encode(rec));
 }
 
@@ -144,14 +102,10 @@ Result<std::vector<AttachmentRecord>> StateDir::read(const std::string& containe
   ::closedir(d);
   for (auto& n : names) {
     std::string path = dir + "/" + n;
-    std::ifstream f(path);
-    if (!f) {
-      if (errno == ENOENT) continue;
-      return fail_errno(errno, "read state record " + path);
-    }
-    std::stringstream ss;
-    ss << f.rdbuf();
-    out.push_back(PLUMB_TRY(decode(ss.str(), path)));
+    auto text = read_file(path, "state record");
+    if (!text && text.error().sys_errno == ENOENT) continue;
+    if (!text) return std::unexpected(text.error());
+    out.push_back(PLUMB_TRY(decode(*text, path)));
   }
   std::sort(out.begin(), out.end(), [](const AttachmentRecord& a, const AttachmentRecord& b) { return a.index < b.index; });
   return out;

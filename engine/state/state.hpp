@@ -52,10 +52,6 @@ class FileLock {
 /// existing lock file is opened read-only. Errors: errno naming the path.
 [[nodiscard]] Result<FileLock> lock_file(const std::string& path);
 
-/// Writes `data` to `path` atomically: a temp file in the same directory, then rename(2).
-/// Errors: errno naming the path (ENOSPC, EROFS ...); the temp file is removed on failure.
-[[nodiscard]] Status write_atomic(const std::string& path, std::string_view data);
-
 /// A state directory (default /var/lib/cni/plumb).
 class StateDir {
  public:
