@@ -15,6 +15,7 @@
 #include <optional>
 
 #include "drivers/registry.hpp"
+#include "drivers/undo.hpp"
 #include "ebpf/loader.hpp"
 #include "engine/kernel/tc.hpp"
 #include "engine/kernel/link.hpp"
@@ -25,7 +26,7 @@ namespace {
 using ebpf::Hook;
 
 /// The plugin's configuration, validated: a limit per shaped direction (pod's point of view).
-struct BandwidthConfig {
+struct BandwidthConfig : Config {
   std::optional<ebpf::Limit> ingress;  // what the pod receives: host egress hook
   std::optional<ebpf::Limit> egress;   // what the pod sends: host ingress hook
 };
@@ -53,8 +54,8 @@ Result<std::optional<ebpf::Limit>> direction(const json::Value& obj, const std::
   return std::optional<ebpf::Limit>(ebpf::Limit{rate, burst});
 }
 
-Result<BandwidthConfig> parse_config(const json::Value& conf, const Context& ctx) {
-  const std::string where = ctx.network;
+Result<BandwidthConfig> parse_config(const json::Value& conf, const ParseInput& in) {
+  const std::string& where = in.network;
   for (const char* key : {"shapedSubnets", "unshapedSubnets"}) {
     if (json::find(conf, key) != nullptr) {
       return fail(cni_code::kUnsupportedField, where + "." + key + " is not supported by plumb's bandwidth plugin");
@@ -116,26 +117,21 @@ Result<HostSide> host_side(Context& ctx, const cni::CniResult& prev) {
   return HostSide{*pod, *host};
 }
 
-json::Document remove_op(const std::string& bpffs_dir, const link::LinkInfo& host, uint64_t owner, const BandwidthConfig& c,
-                         bool clsact, bool fq) {
-  json::Document d(rapidjson::kObjectType);
-  auto& a = d.GetAllocator();
-  json::set_string(d, "op", "bandwidth.remove", a);
-  json::set_string(d, "bpffsDir", bpffs_dir, a);
-  json::set_string(d, "host", host.name, a);
-  json::set(d, "ifindex", json::Value(host.index), a);
-  json::set(d, "owner", json::Value(owner), a);
-  json::Value hooks(rapidjson::kArrayType);
-  if (c.egress) hooks.PushBack(json::Value(ebpf::hook_name(hook_of_pod_egress), a), a);
-  if (c.ingress) hooks.PushBack(json::Value(ebpf::hook_name(hook_of_pod_ingress), a), a);
-  json::set(d, "hooks", std::move(hooks), a);
-  json::set(d, "clsact", json::Value(clsact), a);
-  json::set(d, "fq", json::Value(fq), a);
-  return d;
+undo::BandwidthRemove remove_op(const std::string& bpffs_dir, const link::LinkInfo& host, uint64_t owner, const BandwidthConfig& c,
+                                bool clsact, bool fq) {
+  undo::BandwidthRemove op;
+  op.bpffs_dir = bpffs_dir;
+  op.host = host.name;
+  op.ifindex = host.index;
+  op.owner = owner;
+  if (c.egress) op.hooks.emplace_back(ebpf::hook_name(hook_of_pod_egress));
+  if (c.ingress) op.hooks.emplace_back(ebpf::hook_name(hook_of_pod_ingress));
+  op.clsact = clsact;
+  op.fq = fq;
+  return op;
 }
 
-Result<cni::CniResult> bandwidth_add(Context& ctx, const json::Value& conf, const cni::CniResult* prev) {
-  BandwidthConfig c = PLUMB_TRY(parse_config(conf, ctx));
+Result<cni::CniResult> bandwidth_add(Context& ctx, const BandwidthConfig& c, const cni::CniResult* prev) {
   if (!c.ingress && !c.egress) return prev ? *prev : cni::CniResult{};  // nothing to shape: pass through
   if (prev == nullptr) {
     return fail(cni_code::kInvalidConfig, "network " + ctx.network +
@@ -153,7 +149,7 @@ Result<cni::CniResult> bandwidth_add(Context& ctx, const json::Value& conf, cons
   }
   bool create_clsact = ingress_qdisc.empty();
   bool use_fq = progs.mode() == ebpf::Mode::EdtFq && c.ingress.has_value();
-  PLUMB_TRY(ctx.journal->will(remove_op(ctx.bpffs_dir, hs.host, owner, c, create_clsact, use_fq)));
+  PLUMB_TRY(undo::will(ctx, remove_op(ctx.bpffs_dir, hs.host, owner, c, create_clsact, use_fq)));
 
   if (create_clsact) {
     auto st = tc::add_clsact(*ctx.node, idx);
@@ -175,8 +171,7 @@ Result<cni::CniResult> bandwidth_add(Context& ctx, const json::Value& conf, cons
   return *prev;
 }
 
-Status bandwidth_check(Context& ctx, const json::Value& conf, const cni::CniResult& prev) {
-  BandwidthConfig c = PLUMB_TRY(parse_config(conf, ctx));
+Status bandwidth_check(Context& ctx, const BandwidthConfig& c, const cni::CniResult& prev) {
   if (!c.ingress && !c.egress) return {};
   HostSide hs = PLUMB_TRY(host_side(ctx, prev));
   auto progs = PLUMB_TRY(ebpf::Programs::open_existing(ctx.bpffs_dir));
@@ -212,33 +207,25 @@ Status bandwidth_check(Context& ctx, const json::Value& conf, const cni::CniResu
   return {};
 }
 
-Result<std::string> field(const json::Value& op, std::string_view key) {
-  auto v = PLUMB_TRY(json::get_string(op, key, "undo bandwidth.remove"));
-  if (!v) return fail(cni_code::kDecode, "undo operation " + json::dump(op) + " lacks \"" + std::string(key) + "\"");
-  return *v;
-}
+}  // namespace
+
+const Driver kBandwidth = make_driver<BandwidthConfig, parse_config, bandwidth_add, bandwidth_check>("bandwidth");
+
+namespace undo {
 
 /// "bandwidth.remove": detach plumb's filters (only if the interface at the recorded index still
 /// has the recorded name), restore the qdiscs plumb added, delete the map entries this
 /// attachment owns. Idempotent: every missing piece is success.
-Status bandwidth_undo(Context& ctx, const json::Value& op) {
-  std::string name = PLUMB_TRY(field(op, "op"));
-  if (name != "bandwidth.remove") return fail(cni_code::kDecode, "unknown undo operation \"" + name + "\"");
-  std::string bpffs_dir = PLUMB_TRY(field(op, "bpffsDir"));
-  std::string host = PLUMB_TRY(field(op, "host"));
-  auto ifindex = PLUMB_TRY(json::get_int(op, "ifindex", "undo bandwidth.remove"));
-  auto owner = PLUMB_TRY(json::get_uint(op, "owner", "undo bandwidth.remove"));
-  auto hook_names = PLUMB_TRY(json::get_string_array(op, "hooks", "undo bandwidth.remove"));
-  bool clsact = PLUMB_TRY(json::get_bool(op, "clsact", "undo bandwidth.remove")).value_or(false);
-  bool fq = PLUMB_TRY(json::get_bool(op, "fq", "undo bandwidth.remove")).value_or(false);
-  if (!ifindex || !owner || !hook_names) return fail(cni_code::kDecode, "undo operation " + json::dump(op) + " is incomplete");
+Status run_op(Context& ctx, const BandwidthRemove& op) {
+  using ebpf::Hook;
+  const std::string& host = op.host;
   std::vector<Hook> hooks;
-  for (auto& h : *hook_names) {
+  for (auto& h : op.hooks) {
     if (h == ebpf::hook_name(Hook::HostIngress)) hooks.push_back(Hook::HostIngress);
     else if (h == ebpf::hook_name(Hook::HostEgress)) hooks.push_back(Hook::HostEgress);
     else return fail(cni_code::kDecode, "undo bandwidth.remove: unknown hook \"" + h + "\"");
   }
-  const int idx = static_cast<int>(*ifindex);
+  const int idx = op.ifindex;
   std::optional<Error> first;
   auto note = [&](const Status& st) {
     if (!st && !first) first = st.error().within("undo bandwidth on " + host);
@@ -253,11 +240,11 @@ Status bandwidth_undo(Context& ctx, const json::Value& op) {
         auto r = tc::detach(*ctx.node, idx, ebpf::clsact_hook(h));
         if (!r) note(std::unexpected(r.error()));
       }
-      if (fq) {
+      if (op.fq) {
         auto r = tc::del_root(*ctx.node, idx);
         if (!r) note(std::unexpected(r.error()));
       }
-      if (clsact) {
+      if (op.clsact) {
         auto in = tc::filters(*ctx.node, idx, ebpf::clsact_hook(Hook::HostIngress));
         auto out = tc::filters(*ctx.node, idx, ebpf::clsact_hook(Hook::HostEgress));
         if (!in) note(std::unexpected(in.error()));
@@ -269,12 +256,12 @@ Status bandwidth_undo(Context& ctx, const json::Value& op) {
       }
     }
   }
-  auto progs = ebpf::Programs::open_existing(bpffs_dir);
+  auto progs = ebpf::Programs::open_existing(op.bpffs_dir);
   if (!progs) {
     note(std::unexpected(progs.error()));
   } else if (*progs) {
     for (Hook h : hooks) {
-      auto r = (*progs)->remove(idx, h, *owner);
+      auto r = (*progs)->remove(idx, h, op.owner);
       if (!r) note(std::unexpected(r.error()));
     }
   }
@@ -282,8 +269,6 @@ Status bandwidth_undo(Context& ctx, const json::Value& op) {
   return {};
 }
 
-}  // namespace
-
-const Driver kBandwidth{"bandwidth", bandwidth_add, bandwidth_check, bandwidth_undo};
+}  // namespace undo
 
 }  // namespace plumb::drivers

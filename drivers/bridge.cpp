@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 
 #include "drivers/registry.hpp"
+#include "drivers/undo.hpp"
 #include "engine/kernel/addr.hpp"
 #include "engine/kernel/link.hpp"
 #include "engine/nft/nft.hpp"
@@ -20,7 +21,7 @@ namespace plumb::drivers {
 namespace {
 
 /// The bridge plugin's configuration, validated.
-struct BridgeConfig {
+struct BridgeConfig : Config {
   std::string bridge = "cni0";
   bool is_gateway = false;
   bool is_default_gateway = false;
@@ -35,9 +36,9 @@ struct BridgeConfig {
   std::optional<Mac> mac;  // the pod interface's MAC
 };
 
-Result<BridgeConfig> parse_config(const json::Value& conf, const Context& ctx) {
+Result<BridgeConfig> parse_config(const json::Value& conf, const ParseInput& in) {
   BridgeConfig c;
-  const std::string where = ctx.network;
+  const std::string& where = in.network;
   if (auto v = PLUMB_TRY(json::get_string(conf, "bridge", where))) {
     if (!link::valid_ifname(*v)) return fail(cni_code::kInvalidConfig, where + ".bridge \"" + *v + "\" is not a valid interface name");
     c.bridge = *v;
@@ -50,16 +51,13 @@ Result<BridgeConfig> parse_config(const json::Value& conf, const Context& ctx) {
   c.hairpin = PLUMB_TRY(json::get_bool(conf, "hairpinMode", where)).value_or(false);
   c.promisc = PLUMB_TRY(json::get_bool(conf, "promiscMode", where)).value_or(false);
   c.enable_dad = PLUMB_TRY(json::get_bool(conf, "enabledad", where)).value_or(false);
-  if (auto m = PLUMB_TRY(json::get_int(conf, "mtu", where))) {
-    if (*m < 0 || *m > 65535) return fail(cni_code::kInvalidConfig, where + ".mtu " + std::to_string(*m) + " is out of range");
-    c.mtu_bytes = static_cast<uint32_t>(*m);
-  }
+  c.mtu_bytes = PLUMB_TRY(parse_mtu(conf, in.network)).value_or(0);
   if (auto v = PLUMB_TRY(json::get_int(conf, "vlan", where))) {
     if (*v < 0 || *v > 4094) return fail(cni_code::kInvalidConfig, where + ".vlan " + std::to_string(*v) + " must be 0..4094");
     c.vlan = static_cast<int>(*v);
   }
   c.vlan_trunk = PLUMB_TRY(json::get_array(conf, "vlanTrunk", where)) != nullptr;
-  c.mac = PLUMB_TRY(requested_mac(ctx, conf));
+  c.mac = PLUMB_TRY(requested_mac(conf, in));
   return c;
 }
 
@@ -75,7 +73,7 @@ Mac random_local_mac() {
 Result<link::LinkInfo> ensure_bridge(Context& ctx, const BridgeConfig& c) {
   auto br = PLUMB_TRY(link::get(*ctx.node, c.bridge));
   if (!br) {
-    PLUMB_TRY(ctx.journal->will(undo::bridge_del_if_unused(c.bridge), /*rollback_only=*/true));
+    PLUMB_TRY(undo::will(ctx, undo::BridgeDelIfUnused{c.bridge}, /*rollback_only=*/true));
     link::BridgeSpec spec{c.bridge, c.mtu_bytes, random_local_mac(), c.vlan != 0 || c.vlan_trunk};
     auto st = link::create_bridge(*ctx.node, spec);
     if (!st && st.error().sys_errno != EEXIST) {
@@ -127,15 +125,14 @@ Status ensure_gateway_addr(Context& ctx, const link::LinkInfo& br, const IpPrefi
   return {};
 }
 
-Result<cni::CniResult> bridge_add(Context& ctx, const json::Value& conf, const cni::CniResult*) {
-  BridgeConfig c = PLUMB_TRY(parse_config(conf, ctx));
+Result<cni::CniResult> bridge_add(Context& ctx, const BridgeConfig& c, const cni::CniResult*) {
   link::LinkInfo br = PLUMB_TRY(ensure_bridge(ctx, c));
 
   // The veth pair, pod end created directly in the pod namespace under its final name.
   std::string host;
   for (int attempt = 0;; ++attempt) {
     host = random_ifname("veth");
-    PLUMB_TRY(ctx.journal->will(undo::link_del("node", host)));
+    PLUMB_TRY(undo::will(ctx, undo::LinkDel{"node", host}));
     link::VethSpec spec{host, ctx.ifname, ctx.pod_ns->fd(), c.mtu_bytes, std::nullopt, c.mac};
     auto st = link::create_veth(*ctx.node, spec);
     if (st) break;
@@ -157,7 +154,7 @@ Result<cni::CniResult> bridge_add(Context& ctx, const json::Value& conf, const c
   PLUMB_TRY(link::modify(*ctx.node, host_link->index, port));
   if (c.hairpin) PLUMB_TRY(link::set_bridge_port_hairpin(*ctx.node, host_link->index, true));
 
-  cni::CniResult r = PLUMB_TRY(run_ipam(ctx, conf));
+  cni::CniResult r = PLUMB_TRY(run_ipam(ctx, c.ipam));
   r.interfaces.clear();
   r.interfaces.push_back({br.name, br.mac() ? br.mac()->str() : "", std::nullopt, "", {}, {}});
   r.interfaces.push_back({host, host_link->mac() ? host_link->mac()->str() : "", std::nullopt, "", {}, {}});
@@ -194,53 +191,23 @@ Result<cni::CniResult> bridge_add(Context& ctx, const json::Value& conf, const c
     std::vector<IpPrefix> subnets;
     for (auto& ip : r.ips) subnets.push_back(ip.address.network());
     for (auto& ip : r.ips) {
-      PLUMB_TRY(ctx.journal->will(undo::masq_del(ip.address.addr.str())));
+      PLUMB_TRY(undo::will(ctx, undo::MasqDel{ip.address.addr.str()}));
       PLUMB_TRY(nft::add_masquerade(ctx.network, subnets, ip.address.addr));
     }
   }
   return r;
 }
 
-Status bridge_check(Context& ctx, const json::Value& conf, const cni::CniResult& prev) {
-  BridgeConfig c = PLUMB_TRY(parse_config(conf, ctx));
+Status bridge_check(Context& ctx, const BridgeConfig& c, const cni::CniResult& prev) {
   auto br = PLUMB_TRY(link::get(*ctx.node, c.bridge));
   if (!br || br->kind != "bridge") return fail(cni_code::kKernel, "CHECK: bridge " + c.bridge + " does not exist");
-  auto pod_link = PLUMB_TRY(link::get(*ctx.pod, ctx.ifname));
-  if (!pod_link) return fail(cni_code::kKernel, "CHECK: interface " + ctx.ifname + " not found in " + ctx.netns_path);
-  if (pod_link->kind != "veth") return fail(cni_code::kKernel, "CHECK: " + ctx.ifname + " is a " + pod_link->kind + ", not a veth");
-  if (!pod_link->up()) return fail(cni_code::kKernel, "CHECK: " + ctx.ifname + " is down");
-  for (auto& i : prev.interfaces) {
-    if (i.sandbox.empty() || i.name != ctx.ifname) continue;
-    if (!i.mac.empty() && pod_link->mac() && pod_link->mac()->str() != i.mac) {
-      return fail(cni_code::kKernel, "CHECK: " + ctx.ifname + " has MAC " + pod_link->mac()->str() + ", expected " + i.mac);
-    }
-    if (i.mtu_bytes && *i.mtu_bytes != pod_link->mtu_bytes) {
-      return fail(cni_code::kKernel, "CHECK: " + ctx.ifname + " has MTU " + std::to_string(pod_link->mtu_bytes) +
-                                         ", expected " + std::to_string(*i.mtu_bytes));
-    }
-  }
-  for (int family : {AF_INET, AF_INET6}) {
-    auto routes = PLUMB_TRY(route::list(*ctx.pod, family));
-    for (auto& want : prev.routes) {
-      if (want.dst.addr.family != family) continue;
-      bool found = std::any_of(routes.begin(), routes.end(), [&](const route::Route& r) {
-        return r.dst.network() == want.dst.network() && (!want.gw || (r.gw && *r.gw == *want.gw));
-      });
-      if (!found) {
-        return fail(cni_code::kKernel, "CHECK: route " + want.dst.str() + (want.gw ? " via " + want.gw->str() : "") +
-                                           " is missing in " + ctx.netns_path);
-      }
-    }
-  }
-  auto addrs = PLUMB_TRY(addr::list(*ctx.pod, pod_link->index));
-  for (auto& ip : prev.ips) {
-    bool found = std::any_of(addrs.begin(), addrs.end(), [&](const addr::AddrInfo& a) { return a.prefix == ip.address; });
-    if (!found) return fail(cni_code::kKernel, "CHECK: " + ctx.ifname + " lacks address " + ip.address.str());
-  }
-  if (pod_link->master_index == 0) {
+  link::LinkInfo pod_link = PLUMB_TRY(check_pod_interface(ctx, prev, "veth"));
+  PLUMB_TRY(check_pod_routes(ctx, prev));
+  PLUMB_TRY(check_pod_addresses(ctx, pod_link.index, prev));
+  if (pod_link.master_index == 0) {
     // The pod end has no master; the host end must be a port of the bridge.
-    auto host = PLUMB_TRY(link::get(*ctx.node, pod_link->link_index));
-    if (pod_link->link_netnsid && (!host || host->master_index != br->index)) {
+    auto host = PLUMB_TRY(link::get(*ctx.node, pod_link.link_index));
+    if (pod_link.link_netnsid && (!host || host->master_index != br->index)) {
       return fail(cni_code::kKernel, "CHECK: the host end of " + ctx.ifname + " is not a port of bridge " + c.bridge);
     }
   }
@@ -249,6 +216,29 @@ Status bridge_check(Context& ctx, const json::Value& conf, const cni::CniResult&
 
 }  // namespace
 
-const Driver kBridge{"bridge", bridge_add, bridge_check};
+const Driver kBridge = make_driver<BridgeConfig, parse_config, bridge_add, bridge_check>("bridge");
+
+namespace undo {
+
+Status run_op(Context& ctx, const BridgeDelIfUnused& op) {
+  auto br = PLUMB_TRY(link::get(*ctx.node, op.name));
+  if (!br || br->kind != "bridge") return {};
+  auto links = PLUMB_TRY(link::list(*ctx.node));
+  for (auto& l : links) {
+    if (l.master_index == br->index) return {};  // still in use by another attachment
+  }
+  auto removed = link::remove(*ctx.node, br->index);
+  if (!removed) return std::unexpected(removed.error().within("undo: delete bridge " + op.name));
+  return {};
+}
+
+Status run_op(Context&, const MasqDel& op) {
+  auto ip = PLUMB_TRY(IpAddr::parse(op.ip));
+  auto removed = nft::del_masquerade(ip);
+  if (!removed) return std::unexpected(removed.error().within("undo: remove masquerade of " + ip.str()));
+  return {};
+}
+
+}  // namespace undo
 
 }  // namespace plumb::drivers

@@ -1,137 +1,70 @@
-// Pieces every driver shares: undo operations, pod interface configuration, IPAM invocation.
+// Pieces every driver shares: parsing the shared keys (ipam, mac, mtu), running IPAM, configuring
+// the pod interface, the shared CHECK helpers and the shared undo operations.
 #include <sys/random.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cstdio>
-#include <map>
 
 #include "drivers/driver.hpp"
-#include "engine/kernel/addr.hpp"
+#include "drivers/registry.hpp"
+#include "drivers/undo.hpp"
 #include "engine/devinfo/devinfo.hpp"
+#include "engine/kernel/addr.hpp"
 #include "engine/kernel/link.hpp"
-#include "engine/nft/nft.hpp"
 #include "engine/kernel/route.hpp"
-#include "ipam/ipam.hpp"
 
 namespace plumb::drivers {
-namespace undo {
 namespace {
-json::Document op(std::string_view name) {
-  json::Document d(rapidjson::kObjectType);
-  json::set_string(d, "op", name, d.GetAllocator());
-  return d;
+
+std::shared_ptr<const json::Document> copy_member(const json::Value& conf, std::string_view key) {
+  const json::Value* v = json::find(conf, key);
+  if (v == nullptr || !v->IsObject()) return nullptr;
+  return std::make_shared<const json::Document>(json::clone(*v));
 }
+
 }  // namespace
 
-json::Document link_del(std::string_view where, const std::string& name) {
-  auto d = op("link_del");
-  json::set_string(d, "where", where, d.GetAllocator());
-  json::set_string(d, "name", name, d.GetAllocator());
-  return d;
+Result<IpamUse> parse_ipam(const json::Value& conf, const ParseInput& in) {
+  const json::Value* ipam_conf = PLUMB_TRY(json::get_object(conf, "ipam", in.network));
+  if (ipam_conf == nullptr || json::find(*ipam_conf, "type") == nullptr) return IpamUse{};
+  PLUMB_TRY(json::get_object(conf, "runtimeConfig", in.network));
+  PLUMB_TRY(json::get_object(conf, "args", in.network));
+  IpamUse use;
+  auto made = PLUMB_TRY(ipam::make(*ipam_conf));
+  use.ipam = std::shared_ptr<ipam::Ipam>(std::move(made));
+  use.conf = std::make_shared<const json::Document>(json::clone(*ipam_conf));
+  use.runtime_config = copy_member(conf, "runtimeConfig");
+  use.args = copy_member(conf, "args");
+  return use;
 }
 
-json::Document bridge_del_if_unused(const std::string& name) {
-  auto d = op("bridge_del_if_unused");
-  json::set_string(d, "name", name, d.GetAllocator());
-  return d;
-}
-
-json::Document ipam_release(const json::Value& ipam, const std::string& network, const std::string& ifname) {
-  auto d = op("ipam_release");
-  auto& a = d.GetAllocator();
-  json::Value v;
-  v.CopyFrom(ipam, a);
-  json::set(d, "ipam", std::move(v), a);
-  json::set_string(d, "network", network, a);
-  json::set_string(d, "ifname", ifname, a);
-  return d;
-}
-
-json::Document masq_del(const std::string& pod_ip) {
-  auto d = op("masq_del");
-  json::set_string(d, "ip", pod_ip, d.GetAllocator());
-  return d;
-}
-}  // namespace undo
-
-namespace {
-
-using UndoFn = Status (*)(Context&, const json::Value&);
-
-Result<std::string> field(const json::Value& op, std::string_view key) {
-  auto v = PLUMB_TRY(json::get_string(op, key, "undo operation"));
-  if (!v) return fail(cni_code::kDecode, "undo operation " + json::dump(op) + " lacks \"" + std::string(key) + "\"");
-  return *v;
-}
-
-Status undo_link_del(Context& ctx, const json::Value& op) {
-  std::string where = PLUMB_TRY(field(op, "where"));
-  std::string name = PLUMB_TRY(field(op, "name"));
-  netlink::Socket* nl = where == "pod" ? ctx.pod : ctx.node;
-  if (nl == nullptr) return {};  // the pod namespace is gone, and its links with it
-  auto removed = link::remove(*nl, name);
-  if (!removed) return std::unexpected(removed.error().within("undo: delete link " + name));
-  return {};
-}
-
-Status undo_bridge_del_if_unused(Context& ctx, const json::Value& op) {
-  std::string name = PLUMB_TRY(field(op, "name"));
-  auto br = PLUMB_TRY(link::get(*ctx.node, name));
-  if (!br || br->kind != "bridge") return {};
-  auto links = PLUMB_TRY(link::list(*ctx.node));
-  for (auto& l : links) {
-    if (l.master_index == br->index) return {};  // still in use by another attachment
+Result<ParsedPlugin> parse_plugin(const json::Value& conf, const ParseInput& in) {
+  if (!conf.IsObject()) return fail(cni_code::kInvalidConfig, "network " + in.network + ": a plugin entry is not an object");
+  auto type = PLUMB_TRY(json::get_string(conf, "type", in.network + " plugin"));
+  if (!type || type->empty()) return fail(cni_code::kInvalidConfig, "network " + in.network + ": a plugin has no \"type\"");
+  const Driver* d = find(*type);
+  if (d == nullptr) {
+    return fail(cni_code::kInvalidConfig, "network " + in.network + ": plugin type \"" + *type +
+                                              "\" is not implemented by plumb (it implements " + known_types() + ")");
   }
-  auto removed = link::remove(*ctx.node, br->index);
-  if (!removed) return std::unexpected(removed.error().within("undo: delete bridge " + name));
-  return {};
+  return ParsedPlugin{d, PLUMB_TRY(d->parse(conf, in))};
 }
 
-Status undo_ipam_release(Context& ctx, const json::Value& op) {
-  const json::Value* ipam_conf = json::find(op, "ipam");
-  if (ipam_conf == nullptr) return fail(cni_code::kDecode, "undo ipam_release without ipam config");
-  auto ipam = PLUMB_TRY(ipam::make(*ipam_conf));
+Result<cni::CniResult> run_ipam(Context& ctx, const IpamUse& use) {
+  if (!use.ipam) return cni::CniResult{};
+  PLUMB_TRY(undo::will(ctx, undo::IpamRelease{json::clone(*use.conf), ctx.network, ctx.ifname}));
   ipam::Request req;
   req.container_id = ctx.container_id;
-  req.ifname = PLUMB_TRY(field(op, "ifname"));
-  req.network_name = PLUMB_TRY(field(op, "network"));
-  req.ipam = ipam_conf;
+  req.ifname = ctx.ifname;
+  req.network_name = ctx.network;
+  req.ipam = use.conf.get();
+  req.runtime_config = use.runtime_config.get();
+  req.args = use.args.get();
   req.cni_args = ctx.cni_args;
-  auto st = ipam->del(req);
-  if (!st) return std::unexpected(st.error().within("undo: release addresses of " + req.ifname));
-  return {};
-}
-
-Status undo_masq_del(Context&, const json::Value& op) {
-  auto ip = PLUMB_TRY(IpAddr::parse(PLUMB_TRY(field(op, "ip"))));
-  auto removed = nft::del_masquerade(ip);
-  if (!removed) return std::unexpected(removed.error().within("undo: remove masquerade of " + ip.str()));
-  return {};
-}
-
-const std::map<std::string_view, UndoFn>& undo_table() {
-  static const std::map<std::string_view, UndoFn> table = {
-      {"link_del", undo_link_del},
-      {"bridge_del_if_unused", undo_bridge_del_if_unused},
-      {"ipam_release", undo_ipam_release},
-      {"masq_del", undo_masq_del},
-      {"devinfo_remove", [](Context&, const json::Value& op) { return devinfo::run_undo_remove(op); }},
-  };
-  return table;
-}
-
-}  // namespace
-
-Status run_undo(Context& ctx, const json::Value& op) {
-  std::string name = PLUMB_TRY(field(op, "op"));
-  if (auto dot = name.find('.'); dot != std::string::npos) {
-    const Driver* d = find(std::string_view(name).substr(0, dot));
-    if (d == nullptr || d->undo == nullptr) return fail(cni_code::kDecode, "undo operation \"" + name + "\" has no driver");
-    return d->undo(ctx, op);
-  }
-  auto it = undo_table().find(name);
-  if (it == undo_table().end()) return fail(cni_code::kDecode, "unknown undo operation \"" + name + "\"");
-  return it->second(ctx, op);
+  req.owner = ctx.ipam_owner;
+  req.owner_ips = ctx.ipam_owner_ips;
+  return use.ipam->add(req);
 }
 
 Status configure_pod_interface(netlink::Socket& pod, int index, const cni::CniResult& r, bool dad) {
@@ -167,26 +100,10 @@ Status configure_pod_interface(netlink::Socket& pod, int index, const cni::CniRe
   return {};
 }
 
-Result<cni::CniResult> run_ipam(Context& ctx, const json::Value& conf) {
-  const json::Value* ipam_conf = PLUMB_TRY(json::get_object(conf, "ipam", ctx.network));
-  if (ipam_conf == nullptr || json::find(*ipam_conf, "type") == nullptr) return cni::CniResult{};
-  auto ipam = PLUMB_TRY(ipam::make(*ipam_conf));
-  PLUMB_TRY(ctx.journal->will(undo::ipam_release(*ipam_conf, ctx.network, ctx.ifname)));
-  ipam::Request req;
-  req.container_id = ctx.container_id;
-  req.ifname = ctx.ifname;
-  req.network_name = ctx.network;
-  req.ipam = ipam_conf;
-  req.runtime_config = PLUMB_TRY(json::get_object(conf, "runtimeConfig", ctx.network));
-  req.args = PLUMB_TRY(json::get_object(conf, "args", ctx.network));
-  req.cni_args = ctx.cni_args;
-  return ipam->add(req);
-}
-
-Result<std::optional<Mac>> requested_mac(const Context& ctx, const json::Value& conf) {
-  const std::string& where = ctx.network;
+Result<std::optional<Mac>> requested_mac(const json::Value& conf, const ParseInput& in) {
+  const std::string& where = in.network;
   std::optional<std::string> mac = PLUMB_TRY(json::get_string(conf, "mac", where));
-  for (auto& [k, v] : ctx.cni_args) {
+  for (auto& [k, v] : in.cni_args) {
     if (k == "MAC") mac = v;
   }
   if (const json::Value* args = PLUMB_TRY(json::get_object(conf, "args", where))) {
@@ -203,6 +120,16 @@ Result<std::optional<Mac>> requested_mac(const Context& ctx, const json::Value& 
   return std::optional<Mac>(*parsed);
 }
 
+Result<std::optional<uint32_t>> parse_mtu(const json::Value& obj, std::string_view where, std::string_view key) {
+  auto m = PLUMB_TRY(json::get_int(obj, key, where));
+  if (!m || *m == 0) return std::optional<uint32_t>{};
+  if (*m < 68 || *m > 65535) {
+    return fail(cni_code::kInvalidConfig,
+                std::string(where) + "." + std::string(key) + " " + std::to_string(*m) + " is out of range (68..65535)");
+  }
+  return std::optional<uint32_t>(static_cast<uint32_t>(*m));
+}
+
 std::string random_ifname(std::string_view prefix) {
   uint32_t r = 0;
   while (getrandom(&r, sizeof r, 0) != sizeof r) {
@@ -212,4 +139,85 @@ std::string random_ifname(std::string_view prefix) {
   return std::string(prefix) + buf;
 }
 
+// --- shared CHECK helpers --------------------------------------------------------------------------
+
+Result<link::LinkInfo> check_pod_interface(Context& ctx, const cni::CniResult& prev, std::string_view kind) {
+  auto l = PLUMB_TRY(link::get(*ctx.pod, ctx.ifname));
+  if (!l) return fail(cni_code::kKernel, "CHECK: interface " + ctx.ifname + " not found in " + ctx.netns_path);
+  if (!kind.empty() && l->kind != kind) {
+    return fail(cni_code::kKernel, "CHECK: " + ctx.ifname + " is a " + (l->kind.empty() ? std::string("device without kind") : l->kind) +
+                                       ", not a " + std::string(kind));
+  }
+  if (!l->up()) return fail(cni_code::kKernel, "CHECK: " + ctx.ifname + " is down");
+  for (auto& i : prev.interfaces) {
+    if (i.sandbox.empty() || i.name != ctx.ifname) continue;
+    if (!i.mac.empty() && l->mac() && l->mac()->str() != i.mac) {
+      return fail(cni_code::kKernel, "CHECK: " + ctx.ifname + " has MAC " + l->mac()->str() + ", expected " + i.mac);
+    }
+    if (i.mtu_bytes && *i.mtu_bytes != l->mtu_bytes) {
+      return fail(cni_code::kKernel, "CHECK: " + ctx.ifname + " has MTU " + std::to_string(l->mtu_bytes) + ", expected " +
+                                         std::to_string(*i.mtu_bytes));
+    }
+  }
+  return *l;
+}
+
+Status check_pod_addresses(Context& ctx, int index, const cni::CniResult& prev) {
+  auto addrs = PLUMB_TRY(addr::list(*ctx.pod, index));
+  for (auto& ip : prev.ips) {
+    bool found = std::any_of(addrs.begin(), addrs.end(), [&](const addr::AddrInfo& a) { return a.prefix == ip.address; });
+    if (!found) return fail(cni_code::kKernel, "CHECK: " + ctx.ifname + " lacks address " + ip.address.str());
+  }
+  return {};
+}
+
+Status check_pod_routes(Context& ctx, const cni::CniResult& prev) {
+  for (int family : {AF_INET, AF_INET6}) {
+    auto routes = PLUMB_TRY(route::list(*ctx.pod, family));
+    for (auto& want : prev.routes) {
+      if (want.dst.addr.family != family) continue;
+      bool found = std::any_of(routes.begin(), routes.end(), [&](const route::Route& r) {
+        return r.dst.network() == want.dst.network() && (!want.gw || (r.gw && *r.gw == *want.gw));
+      });
+      if (!found) {
+        return fail(cni_code::kKernel, "CHECK: route " + want.dst.str() + (want.gw ? " via " + want.gw->str() : "") +
+                                           " is missing in " + ctx.netns_path);
+      }
+    }
+  }
+  return {};
+}
+
+// --- shared undo operations ------------------------------------------------------------------------
+
+namespace undo {
+
+Status run_op(Context& ctx, const LinkDel& op) {
+  netlink::Socket* nl = op.where == "pod" ? ctx.pod : ctx.node;
+  if (nl == nullptr) return {};  // the pod namespace is gone, and its links with it
+  auto removed = link::remove(*nl, op.name);
+  if (!removed) return std::unexpected(removed.error().within("undo: delete link " + op.name));
+  return {};
+}
+
+Status run_op(Context& ctx, const IpamRelease& op) {
+  auto ipam = PLUMB_TRY(ipam::make(op.ipam));
+  ipam::Request req;
+  req.container_id = ctx.container_id;
+  req.ifname = op.ifname;
+  req.network_name = op.network;
+  req.ipam = &op.ipam;
+  req.cni_args = ctx.cni_args;
+  auto st = ipam->del(req);
+  if (!st) return std::unexpected(st.error().within("undo: release addresses of " + req.ifname));
+  return {};
+}
+
+Status run_op(Context&, const DevinfoRemove& op) {
+  auto st = devinfo::remove(op.path);
+  if (!st) return std::unexpected(st.error().within("undo"));
+  return {};
+}
+
+}  // namespace undo
 }  // namespace plumb::drivers

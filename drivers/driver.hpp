@@ -1,92 +1,182 @@
 // Attachment kinds behind one table of operations (systemd-networkd's NetDevVTable idea): each
-// kind lives in one file and is registered in drivers/registry.cpp. The engine looks a plugin's
-// "type" up with find() and never branches on kinds itself.
+// kind lives in one file and is registered in drivers/registry.cpp. The orchestrator looks a
+// plugin's "type" up with find() and never branches on kinds itself.
+//
+// A driver's life for one plugin of one attachment:
+//   parse   plugin JSON -> the driver's typed config, validating every key with the reference
+//           plugin's names and rules. No kernel, no files: the orchestrator parses every plugin
+//           of every attachment of a pod before the first change, so a bad key anywhere fails
+//           the ADD with nothing done.
+//   add     typed config + the chain's previous result -> this plugin's result. Every kernel
+//           change is announced first with will() (drivers/undo.hpp: the typed undo journal).
+//   check   typed config + the recorded result: does the kernel still match (CNI CHECK)?
+//   del     there is no per-driver DEL: DEL runs, newest first, the undo operations the ADD
+//           recorded (drivers/undo.hpp), so it works from the state record alone.
+// Drivers never call each other and never see JSON after parse.
 #pragma once
 
+#include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
-#include "engine/cni/cni.hpp"
+#include "engine/base/ip.hpp"
 #include "engine/base/json.hpp"
 #include "engine/base/result.hpp"
-#include "engine/netlink/socket.hpp"
+#include "engine/cni/cni.hpp"
+#include "engine/kernel/link.hpp"
 #include "engine/kernel/netns.hpp"
+#include "engine/netlink/socket.hpp"
 #include "engine/state/journal.hpp"
+#include "ipam/ipam.hpp"
 
 namespace plumb::drivers {
+
+namespace sriov {
+struct Backends;
+}
+
+/// CNI_ARGS as (key, value) pairs, in order.
+using CniArgs = std::vector<std::pair<std::string, std::string>>;
+
+/// What parse may use besides the plugin's JSON (nothing from the kernel or the disk).
+struct ParseInput {
+  std::string network;    ///< the network's CNI name: errors name keys as "<network>.<key>"
+  std::string ifname;     ///< the attachment's pod-side interface name (tuning's IFNAME)
+  CniArgs cni_args;       ///< CNI_ARGS (MAC=, IP=)
+};
+
+/// A plugin's "ipam", parsed once with the rest of its config. Drivers hand it to run_ipam()
+/// and never look inside.
+struct IpamUse {
+  std::shared_ptr<ipam::Ipam> ipam;                  ///< null: the plugin has no ipam
+  std::shared_ptr<const json::Document> conf;        ///< the "ipam" object (recorded for release)
+  std::shared_ptr<const json::Document> runtime_config;  ///< the plugin's runtimeConfig (ips ...), may be null
+  std::shared_ptr<const json::Document> args;        ///< the plugin's "args" (args.cni.ips ...), may be null
+};
+
+/// One plugin's parsed configuration. Each driver derives its own (BridgeConfig, ...); the
+/// orchestrator holds it and hands it back to the driver that made it.
+struct Config {
+  virtual ~Config() = default;
+  IpamUse ipam;  ///< the plugin's "ipam" (every driver may have one; most chained ones do not)
+};
 
 /// Everything a driver may touch for one plugin invocation of one attachment.
 struct Context {
   std::string container_id;
-  std::string ifname;                 // the pod-side interface name of this attachment
-  std::string network;                // CNI network name
-  std::string netns_path;             // CNI_NETNS ("" in a DEL whose namespace is gone)
-  const netns::Netns* pod_ns = nullptr;   // open pod namespace; null when gone (DEL)
-  netlink::Socket* node = nullptr;    // rtnetlink socket in the node namespace
-  netlink::Socket* pod = nullptr;     // rtnetlink socket in the pod namespace; null when gone
-  std::vector<std::pair<std::string, std::string>> cni_args;
-  txn::Journal* journal = nullptr;    // ADD: register every inverse here before each change
-  std::string device_info_file;       // CNIDeviceInfoFile for this attachment, "" if none
-  std::string sysfs_root = "/sys";    // plumb config sysfsRoot: fake trees in tests
-  std::string bpffs_dir = "/sys/fs/bpf/plumb";  // plumb config bpffsDir: node-wide BPF pins (ebpf/loader.hpp)
-  std::string state_dir;              // plumb config stateDir (per-VF allocation records live under it)
+  std::string ifname;                 ///< the pod-side interface name of this attachment
+  std::string network;                ///< CNI network name
+  std::string netns_path;             ///< CNI_NETNS ("" in a DEL whose namespace is gone)
+  const netns::Netns* pod_ns = nullptr;   ///< open pod namespace; null when gone (DEL)
+  netlink::Socket* node = nullptr;    ///< rtnetlink socket in the node namespace
+  netlink::Socket* pod = nullptr;     ///< rtnetlink socket in the pod namespace; null when gone
+  CniArgs cni_args;
+  txn::Journal* journal = nullptr;    ///< ADD: every inverse is registered here before each change
+  std::string device_info_file;       ///< CNIDeviceInfoFile for this attachment, "" if none
+  std::string sysfs_root = "/sys";    ///< plumb config sysfsRoot: fake trees in tests
+  std::string bpffs_dir = "/sys/fs/bpf/plumb";  ///< plumb config bpffsDir: node-wide BPF pins (ebpf/loader.hpp)
+  std::string state_dir;              ///< plumb config stateDir (per-VF allocation records live under it)
+  /// IPAMClaims (spec 8): the owner the IPAM holds this attachment's addresses for instead of
+  /// container+ifname ("" = the container), and the claim's status.ips to re-use.
+  std::string ipam_owner;
+  std::vector<std::string> ipam_owner_ips;
+  /// The SR-IOV / RDMA / vDPA kernel backends; null = the netlink implementations. Tests without
+  /// SR-IOV hardware set recording fakes here (drivers/sriov_vf.hpp).
+  sriov::Backends* vf_backends = nullptr;
 };
 
-/// One attachment kind or chained feature.
-///   add:   conf is the plugin's JSON (cniVersion/name injected, runtimeConfig and args as
-///          delivered), prev the previous plugin's result in the chain (null for the first).
-///          Returns the plugin's result in the internal (1.1.0) shape. Every kernel change is
-///          preceded by ctx.journal->will(inverse). Errors: CNI errors naming field and value.
-///   check: verifies from the kernel that the attachment is as `prev` says (CNI CHECK).
-///   undo:  executes this driver's own undo operations, those whose "op" is "<type>.<name>"
-///          (e.g. "sriov.restore_vf"); nullptr if the driver only uses the shared operations.
-///          Must be idempotent: a missing object is success.
+/// One attachment kind or chained feature. See the file comment for the life of a plugin.
+///   parse: errors are kInvalidConfig naming "<network>.<key>" and the value.
+///   add:   `prev` is the previous plugin's result in the chain (null for the first); returns
+///          this plugin's result in the internal (1.1.0) shape.
+///   check: verifies from the kernel that the attachment is as `prev` says.
 struct Driver {
   std::string_view type;
-  Result<cni::CniResult> (*add)(Context& ctx, const json::Value& conf, const cni::CniResult* prev);
-  Status (*check)(Context& ctx, const json::Value& conf, const cni::CniResult& prev);
-  Status (*undo)(Context& ctx, const json::Value& op) = nullptr;
+  Result<std::unique_ptr<Config>> (*parse)(const json::Value& conf, const ParseInput& in) = nullptr;
+  Result<cni::CniResult> (*add)(Context& ctx, const Config& conf, const cni::CniResult* prev) = nullptr;
+  Status (*check)(Context& ctx, const Config& conf, const cni::CniResult& prev) = nullptr;
 };
+
+/// Builds a Driver from a driver's typed functions (C derives from Config):
+///   Result<C> parse(const json::Value&, const ParseInput&)
+///   Result<cni::CniResult> add(Context&, const C&, const cni::CniResult* prev)
+///   Status check(Context&, const C&, const cni::CniResult& prev)
+/// The plugin's "ipam" is parsed here for every driver (parse_ipam).
+template <class C, auto Parse, auto Add, auto Check>
+constexpr Driver make_driver(std::string_view type);
 
 /// The driver for a plugin "type", or nullptr if plumb does not implement it natively.
 [[nodiscard]] const Driver* find(std::string_view type);
 /// Types plumb implements, for messages.
 [[nodiscard]] std::string known_types();
 
-/// Executes one undo operation: the shared ones below (common.cpp), or "<type>.<name>" through
-/// that driver's undo. Missing
-/// objects (link already gone, address already released) are success: undo is idempotent.
-[[nodiscard]] Status run_undo(Context& ctx, const json::Value& op);
+/// Parses a plugin's "ipam" (absent: an empty IpamUse). Errors: the IPAM's (kInvalidConfig
+/// naming the field).
+[[nodiscard]] Result<IpamUse> parse_ipam(const json::Value& conf, const ParseInput& in);
+/// One plugin of an attachment, parsed: its driver and its typed config.
+struct ParsedPlugin {
+  const Driver* driver = nullptr;
+  std::unique_ptr<Config> config;
+};
+/// Parses one plugin of an attachment with its driver. Errors: kInvalidConfig naming an unknown
+/// or missing "type"; the driver's parse errors.
+[[nodiscard]] Result<ParsedPlugin> parse_plugin(const json::Value& conf, const ParseInput& in);
 
-/// Undo operation builders (the JSON recorded in the journal).
-namespace undo {
-/// Delete link `name` in the node ("node") or pod ("pod") namespace.
-[[nodiscard]] json::Document link_del(std::string_view where, const std::string& name);
-/// Delete bridge `name` in the node namespace if it has no ports left (rollback only).
-[[nodiscard]] json::Document bridge_del_if_unused(const std::string& name);
-/// Release the IPAM allocation of this container+ifname; `ipam` is the config's ipam object.
-[[nodiscard]] json::Document ipam_release(const json::Value& ipam, const std::string& network, const std::string& ifname);
-/// Remove the masquerade element of `pod_ip` from plumb's nftables table.
-[[nodiscard]] json::Document masq_del(const std::string& pod_ip);
-}  // namespace undo
+/// Runs the plugin's IPAM for this attachment (registering its release first). Returns an empty
+/// result when the plugin has no ipam.
+[[nodiscard]] Result<cni::CniResult> run_ipam(Context& ctx, const IpamUse& ipam);
 
 /// Adds the result's addresses (IPv6 with IFA_F_NODAD unless dad), brings the link up and adds
 /// the result's routes (gateway-less routes get the gateway of their family from ips) on the
 /// pod interface `index` through ctx.pod. The reference plugins' ipam.ConfigureIface.
 [[nodiscard]] Status configure_pod_interface(netlink::Socket& pod, int index, const cni::CniResult& r, bool dad);
 
-/// Runs the "ipam" of `conf` for this attachment (registering its release in the journal first).
-/// Returns an empty result when conf has no ipam.
-[[nodiscard]] Result<cni::CniResult> run_ipam(Context& ctx, const json::Value& conf);
-
 /// The MAC the pod interface must get, from (lowest to highest priority) the config's "mac",
 /// CNI_ARGS MAC=, args.cni.mac and runtimeConfig.mac (the "mac" capability), as the reference
 /// plugins resolve it. nullopt when none is given. Errors: kInvalidConfig naming the value.
-[[nodiscard]] Result<std::optional<Mac>> requested_mac(const Context& ctx, const json::Value& conf);
+[[nodiscard]] Result<std::optional<Mac>> requested_mac(const json::Value& conf, const ParseInput& in);
+
+/// An "mtu" key of object `obj` (the plugin config, or args.cni): absent or 0 = nullopt; else
+/// 68..65535 bytes (68: the smallest MTU the kernel gives an Ethernet device, IPv4's minimum).
+/// The one MTU rule of every driver. `where` prefixes the key in errors.
+/// Errors: kInvalidConfig "<where>.mtu <value> is out of range (68..65535)".
+[[nodiscard]] Result<std::optional<uint32_t>> parse_mtu(const json::Value& obj, std::string_view where,
+                                                         std::string_view key = "mtu");
 
 /// A random interface name "<prefix><8 hex digits>" (host ends of veth pairs, temporary names).
 [[nodiscard]] std::string random_ifname(std::string_view prefix);
+
+// --- shared CHECK helpers (every driver that creates a pod interface) ---------------------------
+
+/// The pod interface ctx.ifname must exist, be up, be of `kind` (when not ""), and have the MAC
+/// and MTU `prev` reports for it. Returns it. Errors: kKernel "CHECK: ..." naming what differs.
+[[nodiscard]] Result<link::LinkInfo> check_pod_interface(Context& ctx, const cni::CniResult& prev, std::string_view kind);
+/// Every address of prev.ips is on the pod interface `index`. Errors: kKernel naming the address.
+[[nodiscard]] Status check_pod_addresses(Context& ctx, int index, const cni::CniResult& prev);
+/// Every route of prev.routes is in the pod namespace. Errors: kKernel naming the route.
+[[nodiscard]] Status check_pod_routes(Context& ctx, const cni::CniResult& prev);
+
+// --- implementation of make_driver ---------------------------------------------------------------
+
+template <class C, auto Parse, auto Add, auto Check>
+constexpr Driver make_driver(std::string_view type) {
+  Driver d;
+  d.type = type;
+  d.parse = [](const json::Value& conf, const ParseInput& in) -> Result<std::unique_ptr<Config>> {
+    auto typed = std::make_unique<C>(PLUMB_TRY(Parse(conf, in)));
+    typed->ipam = PLUMB_TRY(parse_ipam(conf, in));
+    return std::unique_ptr<Config>(std::move(typed));
+  };
+  d.add = [](Context& ctx, const Config& conf, const cni::CniResult* prev) -> Result<cni::CniResult> {
+    return Add(ctx, static_cast<const C&>(conf), prev);
+  };
+  d.check = [](Context& ctx, const Config& conf, const cni::CniResult& prev) -> Status {
+    return Check(ctx, static_cast<const C&>(conf), prev);
+  };
+  return d;
+}
 
 }  // namespace plumb::drivers

@@ -20,6 +20,7 @@
 #include <cstring>
 
 #include "drivers/registry.hpp"
+#include "drivers/undo.hpp"
 #include "engine/kernel/addr.hpp"
 #include "engine/kernel/link.hpp"
 
@@ -27,7 +28,7 @@ namespace plumb::drivers {
 namespace {
 
 /// The selector of the device to move; exactly one is set.
-struct HostDeviceConfig {
+struct HostDeviceConfig : Config {
   std::string device;
   std::optional<Mac> hwaddr;
   std::string kernelpath;
@@ -56,9 +57,9 @@ bool safe_kernelpath(const std::string& p) {
   return true;
 }
 
-Result<HostDeviceConfig> parse_config(const json::Value& conf, const Context& ctx) {
+Result<HostDeviceConfig> parse_config(const json::Value& conf, const ParseInput& in) {
   HostDeviceConfig c;
-  const std::string where = ctx.network;
+  const std::string& where = in.network;
   int selectors = 0;
   if (auto v = PLUMB_TRY(json::get_string(conf, "device", where)); v && !v->empty()) {
     if (!link::valid_ifname(*v)) return fail(cni_code::kInvalidConfig, where + ".device \"" + *v + "\" is not a valid interface name");
@@ -155,20 +156,17 @@ Result<link::LinkInfo> find_device(Context& ctx, const HostDeviceConfig& c) {
   return link_of_device_dir(ctx, ctx.sysfs_root + "/bus/pci/devices/" + c.pci_bus_id, c);
 }
 
-json::Document restore_op(const link::LinkInfo& dev, const std::string& ifname) {
-  json::Document d(rapidjson::kObjectType);
-  auto& a = d.GetAllocator();
-  json::set_string(d, "op", "host-device.restore", a);
-  json::set_string(d, "name", dev.name, a);
-  json::set_string(d, "ifname", ifname, a);
-  json::set(d, "index", json::Value(dev.index), a);
-  json::set(d, "mtu", json::Value(dev.mtu_bytes), a);
-  if (dev.mac()) json::set_string(d, "mac", dev.mac()->str(), a);
-  return d;
+undo::HostDeviceRestore restore_op(const link::LinkInfo& dev, const std::string& ifname) {
+  undo::HostDeviceRestore op;
+  op.name = dev.name;
+  op.ifname = ifname;
+  op.index = dev.index;
+  op.mtu_bytes = dev.mtu_bytes;
+  if (dev.mac()) op.mac = dev.mac()->str();
+  return op;
 }
 
-Result<cni::CniResult> host_device_add(Context& ctx, const json::Value& conf, const cni::CniResult*) {
-  HostDeviceConfig c = PLUMB_TRY(parse_config(conf, ctx));
+Result<cni::CniResult> host_device_add(Context& ctx, const HostDeviceConfig& c, const cni::CniResult*) {
   link::LinkInfo dev = PLUMB_TRY(find_device(ctx, c));
   if (dev.index == 1 || (dev.flags & IFF_LOOPBACK)) {
     return fail(cni_code::kInvalidConfig, ctx.network + ": " + c.selector + " selects the loopback device " + dev.name);
@@ -176,7 +174,7 @@ Result<cni::CniResult> host_device_add(Context& ctx, const json::Value& conf, co
   if (PLUMB_TRY(link::get(*ctx.pod, ctx.ifname))) {
     return fail(cni_code::kConflict, "interface " + ctx.ifname + " already exists in " + ctx.netns_path);
   }
-  PLUMB_TRY(ctx.journal->will(restore_op(dev, ctx.ifname)));
+  PLUMB_TRY(undo::will(ctx, restore_op(dev, ctx.ifname)));
   link::LinkChange move;
   move.netns_fd = ctx.pod_ns->fd();
   move.name = ctx.ifname;  // renamed in the pod namespace after the move
@@ -185,7 +183,7 @@ Result<cni::CniResult> host_device_add(Context& ctx, const json::Value& conf, co
   auto pod_link = PLUMB_TRY(link::get(*ctx.pod, ctx.ifname));
   if (!pod_link) return fail(cni_code::kKernel, ctx.ifname + " not found in " + ctx.netns_path + " after moving " + dev.name);
 
-  cni::CniResult r = PLUMB_TRY(run_ipam(ctx, conf));
+  cni::CniResult r = PLUMB_TRY(run_ipam(ctx, c.ipam));
   r.interfaces.clear();
   cni::Interface iface{ctx.ifname, pod_link->mac() ? pod_link->mac()->str() : "", pod_link->mtu_bytes, ctx.netns_path, {}, {}};
   if (!c.pci_bus_id.empty()) iface.pci_id = c.pci_bus_id;
@@ -195,17 +193,9 @@ Result<cni::CniResult> host_device_add(Context& ctx, const json::Value& conf, co
   return r;
 }
 
-Status host_device_check(Context& ctx, const json::Value& conf, const cni::CniResult& prev) {
-  PLUMB_TRY(parse_config(conf, ctx));
-  auto pod_link = PLUMB_TRY(link::get(*ctx.pod, ctx.ifname));
-  if (!pod_link) return fail(cni_code::kKernel, "CHECK: interface " + ctx.ifname + " not found in " + ctx.netns_path);
-  if (!pod_link->up()) return fail(cni_code::kKernel, "CHECK: " + ctx.ifname + " is down");
-  auto addrs = PLUMB_TRY(addr::list(*ctx.pod, pod_link->index));
-  for (auto& ip : prev.ips) {
-    bool found = std::any_of(addrs.begin(), addrs.end(), [&](const addr::AddrInfo& a) { return a.prefix == ip.address; });
-    if (!found) return fail(cni_code::kKernel, "CHECK: " + ctx.ifname + " lacks address " + ip.address.str());
-  }
-  return {};
+Status host_device_check(Context& ctx, const HostDeviceConfig&, const cni::CniResult& prev) {
+  link::LinkInfo pod_link = PLUMB_TRY(check_pod_interface(ctx, prev, ""));
+  return check_pod_addresses(ctx, pod_link.index, prev);
 }
 
 /// "dev<N>": the name the kernel gives a device returned to the initial namespace when its own
@@ -225,21 +215,20 @@ link::LinkChange restore_change(const link::LinkInfo& l, const std::string& name
 
 bool empty_change(const link::LinkChange& ch) { return !ch.name && !ch.mtu_bytes && !ch.mac; }
 
-Status host_device_undo(Context& ctx, const json::Value& op) {
-  const std::string where = "undo host-device.restore";
-  auto name = PLUMB_TRY(json::get_string(op, "name", where));
-  auto ifname = PLUMB_TRY(json::get_string(op, "ifname", where));
-  auto index = PLUMB_TRY(json::get_int(op, "index", where));
-  auto mtu = PLUMB_TRY(json::get_uint(op, "mtu", where));
-  auto mac_text = PLUMB_TRY(json::get_string(op, "mac", where));
-  if (!name || !ifname || !index) return fail(cni_code::kDecode, where + ": operation lacks name, ifname or index: " + json::dump(op));
+}  // namespace
+
+const Driver kHostDevice = make_driver<HostDeviceConfig, parse_config, host_device_add, host_device_check>("host-device");
+
+namespace undo {
+
+Status run_op(Context& ctx, const HostDeviceRestore& op) {
   std::optional<Mac> mac;
-  if (mac_text) mac = PLUMB_TRY(Mac::parse(*mac_text));
-  uint32_t mtu_bytes = static_cast<uint32_t>(mtu.value_or(0));
-  const std::string what = "return " + *ifname + " to the node namespace as " + *name;
+  if (op.mac) mac = PLUMB_TRY(Mac::parse(*op.mac));
+  uint32_t mtu_bytes = op.mtu_bytes;
+  const std::string what = "return " + op.ifname + " to the node namespace as " + op.name;
 
   if (ctx.pod != nullptr) {
-    auto l = PLUMB_TRY(link::get(*ctx.pod, *ifname));
+    auto l = PLUMB_TRY(link::get(*ctx.pod, op.ifname));
     if (l) {
       // Down first (some drivers refuse a MAC change while up; a device is renamed only when
       // down), MTU and MAC back, then out under its original name in one message.
@@ -255,7 +244,7 @@ Status host_device_undo(Context& ctx, const json::Value& op) {
       auto node_ns = PLUMB_TRY(netns::Netns::current());
       link::LinkChange out;
       out.netns_fd = node_ns.fd();
-      out.name = *name;
+      out.name = op.name;
       st = link::modify(*ctx.pod, l->index, out);
       if (!st) return std::unexpected(st.error().within("undo: " + what));
       return {};
@@ -263,11 +252,11 @@ Status host_device_undo(Context& ctx, const json::Value& op) {
   }
   // Not in the pod: never moved (a rollback before the move), returned to the node by the kernel
   // when the pod namespace died, or destroyed with it (virtual devices).
-  auto l = PLUMB_TRY(link::get(*ctx.node, static_cast<int>(*index)));
+  auto l = PLUMB_TRY(link::get(*ctx.node, op.index));
   if (!l) return {};
-  bool ours = l->name == *name || l->name == *ifname || kernel_fallback_name(l->name) || (mac && l->mac() && *l->mac() == *mac);
+  bool ours = l->name == op.name || l->name == op.ifname || kernel_fallback_name(l->name) || (mac && l->mac() && *l->mac() == *mac);
   if (!ours) return {};  // the index now belongs to another device
-  link::LinkChange ch = restore_change(*l, *name, mtu_bytes, mac);
+  link::LinkChange ch = restore_change(*l, op.name, mtu_bytes, mac);
   if (empty_change(ch)) return {};  // as it was before the ADD (never moved): leave it alone
   if (l->up()) {
     link::LinkChange down;
@@ -275,12 +264,10 @@ Status host_device_undo(Context& ctx, const json::Value& op) {
     PLUMB_TRY(link::modify(*ctx.node, l->index, down));
   }
   auto st = link::modify(*ctx.node, l->index, ch);
-  if (!st) return std::unexpected(st.error().within("undo: restore " + l->name + " as " + *name + " in the node namespace"));
+  if (!st) return std::unexpected(st.error().within("undo: restore " + l->name + " as " + op.name + " in the node namespace"));
   return {};
 }
 
-}  // namespace
-
-const Driver kHostDevice{"host-device", host_device_add, host_device_check, host_device_undo};
+}  // namespace undo
 
 }  // namespace plumb::drivers

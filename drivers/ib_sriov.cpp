@@ -15,6 +15,7 @@
 // VF released.
 #include "drivers/registry.hpp"
 #include "drivers/sriov_vf.hpp"
+#include "drivers/undo.hpp"
 #include "engine/devinfo/devinfo.hpp"
 #include "engine/kernel/netns.hpp"
 
@@ -24,7 +25,7 @@ namespace {
 
 using Kind = VfSetting::Kind;
 
-struct IbConfig {
+struct IbConfig : Config {
   std::string device_id;
   std::optional<uint64_t> guid;
   std::optional<LinkState> link_state;
@@ -33,10 +34,10 @@ struct IbConfig {
   bool vfio_pci_mode = false;
 };
 
-Result<IbConfig> parse_config(const Context& ctx, const json::Value& conf) {
+Result<IbConfig> parse_config(const json::Value& conf, const ParseInput& in) {
   IbConfig c;
-  const std::string where = ctx.network;
-  c.device_id = PLUMB_TRY(device_id(ctx, conf, "ib-sriov"));
+  const std::string& where = in.network;
+  c.device_id = PLUMB_TRY(device_id(conf, in, "ib-sriov"));
   c.rdma_isolation = PLUMB_TRY(json::get_bool(conf, "rdmaIsolation", where)).value_or(false);
   c.ib_kubernetes = PLUMB_TRY(json::get_bool(conf, "ibKubernetesEnabled", where)).value_or(false);
   c.vfio_pci_mode = PLUMB_TRY(json::get_bool(conf, "vfioPciMode", where)).value_or(false);
@@ -76,10 +77,9 @@ Result<IbConfig> parse_config(const Context& ctx, const json::Value& conf) {
   return c;
 }
 
-}  // namespace
-
-Result<cni::CniResult> add_ib_sriov(Context& ctx, const json::Value& conf, Backends& b) {
-  IbConfig c = PLUMB_TRY(parse_config(ctx, conf));
+Result<cni::CniResult> add(Context& ctx, const IbConfig& c, const cni::CniResult*) {
+  DefaultBackends defaults(ctx);
+  Backends& b = backends_of(ctx, defaults);
   VfDevice dev = PLUMB_TRY(lookup_device(ctx.sysfs_root, c.device_id, true, ctx.network + ".deviceID"));
   if (c.vfio_pci_mode) {
     if (dev.driver != "vfio-pci") {
@@ -150,49 +150,26 @@ Result<cni::CniResult> add_ib_sriov(Context& ctx, const json::Value& conf, Backe
   }
 
   if (c.rdma_isolation) {
-    auto op = json::Document(rapidjson::kObjectType);
-    auto& a = op.GetAllocator();
-    json::set_string(op, "op", "ib-sriov.rdma_return", a);
-    json::set_string(op, "pci", dev.pci, a);
-    json::set_string(op, "container_id", ctx.container_id, a);
-    json::set_string(op, "ifname", ctx.ifname, a);
-    json::set_string(op, "device", dev.rdma_device, a);
-    PLUMB_TRY(ctx.journal->will(op));
+    undo::RdmaReturn op;
+    static_cast<undo::VfOwner&>(op) = {"ib-sriov", dev.pci, ctx.container_id, ctx.ifname};
+    op.device = dev.rdma_device;
+    PLUMB_TRY(undo::will(ctx, std::move(op)));
     auto node_ns = PLUMB_TRY(netns::Netns::current());
     auto st = b.rdma->move(dev.rdma_device, node_ns.fd(), ctx.pod_ns->fd());
     if (!st) return std::unexpected(st.error().within("rdmaIsolation: move RDMA device " + dev.rdma_device + " into " + ctx.netns_path));
   }
 
-  if (c.vfio_pci_mode) return finish_pci_vf(ctx, conf, dev, nullptr, "");
+  if (c.vfio_pci_mode) return finish_pci_vf(ctx, c.ipam, dev, nullptr, "");
   NetdevOrig orig = PLUMB_TRY(register_return_netdev(ctx, "ib-sriov", dev.pci, dev.netdev, false, false));
   link::LinkInfo l = PLUMB_TRY(move_netdev(ctx, orig, std::nullopt, std::nullopt));
-  return finish_pci_vf(ctx, conf, dev, &l, "");
+  return finish_pci_vf(ctx, c.ipam, dev, &l, "");
 }
 
-}  // namespace sriov
-
-namespace {
-
-Result<cni::CniResult> ib_driver_add(Context& ctx, const json::Value& conf, const cni::CniResult*) {
-  sriov::NetlinkPfOps pf(*ctx.node);
-  rdma::NetlinkOps rd;
-  sriov::Backends b{&pf, &rd, nullptr};
-  return sriov::add_ib_sriov(ctx, conf, b);
-}
-
-Status ib_driver_check(Context& ctx, const json::Value& conf, const cni::CniResult& prev) {
-  return sriov::check_attachment(ctx, conf, prev, "ib-sriov");
-}
-
-Status ib_driver_undo(Context& ctx, const json::Value& op) {
-  sriov::NetlinkPfOps pf(*ctx.node);
-  rdma::NetlinkOps rd;
-  sriov::Backends b{&pf, &rd, nullptr};
-  return sriov::run_undo(ctx, op, b);
-}
+Status check(Context& ctx, const IbConfig& c, const cni::CniResult&) { return check_attachment(ctx, c.device_id); }
 
 }  // namespace
+}  // namespace sriov
 
-const Driver kIbSriov{"ib-sriov", ib_driver_add, ib_driver_check, ib_driver_undo};
+const Driver kIbSriov = make_driver<sriov::IbConfig, sriov::parse_config, sriov::add, sriov::check>("ib-sriov");
 
 }  // namespace plumb::drivers

@@ -5,7 +5,12 @@
 namespace plumb::drivers {
 namespace {
 
-Result<cni::CniResult> loopback_add(Context& ctx, const json::Value&, const cni::CniResult* prev) {
+/// loopback has no keys of its own.
+struct LoopbackConfig : Config {};
+
+Result<LoopbackConfig> parse_config(const json::Value&, const ParseInput&) { return LoopbackConfig{}; }
+
+Result<cni::CniResult> loopback_add(Context& ctx, const LoopbackConfig&, const cni::CniResult* prev) {
   auto lo = PLUMB_TRY(link::get(*ctx.pod, "lo"));
   if (!lo) return fail(cni_code::kKernel, "no loopback device in " + ctx.netns_path);
   link::LinkChange up;
@@ -21,7 +26,7 @@ Result<cni::CniResult> loopback_add(Context& ctx, const json::Value&, const cni:
   return r;
 }
 
-Status loopback_check(Context& ctx, const json::Value&, const cni::CniResult&) {
+Status loopback_check(Context& ctx, const LoopbackConfig&, const cni::CniResult&) {
   auto lo = PLUMB_TRY(link::get(*ctx.pod, "lo"));
   if (!lo || !lo->up()) return fail(cni_code::kKernel, "loopback is not up in " + ctx.netns_path);
   return {};
@@ -29,6 +34,6 @@ Status loopback_check(Context& ctx, const json::Value&, const cni::CniResult&) {
 
 }  // namespace
 
-const Driver kLoopback{"loopback", loopback_add, loopback_check};
+const Driver kLoopback = make_driver<LoopbackConfig, parse_config, loopback_add, loopback_check>("loopback");
 
 }  // namespace plumb::drivers

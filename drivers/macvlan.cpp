@@ -13,6 +13,7 @@
 #include <array>
 
 #include "drivers/registry.hpp"
+#include "drivers/undo.hpp"
 #include "engine/kernel/addr.hpp"
 #include "engine/kernel/link.hpp"
 #include "engine/kernel/route.hpp"
@@ -34,7 +35,7 @@ constexpr std::array<ModeName, 4> kModes = {{
 }};
 
 /// The macvlan plugin's configuration, validated (nothing here touches the kernel).
-struct MacvlanConfig {
+struct MacvlanConfig : Config {
   std::string master;  // "" = the interface of the default route
   std::string mode_name = "bridge";
   uint32_t mode = MACVLAN_MODE_BRIDGE;
@@ -43,9 +44,9 @@ struct MacvlanConfig {
   bool link_in_container = false;
 };
 
-Result<MacvlanConfig> parse_config(const json::Value& conf, const Context& ctx) {
+Result<MacvlanConfig> parse_config(const json::Value& conf, const ParseInput& in) {
   MacvlanConfig c;
-  const std::string where = ctx.network;
+  const std::string& where = in.network;
   if (auto v = PLUMB_TRY(json::get_string(conf, "master", where))) {
     if (!v->empty() && !link::valid_ifname(*v)) {
       return fail(cni_code::kInvalidConfig, where + ".master \"" + *v + "\" is not a valid interface name");
@@ -61,12 +62,9 @@ Result<MacvlanConfig> parse_config(const json::Value& conf, const Context& ctx) 
     c.mode_name = *v;
     c.mode = it->mode;
   }
-  if (auto m = PLUMB_TRY(json::get_int(conf, "mtu", where))) {
-    if (*m < 0 || *m > 65535) return fail(cni_code::kInvalidConfig, where + ".mtu " + std::to_string(*m) + " is out of range");
-    if (*m > 0) c.mtu_bytes = static_cast<uint32_t>(*m);
-  }
+  c.mtu_bytes = PLUMB_TRY(parse_mtu(conf, in.network));
   c.link_in_container = PLUMB_TRY(json::get_bool(conf, "linkInContainer", where)).value_or(false);
-  c.mac = PLUMB_TRY(requested_mac(ctx, conf));
+  c.mac = PLUMB_TRY(requested_mac(conf, in));
   return c;
 }
 
@@ -106,8 +104,7 @@ Status pod_sysctl(const Context& ctx, const std::string& key, const std::string&
   return sysctl::write(key, value);
 }
 
-Result<cni::CniResult> macvlan_add(Context& ctx, const json::Value& conf, const cni::CniResult*) {
-  MacvlanConfig c = PLUMB_TRY(parse_config(conf, ctx));
+Result<cni::CniResult> macvlan_add(Context& ctx, const MacvlanConfig& c, const cni::CniResult*) {
   netlink::Socket& lower_nl = c.link_in_container ? *ctx.pod : *ctx.node;
   const std::string lower_where = c.link_in_container ? "the pod namespace " + ctx.netns_path : std::string("the node namespace");
   link::LinkInfo master = PLUMB_TRY(find_master(lower_nl, c, lower_where, ctx.network));
@@ -123,7 +120,7 @@ Result<cni::CniResult> macvlan_add(Context& ctx, const json::Value& conf, const 
   std::string tmp;
   for (int attempt = 0;; ++attempt) {
     tmp = random_ifname("mvl");
-    PLUMB_TRY(ctx.journal->will(undo::link_del("pod", tmp)));
+    PLUMB_TRY(undo::will(ctx, undo::LinkDel{"pod", tmp}));
     link::MacvlanSpec spec;
     spec.name = tmp;
     spec.master_index = master.index;
@@ -139,7 +136,7 @@ Result<cni::CniResult> macvlan_add(Context& ctx, const json::Value& conf, const 
   }
   auto tmp_link = PLUMB_TRY(link::get(*ctx.pod, tmp));
   if (!tmp_link) return fail(cni_code::kKernel, "macvlan " + tmp + " not found in " + ctx.netns_path + " after creation");
-  PLUMB_TRY(ctx.journal->will(undo::link_del("pod", ctx.ifname)));
+  PLUMB_TRY(undo::will(ctx, undo::LinkDel{"pod", ctx.ifname}));
   link::LinkChange rename;
   rename.name = ctx.ifname;
   PLUMB_TRY(link::modify(*ctx.pod, tmp_link->index, rename));
@@ -149,7 +146,7 @@ Result<cni::CniResult> macvlan_add(Context& ctx, const json::Value& conf, const 
   // Neighbours learn the new MAC when the link comes up (the reference sets these too).
   PLUMB_TRY(pod_sysctl(ctx, "net/ipv4/conf/" + ctx.ifname + "/arp_notify", "1"));
 
-  cni::CniResult r = PLUMB_TRY(run_ipam(ctx, conf));
+  cni::CniResult r = PLUMB_TRY(run_ipam(ctx, c.ipam));
   bool v6 = std::any_of(r.ips.begin(), r.ips.end(), [](const cni::IpConfig& ip) { return !ip.address.addr.is_v4(); });
   if (v6) PLUMB_TRY(pod_sysctl(ctx, "net/ipv6/conf/" + ctx.ifname + "/ndisc_notify", "1"));
   r.interfaces.clear();
@@ -159,35 +156,17 @@ Result<cni::CniResult> macvlan_add(Context& ctx, const json::Value& conf, const 
   return r;
 }
 
-Status macvlan_check(Context& ctx, const json::Value& conf, const cni::CniResult& prev) {
-  MacvlanConfig c = PLUMB_TRY(parse_config(conf, ctx));
-  auto pod_link = PLUMB_TRY(link::get(*ctx.pod, ctx.ifname));
-  if (!pod_link) return fail(cni_code::kKernel, "CHECK: interface " + ctx.ifname + " not found in " + ctx.netns_path);
-  if (pod_link->kind != "macvlan") {
-    return fail(cni_code::kKernel, "CHECK: " + ctx.ifname + " is a " + (pod_link->kind.empty() ? std::string("device without kind") : pod_link->kind) +
-                                       ", not a macvlan");
-  }
-  if (!pod_link->up()) return fail(cni_code::kKernel, "CHECK: " + ctx.ifname + " is down");
-  if (c.mtu_bytes && pod_link->mtu_bytes != *c.mtu_bytes) {
-    return fail(cni_code::kKernel, "CHECK: " + ctx.ifname + " has MTU " + std::to_string(pod_link->mtu_bytes) + ", expected " +
+Status macvlan_check(Context& ctx, const MacvlanConfig& c, const cni::CniResult& prev) {
+  link::LinkInfo pod_link = PLUMB_TRY(check_pod_interface(ctx, prev, "macvlan"));
+  if (c.mtu_bytes && pod_link.mtu_bytes != *c.mtu_bytes) {
+    return fail(cni_code::kKernel, "CHECK: " + ctx.ifname + " has MTU " + std::to_string(pod_link.mtu_bytes) + ", expected " +
                                        std::to_string(*c.mtu_bytes));
   }
-  for (auto& i : prev.interfaces) {
-    if (i.sandbox.empty() || i.name != ctx.ifname) continue;
-    if (!i.mac.empty() && pod_link->mac() && pod_link->mac()->str() != i.mac) {
-      return fail(cni_code::kKernel, "CHECK: " + ctx.ifname + " has MAC " + pod_link->mac()->str() + ", expected " + i.mac);
-    }
-  }
-  auto addrs = PLUMB_TRY(addr::list(*ctx.pod, pod_link->index));
-  for (auto& ip : prev.ips) {
-    bool found = std::any_of(addrs.begin(), addrs.end(), [&](const addr::AddrInfo& a) { return a.prefix == ip.address; });
-    if (!found) return fail(cni_code::kKernel, "CHECK: " + ctx.ifname + " lacks address " + ip.address.str());
-  }
-  return {};
+  return check_pod_addresses(ctx, pod_link.index, prev);
 }
 
 }  // namespace
 
-const Driver kMacvlan{"macvlan", macvlan_add, macvlan_check};
+const Driver kMacvlan = make_driver<MacvlanConfig, parse_config, macvlan_add, macvlan_check>("macvlan");
 
 }  // namespace plumb::drivers

@@ -34,6 +34,7 @@
 #include <algorithm>
 
 #include "drivers/registry.hpp"
+#include "drivers/undo.hpp"
 #include "engine/kernel/addr.hpp"
 #include "engine/kernel/link.hpp"
 #include "engine/nft/conntrack.hpp"
@@ -53,7 +54,7 @@ struct Entry {
 };
 
 /// The portmap plugin's configuration, validated.
-struct PortmapConfig {
+struct PortmapConfig : Config {
   bool snat = true;
   bool masq_all = false;
   std::vector<Entry> entries;
@@ -68,9 +69,9 @@ Result<uint16_t> port_of(const json::Value& e, std::string_view key, const std::
   return static_cast<uint16_t>(*v);
 }
 
-Result<PortmapConfig> parse_config(const json::Value& conf, const Context& ctx) {
+Result<PortmapConfig> parse_config(const json::Value& conf, const ParseInput& in) {
   PortmapConfig c;
-  const std::string where = ctx.network + " portmap";
+  const std::string where = in.network + " portmap";
   c.snat = PLUMB_TRY(json::get_bool(conf, "snat", where)).value_or(true);
   c.masq_all = PLUMB_TRY(json::get_bool(conf, "masqAll", where)).value_or(false);
   auto bit = PLUMB_TRY(json::get_int(conf, "markMasqBit", where));
@@ -188,59 +189,44 @@ nft::PodPortMappings plan(const Context& ctx, const PortmapConfig& c, const std:
 }
 
 // The undo operation records the plan itself, so DEL needs neither the config nor prevResult.
-json::Document remove_op(const nft::PodPortMappings& pm) {
-  json::Document d(rapidjson::kObjectType);
-  auto& a = d.GetAllocator();
-  json::set_string(d, "op", "portmap.remove", a);
-  json::set_string(d, "containerID", pm.container_id, a);
-  json::set_string(d, "ifname", pm.ifname, a);
-  json::Value maps(rapidjson::kArrayType);
+undo::PortmapRemove remove_op(const nft::PodPortMappings& pm) {
+  undo::PortmapRemove op;
+  op.container_id = pm.container_id;
+  op.ifname = pm.ifname;
   for (const auto& m : pm.mappings) {
-    json::Value o(rapidjson::kObjectType);
-    json::set_string(o, "protocol", nft::l4proto_name(m.l4proto), a);
-    if (m.host_ip) json::set_string(o, "hostIP", m.host_ip->str(), a);
-    o.AddMember("hostPort", m.host_port, a);
-    json::set_string(o, "podIP", m.pod_ip.str(), a);
-    o.AddMember("containerPort", m.container_port, a);
-    maps.PushBack(o, a);
+    undo::PortMapping u;
+    u.protocol = nft::l4proto_name(m.l4proto);
+    if (m.host_ip) u.host_ip = m.host_ip->str();
+    u.host_port = m.host_port;
+    u.pod_ip = m.pod_ip.str();
+    u.container_port = m.container_port;
+    op.mappings.push_back(std::move(u));
   }
-  json::set(d, "mappings", std::move(maps), a);
-  auto addrs = [&](const std::vector<IpAddr>& list) {
-    json::Value arr(rapidjson::kArrayType);
-    for (const auto& ip : list) arr.PushBack(json::Value(ip.str().c_str(), a), a);
-    return arr;
-  };
-  json::set(d, "snat", addrs(pm.snat_pods), a);
-  json::set(d, "masqAll", addrs(pm.masq_all_pods), a);
-  return d;
+  for (const auto& ip : pm.snat_pods) op.snat.push_back(ip.str());
+  for (const auto& ip : pm.masq_all_pods) op.masq_all.push_back(ip.str());
+  return op;
 }
 
-Result<nft::PodPortMappings> parse_remove_op(const json::Value& op) {
-  const std::string w = "undo portmap.remove";
+/// The engine's form of a recorded remove operation. Errors: kDecode naming a bad address or port.
+Result<nft::PodPortMappings> mappings_of(const undo::PortmapRemove& op) {
   nft::PodPortMappings pm;
-  auto cid = PLUMB_TRY(json::get_string(op, "containerID", w));
-  auto ifname = PLUMB_TRY(json::get_string(op, "ifname", w));
-  if (!cid || !ifname) return fail(cni_code::kDecode, w + " lacks containerID or ifname");
-  pm.container_id = *cid;
-  pm.ifname = *ifname;
-  if (const json::Value* maps = PLUMB_TRY(json::get_array(op, "mappings", w))) {
-    for (const auto& o : maps->GetArray()) {
-      if (!o.IsObject()) return fail(cni_code::kDecode, w + ": a mapping is not an object");
-      nft::PortMapping m;
-      auto proto = PLUMB_TRY(json::get_string(o, "protocol", w)).value_or("");
-      m.l4proto = proto == "udp" ? IPPROTO_UDP : proto == "sctp" ? IPPROTO_SCTP : IPPROTO_TCP;
-      if (auto h = PLUMB_TRY(json::get_string(o, "hostIP", w))) m.host_ip = PLUMB_TRY(IpAddr::parse(*h));
-      m.host_port = static_cast<uint16_t>(PLUMB_TRY(json::get_uint(o, "hostPort", w)).value_or(0));
-      m.pod_ip = PLUMB_TRY(IpAddr::parse(PLUMB_TRY(json::get_string(o, "podIP", w)).value_or("")));
-      m.container_port = static_cast<uint16_t>(PLUMB_TRY(json::get_uint(o, "containerPort", w)).value_or(0));
-      pm.mappings.push_back(m);
-    }
+  pm.container_id = op.container_id;
+  pm.ifname = op.ifname;
+  auto port = [](int p, const char* what) -> Result<uint16_t> {
+    if (p < 0 || p > 65535) return fail(cni_code::kDecode, std::string("undo portmap.remove: ") + what + " " + std::to_string(p));
+    return static_cast<uint16_t>(p);
+  };
+  for (const auto& u : op.mappings) {
+    nft::PortMapping m;
+    m.l4proto = u.protocol == "udp" ? IPPROTO_UDP : u.protocol == "sctp" ? IPPROTO_SCTP : IPPROTO_TCP;
+    if (u.host_ip) m.host_ip = PLUMB_TRY(IpAddr::parse(*u.host_ip));
+    m.host_port = PLUMB_TRY(port(u.host_port, "hostPort"));
+    m.pod_ip = PLUMB_TRY(IpAddr::parse(u.pod_ip));
+    m.container_port = PLUMB_TRY(port(u.container_port, "containerPort"));
+    pm.mappings.push_back(m);
   }
-  for (auto [key, list] : {std::pair{"snat", &pm.snat_pods}, std::pair{"masqAll", &pm.masq_all_pods}}) {
-    if (auto v = PLUMB_TRY(json::get_string_array(op, key, w))) {
-      for (auto& s : *v) list->push_back(PLUMB_TRY(IpAddr::parse(s)));
-    }
-  }
+  for (const auto& s : op.snat) pm.snat_pods.push_back(PLUMB_TRY(IpAddr::parse(s)));
+  for (const auto& s : op.masq_all) pm.masq_all_pods.push_back(PLUMB_TRY(IpAddr::parse(s)));
   return pm;
 }
 
@@ -297,8 +283,7 @@ std::vector<nft::conntrack::Filter> pod_udp_filters(const std::vector<nft::PortM
   return out;
 }
 
-Result<cni::CniResult> portmap_add(Context& ctx, const json::Value& conf, const cni::CniResult* prev) {
-  PortmapConfig c = PLUMB_TRY(parse_config(conf, ctx));
+Result<cni::CniResult> portmap_add(Context& ctx, const PortmapConfig& c, const cni::CniResult* prev) {
   if (prev == nullptr) {
     return fail(cni_code::kInvalidConfig, ctx.network + " portmap: must be chained after a plugin that gives the pod "
                                                         "its addresses (no prevResult)");
@@ -316,7 +301,7 @@ Result<cni::CniResult> portmap_add(Context& ctx, const json::Value& conf, const 
     PLUMB_TRY(enable_localnet(ctx, *prev));
   }
   auto filters = PLUMB_TRY(stale_udp_filters(ctx, pm));
-  PLUMB_TRY(ctx.journal->will(remove_op(pm)));
+  PLUMB_TRY(undo::will(ctx, remove_op(pm)));
   PLUMB_TRY(nft::add_port_mappings(pm));
   // Flows that reached these UDP ports before (the node itself, a previous owner) would keep
   // their old binding: flush them now that new flows are DNATed.
@@ -325,17 +310,20 @@ Result<cni::CniResult> portmap_add(Context& ctx, const json::Value& conf, const 
   return *prev;
 }
 
-Status portmap_check(Context& ctx, const json::Value& conf, const cni::CniResult& prev) {
-  PortmapConfig c = PLUMB_TRY(parse_config(conf, ctx));
+Status portmap_check(Context& ctx, const PortmapConfig& c, const cni::CniResult& prev) {
   if (c.entries.empty()) return {};
   nft::PodPortMappings pm = plan(ctx, c, pod_addresses(ctx, prev));
   return nft::check_port_mappings(pm);
 }
 
-Status portmap_undo(Context&, const json::Value& op) {
-  auto name = PLUMB_TRY(json::get_string(op, "op", "undo operation")).value_or("");
-  if (name != "portmap.remove") return fail(cni_code::kDecode, "unknown undo operation \"" + name + "\"");
-  nft::PodPortMappings pm = PLUMB_TRY(parse_remove_op(op));
+}  // namespace
+
+const Driver kPortmap = make_driver<PortmapConfig, parse_config, portmap_add, portmap_check>("portmap");
+
+namespace undo {
+
+Status run_op(Context&, const PortmapRemove& op) {
+  nft::PodPortMappings pm = PLUMB_TRY(mappings_of(op));
   auto removed = nft::remove_port_mappings(pm);
   if (!removed) return std::unexpected(removed.error().within("undo"));
   // The pod's UDP flows through its host ports (only those DNATed to this pod's address: another
@@ -345,8 +333,6 @@ Status portmap_undo(Context&, const json::Value& op) {
   return {};
 }
 
-}  // namespace
-
-const Driver kPortmap{"portmap", portmap_add, portmap_check, portmap_undo};
+}  // namespace undo
 
 }  // namespace plumb::drivers

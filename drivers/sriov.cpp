@@ -16,6 +16,7 @@
 
 #include "drivers/registry.hpp"
 #include "drivers/sriov_vf.hpp"
+#include "drivers/undo.hpp"
 #include "engine/devinfo/devinfo.hpp"
 
 namespace plumb::drivers {
@@ -25,7 +26,7 @@ namespace {
 using Kind = VfSetting::Kind;
 
 /// sriov-cni's configuration, validated as sriov-cni's LoadConf does.
-struct SriovConfig {
+struct SriovConfig : Config {
   std::string device_id;
   std::optional<uint32_t> vlan;
   uint32_t vlan_qos = 0;
@@ -106,10 +107,10 @@ Result<std::optional<uint32_t>> rate(const json::Value& conf, const char* key, c
   return std::optional<uint32_t>(static_cast<uint32_t>(*v));
 }
 
-Result<SriovConfig> parse_config(const Context& ctx, const json::Value& conf) {
+Result<SriovConfig> parse_config(const json::Value& conf, const ParseInput& in) {
   SriovConfig c;
-  const std::string where = ctx.network;
-  c.device_id = PLUMB_TRY(device_id(ctx, conf, "sriov"));
+  const std::string& where = in.network;
+  c.device_id = PLUMB_TRY(device_id(conf, in, "sriov"));
   auto vlan = PLUMB_TRY(json::get_int(conf, "vlan", where));
   auto qos = PLUMB_TRY(json::get_int(conf, "vlanQoS", where));
   auto proto = PLUMB_TRY(json::get_string(conf, "vlanProto", where));
@@ -157,10 +158,7 @@ Result<SriovConfig> parse_config(const Context& ctx, const json::Value& conf) {
     return fail(cni_code::kInvalidConfig, where + ".max_tx_rate " + std::to_string(*c.max_tx_rate) +
                                               " is below min_tx_rate " + std::to_string(*c.min_tx_rate) + " (Mbit/s)");
   }
-  if (auto m = PLUMB_TRY(json::get_int(conf, "mtu", where))) {
-    if (*m < 68 || *m > 65535) return fail(cni_code::kInvalidConfig, where + ".mtu " + std::to_string(*m) + " must be 68..65535");
-    c.mtu_bytes = static_cast<uint32_t>(*m);
-  }
+  c.mtu_bytes = PLUMB_TRY(parse_mtu(conf, where));
   return c;
 }
 
@@ -178,10 +176,9 @@ std::vector<VfSetting> restore_list(const std::vector<VfSetting>& applied, const
   return out;
 }
 
-}  // namespace
-
-Result<cni::CniResult> add_sriov(Context& ctx, const json::Value& conf, Backends& b) {
-  SriovConfig c = PLUMB_TRY(parse_config(ctx, conf));
+Result<cni::CniResult> add(Context& ctx, const SriovConfig& c, const cni::CniResult*) {
+  DefaultBackends defaults(ctx);
+  Backends& b = backends_of(ctx, defaults);
   VfDevice dev = PLUMB_TRY(lookup_device(ctx.sysfs_root, c.device_id, true, ctx.network + ".deviceID"));
   const bool userspace = dev.userspace();
   if (!userspace) {
@@ -205,33 +202,16 @@ Result<cni::CniResult> add_sriov(Context& ctx, const json::Value& conf, Backends
     PLUMB_TRY(apply_pf_settings(ctx, b, cl, "sriov", dev.pf_netdev, apply, restore_list(apply, saved), ""));
   }
 
-  if (userspace) return finish_pci_vf(ctx, conf, dev, nullptr, c.mac ? c.mac->str() : "");
+  if (userspace) return finish_pci_vf(ctx, c.ipam, dev, nullptr, c.mac ? c.mac->str() : "");
   link::LinkInfo l = PLUMB_TRY(move_netdev(ctx, orig, c.mac, c.mtu_bytes));
-  return finish_pci_vf(ctx, conf, dev, &l, "");
+  return finish_pci_vf(ctx, c.ipam, dev, &l, "");
 }
 
-}  // namespace sriov
-
-namespace {
-
-Result<cni::CniResult> sriov_driver_add(Context& ctx, const json::Value& conf, const cni::CniResult*) {
-  sriov::NetlinkPfOps pf(*ctx.node);
-  sriov::Backends b{&pf, nullptr, nullptr};
-  return sriov::add_sriov(ctx, conf, b);
-}
-
-Status sriov_driver_check(Context& ctx, const json::Value& conf, const cni::CniResult& prev) {
-  return sriov::check_attachment(ctx, conf, prev, "sriov");
-}
-
-Status sriov_driver_undo(Context& ctx, const json::Value& op) {
-  sriov::NetlinkPfOps pf(*ctx.node);
-  sriov::Backends b{&pf, nullptr, nullptr};
-  return sriov::run_undo(ctx, op, b);
-}
+Status check(Context& ctx, const SriovConfig& c, const cni::CniResult&) { return check_attachment(ctx, c.device_id); }
 
 }  // namespace
+}  // namespace sriov
 
-const Driver kSriov{"sriov", sriov_driver_add, sriov_driver_check, sriov_driver_undo};
+const Driver kSriov = make_driver<sriov::SriovConfig, sriov::parse_config, sriov::add, sriov::check>("sriov");
 
 }  // namespace plumb::drivers

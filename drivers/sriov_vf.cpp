@@ -1,6 +1,8 @@
 // The VF machinery the sriov, ib-sriov and vdpa drivers share (see sriov_vf.hpp).
 #include "drivers/sriov_vf.hpp"
 
+#include "drivers/undo.hpp"
+
 #include <fcntl.h>
 #include <net/if.h>
 #include <unistd.h>
@@ -55,32 +57,12 @@ Result<state::FileLock> lock_vf(const Context& ctx, const std::string& pci) {
   return state::lock_file(alloc_path(ctx.state_dir, pci) + ".lock");
 }
 
-json::Document op_base(std::string_view type, std::string_view name, const std::string& pci, const std::string& container_id,
-                       const std::string& ifname) {
-  json::Document d(rapidjson::kObjectType);
-  auto& a = d.GetAllocator();
-  json::set_string(d, "op", std::string(type) + "." + std::string(name), a);
-  json::set_string(d, "pci", pci, a);
-  json::set_string(d, "container_id", container_id, a);
-  json::set_string(d, "ifname", ifname, a);
-  return d;
-}
-
-Result<std::string> op_string(const json::Value& op, std::string_view key) {
-  auto v = PLUMB_TRY(json::get_string(op, key, "undo operation"));
-  if (!v) return fail(cni_code::kDecode, "undo operation " + json::dump(op) + " lacks \"" + std::string(key) + "\"");
-  return *v;
-}
-
 bool netns_alive(const std::string& path) { return !path.empty() && netns::Netns::open(path).has_value(); }
 
 /// True when the VF of `op` is now allocated to another container or interface.
-Result<bool> owned_by_other(const Context& ctx, const json::Value& op) {
-  std::string pci = PLUMB_TRY(op_string(op, "pci"));
-  std::string cid = PLUMB_TRY(op_string(op, "container_id"));
-  std::string ifname = PLUMB_TRY(op_string(op, "ifname"));
-  auto a = PLUMB_TRY(read_allocation(ctx.state_dir, pci));
-  return a && (a->container_id != cid || a->ifname != ifname);
+Result<bool> owned_by_other(const Context& ctx, const undo::VfOwner& op) {
+  auto a = PLUMB_TRY(read_allocation(ctx.state_dir, op.pci));
+  return a && (a->container_id != op.container_id || a->ifname != op.ifname);
 }
 
 std::string hwaddr_hex(const std::vector<uint8_t>& b) { return format_hwaddr(b.data(), b.size()); }
@@ -102,90 +84,6 @@ Result<std::vector<uint8_t>> parse_hwaddr_hex(const std::string& s) {
     out.push_back(static_cast<uint8_t>(hi * 16 + lo));
   }
   return out;
-}
-
-// --- undo operations ---------------------------------------------------------------------------
-
-Status undo_release(Context& ctx, const json::Value& op) {
-  std::string pci = PLUMB_TRY(op_string(op, "pci"));
-  if (PLUMB_TRY(owned_by_other(ctx, op))) return {};
-  if (::unlink(alloc_path(ctx.state_dir, pci).c_str()) != 0 && errno != ENOENT) {
-    return fail_errno(errno, "undo: release VF " + pci + " (remove " + alloc_path(ctx.state_dir, pci) + ")");
-  }
-  return {};
-}
-
-Status undo_restore_vf(Context& ctx, const json::Value& op, Backends& b) {
-  if (PLUMB_TRY(owned_by_other(ctx, op))) return {};
-  std::string pci = PLUMB_TRY(op_string(op, "pci"));
-  std::string pf = PLUMB_TRY(op_string(op, "pf"));
-  const json::Value* settings = PLUMB_TRY(json::get_array(op, "settings", "undo restore_vf"));
-  if (settings == nullptr) return fail(cni_code::kDecode, "undo restore_vf lacks \"settings\"");
-  if (b.pf == nullptr) return fail(cni_code::kInternal, "undo restore_vf: no PF backend");
-  for (auto& sv : settings->GetArray()) {
-    VfSetting s = PLUMB_TRY(VfSetting::from_json(sv));
-    auto st = b.pf->set(pf, s);
-    if (!st && st.error().cni_code == cni_code::kNotFound) return {};  // the PF is gone, and its VFs with it
-    // A setting the PF's driver does not support (EOPNOTSUPP) was never changed: nothing to restore.
-    if (!st && st.error().cni_code == cni_code::kKernelFeature) continue;
-    if (!st) return std::unexpected(st.error().within("undo: restore the saved settings of VF " + pci));
-  }
-  auto rebind = PLUMB_TRY(json::get_string(op, "rebind_driver", "undo restore_vf"));
-  if (rebind && !rebind->empty()) PLUMB_TRY(rebind_vf(ctx.sysfs_root, pci, *rebind));
-  return {};
-}
-
-Status undo_return_netdev(Context& ctx, const json::Value& op) {
-  if (PLUMB_TRY(owned_by_other(ctx, op))) return {};
-  std::string ifname = PLUMB_TRY(op_string(op, "ifname"));
-  std::string name = PLUMB_TRY(op_string(op, "name"));
-  auto hwaddr = PLUMB_TRY(parse_hwaddr_hex(PLUMB_TRY(op_string(op, "hwaddr"))));
-  auto mtu = PLUMB_TRY(json::get_uint(op, "mtu", "undo return_netdev")).value_or(0);
-  bool mac_changed = PLUMB_TRY(json::get_bool(op, "mac_changed", "undo return_netdev")).value_or(false);
-  bool mtu_changed = PLUMB_TRY(json::get_bool(op, "mtu_changed", "undo return_netdev")).value_or(false);
-  const std::string what = "undo: return the VF netdev " + ifname + " to the node as " + name;
-  if (ctx.pod != nullptr) {
-    auto in_pod = PLUMB_TRY(link::get(*ctx.pod, ifname));
-    if (!in_pod) in_pod = PLUMB_TRY(link::get(*ctx.pod, name));  // moved, but the rename failed
-    if (in_pod) {
-      auto node_ns = netns::Netns::current();
-      if (!node_ns) return std::unexpected(node_ns.error().within(what));
-      link::LinkChange back;
-      back.up = false;
-      back.name = name;
-      back.netns_fd = node_ns->fd();
-      auto st = link::modify(*ctx.pod, in_pod->index, back);
-      if (!st) return std::unexpected(st.error().within(what));
-    }
-  }
-  // In the node (just returned, or never moved): give back the original MAC and MTU.
-  auto l = PLUMB_TRY(link::get(*ctx.node, name));
-  if (!l) return {};  // pod namespace gone: a real VF netdev went back to the initial namespace
-  link::LinkChange ch;
-  if (mac_changed && hwaddr.size() == 6 && l->hwaddr != hwaddr) {
-    Mac m;
-    std::copy(hwaddr.begin(), hwaddr.end(), m.bytes.begin());
-    ch.mac = m;
-  }
-  if (mtu_changed && mtu != 0 && l->mtu_bytes != mtu) ch.mtu_bytes = static_cast<uint32_t>(mtu);
-  if (ch.mac || ch.mtu_bytes) {
-    auto st = link::modify(*ctx.node, l->index, ch);
-    if (!st) return std::unexpected(st.error().within(what + " (restore MAC/MTU)"));
-  }
-  return {};
-}
-
-Status undo_rdma_return(Context& ctx, const json::Value& op, Backends& b) {
-  if (PLUMB_TRY(owned_by_other(ctx, op))) return {};
-  std::string dev = PLUMB_TRY(op_string(op, "device"));
-  if (ctx.pod_ns == nullptr) return {};  // the kernel returns RDMA devices when their namespace dies
-  if (b.rdma == nullptr) return fail(cni_code::kInternal, "undo rdma_return: no RDMA backend");
-  auto node_ns = netns::Netns::current();
-  if (!node_ns) return std::unexpected(node_ns.error().within("undo: return RDMA device " + dev));
-  auto st = b.rdma->move(dev, ctx.pod_ns->fd(), node_ns->fd());
-  if (!st && st.error().cni_code == cni_code::kNotFound) return {};  // not in the pod (never moved, or back)
-  if (!st) return std::unexpected(st.error().within("undo: return RDMA device " + dev + " to the node"));
-  return {};
 }
 
 }  // namespace
@@ -305,8 +203,8 @@ static Result<std::string> checked_pci(const std::string& id, const std::string&
   return id;
 }
 
-Result<std::string> device_id(const Context& ctx, const json::Value& conf, std::string_view type) {
-  const std::string where = ctx.network;
+Result<std::string> device_id(const json::Value& conf, const ParseInput& in, std::string_view type) {
+  const std::string& where = in.network;
   if (const json::Value* rc = PLUMB_TRY(json::get_object(conf, "runtimeConfig", where))) {
     if (auto id = PLUMB_TRY(json::get_string(*rc, "deviceID", where + ".runtimeConfig", true)); id && !id->empty()) {
       return checked_pci(*id, where + ".runtimeConfig");
@@ -314,7 +212,7 @@ Result<std::string> device_id(const Context& ctx, const json::Value& conf, std::
   }
   if (auto id = PLUMB_TRY(json::get_string(conf, "deviceID", where)); id && !id->empty()) return checked_pci(*id, where);
   return fail(cni_code::kInvalidConfig,
-              "network " + ctx.network + " (type " + std::string(type) +
+              "network " + in.network + " (type " + std::string(type) +
                   ") has no device: set \"deviceID\" (the VF's PCI address) in the NetworkAttachmentDefinition's config, or "
                   "have the runtime pass runtimeConfig.deviceID (looking the device up through kubelet's pod-resources API "
                   "is not implemented yet)");
@@ -347,7 +245,7 @@ Result<Claim> claim(Context& ctx, Backends& b, std::string_view type, const VfDe
       }
     }
   }
-  PLUMB_TRY(ctx.journal->will(op_base(type, "release", dev.pci, ctx.container_id, ctx.ifname)));
+  PLUMB_TRY(undo::will(ctx, undo::VfRelease{{std::string(type), dev.pci, ctx.container_id, ctx.ifname}}));
   cl.alloc.pci = dev.pci;
   cl.alloc.type = std::string(type);
   cl.alloc.container_id = ctx.container_id;
@@ -365,14 +263,12 @@ Status apply_pf_settings(Context& ctx, Backends& b, Claim& cl, std::string_view 
   cl.alloc.pf = pf;
   cl.alloc.restore = restore;
   PLUMB_TRY(write_allocation(ctx.state_dir, cl.alloc));
-  auto op = op_base(type, "restore_vf", cl.alloc.pci, ctx.container_id, ctx.ifname);
-  auto& a = op.GetAllocator();
-  json::set_string(op, "pf", pf, a);
-  json::Value list(rapidjson::kArrayType);
-  for (auto& s : restore) list.PushBack(s.to_json(a), a);
-  op.AddMember("settings", list, a);
-  if (!rebind_driver.empty()) json::set_string(op, "rebind_driver", rebind_driver, a);
-  PLUMB_TRY(ctx.journal->will(op));
+  undo::VfRestore op;
+  static_cast<undo::VfOwner&>(op) = {std::string(type), cl.alloc.pci, ctx.container_id, ctx.ifname};
+  op.pf = pf;
+  op.settings = restore;
+  if (!rebind_driver.empty()) op.rebind_driver = rebind_driver;
+  PLUMB_TRY(undo::will(ctx, std::move(op)));
   for (auto& s : apply) {
     auto st = b.pf->set(pf, s);
     if (!st) return std::unexpected(st.error().within("VF " + cl.alloc.pci));
@@ -400,14 +296,14 @@ Result<NetdevOrig> register_return_netdev(Context& ctx, std::string_view type, c
     return fail(cni_code::kNotFound, "the netdev " + name + " of device " + pci + " (from sysfs) is not in the node namespace");
   }
   NetdevOrig o{l->index, l->name, l->hwaddr, l->mtu_bytes};
-  auto op = op_base(type, "return_netdev", pci, ctx.container_id, ctx.ifname);
-  auto& a = op.GetAllocator();
-  json::set_string(op, "name", o.name, a);
-  json::set_string(op, "hwaddr", hwaddr_hex(o.hwaddr), a);
-  op.AddMember("mtu", o.mtu_bytes, a);
-  op.AddMember("mac_changed", mac_change, a);
-  op.AddMember("mtu_changed", mtu_change, a);
-  PLUMB_TRY(ctx.journal->will(op));
+  undo::VfReturnNetdev op;
+  static_cast<undo::VfOwner&>(op) = {std::string(type), pci, ctx.container_id, ctx.ifname};
+  op.name = o.name;
+  op.hwaddr = hwaddr_hex(o.hwaddr);
+  op.mtu_bytes = o.mtu_bytes;
+  op.mac_changed = mac_change;
+  op.mtu_changed = mtu_change;
+  PLUMB_TRY(undo::will(ctx, std::move(op)));
   return o;
 }
 
@@ -437,9 +333,9 @@ Status complete_device_info(const Context& ctx, const json::Value& info) {
   return devinfo::complete(ctx.device_info_file, info);
 }
 
-Result<cni::CniResult> finish_pci_vf(Context& ctx, const json::Value& conf, const VfDevice& dev,
+Result<cni::CniResult> finish_pci_vf(Context& ctx, const IpamUse& ipam, const VfDevice& dev,
                                      const link::LinkInfo* moved, const std::string& mac) {
-  cni::CniResult r = PLUMB_TRY(run_ipam(ctx, conf));
+  cni::CniResult r = PLUMB_TRY(run_ipam(ctx, ipam));
   if (moved != nullptr) {
     r.interfaces = {{ctx.ifname, format_hwaddr(moved->hwaddr.data(), moved->hwaddr.size()), moved->mtu_bytes,
                      ctx.netns_path, "", dev.pci}};
@@ -456,21 +352,7 @@ Result<cni::CniResult> finish_pci_vf(Context& ctx, const json::Value& conf, cons
   return r;
 }
 
-Status run_undo(Context& ctx, const json::Value& op, Backends& b) {
-  std::string name = PLUMB_TRY(op_string(op, "op"));
-  std::string pci = PLUMB_TRY(op_string(op, "pci"));
-  auto dot = name.find('.');
-  std::string verb = dot == std::string::npos ? name : name.substr(dot + 1);
-  auto lock = PLUMB_TRY(lock_vf(ctx, pci));
-  if (verb == "release") return undo_release(ctx, op);
-  if (verb == "restore_vf") return undo_restore_vf(ctx, op, b);
-  if (verb == "return_netdev") return undo_return_netdev(ctx, op);
-  if (verb == "rdma_return") return undo_rdma_return(ctx, op, b);
-  return fail(cni_code::kDecode, "unknown undo operation \"" + name + "\"");
-}
-
-Status check_attachment(Context& ctx, const json::Value& conf, const cni::CniResult&, std::string_view type) {
-  std::string pci = PLUMB_TRY(device_id(ctx, conf, type));
+Status check_attachment(Context& ctx, const std::string& pci) {
   auto a = PLUMB_TRY(read_allocation(ctx.state_dir, pci));
   if (!a || a->container_id != ctx.container_id || a->ifname != ctx.ifname) {
     return fail(cni_code::kKernel, "CHECK: VF " + pci + " is not allocated to " + ctx.container_id + "/" + ctx.ifname);
@@ -483,4 +365,91 @@ Status check_attachment(Context& ctx, const json::Value& conf, const cni::CniRes
   return {};
 }
 
+DefaultBackends::DefaultBackends(Context& ctx) : pf(*ctx.node), backends{&pf, &rdma, &vdpa} {}
+
+Backends& backends_of(Context& ctx, DefaultBackends& defaults) {
+  return ctx.vf_backends != nullptr ? *ctx.vf_backends : defaults.backends;
+}
+
 }  // namespace plumb::drivers::sriov
+
+namespace plumb::drivers::undo {
+
+using sriov::Backends;
+using sriov::DefaultBackends;
+
+Status run_op(Context& ctx, const VfRelease& op) {
+  auto lock = PLUMB_TRY(sriov::lock_vf(ctx, op.pci));
+  if (PLUMB_TRY(sriov::owned_by_other(ctx, op))) return {};
+  const std::string path = sriov::alloc_path(ctx.state_dir, op.pci);
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) return fail_errno(errno, "undo: release VF " + op.pci + " (remove " + path + ")");
+  return {};
+}
+
+Status run_op(Context& ctx, const VfRestore& op) {
+  auto lock = PLUMB_TRY(sriov::lock_vf(ctx, op.pci));
+  if (PLUMB_TRY(sriov::owned_by_other(ctx, op))) return {};
+  DefaultBackends defaults(ctx);
+  Backends& b = sriov::backends_of(ctx, defaults);
+  for (const auto& s : op.settings) {
+    auto st = b.pf->set(op.pf, s);
+    if (!st && st.error().cni_code == cni_code::kNotFound) return {};  // the PF is gone, and its VFs with it
+    // A setting the PF's driver does not support (EOPNOTSUPP) was never changed: nothing to restore.
+    if (!st && st.error().cni_code == cni_code::kKernelFeature) continue;
+    if (!st) return std::unexpected(st.error().within("undo: restore the saved settings of VF " + op.pci));
+  }
+  if (op.rebind_driver && !op.rebind_driver->empty()) PLUMB_TRY(sriov::rebind_vf(ctx.sysfs_root, op.pci, *op.rebind_driver));
+  return {};
+}
+
+Status run_op(Context& ctx, const VfReturnNetdev& op) {
+  auto lock = PLUMB_TRY(sriov::lock_vf(ctx, op.pci));
+  if (PLUMB_TRY(sriov::owned_by_other(ctx, op))) return {};
+  auto hwaddr = PLUMB_TRY(sriov::parse_hwaddr_hex(op.hwaddr));
+  const std::string what = "undo: return the VF netdev " + op.ifname + " to the node as " + op.name;
+  if (ctx.pod != nullptr) {
+    auto in_pod = PLUMB_TRY(link::get(*ctx.pod, op.ifname));
+    if (!in_pod) in_pod = PLUMB_TRY(link::get(*ctx.pod, op.name));  // moved, but the rename failed
+    if (in_pod) {
+      auto node_ns = netns::Netns::current();
+      if (!node_ns) return std::unexpected(node_ns.error().within(what));
+      link::LinkChange back;
+      back.up = false;
+      back.name = op.name;
+      back.netns_fd = node_ns->fd();
+      auto st = link::modify(*ctx.pod, in_pod->index, back);
+      if (!st) return std::unexpected(st.error().within(what));
+    }
+  }
+  // In the node (just returned, or never moved): give back the original MAC and MTU.
+  auto l = PLUMB_TRY(link::get(*ctx.node, op.name));
+  if (!l) return {};  // pod namespace gone: a real VF netdev went back to the initial namespace
+  link::LinkChange ch;
+  if (op.mac_changed && hwaddr.size() == 6 && l->hwaddr != hwaddr) {
+    Mac m;
+    std::copy(hwaddr.begin(), hwaddr.end(), m.bytes.begin());
+    ch.mac = m;
+  }
+  if (op.mtu_changed && op.mtu_bytes != 0 && l->mtu_bytes != op.mtu_bytes) ch.mtu_bytes = op.mtu_bytes;
+  if (ch.mac || ch.mtu_bytes) {
+    auto st = link::modify(*ctx.node, l->index, ch);
+    if (!st) return std::unexpected(st.error().within(what + " (restore MAC/MTU)"));
+  }
+  return {};
+}
+
+Status run_op(Context& ctx, const RdmaReturn& op) {
+  auto lock = PLUMB_TRY(sriov::lock_vf(ctx, op.pci));
+  if (PLUMB_TRY(sriov::owned_by_other(ctx, op))) return {};
+  if (ctx.pod_ns == nullptr) return {};  // the kernel returns RDMA devices when their namespace dies
+  DefaultBackends defaults(ctx);
+  Backends& b = sriov::backends_of(ctx, defaults);
+  auto node_ns = netns::Netns::current();
+  if (!node_ns) return std::unexpected(node_ns.error().within("undo: return RDMA device " + op.device));
+  auto st = b.rdma->move(op.device, ctx.pod_ns->fd(), node_ns->fd());
+  if (!st && st.error().cni_code == cni_code::kNotFound) return {};  // not in the pod (never moved, or back)
+  if (!st) return std::unexpected(st.error().within("undo: return RDMA device " + op.device + " to the node"));
+  return {};
+}
+
+}  // namespace plumb::drivers::undo

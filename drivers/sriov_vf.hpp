@@ -1,17 +1,13 @@
 // What the sriov, ib-sriov and vdpa drivers share: the VF found from sysfs, the per-VF lock and
 // allocation record (one VF is never given to two pods), the VF netdev moved into the pod and back,
-// the shared undo operations, and the drivers' entry points with their kernel backends passed in
-// (the registered drivers pass the netlink implementations; flow tests pass recording fakes).
+// and the kernel backends (PF settings, RDMA, vDPA listing): Context::vf_backends when a test sets
+// recording fakes, else the netlink implementations (DefaultBackends).
 //
-// Undo operations (each "<type>.<name>", run through the driver's undo hook; all check first that
-// the VF's allocation record is not owned by another container, so a DEL of a pod whose VF was
-// reclaimed after its namespace vanished leaves the new owner alone):
-//   <type>.release        {pci, container_id, ifname}                drop the allocation record
-//   <type>.restore_vf     {... pf, settings:[VfSetting], rebind_driver?}  PF settings back, in order
-//   <type>.return_netdev  {... name, hwaddr, mtu, mac_changed, mtu_changed}  netdev back to the node
-//                         under its original name (one message), then its MAC/MTU; success when the
-//                         pod namespace is gone (the kernel returns physical netdevs itself)
-//   ib-sriov.rdma_return  {... device}                               RDMA device back to the node
+// Undo operations (drivers/undo.hpp VfRelease, VfRestore, VfReturnNetdev, RdmaReturn; executed
+// in sriov_vf.cpp) all check first that the VF's allocation record is not owned by another
+// container, so a DEL of a pod whose VF was reclaimed after its namespace vanished leaves the new
+// owner alone. return_netdev succeeds when the pod namespace is gone (the kernel returns physical
+// netdevs itself).
 #pragma once
 
 #include <cstdint>
@@ -74,26 +70,28 @@ struct Backends {
   vdpa::Lister* vdpa = nullptr;
 };
 
-/// sriov (sriov-cni's keys). ADD as the registered driver does, with `b.pf` for PF settings.
-[[nodiscard]] Result<cni::CniResult> add_sriov(Context& ctx, const json::Value& conf, Backends& b);
-/// ib-sriov (ib-sriov-cni's keys), with `b.pf` and, for rdmaIsolation, `b.rdma`.
-[[nodiscard]] Result<cni::CniResult> add_ib_sriov(Context& ctx, const json::Value& conf, Backends& b);
-/// vdpa, with `b.vdpa` for the device listing.
-[[nodiscard]] Result<cni::CniResult> add_vdpa(Context& ctx, const json::Value& conf, Backends& b);
-/// Runs one "sriov.*", "ib-sriov.*" or "vdpa.*" undo operation with these backends.
-[[nodiscard]] Status run_undo(Context& ctx, const json::Value& op, Backends& b);
-/// CHECK for the three drivers: the VF is still allocated to this attachment and, for a netdev
+/// The netlink implementations of every backend, for one invocation.
+struct DefaultBackends {
+  explicit DefaultBackends(Context& ctx);
+  NetlinkPfOps pf;
+  rdma::NetlinkOps rdma;
+  vdpa::GenlLister vdpa;
+  Backends backends;
+};
+/// ctx.vf_backends when set (tests), else `defaults`' netlink implementations.
+[[nodiscard]] Backends& backends_of(Context& ctx, DefaultBackends& defaults);
+
+/// CHECK for the three drivers: VF `pci` is still allocated to this attachment and, for a netdev
 /// attachment, the pod interface exists and is up.
-[[nodiscard]] Status check_attachment(Context& ctx, const json::Value& conf, const cni::CniResult& prev,
-                                      std::string_view type);
+[[nodiscard]] Status check_attachment(Context& ctx, const std::string& pci);
 
 // ---------------------------------------------------------------------------------------------
 // Building blocks of the three drivers (sriov.cpp, ib_sriov.cpp, vdpa.cpp).
 
-/// The attachment's VF PCI address: runtimeConfig.deviceID (from the runtime or device plugin)
-/// wins over the config's "deviceID". Errors: kInvalidConfig naming the network when neither is
-/// set (plumb does not look devices up through kubelet's pod-resources API yet).
-[[nodiscard]] Result<std::string> device_id(const Context& ctx, const json::Value& conf, std::string_view type);
+/// The attachment's VF PCI address (parse time): runtimeConfig.deviceID (from the runtime or device
+/// plugin) wins over the config's "deviceID". Errors: kInvalidConfig naming the network when
+/// neither is set (plumb does not look devices up through kubelet's pod-resources API yet).
+[[nodiscard]] Result<std::string> device_id(const json::Value& conf, const ParseInput& in, std::string_view type);
 /// Fails with kConflict when ctx.ifname already exists in the pod (CNI: ADD must fail then).
 [[nodiscard]] Status ensure_ifname_free(Context& ctx);
 
@@ -141,7 +139,7 @@ struct NetdevOrig {
 /// only interface is the pod's (`moved`: the VF netdev now in the pod, whose addresses and routes
 /// are configured here; nullptr for a userspace-driver VF, reported with `mac` and no netdev),
 /// carrying the VF's PCI address; then completes the pci device-info (spec 5.3.8).
-[[nodiscard]] Result<cni::CniResult> finish_pci_vf(Context& ctx, const json::Value& conf, const VfDevice& dev,
+[[nodiscard]] Result<cni::CniResult> finish_pci_vf(Context& ctx, const IpamUse& ipam, const VfDevice& dev,
                                                     const link::LinkInfo* moved, const std::string& mac);
 
 }  // namespace plumb::drivers::sriov

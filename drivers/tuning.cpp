@@ -10,6 +10,7 @@
 #include <algorithm>
 
 #include "drivers/registry.hpp"
+#include "drivers/undo.hpp"
 #include "engine/kernel/link.hpp"
 #include "engine/kernel/sysctl.hpp"
 
@@ -22,7 +23,7 @@ struct Sysctl {
 };
 
 /// The tuning plugin's configuration, validated.
-struct TuningConfig {
+struct TuningConfig : Config {
   std::vector<Sysctl> sysctls;
   std::optional<Mac> mac;
   std::optional<uint32_t> mtu_bytes;
@@ -64,27 +65,27 @@ Status parse_link_keys(const json::Value& obj, const std::string& where, TuningC
     if (!parsed) return fail(cni_code::kInvalidConfig, where + ".mac \"" + *m + "\" is not a valid MAC address");
     c.mac = *parsed;
   }
-  if (auto m = PLUMB_TRY(get_u32(obj, "mtu", where, 65535)); m && *m != 0) c.mtu_bytes = *m;
+  if (auto m = PLUMB_TRY(parse_mtu(obj, where))) c.mtu_bytes = *m;
   if (auto b = PLUMB_TRY(json::get_bool(obj, "promisc", where))) c.promisc = *b;
   if (auto b = PLUMB_TRY(json::get_bool(obj, "allmulti", where))) c.allmulti = *b;
   if (auto q = PLUMB_TRY(get_u32(obj, "txQLen", where, UINT32_MAX))) c.txqlen = *q;
   return {};
 }
 
-Result<TuningConfig> parse_config(const json::Value& conf, const Context& ctx) {
+Result<TuningConfig> parse_config(const json::Value& conf, const ParseInput& in) {
   TuningConfig c;
-  const std::string where = ctx.network;
+  const std::string& where = in.network;
   if (const json::Value* sc = PLUMB_TRY(json::get_object(conf, "sysctl", where))) {
     for (auto it = sc->MemberBegin(); it != sc->MemberEnd(); ++it) {
       std::string key = it->name.GetString();
       if (!it->value.IsString()) {
         return fail(cni_code::kInvalidConfig, where + ".sysctl \"" + key + "\": the value must be a string, got " + json::dump(it->value));
       }
-      c.sysctls.push_back({PLUMB_TRY(net_sysctl_key(key, ctx.ifname, where)), it->value.GetString()});
+      c.sysctls.push_back({PLUMB_TRY(net_sysctl_key(key, in.ifname, where)), it->value.GetString()});
     }
   }
   PLUMB_TRY(parse_link_keys(conf, where, c));
-  for (auto& [k, v] : ctx.cni_args) {
+  for (auto& [k, v] : in.cni_args) {
     if (k != "MAC") continue;
     auto parsed = Mac::parse(v);
     if (!parsed) return fail(cni_code::kInvalidConfig, where + ": CNI_ARGS MAC \"" + v + "\" is not a valid MAC address");
@@ -106,28 +107,23 @@ Result<TuningConfig> parse_config(const json::Value& conf, const Context& ctx) {
 }
 
 /// The undo operation: the values to put back, only for what the config changes.
-json::Document restore_op(const std::string& ifname, const std::vector<Sysctl>& old_sysctls, const link::LinkInfo& l,
-                          const TuningConfig& c) {
-  json::Document d(rapidjson::kObjectType);
-  auto& a = d.GetAllocator();
-  json::set_string(d, "op", "tuning.restore", a);
-  json::set_string(d, "ifname", ifname, a);
-  json::Value sc(rapidjson::kObjectType);
-  for (auto& s : old_sysctls) json::set_string(sc, s.key, s.value, a);
-  json::set(d, "sysctl", std::move(sc), a);
-  if (c.mac && l.mac()) json::set_string(d, "mac", l.mac()->str(), a);
-  if (c.mtu_bytes) json::set(d, "mtu", json::Value(l.mtu_bytes), a);
-  if (c.promisc) json::set(d, "promisc", json::Value((l.flags & IFF_PROMISC) != 0), a);
-  if (c.allmulti) json::set(d, "allmulti", json::Value((l.flags & IFF_ALLMULTI) != 0), a);
-  if (c.txqlen) json::set(d, "txQLen", json::Value(l.txqlen), a);
-  return d;
+undo::TuningRestore restore_op(const std::string& ifname, const std::vector<Sysctl>& old_sysctls, const link::LinkInfo& l,
+                               const TuningConfig& c) {
+  undo::TuningRestore op;
+  op.ifname = ifname;
+  for (auto& s : old_sysctls) op.sysctl[s.key] = s.value;
+  if (c.mac && l.mac()) op.mac = l.mac()->str();
+  if (c.mtu_bytes) op.mtu_bytes = l.mtu_bytes;
+  if (c.promisc) op.promisc = (l.flags & IFF_PROMISC) != 0;
+  if (c.allmulti) op.allmulti = (l.flags & IFF_ALLMULTI) != 0;
+  if (c.txqlen) op.txqlen = l.txqlen;
+  return op;
 }
 
-Result<cni::CniResult> tuning_add(Context& ctx, const json::Value& conf, const cni::CniResult* prev) {
+Result<cni::CniResult> tuning_add(Context& ctx, const TuningConfig& c, const cni::CniResult* prev) {
   if (prev == nullptr) {
     return fail(cni_code::kInvalidConfig, ctx.network + ": tuning must be chained after a plugin that creates the interface (no prevResult)");
   }
-  TuningConfig c = PLUMB_TRY(parse_config(conf, ctx));
   auto l = PLUMB_TRY(link::get(*ctx.pod, ctx.ifname));
   if (!l) return fail(cni_code::kKernel, ctx.network + ": tuning: interface " + ctx.ifname + " not found in " + ctx.netns_path);
 
@@ -141,7 +137,7 @@ Result<cni::CniResult> tuning_add(Context& ctx, const json::Value& conf, const c
       old.push_back({s.key, *v});
     }
   }
-  PLUMB_TRY(ctx.journal->will(restore_op(ctx.ifname, old, *l, c)));
+  PLUMB_TRY(undo::will(ctx, restore_op(ctx.ifname, old, *l, c)));
   {
     auto guard = PLUMB_TRY(netns::Guard::enter(*ctx.pod_ns));
     for (auto& s : c.sysctls) {
@@ -170,8 +166,7 @@ Result<cni::CniResult> tuning_add(Context& ctx, const json::Value& conf, const c
   return r;
 }
 
-Status tuning_check(Context& ctx, const json::Value& conf, const cni::CniResult&) {
-  TuningConfig c = PLUMB_TRY(parse_config(conf, ctx));
+Status tuning_check(Context& ctx, const TuningConfig& c, const cni::CniResult&) {
   auto l = PLUMB_TRY(link::get(*ctx.pod, ctx.ifname));
   if (!l) return fail(cni_code::kKernel, "CHECK: interface " + ctx.ifname + " not found in " + ctx.netns_path);
   auto differs = [&](const std::string& what, const std::string& got, const std::string& want) {
@@ -190,40 +185,39 @@ Status tuning_check(Context& ctx, const json::Value& conf, const cni::CniResult&
   return {};
 }
 
-Status tuning_undo(Context& ctx, const json::Value& op) {
+}  // namespace
+
+const Driver kTuning = make_driver<TuningConfig, parse_config, tuning_add, tuning_check>("tuning");
+
+namespace undo {
+
+Status run_op(Context& ctx, const TuningRestore& op) {
   if (ctx.pod == nullptr || ctx.pod_ns == nullptr) return {};  // the namespace and its settings are gone
-  const std::string where = "undo tuning.restore";
-  auto ifname = PLUMB_TRY(json::get_string(op, "ifname", where));
-  if (!ifname) return fail(cni_code::kDecode, where + ": operation lacks ifname: " + json::dump(op));
   std::optional<Error> first;
-  if (const json::Value* sc = PLUMB_TRY(json::get_object(op, "sysctl", where))) {
+  if (!op.sysctl.empty()) {
     auto guard = PLUMB_TRY(netns::Guard::enter(*ctx.pod_ns));
-    for (auto it = sc->MemberBegin(); it != sc->MemberEnd(); ++it) {
-      if (!it->value.IsString()) continue;
-      std::string key = it->name.GetString();
+    for (const auto& [key, value] : op.sysctl) {
       if (key.rfind("net/", 0) != 0) continue;  // never written by tuning_add
-      auto st = sysctl::write(key, it->value.GetString());
+      auto st = sysctl::write(key, value);
       if (!st && st.error().sys_errno != ENOENT && !first) first = st.error().within("undo: restore sysctl");
     }
   }
-  auto l = PLUMB_TRY(link::get(*ctx.pod, *ifname));
+  auto l = PLUMB_TRY(link::get(*ctx.pod, op.ifname));
   if (!l) return first ? std::unexpected(*first) : Status{};
   link::LinkChange ch;
-  if (auto m = PLUMB_TRY(json::get_string(op, "mac", where))) ch.mac = PLUMB_TRY(Mac::parse(*m));
-  if (auto m = PLUMB_TRY(json::get_uint(op, "mtu", where)); m && *m != 0) ch.mtu_bytes = static_cast<uint32_t>(*m);
-  ch.promisc = PLUMB_TRY(json::get_bool(op, "promisc", where));
-  ch.allmulti = PLUMB_TRY(json::get_bool(op, "allmulti", where));
-  if (auto q = PLUMB_TRY(json::get_uint(op, "txQLen", where))) ch.txqlen = static_cast<uint32_t>(*q);
+  if (op.mac) ch.mac = PLUMB_TRY(Mac::parse(*op.mac));
+  if (op.mtu_bytes && *op.mtu_bytes != 0) ch.mtu_bytes = *op.mtu_bytes;
+  ch.promisc = op.promisc;
+  ch.allmulti = op.allmulti;
+  ch.txqlen = op.txqlen;
   if (ch.mac || ch.mtu_bytes || ch.promisc || ch.allmulti || ch.txqlen) {
     auto st = link::modify(*ctx.pod, l->index, ch);
-    if (!st && !first) first = st.error().within("undo: restore " + *ifname + " in " + ctx.netns_path);
+    if (!st && !first) first = st.error().within("undo: restore " + op.ifname + " in " + ctx.netns_path);
   }
   if (first) return std::unexpected(*first);
   return {};
 }
 
-}  // namespace
-
-const Driver kTuning{"tuning", tuning_add, tuning_check, tuning_undo};
+}  // namespace undo
 
 }  // namespace plumb::drivers

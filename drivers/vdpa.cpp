@@ -12,15 +12,27 @@
 
 namespace plumb::drivers {
 namespace sriov {
+namespace {
 
-Result<cni::CniResult> add_vdpa(Context& ctx, const json::Value& conf, Backends& b) {
-  const std::string where = ctx.network;
-  std::string id = PLUMB_TRY(device_id(ctx, conf, "vdpa"));
-  std::optional<uint32_t> mtu;
-  if (auto m = PLUMB_TRY(json::get_int(conf, "mtu", where))) {
-    if (*m < 68 || *m > 65535) return fail(cni_code::kInvalidConfig, where + ".mtu " + std::to_string(*m) + " must be 68..65535");
-    mtu = static_cast<uint32_t>(*m);
-  }
+/// The vdpa plugin's configuration, validated.
+struct VdpaConfig : Config {
+  std::string device_id;
+  std::optional<uint32_t> mtu_bytes;
+};
+
+Result<VdpaConfig> parse_config(const json::Value& conf, const ParseInput& in) {
+  VdpaConfig c;
+  c.device_id = PLUMB_TRY(device_id(conf, in, "vdpa"));
+  c.mtu_bytes = PLUMB_TRY(parse_mtu(conf, in.network));
+  return c;
+}
+
+Result<cni::CniResult> add(Context& ctx, const VdpaConfig& c, const cni::CniResult*) {
+  DefaultBackends defaults(ctx);
+  Backends& b = backends_of(ctx, defaults);
+  const std::string& where = ctx.network;
+  const std::string& id = c.device_id;
+  const std::optional<uint32_t>& mtu = c.mtu_bytes;
   VfDevice dev = PLUMB_TRY(lookup_device(ctx.sysfs_root, id, false, where + ".deviceID"));
   if (b.vdpa == nullptr) return fail(cni_code::kInternal, "vdpa: no device listing backend");
   auto devices = b.vdpa->list();
@@ -45,12 +57,12 @@ Result<cni::CniResult> add_vdpa(Context& ctx, const json::Value& conf, Backends&
   if (mode == "virtio") {
     NetdevOrig orig = PLUMB_TRY(register_return_netdev(ctx, "vdpa", dev.pci, bind.netdev, false, mtu.has_value()));
     link::LinkInfo l = PLUMB_TRY(move_netdev(ctx, orig, std::nullopt, mtu));
-    r = PLUMB_TRY(run_ipam(ctx, conf));
+    r = PLUMB_TRY(run_ipam(ctx, c.ipam));
     r.interfaces = {{ctx.ifname, l.mac() ? l.mac()->str() : "", l.mtu_bytes, ctx.netns_path, "", dev.pci}};
     for (auto& ip : r.ips) ip.interface = 0;
     PLUMB_TRY(configure_pod_interface(*ctx.pod, l.index, r, false));
   } else {
-    r = PLUMB_TRY(run_ipam(ctx, conf));
+    r = PLUMB_TRY(run_ipam(ctx, c.ipam));
     r.interfaces = {{ctx.ifname, "", std::nullopt, ctx.netns_path, "", dev.pci}};
     for (auto& ip : r.ips) ip.interface = 0;
   }
@@ -64,29 +76,11 @@ Result<cni::CniResult> add_vdpa(Context& ctx, const json::Value& conf, Backends&
   return r;
 }
 
-}  // namespace sriov
-
-namespace {
-
-Result<cni::CniResult> vdpa_driver_add(Context& ctx, const json::Value& conf, const cni::CniResult*) {
-  sriov::NetlinkPfOps pf(*ctx.node);
-  vdpa::GenlLister lister;
-  sriov::Backends b{&pf, nullptr, &lister};
-  return sriov::add_vdpa(ctx, conf, b);
-}
-
-Status vdpa_driver_check(Context& ctx, const json::Value& conf, const cni::CniResult& prev) {
-  return sriov::check_attachment(ctx, conf, prev, "vdpa");
-}
-
-Status vdpa_driver_undo(Context& ctx, const json::Value& op) {
-  sriov::NetlinkPfOps pf(*ctx.node);
-  sriov::Backends b{&pf, nullptr, nullptr};
-  return sriov::run_undo(ctx, op, b);
-}
+Status check(Context& ctx, const VdpaConfig& c, const cni::CniResult&) { return check_attachment(ctx, c.device_id); }
 
 }  // namespace
+}  // namespace sriov
 
-const Driver kVdpa{"vdpa", vdpa_driver_add, vdpa_driver_check, vdpa_driver_undo};
+const Driver kVdpa = make_driver<sriov::VdpaConfig, sriov::parse_config, sriov::add, sriov::check>("vdpa");
 
 }  // namespace plumb::drivers

@@ -148,24 +148,16 @@ Status check_ids(const Request& req, const std::string& type, bool need_ifname) 
 }
 
 /// Whom an allocation belongs to: (container ID, ifname), or for an IPAMClaim the owner id
-/// (Request::owner, else ipam.<kClaimKey>.owner when `config_owner`) and kClaimIfname: a claim's
-/// addresses follow the claim whatever interface the pod gives them.
+/// (Request::owner) and kClaimIfname: a claim's addresses follow the claim whatever interface the
+/// pod gives them. `need_ifname`: CNI_IFNAME must be valid (add/check; del takes what it gets).
 constexpr std::string_view kClaimIfname = "claim";
-Result<std::pair<std::string, std::string>> identity(const Request& req, const std::string& type, bool config_owner) {
-  std::string owner = req.owner;
-  if (owner.empty() && config_owner && req.ipam != nullptr) {
-    const json::Value* claim = PLUMB_TRY(json::get_object(*req.ipam, kClaimKey, "ipam"));
-    if (claim != nullptr) {
-      auto o = PLUMB_TRY(json::get_string(*claim, "owner", "ipam." + std::string(kClaimKey)));
-      if (!o || o->empty()) return fail(cni_code::kInvalidConfig, "ipam." + std::string(kClaimKey) + ".owner is missing");
-      owner = *o;
-    }
-  }
+Result<std::pair<std::string, std::string>> identity(const Request& req, const std::string& type, bool need_ifname) {
+  const std::string& owner = req.owner;
   if (!owner.empty()) {
     if (owner.find('\0') != std::string::npos) return fail(cni_code::kInvalidConfig, type + ": allocation owner contains a NUL byte");
     return std::pair{owner, std::string(kClaimIfname)};
   }
-  PLUMB_TRY(check_ids(req, type, config_owner));
+  PLUMB_TRY(check_ids(req, type, need_ifname));
   return std::pair{req.container_id, req.ifname};
 }
 
@@ -354,15 +346,8 @@ class Scanner {
 /// Requested addresses (CNI_ARGS IP=, args.cni.ips, runtimeConfig.ips), one slot per pool.
 Result<std::vector<std::optional<IpAddr>>> requested(const Request& req, const Config& cfg) {
   std::vector<std::pair<std::string, std::string>> texts;  // (source, text)
-  if (req.ipam != nullptr) {
-    // An IPAMClaim's status.ips: the addresses the claim holds (spec 8).
-    const json::Value* claim = PLUMB_TRY(json::get_object(*req.ipam, kClaimKey, "ipam"));
-    if (claim != nullptr) {
-      if (auto ips = PLUMB_TRY(json::get_string_array(*claim, "ips", "ipam." + std::string(kClaimKey)))) {
-        for (auto& s : *ips) texts.emplace_back("IPAMClaim status.ips", s);
-      }
-    }
-  }
+  // An IPAMClaim's status.ips: the addresses the claim holds (spec 8).
+  for (auto& s : req.owner_ips) texts.emplace_back("IPAMClaim status.ips", s);
   if (auto ip = detail::cni_arg(req, "IP")) {
     for (auto& s : detail::split_list(*ip)) texts.emplace_back("CNI_ARGS IP", s);
   }

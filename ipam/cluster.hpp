@@ -33,10 +33,10 @@
 // returns the owner key's addresses. Release deletes an address only while it still holds this
 // owner (compare mod_revision). The node is $NODE_NAME, else the host name.
 //
-// IPAMClaims (spec 8), as host-local: with Request::owner or ipam.<kClaimKey>.owner set, the
+// IPAMClaims (spec 8), as host-local: with Request::owner set, the
 // addresses belong to that owner ("ipamclaim:<ns>/<name>", owner key ifname "claim") instead
 // of container+ifname, so the pod's DEL leaves them and the next pod naming the claim gets them;
-// ipam.<kClaimKey>.ips are requested; del() with Request::owner releases them; GC never does.
+// Request::owner_ips are requested; del() with Request::owner releases them; GC never does.
 #pragma once
 
 #include <cstdint>

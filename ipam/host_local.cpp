@@ -70,16 +70,6 @@ struct Ids {
   bool by_owner = false;  // an owner override: files match on their first line alone
 };
 
-/// The owner override of an add()/check(): Request::owner, else ipam.<kClaimKey>.owner.
-Result<std::string> claim_owner(const Request& req) {
-  if (!req.owner.empty() || req.ipam == nullptr) return req.owner;
-  const json::Value* claim = PLUMB_TRY(json::get_object(*req.ipam, kClaimKey, "ipam"));
-  if (claim == nullptr) return std::string();
-  auto owner = PLUMB_TRY(json::get_string(*claim, "owner", "ipam." + std::string(kClaimKey)));
-  if (!owner || owner->empty()) return fail(cni_code::kInvalidConfig, "ipam." + std::string(kClaimKey) + ".owner is missing");
-  return *owner;
-}
-
 /// Ids for addresses held by `owner` (IPAMClaim) on behalf of interface `ifname`.
 Result<Ids> owner_ids(const std::string& owner, const std::string& ifname) {
   std::string id(text::trim(owner));
@@ -282,16 +272,8 @@ class Store {
 /// runtimeConfig.ips. Each may be bare or CIDR (the address is taken). Duplicates dropped.
 Result<std::vector<IpAddr>> requested_ips(const Request& req) {
   std::vector<std::pair<std::string, std::string>> texts;  // (source, text)
-  if (req.ipam != nullptr) {
-    // An IPAMClaim's status.ips: the addresses the claim holds (spec 8).
-    const json::Value* claim = PLUMB_TRY(json::get_object(*req.ipam, kClaimKey, "ipam"));
-    if (claim != nullptr) {
-      auto ips = PLUMB_TRY(json::get_string_array(*claim, "ips", "ipam." + std::string(kClaimKey)));
-      if (ips) {
-        for (auto& s : *ips) texts.emplace_back("IPAMClaim status.ips", s);
-      }
-    }
-  }
+  // An IPAMClaim's status.ips: the addresses the claim holds (spec 8).
+  for (auto& s : req.owner_ips) texts.emplace_back("IPAMClaim status.ips", s);
   if (auto ip = detail::cni_arg(req, "IP")) {
     for (auto& s : detail::split_list(*ip)) texts.emplace_back("CNI_ARGS IP", s);
   }
@@ -327,7 +309,7 @@ class HostLocal final : public Ipam {
 
   Result<cni::CniResult> add(const Request& req) override {
     PLUMB_TRY(detail::validate_network_name(req.network_name));
-    const std::string owner = PLUMB_TRY(claim_owner(req));
+    const std::string& owner = req.owner;
     Ids ids = owner.empty() ? PLUMB_TRY(check_ids(req, true)) : PLUMB_TRY(owner_ids(owner, req.ifname));
     const std::string net = "network \"" + req.network_name + "\"";
 
@@ -439,10 +421,12 @@ class HostLocal final : public Ipam {
     return result;
   }
 
+  bool supports_owner() const override { return true; }
+
   Status del(const Request& req) override {
     PLUMB_TRY(detail::validate_network_name(req.network_name));
-    // Only an explicit owner releases claim-held addresses; the ipam.<kClaimKey> a pod's
-    // recorded config carries does not (its DEL releases by container ID: nothing of the claim).
+    // Only an explicit owner releases claim-held addresses (GC of a deleted claim); a pod's DEL
+    // releases by container ID: nothing of the claim.
     Ids ids = req.owner.empty() ? PLUMB_TRY(check_ids(req, false)) : PLUMB_TRY(owner_ids(req.owner, req.ifname));
     auto store = PLUMB_TRY(Store::open(cfg_.data_dir, req.network_name, false));
     if (!store) return {};
@@ -466,7 +450,7 @@ class HostLocal final : public Ipam {
 
   Status check(const Request& req, const cni::CniResult& prev) override {
     PLUMB_TRY(detail::validate_network_name(req.network_name));
-    const std::string owner = PLUMB_TRY(claim_owner(req));
+    const std::string& owner = req.owner;
     Ids ids = owner.empty() ? PLUMB_TRY(check_ids(req, false)) : PLUMB_TRY(owner_ids(owner, req.ifname));
     auto store = PLUMB_TRY(Store::open(cfg_.data_dir, req.network_name, false));
     const std::string who = "container " + ids.id + " interface " + req.ifname;

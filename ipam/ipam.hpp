@@ -26,16 +26,13 @@ struct Request {
   std::vector<std::pair<std::string, std::string>> cni_args;  // CNI_ARGS pairs (IP=, MAC=, ...)
   /// Allocation owner override (IPAMClaims, spec 8): addresses held by this id (e.g.
   /// "ipamclaim:<ns>/<name>") instead of container_id+ifname, so a claim keeps its addresses
-  /// across pods. add()/check() also take it from ipam.<kClaimKey>.owner (put there by the
-  /// orchestrator, never by users); del() releases claim-held addresses only when it is set
-  /// here (GC of a deleted claim): a pod's DEL leaves them alone.
-  std::string owner = {};  // (initialised: older brace-initialisations of Request stay warning-free)
+  /// across pods. add()/check() hold and verify the owner's addresses; del() releases
+  /// claim-held addresses only when it is set (GC of a deleted claim): a pod's DEL, which
+  /// leaves it empty, leaves them alone.
+  std::string owner = {};
+  /// The owner's addresses to re-use ("192.0.2.5/24": the claim's status.ips), requested first.
+  std::vector<std::string> owner_ips = {};  // (initialised: brace-initialisations stay warning-free)
 };
-
-/// Member of the "ipam" object through which the orchestrator hands an IPAMClaim to host-local:
-/// {"owner": "ipamclaim:<ns>/<name>", "ips": ["192.0.2.5/24", ...]} (ips: the claim's status.ips
-/// to re-use, may be absent).
-inline constexpr std::string_view kClaimKey = "plumb.ipamClaim";
 
 class Ipam {
  public:
@@ -50,6 +47,9 @@ class Ipam {
   [[nodiscard]] virtual Status del(const Request& req) = 0;
   /// Verifies the container still holds the addresses in `prev` (CHECK). Errors name the address.
   [[nodiscard]] virtual Status check(const Request& req, const cni::CniResult& prev) = 0;
+
+  /// Whether this IPAM can hold addresses for Request::owner (IPAMClaims, spec 8): host-local.
+  [[nodiscard]] virtual bool supports_owner() const { return false; }
 
   /// GC's question about one allocation owner (container ID, ifname): true = still in use.
   using KeepFn = std::function<bool(const std::string& container_id, const std::string& ifname)>;

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <vector>
 
@@ -21,30 +22,8 @@ const std::string kOwnerPrefix = "ipamclaim:";
 std::string claims_dir(const std::string& state_dir) { return state_dir + "/ipamclaims"; }
 
 
-/// Names of the entries of a directory (no "." / ".."); a missing directory has none.
-Result<std::vector<std::string>> entries(const std::string& dir) {
-  std::vector<std::string> out;
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) {
-    if (errno == ENOENT) return out;
-    return fail_errno(errno, "read directory " + dir);
-  }
-  while (dirent* e = ::readdir(d)) {
-    std::string n = e->d_name;
-    if (n != "." && n != "..") out.push_back(n);
-  }
-  ::closedir(d);
-  return out;
-}
-
-/// Reads a small file; errors name the path.
-
-bool is_host_local(const json::Value& plugin) {
-  const json::Value* ipam = json::find(plugin, "ipam");
-  if (ipam == nullptr || !ipam->IsObject()) return false;
-  const json::Value* type = json::find(*ipam, "type");
-  return type != nullptr && type->IsString() && std::string_view(type->GetString()) == "host-local";
-}
+/// An IPAM that can hold addresses for a claim.
+bool holds_for_owner(const drivers::ParsedPlugin& p) { return p.config->ipam.ipam && p.config->ipam.ipam->supports_owner(); }
 
 /// A network name usable as a file name (host-local validates the same before using it).
 bool file_safe(const std::string& s) {
@@ -56,20 +35,10 @@ bool file_safe(const std::string& s) {
 
 Result<std::optional<Use>> prepare(source::PodSource& src, const std::string& state_dir,
                                    const std::string& pod_namespace, const nad::SelectionElement* element,
-                                   json::Document& plugins, const std::string& network, Log& log) {
-  for (auto& p : plugins.GetArray()) {
-    const json::Value* ipam = json::find(p, "ipam");
-    if (ipam != nullptr && ipam->IsObject() && json::find(*ipam, ipam::kClaimKey) != nullptr) {
-      return fail(cni_code::kInvalidConfig,
-                  "network " + network + ": ipam key \"" + std::string(ipam::kClaimKey) +
-                      "\" is reserved to plumb (use the selection's \"ipam-claim-reference\")");
-    }
-  }
+                                   const std::vector<drivers::ParsedPlugin>& parsed, const std::string& network, Log& log) {
   if (element == nullptr || element->ipam_claim_reference.empty()) return std::optional<Use>{};
   const std::string who = "IPAMClaim " + pod_namespace + "/" + element->ipam_claim_reference;
-  bool any = false;
-  for (auto& p : plugins.GetArray()) any = any || is_host_local(p);
-  if (!any) {
+  if (std::none_of(parsed.begin(), parsed.end(), holds_for_owner)) {
     log.warning("network " + network + ": ignoring \"ipam-claim-reference\" " + who +
                 ": none of the network's plugins uses host-local IPAM, the only one plumb can tie to a claim");
     return std::optional<Use>{};
@@ -92,27 +61,18 @@ Result<std::optional<Use>> prepare(source::PodSource& src, const std::string& st
                 who + " (\"ipam-claim-reference\" of network " + network + ") not found in " + src.describe());
   }
   use.had_ips = !claim->ips.empty();
+  use.ips = claim->ips;
 
-  for (auto& p : plugins.GetArray()) {
-    if (!is_host_local(p)) continue;
-    auto& a = plugins.GetAllocator();
-    json::Value c(rapidjson::kObjectType);
-    json::set_string(c, "owner", use.owner, a);
-    if (use.had_ips) {
-      json::Value ips(rapidjson::kArrayType);
-      for (auto& ip : claim->ips) ips.PushBack(json::Value(ip.c_str(), a), a);
-      json::set(c, "ips", std::move(ips), a);
-    }
-    json::set(p["ipam"], ipam::kClaimKey, std::move(c), a);
-
-    // The GC record, written before host-local takes any address.
+  for (const auto& p : parsed) {
+    if (!holds_for_owner(p)) continue;
+    // The GC record, written before the IPAM takes any address.
     json::Document rec(rapidjson::kObjectType);
     auto& ra = rec.GetAllocator();
     json::set_string(rec, "claim", use.namespace_ + "/" + use.name, ra);
     json::set_string(rec, "owner", use.owner, ra);
     json::set_string(rec, "network", network, ra);
     json::Value ipam_copy;
-    ipam_copy.CopyFrom(p["ipam"], ra);
+    ipam_copy.CopyFrom(*p.config->ipam.conf, ra);
     json::set(rec, "ipam", std::move(ipam_copy), ra);
     const std::string rec_dir = dir + "/" + use.namespace_ + "/" + use.name;
     PLUMB_TRY(mkdir_p(rec_dir));
@@ -141,10 +101,10 @@ Status gc(source::PodSource& src, const std::string& state_dir, Log& log) {
     log.error("GC: " + e.text());
     if (!first) first = e;
   };
-  for (const auto& ns : PLUMB_TRY(entries(dir))) {
+  for (const auto& ns : PLUMB_TRY(list_dir(dir))) {
     if (ns == "lock" || !nad::is_dns1123_label(ns)) continue;
     const std::string ns_dir = dir + "/" + ns;
-    for (const auto& name : PLUMB_TRY(entries(ns_dir))) {
+    for (const auto& name : PLUMB_TRY(list_dir(ns_dir))) {
       if (!nad::is_dns1123_subdomain(name)) continue;
       const std::string claim_dir = ns_dir + "/" + name;
       auto claim = src.ipam_claim(ns, name);
@@ -153,7 +113,7 @@ Status gc(source::PodSource& src, const std::string& state_dir, Log& log) {
         continue;
       }
       if (*claim) continue;  // still there: its addresses stay
-      auto files = entries(claim_dir);
+      auto files = list_dir(claim_dir);
       if (!files) {
         note(files.error());
         continue;

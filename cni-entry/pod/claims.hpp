@@ -3,9 +3,10 @@
 // claim, released only once the claim is gone (at GC). Works with any PodSource: the API server
 // (ipamclaims.k8s.cni.cncf.io/v1alpha1) or the local store (<store>/ipamclaims/).
 //
-// How: the claim is handed to host-local through ipam.<ipam::kClaimKey> = {owner, ips}; host-
-// local then holds the addresses as owner "ipamclaim:<ns>/<name>" (so a pod's DEL, which
-// releases by container ID, leaves them alone) and requests status.ips when set. Each claimed
+// How: the attachment's IPAM gets the claim as ipam::Request::owner ("ipamclaim:<ns>/<name>")
+// and owner_ips (status.ips when set), through drivers::Context::ipam_owner: host-local then holds
+// the addresses for the claim (so a pod's DEL, which releases by container ID, leaves them
+// alone) and requests status.ips. Each claimed
 // allocation is recorded under <stateDir>/ipamclaims/<ns>/<claim>/<network>.json before any
 // address is taken, so GC can release it once the claim no longer exists.
 #pragma once
@@ -13,6 +14,7 @@
 #include <optional>
 #include <string>
 
+#include "drivers/driver.hpp"
 #include "engine/cni/cni.hpp"
 #include "engine/base/json.hpp"
 #include "engine/base/result.hpp"
@@ -26,21 +28,22 @@ namespace plumb::pod::claims {
 struct Use {
   std::string namespace_;  // the claim's (= the pod's) namespace
   std::string name;        // the claim's name
-  std::string owner;       // "ipamclaim:<namespace>/<name>": host-local's owner id
+  std::string owner;       // "ipamclaim:<namespace>/<name>": the IPAM's owner id (Request::owner)
+  std::vector<std::string> ips;  // the claim's status.ips (Request::owner_ips); empty: none yet
   bool had_ips = false;    // status.ips was set: those addresses are re-used, nothing to write
 };
 
-/// Prepares one planned attachment. Every plugin's ipam is checked not to carry the reserved
-/// ipam.<kClaimKey> (only plumb sets it). For a selection element with ipam-claim-reference,
-/// the claim is read from `src` in `pod_namespace`, injected into every host-local ipam of
-/// `plugins` and recorded for GC under `state_dir`. A network with no host-local ipam ignores
-/// the claim (spec 4.1.2.1.11: delegates that do not implement it ignore it) with a warning in
-/// `log`. Returns the claim in use, or nullopt. Errors: kInvalidConfig naming the network for
-/// the reserved key; kNotFound naming the claim when it does not exist; the source's errors;
-/// kIo for the GC record.
+/// Prepares one planned attachment: for a selection element with ipam-claim-reference, the claim
+/// is read from `src` in `pod_namespace` and, for every plugin of `parsed` whose IPAM can hold
+/// addresses for an owner (ipam::Ipam::supports_owner: host-local), recorded for GC under
+/// `state_dir` before any address is taken. A network with no such IPAM ignores the claim (spec
+/// 4.1.2.1.11: delegates that do not implement it ignore it) with a warning in `log`. Returns the
+/// claim in use, or nullopt. Errors: kNotFound naming the claim when it does not exist; the
+/// source's errors; kIo for the GC record.
 [[nodiscard]] Result<std::optional<Use>> prepare(source::PodSource& src, const std::string& state_dir,
                                                  const std::string& pod_namespace, const nad::SelectionElement* element,
-                                                 json::Document& plugins, const std::string& network, Log& log);
+                                                 const std::vector<drivers::ParsedPlugin>& parsed, const std::string& network,
+                                                 Log& log);
 
 /// After the attachment came up: writes its addresses (CIDR, "192.0.2.5/24") to the claim's
 /// status.ips when the claim had none. Errors: the source's (a claim deleted meanwhile is

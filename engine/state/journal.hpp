@@ -2,7 +2,9 @@
 // the change is made (write-ahead): the operation is appended to the attachment's state record
 // and the record is rewritten atomically. A failed ADD unwinds the log in reverse; DEL unwinds the
 // same log from the record alone; a DEL after a SIGKILLed ADD finds every change that may have
-// happened. Undo operations are JSON objects {"op": "<name>", ...} executed by the drivers layer.
+// happened. The journal owns the envelope of each entry (its place in the list, "rollbackOnly");
+// the operation itself ({"op": "<name>", ...}) is typed, encoded, decoded and executed by the
+// drivers layer (drivers/undo.hpp).
 #pragma once
 
 #include <functional>

@@ -144,6 +144,7 @@ Result<std::vector<std::string>> StateDir::containers() const {
 std::string encode(const AttachmentRecord& rec) {
   json::Document d(rapidjson::kObjectType);
   auto& a = d.GetAllocator();
+  d.AddMember("format", kRecordFormat, a);
   d.AddMember("containerID", str(rec.container_id, a), a);
   d.AddMember("index", rec.index, a);
   d.AddMember("ifname", str(rec.ifname, a), a);
@@ -154,6 +155,7 @@ std::string encode(const AttachmentRecord& rec) {
   d.AddMember("podName", str(rec.pod_name, a), a);
   d.AddMember("netns", str(rec.netns, a), a);
   d.AddMember("phase", str(rec.phase, a), a);
+  if (!rec.ipam_owner.empty()) d.AddMember("ipamOwner", str(rec.ipam_owner, a), a);
   json::Value v;
   v.CopyFrom(rec.config, a);
   d.AddMember("config", v, a);
@@ -174,6 +176,14 @@ Result<AttachmentRecord> decode(std::string_view text, const std::string& origin
   json::Document d = PLUMB_TRY(json::parse(text, "state record " + origin));
   if (!d.IsObject()) return fail(cni_code::kDecode, "state record " + origin + " is not an object");
   AttachmentRecord r;
+  // Records without "format" were written before formats were numbered: format 1, whose fields and
+  // undo operations format 2 kept (it added "format" and "ipamOwner").
+  r.format = static_cast<int>(PLUMB_TRY(json::get_int(d, "format", origin)).value_or(1));
+  if (r.format < 1 || r.format > kRecordFormat) {
+    return fail(cni_code::kDecode, "state record " + origin + " has format " + std::to_string(r.format) +
+                                       ", this plumb reads formats 1.." + std::to_string(kRecordFormat) +
+                                       " (written by a newer plumb? DEL it with that version)");
+  }
   auto s = [&](const char* k, std::string& out) -> Status {
     auto v = PLUMB_TRY(json::get_string(d, k, origin));
     if (v) out = *v;
@@ -187,6 +197,7 @@ Result<AttachmentRecord> decode(std::string_view text, const std::string& origin
   PLUMB_TRY(s("podName", r.pod_name));
   PLUMB_TRY(s("netns", r.netns));
   PLUMB_TRY(s("phase", r.phase));
+  PLUMB_TRY(s("ipamOwner", r.ipam_owner));
   r.index = static_cast<int>(PLUMB_TRY(json::get_int(d, "index", origin)).value_or(0));
   r.is_default = PLUMB_TRY(json::get_bool(d, "default", origin)).value_or(false);
   if (auto it = d.FindMember("config"); it != d.MemberEnd()) r.config.CopyFrom(it->value, r.config.GetAllocator());

@@ -12,8 +12,13 @@
 
 namespace plumb::state {
 
+/// The record format this plumb writes. Format 1 (no "format" key): records of plumb before
+/// formats were numbered; format 2 adds "format" and "ipamOwner". Both are read.
+inline constexpr int kRecordFormat = 2;
+
 /// One attachment of one container.
 struct AttachmentRecord {
+  int format = kRecordFormat;    // the format it was read in (written: always kRecordFormat)
   std::string container_id;
   int index = 0;                 // order of attachment within the pod (default network = 0)
   std::string ifname;            // interface name inside the pod
@@ -24,10 +29,11 @@ struct AttachmentRecord {
   std::string pod_name;
   std::string netns;             // CNI_NETNS at ADD time
   std::string phase = "adding";  // "adding" until the attachment is complete, then "ready"
+  std::string ipam_owner;        // IPAMClaim owner its IPAM holds the addresses for ("" = the container)
   json::Document config;         // the resolved conflist as run (cniVersion/name injected)
   json::Document result;         // the attachment's CNI result (1.1.0 shape), null while adding
   json::Document status;         // its network-status entry, null while adding
-  json::Document undo;           // array of undo operations, in the order they were registered
+  json::Document undo;           // array of encoded undo operations (drivers/undo.hpp), in the order registered
 };
 
 /// Holds an exclusive flock on a lock file until destroyed.
@@ -70,8 +76,10 @@ class StateDir {
   /// Container IDs that have a record directory or a lock file (GC bounds both).
   [[nodiscard]] Result<std::vector<std::string>> containers() const;
 
+  /// <root>/containers/<id>/<index>-<ifname>.json, the record's file (named in errors).
+  [[nodiscard]] std::string record_path(const AttachmentRecord& rec) const;
+
  private:
-  std::string record_path(const AttachmentRecord& rec) const;
   std::string root_;
 };
 

@@ -38,6 +38,7 @@
 #include "engine/kernel/netns.hpp"
 #include "engine/state/state.hpp"
 #include "engine/state/journal.hpp"
+#include "tests/support/driver_harness.hpp"
 #include "tests/support/pod_fixture.hpp"
 
 using plumb::test::Node;
@@ -335,7 +336,7 @@ TEST_CASE("bandwidth: undo detaches only plumb's filters, removes its clsact and
   auto conf = plumb::json::parse(R"({"type": "bandwidth", "ingressRate": 8000000, "ingressBurst": 80000,
                                      "egressRate": 4000000, "egressBurst": 40000})", "test");
   REQUIRE(conf);
-  auto r = d->add(ctx, *conf, &prev);
+  auto r = plumb::test::add_plugin(ctx, *conf, &prev);
   INFO((r ? std::string() : r.error().text()));
   REQUIRE(r);
   CHECK(r->interfaces.size() == 2);  // prevResult passed through
@@ -348,7 +349,7 @@ TEST_CASE("bandwidth: undo detaches only plumb's filters, removes its clsact and
   REQUIRE(egress);
   REQUIRE(egress->has_value());
   CHECK((*egress)->rate_bps == 4000000);  // egressRate lands on the host ingress hook
-  auto checked = d->check(ctx, *conf, prev);
+  auto checked = plumb::test::check_plugin(ctx, *conf, prev);
   INFO((checked ? std::string() : checked.error().text()));
   CHECK(checked);
 
@@ -361,14 +362,14 @@ TEST_CASE("bandwidth: undo detaches only plumb's filters, removes its clsact and
   REQUIRE(rec.undo.IsArray());
   REQUIRE(rec.undo.Size() == 1);
   CHECK(std::string(rec.undo[0]["op"].GetString()) == "bandwidth.remove");
-  REQUIRE(plumb::drivers::run_undo(ctx, rec.undo[0]));
+  REQUIRE(plumb::test::run_undo(ctx, rec.undo[0]));
   CHECK(bpf_filters("bwhost0") == std::set<std::string>{"ingress:tb_host_ingress:7"});
   CHECK(has_clsact("bwhost0"));
   CHECK(state_entries(ctx.bpffs_dir) == 0);
-  CHECK_FALSE(d->check(ctx, *conf, prev));
+  CHECK_FALSE(plumb::test::check_plugin(ctx, *conf, prev));
   // Idempotent; and once the foreign filter is gone a second undo removes the clsact plumb added.
   REQUIRE(sh("tc filter del dev bwhost0 ingress prio 7 handle 1 bpf").exit_code == 0);
-  REQUIRE(plumb::drivers::run_undo(ctx, rec.undo[0]));
+  REQUIRE(plumb::test::run_undo(ctx, rec.undo[0]));
   CHECK_FALSE(has_clsact("bwhost0"));
   CHECK(plumb::link::get(*nl, std::string("bwhost0"))->has_value());  // the veth itself is not plumb's to delete here
 }
@@ -406,10 +407,15 @@ TEST_CASE("bandwidth: no host side, bad values and missing prevResult are refuse
   const plumb::drivers::Driver* d = plumb::drivers::find("bandwidth");
   REQUIRE(d != nullptr);
   plumb::cni::CniResult prev;
-  auto expect_error = [&](const char* json, const char* needle, const plumb::cni::CniResult* p) {
+  auto bandwidth_conf = [](const char* json) {
     auto conf = plumb::json::parse(json, "test");
     REQUIRE(conf);
-    auto r = d->add(ctx, *conf, p);
+    plumb::json::set_string(*conf, "type", "bandwidth", conf->GetAllocator());
+    return std::move(*conf);
+  };
+  auto expect_error = [&](const char* json, const char* needle, const plumb::cni::CniResult* p) {
+    auto conf = std::optional<plumb::json::Document>(bandwidth_conf(json));
+    auto r = plumb::test::add_plugin(ctx, *conf, p);
     CAPTURE(json);
     REQUIRE_FALSE(r);
     CAPTURE(r.error().text());
@@ -425,13 +431,13 @@ TEST_CASE("bandwidth: no host side, bad values and missing prevResult are refuse
   prev.interfaces.push_back({"veth1", "", std::nullopt, "", "", ""});
   expect_error(R"({"egressRate": 1000, "egressBurst": 1000})", "prevResult has no interface eth0", &prev);
   // burst/8 just below 2^32-1 is accepted by the validation (it fails later, on the missing namespace).
-  auto ok = plumb::json::parse(R"({"egressRate": 1000, "egressBurst": 34359738352})", "test");
-  auto r = d->add(ctx, *ok, &prev);
+  auto ok = std::optional<plumb::json::Document>(bandwidth_conf(R"({"egressRate": 1000, "egressBurst": 34359738352})"));
+  auto r = plumb::test::add_plugin(ctx, *ok, &prev);
   REQUIRE_FALSE(r);
   CHECK(r.error().text().find("4GB") == std::string::npos);
   // Nothing to shape: the previous result passes through untouched, nothing is loaded.
   auto none = plumb::json::parse(R"({"type": "bandwidth"})", "test");
-  auto pass = d->add(ctx, *none, &prev);
+  auto pass = plumb::test::add_plugin(ctx, *none, &prev);
   REQUIRE(pass);
   CHECK(pass->interfaces.size() == 1);
   CHECK_FALSE(std::filesystem::exists(fs.dir() + "/plumb"));

@@ -19,6 +19,7 @@
 #include "engine/state/state.hpp"
 #include "engine/state/journal.hpp"
 #include "tests/support/sriov_fakes.hpp"
+#include "tests/support/driver_harness.hpp"
 #include "tests/support/pod_fixture.hpp"
 #include "tests/support/private_node.hpp"
 
@@ -115,6 +116,7 @@ struct Att {
     ctx.journal = journal.get();
     ctx.sysfs_root = bench.sys.root();
     ctx.state_dir = bench.state();
+    ctx.vf_backends = &bench.b;
     ns.reset();
     podnl.reset();
     auto n = netns::Netns::open("/run/netns/" + pod);
@@ -141,23 +143,18 @@ struct Att {
     REQUIRE(devinfo::prepare(*journal, bench.devinfo_base(), plan));
     ctx.device_info_file = plan.file;
   }
+  /// Parses `conf_json` (a config of driver `type`) and runs the driver's add, as the
+  /// orchestrator does, with the recording backends in ctx.vf_backends.
   Result<cni::CniResult> add(const std::string& type, const std::string& conf_json) {
     auto conf = json::parse(conf_json, "test conf");
     REQUIRE(conf);
-    if (type == "sriov") return add_sriov(ctx, *conf, bench.b);
-    if (type == "ib-sriov") return add_ib_sriov(ctx, *conf, bench.b);
-    return add_vdpa(ctx, *conf, bench.b);
+    REQUIRE(std::string((*conf)["type"].GetString()) == type);
+    return test::add_plugin(ctx, *conf, nullptr);
   }
   /// Unwinds the journal (complete: a DEL of a finished attachment; else an ADD rollback).
   Status unwind(bool complete) {
     open();  // as a DEL does: the pod namespace may be gone by now
-    return txn::unwind(rec.undo, complete, [&](const json::Value& op) -> Status {
-      std::string name = op["op"].GetString();
-      if (name.rfind("sriov.", 0) == 0 || name.rfind("ib-sriov.", 0) == 0 || name.rfind("vdpa.", 0) == 0) {
-        return run_undo(ctx, op, bench.b);
-      }
-      return drivers::run_undo(ctx, op);
-    });
+    return drivers::undo::unwind(ctx, rec.undo, complete, "test record");
   }
   std::vector<std::string> undo_ops() const {
     std::vector<std::string> out;
@@ -540,8 +537,8 @@ TEST_CASE("[fake RDMA / kernel] IB rdmaIsolation: a shared RDMA netns mode and a
 
   rdma::NetlinkOps real;  // [kernel] this kernel: socket(NETLINK_RDMA) is EPROTONOSUPPORT
   Backends rb{&b.pf, &real, nullptr};
-  auto conf = json::parse(ib_conf(R"("rdmaIsolation":true)", b.ipam("192.0.2.0/24")), "c");
-  auto r2 = add_ib_sriov(a.ctx, *conf, rb);
+  a.ctx.vf_backends = &rb;
+  auto r2 = a.add("ib-sriov", ib_conf(R"("rdmaIsolation":true)", b.ipam("192.0.2.0/24")));
   REQUIRE_FALSE(r2);
   CHECK(r2.error().cni_code == cni_code::kKernelFeature);
   CHECK(r2.error().msg.find("no RDMA netlink") != std::string::npos);
@@ -681,7 +678,7 @@ TEST_CASE("[kernel netdevs, recorded PF, fake vdpa] pod with default + SR-IOV (k
                                   b.ipam("2001:db8:5::/64") + "}",
                               "default");
   REQUIRE(def_conf);
-  auto def_r = drivers::find("bridge")->add(def.ctx, *def_conf, nullptr);
+  auto def_r = test::add_plugin(def.ctx, *def_conf, nullptr);
   REQUIRE(def_r);
 
   std::vector<std::unique_ptr<Att>> atts;

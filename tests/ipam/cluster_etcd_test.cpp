@@ -492,34 +492,35 @@ TEST_CASE("IPAMClaim owner: addresses survive the pod's DEL, follow the claim, h
   EtcdCluster etcd_(1, 32379);
   REQUIRE_MESSAGE(etcd_.ok(), etcd_.log(0));
   auto c = inspector(etcd_);
-  // As the orchestrator hands a claim over: ipam.<kClaimKey> = {owner, ips}.
-  auto claim_ipam = [&](const std::string& claim) {
-    return doc(ipam_json(R"("range": "192.0.2.0/24", ")" + std::string(ipam::kClaimKey) + R"(": )" + claim,
-                         etcd_.endpoints_json()));
-  };
-  auto conf = claim_ipam(R"({"owner": "ipamclaim:default/vm1"})");
+  // As the orchestrator hands a claim over: Request::owner and Request::owner_ips.
+  auto conf = doc(ipam_json(R"("range": "192.0.2.0/24")", etcd_.endpoints_json()));
   auto ipam = make_ipam(json::dump(conf), "node-a");
   auto req = request("pod-1-sandbox");
   req.ipam = &conf;
+  req.owner = "ipamclaim:default/vm1";
   auto first = ipam->add(req);
   REQUIRE_MESSAGE(first.has_value(), first.error().text());
   CHECK(keys_under(c, cl::owner_prefix("_default")).count(cl::owner_key("_default", "ipamclaim:default/vm1", "claim")) == 1);
   // The pod's DEL (no Request::owner) leaves the claim's address alone; GC keeps it too.
-  REQUIRE(ipam->del(req).has_value());
+  auto pod_del = request("pod-1-sandbox");
+  pod_del.ipam = &conf;
+  REQUIRE(ipam->del(pod_del).has_value());
   CHECK(keys_under(c, cl::ip_prefix("_default")).size() == 1);
   REQUIRE(ipam->gc(req, [](const std::string&, const std::string&) { return false; }).has_value());
   CHECK(keys_under(c, cl::ip_prefix("_default")).size() == 1);
   // The next pod naming the claim, on another interface name, gets the same address.
   auto req2 = request("pod-2-sandbox", "net7");
   req2.ipam = &conf;
+  req2.owner = "ipamclaim:default/vm1";
   auto second = ipam->add(req2);
   REQUIRE(second.has_value());
   CHECK(addrs_of(*second) == addrs_of(*first));
   // status.ips are honoured for a claim that has them.
-  auto conf2 = claim_ipam(R"({"owner": "ipamclaim:default/vm2", "ips": ["192.0.2.77/24"]})");
   auto req3 = request("pod-3-sandbox");
-  req3.ipam = &conf2;
-  auto third = make_ipam(json::dump(conf2), "node-a")->add(req3);
+  req3.ipam = &conf;
+  req3.owner = "ipamclaim:default/vm2";
+  req3.owner_ips = {"192.0.2.77/24"};
+  auto third = make_ipam(json::dump(conf), "node-a")->add(req3);
   REQUIRE(third.has_value());
   CHECK(addrs_of(*third) == std::vector<std::string>{"192.0.2.77/24"});
   // The claim is gone: a release naming the owner frees the address.

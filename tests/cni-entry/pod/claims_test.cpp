@@ -4,6 +4,8 @@
 // the API test server and with the local store.
 #include <doctest/doctest.h>
 
+#include <filesystem>
+
 #include "tests/support/kube_cluster.hpp"
 
 using plumb::test::address_files;
@@ -150,7 +152,7 @@ TEST_CASE("a missing claim fails the ADD before anything is attached") {
   CHECK(c.records().empty());
 }
 
-TEST_CASE("the claim's IPAM key cannot be set by a NAD") {
+TEST_CASE("a NAD cannot make host-local hold addresses for a claim: ownership comes only from the selection") {
   Node node;
   KubeCluster c(node);
   c.add_nad(
@@ -162,9 +164,12 @@ TEST_CASE("the claim's IPAM key cannot be set by a NAD") {
   std::string ns = node.add_netns("web");
   Proc add = c.run("ADD", "ctr-1", ns, "default", "web", "uid-1", c.config());
   INFO("stdout: ", add.out);
-  CHECK(add.exit_code != 0);
-  CHECK(add.out.find("is reserved to plumb") != std::string::npos);
-  CHECK(link_names("web") == std::set<std::string>{"lo"});
+  REQUIRE(add.exit_code == 0);
+  // The key plumb once used internally is an unknown key like any other: the address belongs to
+  // the container, not to "ipamclaim:other/x".
+  CHECK(plumb::test::read_file(c.fx.ipam_dir() + "/blue/198.51.100.2") == "ctr-1\r\nnet1");
+  CHECK(c.run("DEL", "ctr-1", ns, "default", "web", "uid-1", c.config()).exit_code == 0);
+  CHECK_FALSE(std::filesystem::exists(c.fx.ipam_dir() + "/blue/198.51.100.2"));
 }
 
 TEST_CASE("IPAMClaims in the local store behave the same without an API server") {

@@ -1,0 +1,174 @@
+// ADD: plan everything, then attach in order, finish (default route, IPAMClaims, network-status,
+// records ready), or undo everything this ADD did (spec 7.2).
+#include <algorithm>
+#include <optional>
+
+#include "cni-entry/npwg/nad.hpp"
+#include "cni-entry/pod/attach.hpp"
+#include "cni-entry/pod/plan.hpp"
+#include "cni-entry/pod/verbs.hpp"
+#include "engine/state/journal.hpp"
+#include "engine/state/state.hpp"
+
+namespace plumb::pod {
+namespace {
+
+/// One ADD in progress: the plan, the records written so far and the results.
+struct AddRun {
+  const cni::Env& env;
+  const PlumbConfig& conf;
+  Log& log;
+  source::PodSource& store;
+  source::PodRef pod;
+  PodPlan plan;
+  state::StateDir state;
+  Kernel k;
+  std::vector<state::AttachmentRecord> records;
+  std::vector<cni::CniResult> results;
+  size_t started = 0;  ///< attachments that may have changes to undo
+};
+
+/// CRI semantics: an ADD repeated for attachments that exist returns the recorded result; the
+/// remains of an ADD that never completed (or of another ADD of this container) are removed.
+Result<std::optional<std::string>> repeat_or_clean(AddRun& run) {
+  auto existing = PLUMB_TRY(run.state.read(run.env.container_id));
+  if (existing.empty()) return std::optional<std::string>{};
+  bool all_ready = std::all_of(existing.begin(), existing.end(), [](auto& r) { return r.phase == "ready"; });
+  const auto& head = existing.front();
+  if (all_ready && head.is_default && head.ifname == run.env.ifname && head.netns == run.env.netns) {
+    run.log.info("ADD " + run.env.container_id + ": attachments exist, returning the recorded result");
+    return std::optional<std::string>(PLUMB_TRY(encode_for_runtime(head.result, run.conf.cni_version)));
+  }
+  for (auto it = existing.rbegin(); it != existing.rend(); ++it) {
+    auto st = teardown(run.env, run.conf, run.k, run.state, *it, it->phase == "ready");
+    if (!st) return std::unexpected(st.error().within("remove the remains of an earlier ADD"));
+  }
+  return std::optional<std::string>{};
+}
+
+/// Runs every attachment in order; stops at the first failure (its partial changes counted in
+/// run.started for the rollback).
+Status attach_all(AddRun& run) {
+  auto& atts = run.plan.attachments;
+  run.records.resize(atts.size());
+  for (size_t i = 0; i < atts.size(); ++i) {
+    Attachment& att = atts[i];
+    auto& rec = run.records[i];
+    rec.container_id = run.env.container_id;
+    rec.index = att.index;
+    rec.ifname = att.ifname;
+    rec.network = att.net.name;
+    rec.selection = att.selection;
+    rec.is_default = att.is_default;
+    rec.pod_namespace = run.pod.namespace_;
+    rec.pod_name = run.pod.name;
+    rec.netns = run.env.netns;
+    if (att.claim) rec.ipam_owner = att.claim->owner;
+    rec.config.CopyFrom(att.plugins, rec.config.GetAllocator());
+    txn::Journal journal(run.state, rec);
+    run.started = i + 1;
+    run.results.push_back(PLUMB_TRY(run_chain(run.env, run.conf, run.k, att, journal)));
+  }
+  return {};
+}
+
+/// The network-status entries of the pod (spec 5), device-info (5.3.8) included verbatim.
+Result<std::vector<nad::StatusEntry>> status_entries(const AddRun& run) {
+  std::vector<nad::StatusEntry> status;
+  const auto& atts = run.plan.attachments;
+  for (size_t i = 0; i < atts.size(); ++i) {
+    auto entry = nad::status_from_result(atts[i].status_name, run.results[i], atts[i].ifname, atts[i].is_default);
+    if (!atts[i].device_info.file.empty()) {
+      auto di = PLUMB_TRY(devinfo::read(atts[i].device_info.file));
+      if (di) entry.device_info = std::move(*di);
+    }
+    if (atts[i].element != nullptr && atts[i].element->default_route) {
+      for (auto& gw : *atts[i].element->default_route) entry.default_route.push_back(gw.str());
+    }
+    status.push_back(std::move(entry));
+  }
+  return status;
+}
+
+/// After every attachment is up: default-route, IPAMClaims' status.ips, records "ready" with
+/// their result and status entry. Returns the network-status annotation value.
+Result<std::string> finish(AddRun& run) {
+  auto& atts = run.plan.attachments;
+  for (auto& att : atts) {
+    // default-route on at most one element (validated by the parser).
+    if (att.element != nullptr && att.element->default_route) PLUMB_TRY(apply_default_route(run.k, att, run.results, atts));
+  }
+  for (size_t i = 0; i < atts.size(); ++i) {
+    if (!atts[i].claim) continue;  // IPAMClaims without status.ips get the addresses just allocated
+    auto st = claims::publish(run.store, *atts[i].claim, run.results[i]);
+    if (!st) return std::unexpected(st.error().within(atts[i].where()));
+  }
+  std::string status_json = nad::encode_network_status(PLUMB_TRY(status_entries(run)));
+  auto status_doc = PLUMB_TRY(json::parse(status_json, "network-status"));
+  for (size_t i = 0; i < atts.size(); ++i) {
+    auto& rec = run.records[i];
+    auto encoded = PLUMB_TRY(cni::encode_result(run.results[i], kInternalVersion));
+    rec.result.CopyFrom(encoded, rec.result.GetAllocator());
+    if (status_doc.IsArray() && i < status_doc.Size()) {
+      rec.status.CopyFrom(status_doc[static_cast<rapidjson::SizeType>(i)], rec.status.GetAllocator());
+    }
+    rec.phase = "ready";
+    auto st = run.state.write(rec);
+    if (!st) return std::unexpected(st.error().within("record attachment " + rec.ifname));
+  }
+  return status_json;
+}
+
+/// Publishes network-status. With statusErrorsFatal=false (default) a failure is logged and the
+/// pod keeps its working networks.
+Status publish_status(AddRun& run, const std::string& status_json) {
+  if (run.pod.name.empty() || is_system_namespace(run.conf, run.pod.namespace_)) return {};
+  auto st = run.store.write_network_status(run.pod, status_json);
+  if (st) return {};
+  const std::string who = run.pod.namespace_ + "/" + run.pod.name;
+  if (run.conf.status_errors_fatal) return std::unexpected(st.error().within("write network-status of pod " + who));
+  run.log.error("ADD " + run.env.container_id + ": network-status of pod " + who + " not written (" + run.store.describe() +
+                "), the attachments stay (statusErrorsFatal is false): " + st.error().text());
+  return {};
+}
+
+/// 7.2: undoes everything this ADD did, newest first, shared objects it created included.
+/// Returns true when nothing is left.
+bool rollback(AddRun& run) {
+  bool all_gone = true;
+  for (size_t i = run.started; i-- > 0;) {
+    auto st = teardown(run.env, run.conf, run.k, run.state, run.records[i], /*complete=*/false);
+    if (!st) {
+      all_gone = false;
+      run.log.error("ADD " + run.env.container_id + " rollback: " + st.error().text() + " (a DEL will retry)");
+    }
+  }
+  return all_gone;
+}
+
+}  // namespace
+
+Result<std::string> do_add(const cni::Env& env, const PlumbConfig& conf, Log& log) {
+  // Everything that can be refused is refused before the container lock is taken and before any
+  // change: the plan reads the pod source (maybe the API server) and parses every plugin.
+  auto store = PLUMB_TRY(source::make_source(conf));
+  AddRun run{env, conf, log, *store, pod_ref(env), {}, state::StateDir(conf.state_dir), {}, {}, {}, 0};
+  run.plan = PLUMB_TRY(plan(env, conf, *store, run.pod, log));
+  run.k = PLUMB_TRY(open_kernel(env.netns, true));
+
+  auto lock = PLUMB_TRY(run.state.lock_container(env.container_id));
+  if (auto repeated = PLUMB_TRY(repeat_or_clean(run))) return *repeated;
+
+  Status st = attach_all(run);
+  Result<std::string> status_json = st ? finish(run) : Result<std::string>(std::unexpected(st.error()));
+  if (status_json) st = publish_status(run, *status_json);
+  else st = std::unexpected(status_json.error());
+  if (!st) {
+    if (rollback(run)) lock.unlink_path();
+    return std::unexpected(st.error());
+  }
+  log.info("ADD " + env.container_id + ": " + std::to_string(run.plan.attachments.size()) + " attachment(s)");
+  return encode_for_runtime(run.records.front().result, conf.cni_version);
+}
+
+}  // namespace plumb::pod

@@ -1,0 +1,57 @@
+// Running and undoing one attachment against the kernel: the sockets of one invocation, the
+// drivers' context, the plugin chain with prevResult, the default-route element, and teardown
+// from a state record (ADD rollback, DEL, GC).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cni-entry/pod/config.hpp"
+#include "cni-entry/pod/plan.hpp"
+#include "drivers/driver.hpp"
+#include "engine/kernel/netns.hpp"
+#include "engine/netlink/socket.hpp"
+#include "engine/state/journal.hpp"
+#include "engine/state/state.hpp"
+
+namespace plumb::pod {
+
+/// The result shape plumb keeps internally and in state records.
+inline constexpr std::string_view kInternalVersion = "1.1.0";
+
+/// Sockets and namespace handles of one invocation.
+struct Kernel {
+  std::optional<netlink::Socket> node;
+  std::optional<netns::Netns> pod_ns;
+  std::optional<netlink::Socket> pod;
+};
+
+/// Opens the node socket and, when `netns_path` is given and exists, the pod namespace and its
+/// socket. Errors: kInvalidEnv naming CNI_NETNS when `need_pod` and it is missing or cannot be
+/// opened; socket errors.
+[[nodiscard]] Result<Kernel> open_kernel(const std::string& netns_path, bool need_pod);
+
+/// The drivers' context for attachment (container, ifname, network) of this invocation.
+[[nodiscard]] drivers::Context make_context(const cni::Env& env, const PlumbConfig& conf, Kernel& k, const std::string& ifname,
+                                            const std::string& network);
+
+/// ADD of one attachment: its device-info file prepared, then its plugins run in order with
+/// prevResult chaining. Every change is recorded in `journal` first. Returns the last plugin's
+/// result (internal shape). Errors: the drivers' errors prefixed with att.where().
+[[nodiscard]] Result<cni::CniResult> run_chain(const cni::Env& env, const PlumbConfig& conf, Kernel& k, Attachment& att,
+                                               txn::Journal& journal);
+
+/// Applies "default-route" (spec 4.1.2.1.9) of `chosen`: default routes leave every other
+/// attachment's interface and go via the element's gateways on its interface; `results` (one per
+/// attachment, same order as `atts`) are updated to match. Errors: route errors naming the gateway.
+[[nodiscard]] Status apply_default_route(Kernel& k, const Attachment& chosen, std::vector<cni::CniResult>& results,
+                                         const std::vector<Attachment>& atts);
+
+/// Undoes one attachment from its record (ADD rollback: complete=false; DEL/GC: as recorded) and
+/// removes the record once everything is gone. Errors: the first failed undo operation, naming
+/// the record; the record is kept then so a later DEL retries.
+[[nodiscard]] Status teardown(const cni::Env& env, const PlumbConfig& conf, Kernel& k, const state::StateDir& state,
+                              const state::AttachmentRecord& rec, bool complete);
+
+}  // namespace plumb::pod

@@ -1,0 +1,235 @@
+// The typed undo journal's one writer, one reader and one dispatch (drivers/undo.hpp).
+#include "drivers/undo.hpp"
+
+#include <type_traits>
+
+namespace plumb::drivers::undo {
+namespace {
+
+template <class T>
+struct is_optional : std::false_type {};
+template <class T>
+struct is_optional<std::optional<T>> : std::true_type {};
+template <class T>
+struct is_vector : std::false_type {};
+template <class T>
+struct is_vector<std::vector<T>> : std::true_type {};
+
+template <class T>
+concept VfOp = std::is_base_of_v<VfOwner, T>;
+
+/// Writes the fields of one value into a JSON object.
+class Writer {
+ public:
+  Writer(json::Value& obj, json::Document::AllocatorType& a) : obj_(obj), a_(a) {}
+
+  template <class T>
+  void operator()(std::string_view key, const T& value) {
+    if constexpr (is_optional<T>::value) {
+      if (value) (*this)(key, *value);
+    } else {
+      json::set(obj_, key, to_value(value), a_);
+    }
+  }
+
+ private:
+  template <class T>
+  json::Value to_value(const T& v) {
+    if constexpr (std::is_same_v<T, std::string>) {
+      return json::Value(v.c_str(), static_cast<rapidjson::SizeType>(v.size()), a_);
+    } else if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, int> || std::is_same_v<T, uint32_t> ||
+                         std::is_same_v<T, uint64_t>) {
+      return json::Value(v);
+    } else if constexpr (std::is_same_v<T, json::Document>) {
+      json::Value out;
+      out.CopyFrom(v, a_);
+      return out;
+    } else if constexpr (std::is_same_v<T, sriov::VfSetting>) {
+      return v.to_json(a_);
+    } else if constexpr (std::is_same_v<T, std::map<std::string, std::string>>) {
+      json::Value out(rapidjson::kObjectType);
+      for (const auto& [k, val] : v) json::set_string(out, k, val, a_);
+      return out;
+    } else if constexpr (is_vector<T>::value) {
+      json::Value out(rapidjson::kArrayType);
+      for (const auto& item : v) out.PushBack(to_value(item), a_);
+      return out;
+    } else {
+      json::Value out(rapidjson::kObjectType);
+      Writer nested(out, a_);
+      const_cast<T&>(v).fields(nested);  // fields() only reads through a Writer
+      return out;
+    }
+  }
+
+  json::Value& obj_;
+  json::Document::AllocatorType& a_;
+};
+
+/// Reads the fields of one value from a JSON object; the first problem is kept in status().
+class Reader {
+ public:
+  Reader(const json::Value& obj, std::string where) : obj_(obj), where_(std::move(where)) {}
+
+  template <class T>
+  void operator()(std::string_view key, T& out) {
+    if (!status_) return;
+    const json::Value* v = json::find(obj_, key);
+    if constexpr (is_optional<T>::value) {
+      if (v == nullptr) {
+        out.reset();
+        return;
+      }
+      typename T::value_type inner{};
+      if (read(*v, inner, key)) out = std::move(inner);
+    } else {
+      if (v == nullptr) {
+        status_ = fail(cni_code::kDecode, where_ + " lacks \"" + std::string(key) + "\"");
+        return;
+      }
+      read(*v, out, key);
+    }
+  }
+
+  [[nodiscard]] const Status& status() const { return status_; }
+
+ private:
+  bool bad(std::string_view key, std::string_view type) {
+    status_ = fail(cni_code::kDecode, where_ + ": \"" + std::string(key) + "\" is not " + std::string(type));
+    return false;
+  }
+
+  template <class T>
+  bool read(const json::Value& v, T& out, std::string_view key) {
+    if constexpr (std::is_same_v<T, std::string>) {
+      if (!v.IsString()) return bad(key, "a string");
+      out.assign(v.GetString(), v.GetStringLength());
+    } else if constexpr (std::is_same_v<T, bool>) {
+      if (!v.IsBool()) return bad(key, "a boolean");
+      out = v.GetBool();
+    } else if constexpr (std::is_same_v<T, int>) {
+      if (!v.IsInt()) return bad(key, "an integer");
+      out = v.GetInt();
+    } else if constexpr (std::is_same_v<T, uint32_t>) {
+      if (!v.IsUint()) return bad(key, "an unsigned 32-bit integer");
+      out = v.GetUint();
+    } else if constexpr (std::is_same_v<T, uint64_t>) {
+      if (!v.IsUint64()) return bad(key, "an unsigned 64-bit integer");
+      out = v.GetUint64();
+    } else if constexpr (std::is_same_v<T, json::Document>) {
+      if (!v.IsObject()) return bad(key, "an object");
+      out.CopyFrom(v, out.GetAllocator());
+    } else if constexpr (std::is_same_v<T, sriov::VfSetting>) {
+      auto s = sriov::VfSetting::from_json(v);
+      if (!s) {
+        status_ = std::unexpected(s.error().within(where_));
+        return false;
+      }
+      out = *s;
+    } else if constexpr (std::is_same_v<T, std::map<std::string, std::string>>) {
+      if (!v.IsObject()) return bad(key, "an object");
+      for (auto it = v.MemberBegin(); it != v.MemberEnd(); ++it) {
+        if (!it->value.IsString()) return bad(key, "an object of strings");
+        out[it->name.GetString()] = it->value.GetString();
+      }
+    } else if constexpr (is_vector<T>::value) {
+      if (!v.IsArray()) return bad(key, "a list");
+      for (const auto& item : v.GetArray()) {
+        typename T::value_type x{};
+        if (!read(item, x, key)) return false;
+        out.push_back(std::move(x));
+      }
+    } else {
+      if (!v.IsObject()) return bad(key, "an object");
+      Reader nested(v, where_ + "." + std::string(key));
+      out.fields(nested);
+      if (!nested.status()) {
+        status_ = nested.status();
+        return false;
+      }
+    }
+    return true;
+  }
+
+  const json::Value& obj_;
+  std::string where_;
+  Status status_;
+};
+
+template <class T>
+std::string op_name(const T& op) {
+  if constexpr (VfOp<T>) {
+    return op.driver + "." + std::string(T::kVerb);
+  } else {
+    return std::string(T::kName);
+  }
+}
+
+/// Decodes one alternative of Op from `v` once its name matched.
+template <class T>
+Result<Op> decode_as(const json::Value& v, const std::string& where, const std::string& driver) {
+  T op;
+  if constexpr (VfOp<T>) op.driver = driver;
+  Reader r(v, where);
+  op.fields(r);
+  if (!r.status()) return std::unexpected(r.status().error());
+  return Op(std::move(op));
+}
+
+/// Tries every alternative of Op against `name`.
+template <size_t I = 0>
+Result<Op> decode_named(const json::Value& v, const std::string& name, const std::string& where) {
+  if constexpr (I == std::variant_size_v<Op>) {
+    return fail(cni_code::kDecode, where + ": unknown undo operation \"" + name +
+                                       "\" (written by a newer plumb? run that version's DEL, or remove the record by hand)");
+  } else {
+    using T = std::variant_alternative_t<I, Op>;
+    if constexpr (VfOp<T>) {
+      for (std::string_view driver : {"sriov", "ib-sriov", "vdpa"}) {
+        if (name == std::string(driver) + "." + std::string(T::kVerb)) return decode_as<T>(v, where, std::string(driver));
+      }
+    } else {
+      if (name == T::kName) return decode_as<T>(v, where, {});
+    }
+    return decode_named<I + 1>(v, name, where);
+  }
+}
+
+}  // namespace
+
+std::string name_of(const Op& op) {
+  return std::visit([](const auto& o) { return op_name(o); }, op);
+}
+
+json::Document encode(const Op& op) {
+  json::Document d(rapidjson::kObjectType);
+  auto& a = d.GetAllocator();
+  json::set_string(d, "op", name_of(op), a);
+  Writer w(d, a);
+  std::visit([&](const auto& o) { const_cast<std::remove_cvref_t<decltype(o)>&>(o).fields(w); }, op);
+  return d;
+}
+
+Result<Op> decode(const json::Value& v, const std::string& origin) {
+  if (!v.IsObject()) return fail(cni_code::kDecode, origin + ": an undo operation is not an object");
+  const json::Value* name = json::find(v, "op");
+  if (name == nullptr || !name->IsString()) return fail(cni_code::kDecode, origin + ": an undo operation has no \"op\" name");
+  std::string n = name->GetString();
+  return decode_named(v, n, origin + ": undo operation " + n);
+}
+
+Status will(Context& ctx, Op op, bool rollback_only) {
+  if (ctx.journal == nullptr) return fail(cni_code::kInternal, "undo: no journal to record " + name_of(op) + " in");
+  return ctx.journal->will(encode(op), rollback_only);
+}
+
+Status run(Context& ctx, const Op& op) {
+  return std::visit([&](const auto& o) { return run_op(ctx, o); }, op);
+}
+
+Status unwind(Context& ctx, const json::Value& undo, bool complete, const std::string& origin) {
+  if (!undo.IsArray()) return fail(cni_code::kDecode, origin + ": the undo list is not a list");
+  return txn::unwind(undo, complete, [&](const json::Value& v) -> Status { return run(ctx, PLUMB_TRY(decode(v, origin))); });
+}
+
+}  // namespace plumb::drivers::undo

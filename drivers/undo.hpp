@@ -1,0 +1,225 @@
+// The typed undo journal: every kernel or file change an ADD makes is announced first, as one of
+// the operations below, in the attachment's state record (write-ahead; engine/state/journal.hpp
+// persists it). A failed ADD, a DEL and a GC run the recorded operations newest first.
+//
+// One definition per operation kind (a struct listing its fields once, in fields()), one writer
+// (encode), one reader (decode), one dispatch (run). The JSON names are those of records written
+// since plumb's first release, so records of older binaries decode unchanged:
+//
+//   {"op": "link_del", "where": "node"|"pod", "name": "veth1a2b3c4d"}
+//   {"op": "sriov.release", "pci": "0000:03:00.2", "container_id": ..., "ifname": ...}
+//   ... (one struct per "op" below; the VF operations are named "<driver>.<verb>")
+//
+// Every operation is idempotent: a missing object (link gone, address released) is success.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "drivers/driver.hpp"
+#include "drivers/sriov_pf.hpp"
+#include "engine/base/json.hpp"
+#include "engine/base/result.hpp"
+
+namespace plumb::drivers::undo {
+
+/// Delete link `name` in the node ("node") or pod ("pod") namespace.
+struct LinkDel {
+  static constexpr std::string_view kName = "link_del";
+  std::string where;  ///< "node" or "pod"
+  std::string name;
+  template <class V> void fields(V& v) { v("where", where); v("name", name); }
+};
+
+/// Delete bridge `name` in the node namespace if it has no ports left (rollback only).
+struct BridgeDelIfUnused {
+  static constexpr std::string_view kName = "bridge_del_if_unused";
+  std::string name;
+  template <class V> void fields(V& v) { v("name", name); }
+};
+
+/// Release what the IPAM holds for (container, ifname) in `network`; `ipam` is the plugin's
+/// "ipam" object as it was run.
+struct IpamRelease {
+  static constexpr std::string_view kName = "ipam_release";
+  json::Document ipam;
+  std::string network;
+  std::string ifname;
+  template <class V> void fields(V& v) { v("ipam", ipam); v("network", network); v("ifname", ifname); }
+};
+
+/// Remove the masquerade element of pod address `ip` from plumb's nftables table.
+struct MasqDel {
+  static constexpr std::string_view kName = "masq_del";
+  std::string ip;
+  template <class V> void fields(V& v) { v("ip", ip); }
+};
+
+/// Remove the attachment's device-info file (spec 5.3.8).
+struct DevinfoRemove {
+  static constexpr std::string_view kName = "devinfo_remove";
+  std::string path;
+  template <class V> void fields(V& v) { v("path", path); }
+};
+
+/// tuning: put back the pod namespace's sysctls and the interface's attributes it changed.
+struct TuningRestore {
+  static constexpr std::string_view kName = "tuning.restore";
+  std::string ifname;
+  std::map<std::string, std::string> sysctl;  ///< '/' key under /proc/sys -> previous value
+  std::optional<std::string> mac;
+  std::optional<uint32_t> mtu_bytes;
+  std::optional<bool> promisc;
+  std::optional<bool> allmulti;
+  std::optional<uint32_t> txqlen;
+  template <class V> void fields(V& v) {
+    v("ifname", ifname); v("sysctl", sysctl); v("mac", mac); v("mtu", mtu_bytes); v("promisc", promisc);
+    v("allmulti", allmulti); v("txQLen", txqlen);
+  }
+};
+
+/// host-device: the device back to the node under its name, MTU and MAC.
+struct HostDeviceRestore {
+  static constexpr std::string_view kName = "host-device.restore";
+  std::string name;    ///< its name in the node before the ADD
+  std::string ifname;  ///< its name in the pod
+  int index = 0;       ///< its ifindex (kept across namespaces for physical devices)
+  uint32_t mtu_bytes = 0;
+  std::optional<std::string> mac;
+  template <class V> void fields(V& v) { v("name", name); v("ifname", ifname); v("index", index); v("mtu", mtu_bytes); v("mac", mac); }
+};
+
+/// One host port mapping of a pod, as portmap installed it.
+struct PortMapping {
+  std::string protocol;              ///< "tcp", "udp", "sctp"
+  std::optional<std::string> host_ip;
+  int host_port = 0;
+  std::string pod_ip;
+  int container_port = 0;
+  template <class V> void fields(V& v) {
+    v("protocol", protocol); v("hostIP", host_ip); v("hostPort", host_port); v("podIP", pod_ip); v("containerPort", container_port);
+  }
+};
+
+/// portmap: the pod's mappings and SNAT entries out of plumb's nftables maps.
+struct PortmapRemove {
+  static constexpr std::string_view kName = "portmap.remove";
+  std::string container_id;
+  std::string ifname;
+  std::vector<PortMapping> mappings;
+  std::vector<std::string> snat;      ///< pod addresses of the hairpin SNAT set
+  std::vector<std::string> masq_all;  ///< pod addresses of the masquerade-all set
+  template <class V> void fields(V& v) {
+    v("containerID", container_id); v("ifname", ifname); v("mappings", mappings); v("snat", snat); v("masqAll", masq_all);
+  }
+};
+
+/// bandwidth: plumb's filters, clsact/fq it added and the pod's map entries off the host device.
+struct BandwidthRemove {
+  static constexpr std::string_view kName = "bandwidth.remove";
+  std::string bpffs_dir;
+  std::string host;         ///< host-side device name
+  int ifindex = 0;
+  uint64_t owner = 0;       ///< the owner tag of the map entries
+  std::vector<std::string> hooks;  ///< ebpf::hook_name() of each attached hook
+  bool clsact = false;      ///< plumb added the clsact qdisc
+  bool fq = false;          ///< plumb replaced the root qdisc with fq
+  template <class V> void fields(V& v) {
+    v("bpffsDir", bpffs_dir); v("host", host); v("ifindex", ifindex); v("owner", owner); v("hooks", hooks); v("clsact", clsact);
+    v("fq", fq);
+  }
+};
+
+/// The fields every VF operation carries: which driver and whose VF. The operation runs only
+/// while the VF's allocation record names this container and interface (a VF reclaimed by
+/// another pod is left alone).
+struct VfOwner {
+  std::string driver;  ///< "sriov", "ib-sriov", "vdpa": the op's JSON name is "<driver>.<verb>"
+  std::string pci;
+  std::string container_id;
+  std::string ifname;
+  template <class V> void owner_fields(V& v) { v("pci", pci); v("container_id", container_id); v("ifname", ifname); }
+};
+
+/// Drop the VF's allocation record.
+struct VfRelease : VfOwner {
+  static constexpr std::string_view kVerb = "release";
+  template <class V> void fields(V& v) { owner_fields(v); }
+};
+
+/// Put the VF's PF-side settings back, in order (then rebind its driver when set).
+struct VfRestore : VfOwner {
+  static constexpr std::string_view kVerb = "restore_vf";
+  std::string pf;
+  std::vector<sriov::VfSetting> settings;
+  std::optional<std::string> rebind_driver;
+  template <class V> void fields(V& v) { owner_fields(v); v("pf", pf); v("settings", settings); v("rebind_driver", rebind_driver); }
+};
+
+/// The VF netdev back to the node under its original name, then its MAC/MTU when changed.
+struct VfReturnNetdev : VfOwner {
+  static constexpr std::string_view kVerb = "return_netdev";
+  std::string name;
+  std::string hwaddr;  ///< "aa:bb:..", any length (IPoIB has 20 bytes)
+  uint32_t mtu_bytes = 0;
+  bool mac_changed = false;
+  bool mtu_changed = false;
+  template <class V> void fields(V& v) {
+    owner_fields(v); v("name", name); v("hwaddr", hwaddr); v("mtu", mtu_bytes); v("mac_changed", mac_changed); v("mtu_changed", mtu_changed);
+  }
+};
+
+/// The VF's RDMA device back to the node namespace.
+struct RdmaReturn : VfOwner {
+  static constexpr std::string_view kVerb = "rdma_return";
+  std::string device;
+  template <class V> void fields(V& v) { owner_fields(v); v("device", device); }
+};
+
+using Op = std::variant<LinkDel, BridgeDelIfUnused, IpamRelease, MasqDel, DevinfoRemove, TuningRestore, HostDeviceRestore,
+                        PortmapRemove, BandwidthRemove, VfRelease, VfRestore, VfReturnNetdev, RdmaReturn>;
+
+/// The operation's JSON name: kName, or "<driver>.<verb>" for VF operations.
+[[nodiscard]] std::string name_of(const Op& op);
+/// The one writer: {"op": name, <fields>...}.
+[[nodiscard]] json::Document encode(const Op& op);
+/// The one reader. `origin` (the record's path) is named in errors. Errors: kDecode naming the
+/// origin, the operation and the missing or mistyped field; an unknown "op" is kDecode
+/// "unknown undo operation ... (written by a newer plumb?)".
+[[nodiscard]] Result<Op> decode(const json::Value& v, const std::string& origin);
+
+/// Announces `op` (the inverse of the change about to be made) in ctx.journal, which persists it
+/// before returning. rollback_only: run only when undoing an ADD that did not complete (e.g.
+/// deleting a shared bridge this ADD created), never by the DEL of a completed attachment.
+/// Errors: the state write failed (ENOSPC, EROFS ...): the change must then not be made.
+[[nodiscard]] Status will(Context& ctx, Op op, bool rollback_only = false);
+
+/// The one dispatch: runs one operation. Missing objects are success.
+[[nodiscard]] Status run(Context& ctx, const Op& op);
+
+/// Runs the operations of a record's undo list (JSON array, oldest first) newest first
+/// (txn::unwind: with `complete`, rollback-only ones are skipped; every operation is tried even
+/// when one fails or cannot be decoded; the first error is returned after all were tried).
+/// `origin` (the record's path) is named in errors.
+[[nodiscard]] Status unwind(Context& ctx, const json::Value& undo, bool complete, const std::string& origin);
+
+// Each operation's executor, defined next to the code that makes the change it undoes.
+[[nodiscard]] Status run_op(Context& ctx, const LinkDel& op);            // common.cpp
+[[nodiscard]] Status run_op(Context& ctx, const BridgeDelIfUnused& op);  // bridge.cpp
+[[nodiscard]] Status run_op(Context& ctx, const IpamRelease& op);        // common.cpp
+[[nodiscard]] Status run_op(Context& ctx, const MasqDel& op);            // bridge.cpp
+[[nodiscard]] Status run_op(Context& ctx, const DevinfoRemove& op);      // common.cpp
+[[nodiscard]] Status run_op(Context& ctx, const TuningRestore& op);      // tuning.cpp
+[[nodiscard]] Status run_op(Context& ctx, const HostDeviceRestore& op);  // host_device.cpp
+[[nodiscard]] Status run_op(Context& ctx, const PortmapRemove& op);      // portmap.cpp
+[[nodiscard]] Status run_op(Context& ctx, const BandwidthRemove& op);    // bandwidth.cpp
+[[nodiscard]] Status run_op(Context& ctx, const VfRelease& op);          // sriov_vf.cpp
+[[nodiscard]] Status run_op(Context& ctx, const VfRestore& op);          // sriov_vf.cpp
+[[nodiscard]] Status run_op(Context& ctx, const VfReturnNetdev& op);     // sriov_vf.cpp
+[[nodiscard]] Status run_op(Context& ctx, const RdmaReturn& op);         // sriov_vf.cpp
+
+}  // namespace plumb::drivers::undo

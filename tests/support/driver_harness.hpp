@@ -1,0 +1,31 @@
+// Running drivers in-process as the orchestrator does: parse a plugin's JSON with its driver,
+// then add / check with the typed config; undo operations decoded and run as DEL runs them.
+#pragma once
+
+#include "drivers/driver.hpp"
+#include "drivers/undo.hpp"
+#include "engine/base/json.hpp"
+#include "engine/cni/cni.hpp"
+
+namespace plumb::test {
+
+/// parse (with ctx's network, ifname and CNI_ARGS) then add. Errors: parse's or add's.
+inline Result<cni::CniResult> add_plugin(drivers::Context& ctx, const json::Value& conf, const cni::CniResult* prev) {
+  drivers::ParseInput in{ctx.network, ctx.ifname, ctx.cni_args};
+  auto p = PLUMB_TRY(drivers::parse_plugin(conf, in));
+  return p.driver->add(ctx, *p.config, prev);
+}
+
+/// parse then check.
+inline Status check_plugin(drivers::Context& ctx, const json::Value& conf, const cni::CniResult& prev) {
+  drivers::ParseInput in{ctx.network, ctx.ifname, ctx.cni_args};
+  auto p = PLUMB_TRY(drivers::parse_plugin(conf, in));
+  return p.driver->check(ctx, *p.config, prev);
+}
+
+/// One recorded undo operation, decoded and run.
+inline Status run_undo(drivers::Context& ctx, const json::Value& op) {
+  return drivers::undo::run(ctx, PLUMB_TRY(drivers::undo::decode(op, "test record")));
+}
+
+}  // namespace plumb::test
