@@ -51,6 +51,8 @@ class Batch {
   /// Closes the batch (BATCH_END). Errors: kInternal when the batch exceeds limit() bytes.
   [[nodiscard]] Status finish();
 
+  /// True once finish() closed the batch.
+  bool finished() const { return finished_; }
   size_t count() const { return count_; }
   size_t limit() const { return limit_; }
   uint32_t first_seq() const { return first_seq_; }

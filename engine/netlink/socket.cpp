@@ -129,12 +129,23 @@ Result<size_t> Socket::receive(const std::string& what) {
     if (static_cast<size_t>(pending) > rxbuf_.size()) {
       rxbuf_.resize((static_cast<size_t>(pending) + 4095) & ~static_cast<size_t>(4095));
     }
-    // mnl_socket_recvfrom accepts only datagrams from the kernel (port 0).
-    ssize_t n = mnl_socket_recvfrom(nl_, rxbuf_.data(), rxbuf_.size());
+    sockaddr_nl from{};
+    iovec iov{rxbuf_.data(), rxbuf_.size()};
+    msghdr mh{};
+    mh.msg_name = &from;
+    mh.msg_namelen = sizeof from;
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    ssize_t n = recvmsg(fd(), &mh, 0);
     if (n < 0) {
       if (errno == EINTR) continue;
       healthy_ = false;
       return fail_errno(errno, what + ": receive netlink reply");
+    }
+    if (from.nl_pid != 0) continue;  // sent by a process, not the kernel: never a reply
+    if (mh.msg_flags & MSG_TRUNC) {
+      healthy_ = false;
+      return fail_errno(EMSGSIZE, what + ": netlink reply truncated");
     }
     return static_cast<size_t>(n);
   }
@@ -254,6 +265,7 @@ Status Socket::dump(Message& msg, const std::string& what, const OnMessage& on_m
 // Batches
 
 Result<BatchOutcome> Socket::send_batch(const Batch& b, const std::string& what) {
+  if (!b.finished()) return fail(cni_code::kInternal, what + ": batch sent before finish()");
   ssize_t n = mnl_socket_sendto(nl_, b.data(), b.size());
   if (n < 0) return fail_errno(errno, what + ": send batch");
   if (static_cast<size_t>(n) != b.size()) return fail_errno(EMSGSIZE, what + ": short send of batch");

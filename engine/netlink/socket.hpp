@@ -73,7 +73,7 @@ class Socket {
   /// (replies outside the batch's sequence range are stale and skipped; another port id is an
   /// error) or the batch-level error. Kernel refusals are in the outcome, not errors.
   /// Errors (transport only): send/receive errno, ETIMEDOUT when acks are still missing after
-  /// 5 s, ESRCH for a reply carrying another port id.
+  /// 5 s, ESRCH for a reply carrying another port id; kInternal for a batch not finish()ed.
   [[nodiscard]] Result<BatchOutcome> send_batch(const Batch& b, const std::string& what);
 
   /// Reserves `count` consecutive sequence numbers (for a Batch) and returns the first; requests
