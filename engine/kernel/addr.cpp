@@ -5,7 +5,6 @@
 #include <sys/socket.h>
 
 #include <cerrno>
-#include <cstring>
 
 namespace plumb::addr {
 namespace {
@@ -19,27 +18,11 @@ const std::vector<AttrPolicy> kAddrPolicy = {
     {IFA_FLAGS, MNL_TYPE_U32},
 };
 
-constexpr int kDumpAttempts = 5;
-
 Status check_prefix(const IpPrefix& p, const std::string& what) {
   if ((p.addr.family != AF_INET && p.addr.family != AF_INET6) || p.len > p.max_len()) {
     return std::unexpected(Error{cni_code::kInvalidConfig, EINVAL, what + ": invalid address \"" + p.str() + "\"", {}});
   }
   return {};
-}
-
-/// Reads an address attribute whose length must match the family (4 or 16 bytes).
-Result<IpAddr> read_ip(const nlattr* a, int family) {
-  IpAddr ip;
-  ip.family = family;
-  size_t want = family == AF_INET ? 4 : 16;
-  if (mnl_attr_get_payload_len(a) != want) {
-    return fail_errno(EINVAL, "parse address attribute type " + std::to_string(mnl_attr_get_type(a)) + ": " +
-                                  std::to_string(mnl_attr_get_payload_len(a)) + " bytes for a " +
-                                  std::to_string(want) + "-byte address");
-  }
-  std::memcpy(ip.bytes.data(), mnl_attr_get_payload(a), want);
-  return ip;
 }
 
 /// The address attributes that identify `prefix` (IFA_LOCAL+IFA_ADDRESS for IPv4, IFA_ADDRESS for
@@ -104,33 +87,29 @@ Result<bool> remove(netlink::Socket& nl, int index, const IpPrefix& prefix) {
 
 Result<std::vector<AddrInfo>> list(netlink::Socket& nl, int index, int family) {
   std::vector<AddrInfo> out;
-  for (int attempt = 1;; ++attempt) {
-    out.clear();
-    Message m(RTM_GETADDR, NLM_F_DUMP);
-    auto* ifa = m.put_header<ifaddrmsg>();
-    ifa->ifa_family = static_cast<uint8_t>(family);
-    auto st = nl.query(m, "dump addresses", [&](const nlmsghdr* nlh) -> Status {
-      if (nlh->nlmsg_type != RTM_NEWADDR) return {};
-      auto tb = PLUMB_TRY(netlink::parse_attrs(nlh, sizeof(ifaddrmsg), IFA_MAX, kAddrPolicy));
-      const auto* msg = static_cast<const ifaddrmsg*>(mnl_nlmsg_get_payload(nlh));
-      if (msg->ifa_family != AF_INET && msg->ifa_family != AF_INET6) return {};
-      if (family != 0 && msg->ifa_family != family) return {};
-      if (index != 0 && static_cast<int>(msg->ifa_index) != index) return {};
-      // IFA_LOCAL is the interface's own address; IFA_ADDRESS is the peer on point-to-point links.
-      const nlattr* a = tb[IFA_LOCAL] ? tb[IFA_LOCAL] : tb[IFA_ADDRESS];
-      if (a == nullptr) return {};
-      AddrInfo ai;
-      ai.index = static_cast<int>(msg->ifa_index);
-      ai.prefix.addr = PLUMB_TRY(read_ip(a, msg->ifa_family));
-      ai.prefix.len = msg->ifa_prefixlen;
-      ai.scope = msg->ifa_scope;
-      ai.flags = tb[IFA_FLAGS] ? mnl_attr_get_u32(tb[IFA_FLAGS]) : msg->ifa_flags;
-      out.push_back(ai);
-      return {};
-    });
-    if (st) return out;
-    if (st.error().sys_errno != EINTR || attempt == kDumpAttempts) return std::unexpected(st.error());
-  }
+  Message m(RTM_GETADDR, NLM_F_DUMP);
+  auto* ifa = m.put_header<ifaddrmsg>();
+  ifa->ifa_family = static_cast<uint8_t>(family);
+  PLUMB_TRY(nl.dump(m, "dump addresses", [&](const nlmsghdr* nlh) -> Status {
+    if (nlh->nlmsg_type != RTM_NEWADDR) return {};
+    auto tb = PLUMB_TRY(netlink::parse_attrs(nlh, sizeof(ifaddrmsg), IFA_MAX, kAddrPolicy));
+    const auto* msg = static_cast<const ifaddrmsg*>(mnl_nlmsg_get_payload(nlh));
+    if (msg->ifa_family != AF_INET && msg->ifa_family != AF_INET6) return {};
+    if (family != 0 && msg->ifa_family != family) return {};
+    if (index != 0 && static_cast<int>(msg->ifa_index) != index) return {};
+    // IFA_LOCAL is the interface's own address; IFA_ADDRESS is the peer on point-to-point links.
+    const nlattr* a = tb[IFA_LOCAL] ? tb[IFA_LOCAL] : tb[IFA_ADDRESS];
+    if (a == nullptr) return {};
+    AddrInfo ai;
+    ai.index = static_cast<int>(msg->ifa_index);
+    ai.prefix.addr = PLUMB_TRY(netlink::read_addr(a, msg->ifa_family));
+    ai.prefix.len = msg->ifa_prefixlen;
+    ai.scope = msg->ifa_scope;
+    ai.flags = tb[IFA_FLAGS] ? mnl_attr_get_u32(tb[IFA_FLAGS]) : msg->ifa_flags;
+    out.push_back(ai);
+    return {};
+  }));
+  return out;
 }
 
 }  // namespace plumb::addr

@@ -25,9 +25,6 @@ const std::vector<AttrPolicy> kLinkInfoPolicy = {
     {IFLA_INFO_KIND, MNL_TYPE_NUL_STRING},
 };
 
-/// Attempts for a dump that the kernel reports as interrupted (NLM_F_DUMP_INTR -> EINTR).
-constexpr int kDumpAttempts = 5;
-
 Result<LinkInfo> parse_link(const nlmsghdr* nlh) {
   auto tb = PLUMB_TRY(netlink::parse_attrs(nlh, sizeof(ifinfomsg), IFLA_MAX, kLinkPolicy));
   const auto* ifi = static_cast<const ifinfomsg*>(mnl_nlmsg_get_payload(nlh));
@@ -128,19 +125,15 @@ Result<std::optional<LinkInfo>> get(netlink::Socket& nl, int index) {
 
 Result<std::vector<LinkInfo>> list(netlink::Socket& nl) {
   std::vector<LinkInfo> out;
-  for (int attempt = 1;; ++attempt) {
-    out.clear();
-    Message m(RTM_GETLINK, NLM_F_DUMP);
-    put_ifinfo(m, AF_UNSPEC, 0);
-    m.put_u32(IFLA_EXT_MASK, RTEXT_FILTER_SKIP_STATS);
-    auto st = nl.query(m, "dump links", [&](const nlmsghdr* nlh) -> Status {
-      if (nlh->nlmsg_type != RTM_NEWLINK) return {};
-      out.push_back(PLUMB_TRY(parse_link(nlh)));
-      return {};
-    });
-    if (st) return out;
-    if (st.error().sys_errno != EINTR || attempt == kDumpAttempts) return std::unexpected(st.error());
-  }
+  Message m(RTM_GETLINK, NLM_F_DUMP);
+  put_ifinfo(m, AF_UNSPEC, 0);
+  m.put_u32(IFLA_EXT_MASK, RTEXT_FILTER_SKIP_STATS);
+  PLUMB_TRY(nl.dump(m, "dump links", [&](const nlmsghdr* nlh) -> Status {
+    if (nlh->nlmsg_type != RTM_NEWLINK) return {};
+    out.push_back(PLUMB_TRY(parse_link(nlh)));
+    return {};
+  }));
+  return out;
 }
 
 // RTM_NEWLINK, NLM_F_REQUEST|NLM_F_CREATE|NLM_F_EXCL (NLM_F_ACK added by Socket::request):

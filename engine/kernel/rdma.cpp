@@ -20,7 +20,7 @@ const std::vector<netlink::AttrPolicy> kSysPolicy = {
 Result<std::optional<uint32_t>> index_of(netlink::Socket& nl, const std::string& dev) {
   netlink::Message m = build_dev_dump();
   std::optional<uint32_t> found;
-  PLUMB_TRY(nl.query(m, "list RDMA devices", [&](const nlmsghdr* nlh) -> Status {
+  PLUMB_TRY(nl.dump(m, "list RDMA devices", [&](const nlmsghdr* nlh) -> Status {
     auto tb = PLUMB_TRY(netlink::parse_attrs(nlh, 0, RDMA_NLDEV_ATTR_MAX, kDevPolicy));
     if (tb[RDMA_NLDEV_ATTR_DEV_INDEX] != nullptr && tb[RDMA_NLDEV_ATTR_DEV_NAME] != nullptr &&
         dev == mnl_attr_get_str(tb[RDMA_NLDEV_ATTR_DEV_NAME])) {
@@ -29,6 +29,15 @@ Result<std::optional<uint32_t>> index_of(netlink::Socket& nl, const std::string&
     return {};
   }));
   return found;
+}
+
+/// Socket errors, with EPROTONOSUPPORT (no ib_core) as the missing feature it is.
+Error open_error(const Error& e) {
+  if (e.sys_errno != EPROTONOSUPPORT) return e;
+  return Error{cni_code::kKernelFeature, 0,
+               "this kernel has no RDMA netlink (socket(AF_NETLINK, NETLINK_RDMA) answers EPROTONOSUPPORT): "
+               "rdmaIsolation needs the ib_core module",
+               e.text()};
 }
 
 }  // namespace
@@ -54,20 +63,16 @@ netlink::Message build_sys_set(NetnsMode mode) {
 
 Result<netlink::Socket> open_socket(int netns_fd) {
   auto s = netns_fd < 0 ? netlink::Socket::open(NETLINK_RDMA) : netlink::Socket::open_in(netns_fd, NETLINK_RDMA);
-  if (!s && s.error().sys_errno == EPROTONOSUPPORT) {
-    return fail(cni_code::kKernelFeature,
-                "this kernel has no RDMA netlink (socket(AF_NETLINK, NETLINK_RDMA) answers EPROTONOSUPPORT): "
-                "rdmaIsolation needs the ib_core module",
-                s.error().text());
-  }
+  if (!s) return std::unexpected(open_error(s.error()));
   return s;
 }
 
 Result<NetnsMode> NetlinkOps::netns_mode() {
-  auto nl = PLUMB_TRY(open_socket());
+  auto nl = netlink::shared(NETLINK_RDMA);  // the node's: the mode is one per node
+  if (!nl) return std::unexpected(open_error(nl.error()));
   netlink::Message m = build_sys_get();
   std::optional<uint8_t> mode;
-  PLUMB_TRY(nl.query(m, "read the RDMA subsystem's netns mode", [&](const nlmsghdr* nlh) -> Status {
+  PLUMB_TRY((*nl)->query(m, "read the RDMA subsystem's netns mode", [&](const nlmsghdr* nlh) -> Status {
     auto tb = PLUMB_TRY(netlink::parse_attrs(nlh, 0, RDMA_NLDEV_ATTR_MAX, kSysPolicy));
     if (tb[RDMA_NLDEV_SYS_ATTR_NETNS_MODE] != nullptr) mode = mnl_attr_get_u8(tb[RDMA_NLDEV_SYS_ATTR_NETNS_MODE]);
     return {};

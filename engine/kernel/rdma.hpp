@@ -49,7 +49,8 @@ class Ops {
   [[nodiscard]] virtual Status move(const std::string& dev, int from_netns_fd, int to_netns_fd) = 0;
 };
 
-/// Ops over NETLINK_RDMA sockets opened in the namespaces involved.
+/// Ops over NETLINK_RDMA sockets: the calling thread's shared one of its current namespace for the
+/// mode (netlink::shared), one opened in the source namespace for a move.
 class NetlinkOps final : public Ops {
  public:
   Result<NetnsMode> netns_mode() override;

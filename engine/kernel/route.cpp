@@ -3,7 +3,6 @@
 #include <sys/socket.h>
 
 #include <cerrno>
-#include <cstring>
 
 namespace plumb::route {
 namespace {
@@ -19,8 +18,6 @@ const std::vector<AttrPolicy> kRoutePolicy = {
 const std::vector<AttrPolicy> kMetricsPolicy = {
     {RTAX_MTU, MNL_TYPE_U32},
 };
-
-constexpr int kDumpAttempts = 5;
 
 std::string describe(const Route& r) {
   std::string s = r.dst.network().str();
@@ -42,19 +39,6 @@ Status check_route(const Route& r, const std::string& what) {
   return {};
 }
 
-Result<IpAddr> read_ip(const nlattr* a, int family) {
-  IpAddr ip;
-  ip.family = family;
-  size_t want = family == AF_INET ? 4 : 16;
-  if (mnl_attr_get_payload_len(a) != want) {
-    return fail_errno(EINVAL, "parse route attribute type " + std::to_string(mnl_attr_get_type(a)) + ": " +
-                                  std::to_string(mnl_attr_get_payload_len(a)) + " bytes for a " +
-                                  std::to_string(want) + "-byte address");
-  }
-  std::memcpy(ip.bytes.data(), mnl_attr_get_payload(a), want);
-  return ip;
-}
-
 void put_rtmsg(Message& m, const Route& r, uint8_t protocol, uint8_t scope, uint8_t type) {
   auto* rtm = m.put_header<rtmsg>();
   rtm->rtm_family = static_cast<uint8_t>(r.dst.addr.family);
@@ -74,6 +58,34 @@ void put_keys(Message& m, const Route& r) {
   if (r.gw) m.put(RTA_GATEWAY, r.gw->bytes.data(), r.gw->size());
   if (r.oif != 0) m.put_u32(RTA_OIF, static_cast<uint32_t>(r.oif));
   if (r.priority != 0) m.put_u32(RTA_PRIORITY, r.priority);
+}
+
+/// One RTM_NEWROUTE of a dump as a Route; nullopt when it is another family, a cached clone or
+/// in another table.
+Result<std::optional<Route>> parse_route(const nlmsghdr* nlh, int family, uint32_t table) {
+  if (nlh->nlmsg_type != RTM_NEWROUTE) return std::optional<Route>{};
+  auto tb = PLUMB_TRY(netlink::parse_attrs(nlh, sizeof(rtmsg), RTA_MAX, kRoutePolicy));
+  const auto* msg = static_cast<const rtmsg*>(mnl_nlmsg_get_payload(nlh));
+  if (msg->rtm_family != family || (msg->rtm_flags & RTM_F_CLONED)) return std::optional<Route>{};
+  uint32_t t = tb[RTA_TABLE] ? mnl_attr_get_u32(tb[RTA_TABLE]) : msg->rtm_table;
+  if (t != table) return std::optional<Route>{};
+  Route r;
+  r.table = t;
+  r.dst.addr.family = family;
+  r.dst.len = msg->rtm_dst_len;
+  if (tb[RTA_DST]) r.dst.addr = PLUMB_TRY(netlink::read_addr(tb[RTA_DST], family));
+  if (tb[RTA_GATEWAY]) r.gw = PLUMB_TRY(netlink::read_addr(tb[RTA_GATEWAY], family));
+  if (tb[RTA_PREFSRC]) r.prefsrc = PLUMB_TRY(netlink::read_addr(tb[RTA_PREFSRC], family));
+  if (tb[RTA_OIF]) r.oif = static_cast<int>(mnl_attr_get_u32(tb[RTA_OIF]));
+  if (tb[RTA_PRIORITY]) r.priority = mnl_attr_get_u32(tb[RTA_PRIORITY]);
+  if (tb[RTA_METRICS]) {
+    auto mx = PLUMB_TRY(netlink::parse_nested(tb[RTA_METRICS], RTAX_MAX, kMetricsPolicy));
+    if (mx[RTAX_MTU]) r.mtu_bytes = mnl_attr_get_u32(mx[RTAX_MTU]);
+  }
+  r.scope = msg->rtm_scope;
+  r.protocol = msg->rtm_protocol;
+  r.type = msg->rtm_type;
+  return std::optional<Route>(r);
 }
 
 }  // namespace
@@ -131,40 +143,14 @@ Result<std::vector<Route>> list(netlink::Socket& nl, int family, uint32_t table)
         Error{cni_code::kInternal, EAFNOSUPPORT, "list routes: family " + std::to_string(family) + " is not IPv4/IPv6", {}});
   }
   std::vector<Route> out;
-  for (int attempt = 1;; ++attempt) {
-    out.clear();
-    Message m(RTM_GETROUTE, NLM_F_DUMP);
-    auto* rtm = m.put_header<rtmsg>();
-    rtm->rtm_family = static_cast<uint8_t>(family);
-    auto st = nl.query(m, "dump routes", [&](const nlmsghdr* nlh) -> Status {
-      if (nlh->nlmsg_type != RTM_NEWROUTE) return {};
-      auto tb = PLUMB_TRY(netlink::parse_attrs(nlh, sizeof(rtmsg), RTA_MAX, kRoutePolicy));
-      const auto* msg = static_cast<const rtmsg*>(mnl_nlmsg_get_payload(nlh));
-      if (msg->rtm_family != family || (msg->rtm_flags & RTM_F_CLONED)) return {};
-      uint32_t t = tb[RTA_TABLE] ? mnl_attr_get_u32(tb[RTA_TABLE]) : msg->rtm_table;
-      if (t != table) return {};
-      Route r;
-      r.table = t;
-      r.dst.addr.family = family;
-      r.dst.len = msg->rtm_dst_len;
-      if (tb[RTA_DST]) r.dst.addr = PLUMB_TRY(read_ip(tb[RTA_DST], family));
-      if (tb[RTA_GATEWAY]) r.gw = PLUMB_TRY(read_ip(tb[RTA_GATEWAY], family));
-      if (tb[RTA_PREFSRC]) r.prefsrc = PLUMB_TRY(read_ip(tb[RTA_PREFSRC], family));
-      if (tb[RTA_OIF]) r.oif = static_cast<int>(mnl_attr_get_u32(tb[RTA_OIF]));
-      if (tb[RTA_PRIORITY]) r.priority = mnl_attr_get_u32(tb[RTA_PRIORITY]);
-      if (tb[RTA_METRICS]) {
-        auto mx = PLUMB_TRY(netlink::parse_nested(tb[RTA_METRICS], RTAX_MAX, kMetricsPolicy));
-        if (mx[RTAX_MTU]) r.mtu_bytes = mnl_attr_get_u32(mx[RTAX_MTU]);
-      }
-      r.scope = msg->rtm_scope;
-      r.protocol = msg->rtm_protocol;
-      r.type = msg->rtm_type;
-      out.push_back(r);
-      return {};
-    });
-    if (st) return out;
-    if (st.error().sys_errno != EINTR || attempt == kDumpAttempts) return std::unexpected(st.error());
-  }
+  Message m(RTM_GETROUTE, NLM_F_DUMP);
+  auto* rtm = m.put_header<rtmsg>();
+  rtm->rtm_family = static_cast<uint8_t>(family);
+  PLUMB_TRY(nl.dump(m, "dump routes", [&](const nlmsghdr* nlh) -> Status {
+    if (auto r = PLUMB_TRY(parse_route(nlh, family, table))) out.push_back(std::move(*r));
+    return {};
+  }));
+  return out;
 }
 
 }  // namespace plumb::route

@@ -58,7 +58,7 @@ Result<std::string> qdisc_kind(netlink::Socket& nl, int ifindex, uint32_t parent
   Message m(RTM_GETQDISC, NLM_F_DUMP);
   put_tcmsg(m, ifindex, 0, 0, 0);
   std::string kind;
-  auto st = nl.query(m, what, [&](const nlmsghdr* nlh) -> Status {
+  auto st = nl.dump(m, what, [&](const nlmsghdr* nlh) -> Status {
     if (nlh->nlmsg_type != RTM_NEWQDISC) return {};
     const auto* t = static_cast<const tcmsg*>(mnl_nlmsg_get_payload(nlh));
     if (t->tcm_ifindex != ifindex || t->tcm_parent != parent) return {};
@@ -148,7 +148,7 @@ Result<std::vector<FilterInfo>> filters(netlink::Socket& nl, int ifindex, Hook h
   if (PLUMB_TRY(ingress_qdisc(nl, ifindex)) != "clsact") return out;
   Message m(RTM_GETTFILTER, NLM_F_DUMP);
   put_tcmsg(m, ifindex, hook_parent(h), 0, 0);
-  auto st = nl.query(m, std::string("dump filters at ") + hook_name(h) + on(ifindex), [&](const nlmsghdr* nlh) -> Status {
+  auto st = nl.dump(m, std::string("dump filters at ") + hook_name(h) + on(ifindex), [&](const nlmsghdr* nlh) -> Status {
     if (nlh->nlmsg_type != RTM_NEWTFILTER) return {};
     const auto* t = static_cast<const tcmsg*>(mnl_nlmsg_get_payload(nlh));
     if (t->tcm_handle == 0) return {};  // the classifier instance itself, not a filter

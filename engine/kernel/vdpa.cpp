@@ -84,11 +84,11 @@ Result<uint16_t> resolve_family(netlink::Socket& genl, const std::string& name) 
 }
 
 Result<std::vector<Device>> GenlLister::list() {
-  auto genl = PLUMB_TRY(netlink::Socket::open(NETLINK_GENERIC));
-  uint16_t family = PLUMB_TRY(resolve_family(genl, VDPA_GENL_NAME));
+  auto genl = PLUMB_TRY(netlink::shared(NETLINK_GENERIC));
+  uint16_t family = PLUMB_TRY(resolve_family(*genl, VDPA_GENL_NAME));
   netlink::Message m = build_dev_get_dump(family);
   std::vector<Device> out;
-  PLUMB_TRY(genl.query(m, "list vDPA devices", [&](const nlmsghdr* nlh) -> Status {
+  PLUMB_TRY(genl->dump(m, "list vDPA devices", [&](const nlmsghdr* nlh) -> Status {
     out.push_back(PLUMB_TRY(parse_device(nlh)));
     return {};
   }));

@@ -38,8 +38,8 @@ class Lister {
   [[nodiscard]] virtual Result<std::vector<Device>> list() = 0;
 };
 
-/// Lists through the "vdpa" generic netlink family, on a NETLINK_GENERIC socket opened in the
-/// calling thread's namespace at each list().
+/// Lists through the "vdpa" generic netlink family, on the calling thread's shared
+/// NETLINK_GENERIC socket of its current namespace (netlink::shared).
 class GenlLister final : public Lister {
  public:
   Result<std::vector<Device>> list() override;

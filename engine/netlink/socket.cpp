@@ -1,10 +1,15 @@
 #include "engine/netlink/socket.hpp"
 
+#include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <ctime>
+#include <limits>
+#include <map>
 #include <optional>
 #include <utility>
 
@@ -13,256 +18,56 @@
 namespace plumb::netlink {
 namespace {
 
-constexpr size_t kInitialMessageBytes = 4096;
 constexpr size_t kInitialReceiveBytes = 32 * 1024;
-/// nla_len is 16 bits: payload + header must fit.
-constexpr size_t kMaxAttrPayload = 0xFFFF - MNL_ATTR_HDRLEN;
+/// The kernel answers a batch inside sendmsg(): this only guards against one that never does.
+constexpr int kAckTimeoutMs = 5000;
 
-const char* kind_name(mnl_attr_data_type kind) {
-  switch (kind) {
-    case MNL_TYPE_U8: return "u8";
-    case MNL_TYPE_U16: return "u16";
-    case MNL_TYPE_U32: return "u32";
-    case MNL_TYPE_U64: return "u64";
-    case MNL_TYPE_STRING: return "string";
-    case MNL_TYPE_FLAG: return "flag";
-    case MNL_TYPE_MSECS: return "msecs";
-    case MNL_TYPE_NESTED: return "nested";
-    case MNL_TYPE_NESTED_COMPAT: return "nested-compat";
-    case MNL_TYPE_NUL_STRING: return "NUL-terminated string";
-    case MNL_TYPE_BINARY: return "binary";
-    default: return "unknown";
-  }
+using Sink = std::function<void(const nlmsghdr*)>;
+
+/// Appends one message to `out`, padded to NLMSG_ALIGNTO so the next one starts aligned.
+void append_message(std::vector<uint8_t>& out, const nlmsghdr* nlh) {
+  const auto* p = reinterpret_cast<const uint8_t*>(nlh);
+  out.insert(out.end(), p, p + nlh->nlmsg_len);
+  out.resize(out.size() + (MNL_ALIGN(nlh->nlmsg_len) - nlh->nlmsg_len), 0);
 }
 
-/// Walks the attributes in [start, start+len) with libmnl, validating every attribute whose
-/// type is listed in `policy` (mnl_attr_validate, plus the policy's minimum length) and storing
-/// only those.
-Result<AttrTable> parse_region(const uint8_t* start, size_t len, uint16_t max_type,
-                               const std::vector<AttrPolicy>& policy, const char* where) {
-  std::vector<const AttrPolicy*> by_type(static_cast<size_t>(max_type) + 1, nullptr);
-  for (const auto& p : policy) {
-    if (p.type <= max_type) by_type[p.type] = &p;
+/// Hands every message held in `msgs` (whole, aligned messages) to on_msg; stops at an error.
+Status deliver(const std::vector<uint8_t>& msgs, const OnMessage& on_msg) {
+  int left = static_cast<int>(msgs.size());
+  for (const auto* nlh = reinterpret_cast<const nlmsghdr*>(msgs.data()); mnl_nlmsg_ok(nlh, left);
+       nlh = mnl_nlmsg_next(nlh, &left)) {
+    PLUMB_TRY(on_msg(nlh));
   }
-  AttrTable table(static_cast<size_t>(max_type) + 1, nullptr);
-  const uint8_t* end = start + len;
-  const auto* attr = reinterpret_cast<const nlattr*>(start);
-  while (mnl_attr_ok(attr, static_cast<int>(end - reinterpret_cast<const uint8_t*>(attr)))) {
-    uint16_t type = mnl_attr_get_type(attr);
-    if (type <= max_type && by_type[type] != nullptr) {
-      const AttrPolicy& p = *by_type[type];
-      // mnl_attr_validate checks the type's own rules (exact size for fixed-width integers, NUL
-      // for NUL_STRING, ...); libmnl's length argument is exact, so a minimum is checked here.
-      int rc = mnl_attr_validate(attr, p.kind);
-      if (rc == 0 && p.min_len != 0 && mnl_attr_get_payload_len(attr) < p.min_len) {
-        errno = ERANGE;
-        rc = -1;
-      }
-      if (rc < 0) {
-        int err = errno != 0 ? errno : EINVAL;
-        return fail_errno(err, std::string("parse ") + where + ": attribute type " + std::to_string(type) +
-                                   " with a payload of " + std::to_string(mnl_attr_get_payload_len(attr)) +
-                                   " bytes is not a valid " + kind_name(p.kind) +
-                                   (p.min_len != 0 ? " of at least " + std::to_string(p.min_len) + " bytes" : ""));
-      }
-      table[type] = attr;
-    }
-    attr = mnl_attr_next(attr);
-  }
-  auto rest = end - reinterpret_cast<const uint8_t*>(attr);
-  if (rest > 0) {
-    return fail_errno(EINVAL, std::string("parse ") + where + ": malformed attribute (" + std::to_string(rest) +
-                                  " trailing bytes do not form a valid attribute)");
-  }
-  return table;
-}
-
-/// State of one request/reply exchange, shared with the libmnl callbacks.
-struct Exchange {
-  const std::function<Status(const nlmsghdr*)>* on_msg = nullptr;
-  bool end_on_single = false;  // request without NLM_F_ACK: a reply without NLM_F_MULTI ends it
-  bool done = false;
-  int kernel_errno = 0;
-  std::string ext_ack;
-  std::optional<Error> cb_error;
-};
-
-/// Extended-ack TLVs (NLMSGERR_ATTR_*) that follow an NLMSG_ERROR or NLMSG_DONE payload.
-void read_ext_ack(const nlmsghdr* nlh, size_t payload_offset, Exchange& ex) {
-  if (!(nlh->nlmsg_flags & NLM_F_ACK_TLVS)) return;
-  size_t payload_len = mnl_nlmsg_get_payload_len(nlh);
-  size_t off = MNL_ALIGN(payload_offset);
-  if (off >= payload_len) return;
-  const auto* start = static_cast<const uint8_t*>(mnl_nlmsg_get_payload(nlh)) + off;
-  static const std::vector<AttrPolicy> kPolicy = {
-      {NLMSGERR_ATTR_MSG, MNL_TYPE_NUL_STRING},
-      {NLMSGERR_ATTR_OFFS, MNL_TYPE_U32},
-      {NLMSGERR_ATTR_MISS_TYPE, MNL_TYPE_U32},
-  };
-  auto tb = parse_region(start, payload_len - off, NLMSGERR_ATTR_MAX, kPolicy, "extended ack");
-  if (!tb) return;  // the errno alone still reports the failure
-  std::string text;
-  if (const nlattr* a = (*tb)[NLMSGERR_ATTR_MSG]) text = mnl_attr_get_str(a);
-  if (const nlattr* a = (*tb)[NLMSGERR_ATTR_MISS_TYPE]) {
-    if (!text.empty()) text += "; ";
-    text += "missing attribute type " + std::to_string(mnl_attr_get_u32(a));
-  }
-  ex.ext_ack = text;
-}
-
-int on_data(const nlmsghdr* nlh, void* data) {
-  auto& ex = *static_cast<Exchange*>(data);
-  if (ex.on_msg != nullptr && *ex.on_msg && !ex.cb_error) {
-    Status st = (*ex.on_msg)(nlh);
-    // Stop handing messages to the caller but keep reading: the rest of the reply is drained.
-    if (!st) ex.cb_error = st.error();
-  }
-  if (ex.end_on_single && !(nlh->nlmsg_flags & NLM_F_MULTI)) {
-    ex.done = true;
-    return MNL_CB_STOP;
-  }
-  return MNL_CB_OK;
-}
-
-int on_error(const nlmsghdr* nlh, void* data) {
-  auto& ex = *static_cast<Exchange*>(data);
-  ex.done = true;
-  if (mnl_nlmsg_get_payload_len(nlh) < sizeof(nlmsgerr)) {
-    ex.kernel_errno = EBADMSG;
-    ex.ext_ack = "truncated NLMSG_ERROR";
-    return MNL_CB_STOP;
-  }
-  const auto* err = static_cast<const nlmsgerr*>(mnl_nlmsg_get_payload(nlh));
-  if (err->error == 0) return MNL_CB_STOP;  // the ACK
-  ex.kernel_errno = err->error < 0 ? -err->error : err->error;
-  size_t off = sizeof(nlmsgerr);
-  if (!(nlh->nlmsg_flags & NLM_F_CAPPED) && err->msg.nlmsg_len > sizeof(nlmsghdr)) {
-    off += err->msg.nlmsg_len - sizeof(nlmsghdr);  // the echoed request payload
-  }
-  read_ext_ack(nlh, off, ex);
-  return MNL_CB_STOP;
-}
-
-int on_done(const nlmsghdr* nlh, void* data) {
-  auto& ex = *static_cast<Exchange*>(data);
-  ex.done = true;
-  if (mnl_nlmsg_get_payload_len(nlh) >= sizeof(int)) {
-    int err = *static_cast<const int*>(mnl_nlmsg_get_payload(nlh));
-    if (err < 0) {
-      ex.kernel_errno = -err;
-      read_ext_ack(nlh, sizeof(int), ex);
-    }
-  }
-  return MNL_CB_STOP;
-}
-
-/// True when the datagram holds the end (NLMSG_DONE or NLMSG_ERROR) of the reply to `seq`.
-bool holds_end(const uint8_t* buf, size_t len, uint32_t seq) {
-  const auto* nlh = reinterpret_cast<const nlmsghdr*>(buf);
-  int left = static_cast<int>(len);
-  while (mnl_nlmsg_ok(nlh, left)) {
-    if (nlh->nlmsg_seq == seq && (nlh->nlmsg_type == NLMSG_DONE || nlh->nlmsg_type == NLMSG_ERROR)) return true;
-    nlh = mnl_nlmsg_next(nlh, &left);
-  }
-  return false;
+  return {};
 }
 
 }  // namespace
 
-// ---------------------------------------------------------------------------------------------
-// Message
+/// What the reply stream of one request ended with.
+struct Socket::Reply {
+  KernelAnswer answer;       // NLMSG_ERROR / NLMSG_DONE verdict
+  bool interrupted = false;  // a message carried NLM_F_DUMP_INTR
+};
 
-Message::Message(uint16_t type, uint16_t flags) : buf_(kInitialMessageBytes, 0) {
-  nlmsghdr* nlh = mnl_nlmsg_put_header(buf_.data());
-  nlh->nlmsg_type = type;
-  nlh->nlmsg_flags = static_cast<uint16_t>(NLM_F_REQUEST | flags);
-}
-
-nlmsghdr* Message::header() { return reinterpret_cast<nlmsghdr*>(buf_.data()); }
-
-size_t Message::size() const { return reinterpret_cast<const nlmsghdr*>(buf_.data())->nlmsg_len; }
-
-void Message::reserve(size_t more) {
-  size_t need = size() + more;
-  if (need <= buf_.size()) return;
-  buf_.resize(std::max(need, buf_.size() * 2), 0);
-}
-
-void* Message::put_extra(size_t len) {
-  reserve(MNL_ALIGN(len));
-  return mnl_nlmsg_put_extra_header(header(), len);
-}
-
-void Message::put(uint16_t type, const void* data, size_t len) {
-  if (len > kMaxAttrPayload) {
-    overflowed_ = true;
-    return;
-  }
-  static const uint8_t kEmpty = 0;
-  if (data == nullptr) data = &kEmpty;  // len is 0 then; memcpy must not see a null pointer
-  if (!mnl_attr_put_check(header(), buf_.size(), type, len, data)) {
-    reserve(MNL_ATTR_HDRLEN + MNL_ALIGN(len));
-    mnl_attr_put(header(), type, len, data);
-  }
-}
-
-void Message::put_u8(uint16_t type, uint8_t v) { put(type, &v, sizeof v); }
-void Message::put_u16(uint16_t type, uint16_t v) { put(type, &v, sizeof v); }
-void Message::put_u32(uint16_t type, uint32_t v) { put(type, &v, sizeof v); }
-void Message::put_u64(uint16_t type, uint64_t v) { put(type, &v, sizeof v); }
-void Message::put_str(uint16_t type, const std::string& v) { put(type, v.c_str(), v.size() + 1); }
-void Message::put_flag(uint16_t type) { put(type, nullptr, 0); }
-
-Message::Nest::Nest(Message& m, uint16_t type) : m_(m), offset_(m.size()) {
-  if (mnl_attr_nest_start_check(m_.header(), m_.buf_.size(), type) == nullptr) {
-    m_.reserve(MNL_ATTR_HDRLEN);
-    mnl_attr_nest_start(m_.header(), type);
-  }
-}
-
-Message::Nest::~Nest() {
-  auto* start = reinterpret_cast<nlattr*>(m_.buf_.data() + offset_);
-  if (m_.size() - offset_ > 0xFFFF) m_.overflowed_ = true;
-  mnl_attr_nest_end(m_.header(), start);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Attribute parsing
-
-Result<AttrTable> parse_attrs(const nlmsghdr* nlh, size_t header_len, uint16_t max_type,
-                              const std::vector<AttrPolicy>& policy) {
-  size_t payload_len = mnl_nlmsg_get_payload_len(nlh);
-  if (payload_len < header_len) {
-    return fail_errno(EINVAL, "parse netlink message type " + std::to_string(nlh->nlmsg_type) + ": payload of " +
-                                  std::to_string(payload_len) + " bytes is shorter than its " +
-                                  std::to_string(header_len) + "-byte family header");
-  }
-  size_t off = MNL_ALIGN(header_len);
-  if (off > payload_len) off = payload_len;
-  const auto* start = static_cast<const uint8_t*>(mnl_nlmsg_get_payload(nlh)) + off;
-  std::string where = "netlink message type " + std::to_string(nlh->nlmsg_type);
-  return parse_region(start, payload_len - off, max_type, policy, where.c_str());
-}
-
-Result<AttrTable> parse_nested(const nlattr* nest, uint16_t max_type, const std::vector<AttrPolicy>& policy) {
-  std::string where = "nested attribute type " + std::to_string(mnl_attr_get_type(nest));
-  return parse_region(static_cast<const uint8_t*>(mnl_attr_get_payload(nest)), mnl_attr_get_payload_len(nest),
-                      max_type, policy, where.c_str());
-}
-
-// ---------------------------------------------------------------------------------------------
-// Socket
-
-Socket::Socket(mnl_socket* nl) : nl_(nl), seq_(static_cast<uint32_t>(time(nullptr))), rxbuf_(kInitialReceiveBytes) {}
+Socket::Socket(mnl_socket* nl, int protocol)
+    : nl_(nl), protocol_(protocol), seq_(static_cast<uint32_t>(time(nullptr))), rxbuf_(kInitialReceiveBytes) {}
 
 Socket::Socket(Socket&& o) noexcept
-    : nl_(std::exchange(o.nl_, nullptr)), seq_(o.seq_), rxbuf_(std::move(o.rxbuf_)) {}
+    : nl_(std::exchange(o.nl_, nullptr)),
+      protocol_(o.protocol_),
+      seq_(o.seq_),
+      restarts_(o.restarts_),
+      healthy_(o.healthy_),
+      rxbuf_(std::move(o.rxbuf_)) {}
 
 Socket& Socket::operator=(Socket&& o) noexcept {
   if (this != &o) {
     if (nl_ != nullptr) mnl_socket_close(nl_);
     nl_ = std::exchange(o.nl_, nullptr);
+    protocol_ = o.protocol_;
     seq_ = o.seq_;
+    restarts_ = o.restarts_;
+    healthy_ = o.healthy_;
     rxbuf_ = std::move(o.rxbuf_);
   }
   return *this;
@@ -276,7 +81,7 @@ Result<Socket> Socket::open(int protocol) {
   std::string what = "netlink socket (protocol " + std::to_string(protocol) + ")";
   mnl_socket* nl = mnl_socket_open2(protocol, SOCK_CLOEXEC);
   if (nl == nullptr) return fail_errno(errno, "open " + what);
-  Socket s(nl);
+  Socket s(nl, protocol);
   if (mnl_socket_bind(nl, 0, MNL_SOCKET_AUTOPID) < 0) return fail_errno(errno, "bind " + what);
   int one = 1;
   // Both options exist since Linux 4.12; an older kernel only loses the extended-ack text.
@@ -301,85 +106,239 @@ uint32_t Socket::port_id() const { return mnl_socket_get_portid(nl_); }
 
 int Socket::fd() const { return mnl_socket_get_fd(nl_); }
 
+uint32_t Socket::reserve_seq(uint32_t count) {
+  if (count == 0) count = 1;
+  if (seq_ > std::numeric_limits<uint32_t>::max() - count) seq_ = 0;  // wrap before, never inside
+  const uint32_t first = seq_ + 1;
+  seq_ += count;
+  return first;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Receiving
+
 Result<size_t> Socket::receive(const std::string& what) {
   for (;;) {
     // Size the buffer to the pending datagram first so large dump parts are never truncated.
     ssize_t pending = recv(fd(), nullptr, 0, MSG_PEEK | MSG_TRUNC);
     if (pending < 0) {
       if (errno == EINTR) continue;
+      healthy_ = false;
       return fail_errno(errno, what + ": receive netlink reply");
     }
     if (static_cast<size_t>(pending) > rxbuf_.size()) {
       rxbuf_.resize((static_cast<size_t>(pending) + 4095) & ~static_cast<size_t>(4095));
     }
-    ssize_t n = mnl_socket_recvfrom(nl_, rxbuf_.data(), rxbuf_.size());
+    sockaddr_nl from{};
+    iovec iov{rxbuf_.data(), rxbuf_.size()};
+    msghdr mh{};
+    mh.msg_name = &from;
+    mh.msg_namelen = sizeof from;
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    ssize_t n = recvmsg(fd(), &mh, 0);
     if (n < 0) {
       if (errno == EINTR) continue;
+      healthy_ = false;
       return fail_errno(errno, what + ": receive netlink reply");
+    }
+    if (from.nl_pid != 0) continue;  // sent by a process, not the kernel: never a reply
+    if (mh.msg_flags & MSG_TRUNC) {
+      healthy_ = false;
+      return fail_errno(EMSGSIZE, what + ": netlink reply truncated");
     }
     return static_cast<size_t>(n);
   }
 }
 
-Status Socket::exchange(Message& msg, const std::string& what,
-                        const std::function<Status(const nlmsghdr*)>* on_msg, bool add_ack) {
-  if (msg.overflowed()) return fail_errno(EMSGSIZE, what + ": netlink attribute larger than 64 KiB");
-  nlmsghdr* nlh = msg.header();
-  if (add_ack) nlh->nlmsg_flags |= NLM_F_ACK;
-  if (++seq_ == 0) ++seq_;
-  nlh->nlmsg_seq = seq_;
-  nlh->nlmsg_pid = port_id();
-  const uint32_t seq = seq_;
-
-  ssize_t sent = mnl_socket_sendto(nl_, msg.data(), msg.size());
-  if (sent < 0) return fail_errno(errno, what + ": send netlink request");
-  if (static_cast<size_t>(sent) != msg.size()) return fail_errno(EMSGSIZE, what + ": short netlink send");
-
-  Exchange ex;
-  ex.on_msg = on_msg;
-  ex.end_on_single = !(nlh->nlmsg_flags & NLM_F_ACK);
-  mnl_cb_t ctl[NLMSG_MIN_TYPE] = {nullptr, nullptr, on_error, on_done};  // libmnl wants it non-const
-  bool interrupted = false;
-  while (!ex.done) {
-    size_t n = PLUMB_TRY(receive(what));
-    const auto* first = reinterpret_cast<const nlmsghdr*>(rxbuf_.data());
-    if (n >= sizeof(nlmsghdr) && first->nlmsg_seq != 0 && first->nlmsg_seq != seq) {
-      continue;  // the tail of an earlier request that failed before its end: not ours
+/// Hands every message of the datagram in rxbuf_[0, len) to `visit`, after checking that it is
+/// addressed to this socket's port id. Errors: ESRCH for another port id, EBADMSG for bytes that
+/// do not form a message.
+Status Socket::walk(size_t len, const std::string& what, const Sink& visit) {
+  int left = static_cast<int>(len);
+  const auto* nlh = reinterpret_cast<const nlmsghdr*>(rxbuf_.data());
+  for (; mnl_nlmsg_ok(nlh, left); nlh = mnl_nlmsg_next(nlh, &left)) {
+    if (nlh->nlmsg_pid != port_id()) {
+      healthy_ = false;
+      return fail_errno(ESRCH, what + ": netlink reply for port id " + std::to_string(nlh->nlmsg_pid) +
+                                   ", ours is " + std::to_string(port_id()));
     }
-    if (interrupted) {
-      ex.done = holds_end(rxbuf_.data(), n, seq);
-      continue;
-    }
-    int rc = mnl_cb_run2(rxbuf_.data(), n, seq, port_id(), on_data, &ex, ctl, NLMSG_MIN_TYPE);
-    if (rc < 0) {
-      int err = errno;
-      if (err == EINTR) {
-        // NLM_F_DUMP_INTR: the dump saw a concurrent change. Drain it, then report EINTR.
-        interrupted = true;
-        ex.done = holds_end(rxbuf_.data(), n, seq);
-        continue;
-      }
-      std::string why = err == EPROTO  ? "reply sequence number mismatch"
-                        : err == ESRCH ? "reply port id mismatch"
-                                       : "malformed netlink reply";
-      return fail_errno(err, what + ": " + why);
-    }
+    visit(nlh);
   }
-  if (interrupted) return fail_errno(EINTR, what + ": dump interrupted by a concurrent change, retry");
-  if (ex.kernel_errno != 0) return fail_errno(ex.kernel_errno, what, ex.ext_ack);
-  if (ex.cb_error) return std::unexpected(*ex.cb_error);
+  if (left > 0) {
+    healthy_ = false;
+    return fail_errno(EBADMSG, what + ": malformed netlink reply (" + std::to_string(left) +
+                                   " trailing bytes do not form a message)");
+  }
   return {};
 }
 
-Status Socket::request(Message& msg, const std::string& what) { return exchange(msg, what, nullptr, true); }
-
-Status Socket::query(Message& msg, const std::string& what, const std::function<Status(const nlmsghdr*)>& on_msg) {
-  return exchange(msg, what, &on_msg, true);
+Result<uint32_t> Socket::send_request(Message& msg, const std::string& what) {
+  if (msg.overflowed()) return fail_errno(EMSGSIZE, what + ": netlink attribute larger than 64 KiB");
+  nlmsghdr* nlh = msg.header();
+  nlh->nlmsg_seq = reserve_seq(1);
+  nlh->nlmsg_pid = port_id();
+  ssize_t sent = mnl_socket_sendto(nl_, msg.data(), msg.size());
+  if (sent < 0) return fail_errno(errno, what + ": send netlink request");
+  if (static_cast<size_t>(sent) != msg.size()) return fail_errno(EMSGSIZE, what + ": short netlink send");
+  return nlh->nlmsg_seq;
 }
 
-Status Socket::transact(Message& msg, const std::string& what,
-                        const std::function<Status(const nlmsghdr*)>& on_msg) {
-  return exchange(msg, what, &on_msg, false);
+/// Reads the reply to request `seq` up to its end (NLMSG_ERROR, i.e. the ACK or an error, or a
+/// dump's NLMSG_DONE). Data messages go to `sink` unless the reply was marked interrupted.
+Status Socket::await_reply(uint32_t seq, const std::string& what, const Sink& sink, Reply& reply) {
+  bool done = false;
+  while (!done) {
+    size_t n = PLUMB_TRY(receive(what));
+    PLUMB_TRY(walk(n, what, [&](const nlmsghdr* nlh) {
+      if (done || nlh->nlmsg_seq != seq) return;  // the tail of an earlier request: not ours
+      if (nlh->nlmsg_flags & NLM_F_DUMP_INTR) reply.interrupted = true;
+      switch (nlh->nlmsg_type) {
+        case NLMSG_NOOP: return;
+        case NLMSG_ERROR:
+          reply.answer = read_error(nlh);
+          done = true;
+          return;
+        case NLMSG_DONE:
+          reply.answer = read_done(nlh);
+          done = true;
+          return;
+        case NLMSG_OVERRUN:
+          reply.answer = {EOVERFLOW, "NLMSG_OVERRUN"};
+          done = true;
+          return;
+        default:
+          if (!reply.interrupted) sink(nlh);
+      }
+    }));
+  }
+  return {};
+}
+
+Result<Socket::Reply> Socket::exchange(Message& msg, const std::string& what, const Sink& sink) {
+  msg.header()->nlmsg_flags |= NLM_F_ACK;
+  const uint32_t seq = PLUMB_TRY(send_request(msg, what));
+  Reply reply;
+  PLUMB_TRY(await_reply(seq, what, sink, reply));
+  return reply;
+}
+
+// ---------------------------------------------------------------------------------------------
+// request / query / dump
+
+Status Socket::request(Message& msg, const std::string& what) {
+  Reply r = PLUMB_TRY(exchange(msg, what, [](const nlmsghdr*) {}));
+  if (r.answer.err != 0) return fail_errno(r.answer.err, what, r.answer.ext);
+  return {};
+}
+
+Status Socket::query(Message& msg, const std::string& what, const OnMessage& on_msg) {
+  if ((msg.header()->nlmsg_flags & NLM_F_DUMP) == NLM_F_DUMP) return dump(msg, what, on_msg);
+  std::optional<Error> cb_error;
+  Reply r = PLUMB_TRY(exchange(msg, what, [&](const nlmsghdr* nlh) {
+    if (cb_error) return;  // stop handing messages to the caller; the rest is drained
+    if (auto st = on_msg(nlh); !st) cb_error = st.error();
+  }));
+  if (r.answer.err != 0) return fail_errno(r.answer.err, what, r.answer.ext);
+  if (cb_error) return std::unexpected(*cb_error);
+  return {};
+}
+
+Status Socket::dump(Message& msg, const std::string& what, const OnMessage& on_msg) {
+  msg.header()->nlmsg_flags |= NLM_F_DUMP;
+  std::vector<uint8_t> msgs;
+  for (int attempt = 1;; ++attempt) {
+    msgs.clear();
+    Reply r = PLUMB_TRY(exchange(msg, what, [&](const nlmsghdr* nlh) { append_message(msgs, nlh); }));
+    if (r.interrupted) {
+      ++restarts_;
+      if (attempt < kDumpAttempts) continue;
+      return fail_errno(EINTR, what + ": dump interrupted by concurrent changes " + std::to_string(attempt) +
+                                   " times in a row");
+    }
+    if (r.answer.err != 0) return fail_errno(r.answer.err, what, r.answer.ext);
+    return deliver(msgs, on_msg);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Batches
+
+Result<BatchOutcome> Socket::send_batch(const Batch& b, const std::string& what) {
+  if (!b.finished()) return fail(cni_code::kInternal, what + ": batch sent before finish()");
+  ssize_t n = mnl_socket_sendto(nl_, b.data(), b.size());
+  if (n < 0) return fail_errno(errno, what + ": send batch");
+  if (static_cast<size_t>(n) != b.size()) return fail_errno(EMSGSIZE, what + ": short send of batch");
+  BatchOutcome out;
+  out.acks.resize(b.count());
+  PLUMB_TRY(receive_acks(b, what, out));
+  return out;
+}
+
+/// Collects the acks of batch `b` into `out`. The kernel handles the batch inside sendmsg(), so
+/// every reply is queued by now; the poll timeout only guards against a kernel that never answers.
+/// After a batch-level error the remaining acks may or may not follow: take what is queued, then
+/// stop.
+Status Socket::receive_acks(const Batch& b, const std::string& what, BatchOutcome& out) {
+  size_t pending = b.count();
+  while (pending > 0) {
+    pollfd p{fd(), POLLIN, 0};
+    int r = poll(&p, 1, out.batch_err != 0 ? 0 : kAckTimeoutMs);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      healthy_ = false;
+      return fail_errno(errno, what + ": wait for batch acks");
+    }
+    if (r == 0) {
+      if (out.batch_err != 0) break;
+      healthy_ = false;
+      return fail_errno(ETIMEDOUT, what + ": " + std::to_string(pending) + " batch acks missing");
+    }
+    size_t len = PLUMB_TRY(receive(what));
+    PLUMB_TRY(walk(len, what, [&](const nlmsghdr* nlh) {
+      if (nlh->nlmsg_type != NLMSG_ERROR) return;  // NOOP/DONE carry no verdict
+      const uint32_t seq = nlh->nlmsg_seq;
+      if (seq == b.first_seq()) {
+        KernelAnswer a = read_error(nlh);
+        out.batch_err = a.err != 0 ? a.err : EPROTO;  // BEGIN is never acked on success
+        out.batch_ext = std::move(a.ext);
+        return;
+      }
+      if (seq <= b.first_seq() || seq >= b.end_seq()) return;  // a stale reply of an earlier request
+      Ack& ack = out.acks[seq - b.first_seq() - 1];
+      if (ack.seen) return;
+      KernelAnswer a = read_error(nlh);
+      ack = Ack{true, a.err, std::move(a.ext)};
+      --pending;
+    }));
+  }
+  return {};
+}
+
+// ---------------------------------------------------------------------------------------------
+// One socket per namespace per process
+
+Result<std::shared_ptr<Socket>> shared(int protocol) {
+  struct Entry {
+    pid_t pid = 0;
+    dev_t ns_dev = 0;
+    ino_t ns_ino = 0;
+    std::shared_ptr<Socket> socket;
+  };
+  thread_local std::map<int, Entry> cache;
+  struct stat st {};
+  if (stat("/proc/thread-self/ns/net", &st) != 0) {
+    return fail_errno(errno, "find the current network namespace (/proc/thread-self/ns/net)");
+  }
+  Entry& e = cache[protocol];
+  const pid_t pid = getpid();
+  if (e.socket && e.pid == pid && e.ns_dev == st.st_dev && e.ns_ino == st.st_ino && e.socket->healthy()) {
+    return e.socket;
+  }
+  e.socket.reset();  // a forked child only closes its copy of the descriptor
+  auto s = PLUMB_TRY(Socket::open(protocol));
+  e = Entry{pid, st.st_dev, st.st_ino, std::make_shared<Socket>(std::move(s))};
+  return e.socket;
 }
 
 }  // namespace plumb::netlink

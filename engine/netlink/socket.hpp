@@ -1,11 +1,17 @@
-// A rtnetlink (or other protocol) socket bound to the network namespace it was opened in.
-// One Socket per namespace per process; every request carries a fresh sequence number, replies
-// are checked for sequence and port id, changes are sent with NLM_F_ACK, and errors carry the
-// kernel's extended-ack text (NETLINK_EXT_ACK). Receive buffers grow (MSG_PEEK|MSG_TRUNC) so
-// dumps and replies larger than 8 KiB are handled.
+// plumb's one netlink transport: a socket of any netlink protocol (NETLINK_ROUTE, NETLINK_GENERIC,
+// NETLINK_RDMA, NETLINK_NETFILTER) bound to the network namespace it was opened in.
+//   request     a change: NLM_F_ACK added, the kernel's ACK awaited, errors with extended-ack text
+//   query       a GET: every reply message handed to a callback (a dump goes through dump())
+//   dump        NLM_F_DUMP: the whole dump received, restarted when the kernel marks it
+//               interrupted (NLM_F_DUMP_INTR), delivered only from a complete, consistent attempt
+//   send_batch  an nfnetlink batch (batch.hpp) in one sendmsg(), the ack of every message collected
+// Every request carries a fresh sequence number; every reply is checked for sequence number and
+// port id (stale replies of an earlier request are skipped); receive buffers are sized to each
+// pending datagram (MSG_PEEK|MSG_TRUNC), so no reply is ever truncated.
+// One socket per namespace per process: callers keep theirs (link/addr/route/tc take a Socket&),
+// and code without one uses shared().
 #pragma once
 
-#include <libmnl/libmnl.h>
 #include <linux/netlink.h>
 
 #include <cstdint>
@@ -15,87 +21,25 @@
 #include <vector>
 
 #include "engine/base/result.hpp"
+#include "engine/netlink/batch.hpp"
+#include "engine/netlink/message.hpp"
 
 namespace plumb::netlink {
 
-/// A netlink message under construction, backed by a growable buffer. Puts are bounds-checked
-/// (libmnl *_check); a put that does not fit grows the buffer. Nests are RAII (Nest below).
-class Message {
- public:
-  /// type: e.g. RTM_NEWLINK; flags: NLM_F_REQUEST is always added. seq/pid are set by Socket.
-  Message(uint16_t type, uint16_t flags);
-
-  /// Appends a fixed family header (ifinfomsg, ifaddrmsg, rtmsg, genlmsghdr, ...) and returns it.
-  template <class T>
-  T* put_header() {
-    return static_cast<T*>(put_extra(sizeof(T)));
-  }
-  void* put_extra(size_t len);
-
-  void put_u8(uint16_t type, uint8_t v);
-  void put_u16(uint16_t type, uint16_t v);
-  void put_u32(uint16_t type, uint32_t v);
-  void put_u64(uint16_t type, uint64_t v);
-  void put_str(uint16_t type, const std::string& v);  // NUL-terminated (mnl_attr_put_strz)
-  void put(uint16_t type, const void* data, size_t len);
-  void put_flag(uint16_t type);
-
-  /// RAII nested attribute: opened on construction, closed (length fixed up) on destruction.
-  class Nest {
-   public:
-    Nest(Message& m, uint16_t type);
-    ~Nest();
-    Nest(const Nest&) = delete;
-    Nest& operator=(const Nest&) = delete;
-
-   private:
-    Message& m_;
-    size_t offset_;
-  };
-
-  /// The message header. Pointers returned by header()/put_header()/put_extra() are invalidated
-  /// by any later put (the buffer may grow): fill a header before adding attributes.
-  nlmsghdr* header();
-  const uint8_t* data() const { return buf_.data(); }
-  size_t size() const;  // nlmsg_len
-  std::vector<uint8_t> bytes() const { return {buf_.begin(), buf_.begin() + static_cast<long>(size())}; }
-  /// True when an attribute or nest exceeded the 64 KiB netlink attribute limit; Socket refuses
-  /// to send such a message (EMSGSIZE).
-  bool overflowed() const { return overflowed_; }
-
- private:
-  friend class Nest;
-  void reserve(size_t more);
-  std::vector<uint8_t> buf_;
-  bool overflowed_ = false;
-};
-
-/// Attribute table: attrs[type] is nullptr when absent. Filled by parse_attrs after validating
-/// each attribute's type against a policy (MNL_TYPE_*) — never read an attribute that was not
-/// validated.
-struct AttrPolicy {
-  uint16_t type;
-  mnl_attr_data_type kind;  // MNL_TYPE_U8, MNL_TYPE_U32, MNL_TYPE_NUL_STRING, MNL_TYPE_NESTED ...
-  size_t min_len = 0;       // for MNL_TYPE_BINARY: minimal payload length (fixed-width integer
-                            // types must match their size exactly, as mnl_attr_validate checks)
-};
-using AttrTable = std::vector<const nlattr*>;
-
-/// Parses the attributes following a family header of `header_len` bytes in `nlh`, validating
-/// each attribute listed in `policy` (unknown types are skipped). max_type sizes the table.
-/// Errors: EINVAL/ERANGE naming the attribute type that failed validation.
-[[nodiscard]] Result<AttrTable> parse_attrs(const nlmsghdr* nlh, size_t header_len, uint16_t max_type,
-                                            const std::vector<AttrPolicy>& policy);
-/// Same for the payload of a nested attribute.
-[[nodiscard]] Result<AttrTable> parse_nested(const nlattr* nest, uint16_t max_type,
-                                             const std::vector<AttrPolicy>& policy);
+/// Receives one reply message (a data message: type >= NLMSG_MIN_TYPE). An error stops delivery
+/// and is returned by the call that delivered it.
+using OnMessage = std::function<Status(const nlmsghdr*)>;
 
 /// A netlink socket. Not copyable; movable. Opened in the calling thread's current netns and
-/// stays bound to it for its lifetime.
+/// stays bound to it for its lifetime. Not thread-safe: one exchange at a time.
 class Socket {
  public:
+  /// Attempts of one dump() before an interrupted dump (NLM_F_DUMP_INTR) is reported as EINTR.
+  static constexpr int kDumpAttempts = 5;
+
   /// Opens a socket of `protocol` (NETLINK_ROUTE by default) with SOCK_CLOEXEC, binds it,
-  /// enables NETLINK_EXT_ACK and NETLINK_CAP_ACK. Errors: errno from socket/bind.
+  /// enables NETLINK_EXT_ACK and NETLINK_CAP_ACK. Errors: errno from socket/bind (EPROTONOSUPPORT
+  /// when the kernel lacks the protocol).
   [[nodiscard]] static Result<Socket> open(int protocol = NETLINK_ROUTE);
   /// Opens a socket inside the namespace open at `netns_fd` (enters it with a netns::Guard for
   /// the socket() call only; the socket stays bound to that namespace).
@@ -107,34 +51,69 @@ class Socket {
 
   /// Sends a change request (NLM_F_ACK is added) and waits for the kernel's ACK.
   /// `what` describes the operation for the error message. Errors: the kernel's errno with
-  /// its extended-ack text in Error::details.
+  /// its extended-ack text in Error::details; EMSGSIZE for an overflowed message; transport errnos.
   [[nodiscard]] Status request(Message& msg, const std::string& what);
 
-  /// Sends a request expecting reply messages (a GET, or NLM_F_DUMP); calls on_msg for each data
-  /// message of the reply, until NLMSG_DONE (dumps) or the single reply + ACK. A callback error
-  /// stops processing and is returned (the rest of the reply is drained).
-  [[nodiscard]] Status query(Message& msg, const std::string& what,
-                             const std::function<Status(const nlmsghdr*)>& on_msg);
+  /// Sends a request expecting reply messages (NLM_F_ACK is added) and calls on_msg for each data
+  /// message as it arrives, until the ACK or error. A request flagged NLM_F_DUMP is a dump() (the
+  /// NLM_F_DUMP bits collide with NLM_F_REPLACE|NLM_F_EXCL: do not query() such a change).
+  /// A callback error stops delivery and is returned (the rest of the reply is drained).
+  /// Errors: as request(), or the first callback error.
+  [[nodiscard]] Status query(Message& msg, const std::string& what, const OnMessage& on_msg);
 
-  /// Sends raw bytes already containing a complete request (used by generic-netlink and tests);
-  /// handles the reply like query(). Exposed for layers built on this socket (nftables batches).
-  /// Unlike request()/query() the flags are sent as built (NLM_F_ACK is not added; seq and pid are
-  /// still set): the reply ends at NLMSG_DONE, NLMSG_ERROR, or - without NLM_F_ACK - at the first
-  /// reply message lacking NLM_F_MULTI. A request that elicits no reply at all would block.
-  [[nodiscard]] Status transact(Message& msg, const std::string& what,
-                                const std::function<Status(const nlmsghdr*)>& on_msg);
+  /// Dumps (NLM_F_DUMP and NLM_F_ACK are added): receives the whole reply up to NLMSG_DONE; when
+  /// the kernel marks it interrupted by a concurrent change (NLM_F_DUMP_INTR) the whole dump is
+  /// requested again, up to kDumpAttempts times. Only the messages of the complete attempt are
+  /// then handed to on_msg, in order (held in memory until then: about the dump's size in bytes).
+  /// Errors: EINTR after kDumpAttempts interrupted attempts; the kernel's errno (e.g. ENOENT) with
+  /// its extended-ack text; the first callback error (delivery stops there).
+  [[nodiscard]] Status dump(Message& msg, const std::string& what, const OnMessage& on_msg);
 
+  /// Sends a finished nfnetlink batch in one sendmsg() and collects the ack of every message
+  /// (replies outside the batch's sequence range are stale and skipped; another port id is an
+  /// error) or the batch-level error. Kernel refusals are in the outcome, not errors.
+  /// Errors (transport only): send/receive errno, ETIMEDOUT when acks are still missing after
+  /// 5 s, ESRCH for a reply carrying another port id; kInternal for a batch not finish()ed.
+  [[nodiscard]] Result<BatchOutcome> send_batch(const Batch& b, const std::string& what);
+
+  /// Reserves `count` consecutive sequence numbers (for a Batch) and returns the first; requests
+  /// sent afterwards get numbers after them. Never returns 0 and never wraps inside a range.
+  [[nodiscard]] uint32_t reserve_seq(uint32_t count);
+
+  /// How many times dump() restarted an interrupted dump on this socket (diagnostics, tests).
+  uint64_t dump_restarts() const { return restarts_; }
+  /// False once an exchange failed midway (receive or protocol error): replies may be left
+  /// unread, so shared() replaces such a socket.
+  bool healthy() const { return healthy_; }
+  int protocol() const { return protocol_; }
   uint32_t port_id() const;
   int fd() const;
 
  private:
-  explicit Socket(mnl_socket* nl);
-  Status exchange(Message& msg, const std::string& what, const std::function<Status(const nlmsghdr*)>* on_msg,
-                  bool add_ack);
+  struct Reply;
+  Socket(mnl_socket* nl, int protocol);
+  Result<uint32_t> send_request(Message& msg, const std::string& what);
+  Result<Reply> exchange(Message& msg, const std::string& what, const std::function<void(const nlmsghdr*)>& sink);
+  Status await_reply(uint32_t seq, const std::string& what, const std::function<void(const nlmsghdr*)>& sink,
+                     Reply& reply);
+  Status receive_acks(const Batch& b, const std::string& what, BatchOutcome& out);
   Result<size_t> receive(const std::string& what);
+  Status walk(size_t len, const std::string& what, const std::function<void(const nlmsghdr*)>& visit);
+
   mnl_socket* nl_ = nullptr;
+  int protocol_ = 0;
   uint32_t seq_ = 0;
+  uint64_t restarts_ = 0;
+  bool healthy_ = true;
   std::vector<uint8_t> rxbuf_;
 };
+
+/// The calling thread's socket of `protocol` in its current network namespace, for code that
+/// has none of its own (nftables, conntrack, the RDMA mode, vDPA): opened on first use, kept, and
+/// handed out again while the thread stays in that namespace (checked by the namespace's inode on
+/// each call) in the same process (a forked child opens its own). One namespace is remembered per
+/// protocol; a socket that is no longer healthy() is replaced. The caller may hold the pointer
+/// as long as it likes. Errors: as Socket::open.
+[[nodiscard]] Result<std::shared_ptr<Socket>> shared(int protocol);
 
 }  // namespace plumb::netlink

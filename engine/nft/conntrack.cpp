@@ -7,184 +7,120 @@
 #include <sys/socket.h>
 
 #include <algorithm>
-#include <array>
 #include <cerrno>
 #include <cstring>
-#include <ctime>
-#include <memory>
+#include <functional>
 #include <string>
+
+#include "engine/nft/nfnl.hpp"
 
 namespace plumb::nft::conntrack {
 namespace {
 
-constexpr size_t kRecvBuf = 64 * 1024;
+using netlink::AttrPolicy;
+
 constexpr const char* kNoCtnetlink =
     "conntrack: the kernel has no conntrack netlink (CONFIG_NF_CT_NETLINK / nf_conntrack_netlink): "
     "UDP flows of host ports cannot be flushed";
 
-struct SocketClose {
-  void operator()(mnl_socket* nl) const { mnl_socket_close(nl); }
-};
-using SocketPtr = std::unique_ptr<mnl_socket, SocketClose>;
-
-Result<SocketPtr> open_socket() {
-  SocketPtr nl(mnl_socket_open2(NETLINK_NETFILTER, SOCK_CLOEXEC));
-  if (!nl) {
-    const int err = errno;
-    if (err == EPROTONOSUPPORT || err == EAFNOSUPPORT) return std::unexpected(Error{cni_code::kKernelFeature, err, kNoCtnetlink, {}});
-    return fail_errno(err, "conntrack: open NETLINK_NETFILTER socket");
+/// The node's NETLINK_NETFILTER socket (shared with nftables).
+Result<nfnl::Session> open_session() {
+  auto s = nfnl::Session::open();
+  if (!s && s.error().cni_code == cni_code::kKernelFeature) {
+    return std::unexpected(Error{cni_code::kKernelFeature, s.error().sys_errno, kNoCtnetlink, {}});
   }
-  if (mnl_socket_bind(nl.get(), 0, MNL_SOCKET_AUTOPID) < 0) return fail_errno(errno, "conntrack: bind netlink socket");
-  return nl;
+  if (!s) return std::unexpected(s.error().within("conntrack"));
+  return s;
 }
 
-nlmsghdr* put_header(char* buf, uint16_t msg, uint16_t flags, uint32_t seq, int family) {
-  nlmsghdr* nlh = mnl_nlmsg_put_header(buf);
-  nlh->nlmsg_type = static_cast<uint16_t>((NFNL_SUBSYS_CTNETLINK << 8) | msg);
-  nlh->nlmsg_flags = static_cast<uint16_t>(NLM_F_REQUEST | flags);
-  nlh->nlmsg_seq = seq;
-  auto* nfg = static_cast<nfgenmsg*>(mnl_nlmsg_put_extra_header(nlh, sizeof(nfgenmsg)));
+netlink::Message ct_message(uint16_t msg, uint16_t flags, int family) {
+  netlink::Message m(static_cast<uint16_t>((NFNL_SUBSYS_CTNETLINK << 8) | msg), flags);
+  auto* nfg = m.put_header<nfgenmsg>();
   nfg->nfgen_family = static_cast<uint8_t>(family);
   nfg->version = NFNETLINK_V0;
   nfg->res_id = 0;
-  return nlh;
+  return m;
 }
 
 // ---- policy-validated parsing --------------------------------------------------------------
 
-template <size_t N>
-struct Attrs {
-  std::array<const nlattr*, N + 1> tb{};
+// The attributes we read, per nest; anything else is skipped.
+const std::vector<AttrPolicy> kTopPolicy = {
+    {CTA_TUPLE_ORIG, MNL_TYPE_NESTED}, {CTA_TUPLE_REPLY, MNL_TYPE_NESTED},
+    {CTA_ID, MNL_TYPE_U32},            {CTA_ZONE, MNL_TYPE_U16},
 };
-
-// Types of the attributes we read, per nest; anything else is skipped.
-int validate_top(const nlattr* a) {
-  switch (mnl_attr_get_type(a)) {
-    case CTA_TUPLE_ORIG:
-    case CTA_TUPLE_REPLY: return mnl_attr_validate(a, MNL_TYPE_NESTED);
-    case CTA_ID: return mnl_attr_validate(a, MNL_TYPE_U32);
-    case CTA_ZONE: return mnl_attr_validate(a, MNL_TYPE_U16);
-    default: return 0;
-  }
-}
-int validate_tuple(const nlattr* a) {
-  switch (mnl_attr_get_type(a)) {
-    case CTA_TUPLE_IP:
-    case CTA_TUPLE_PROTO: return mnl_attr_validate(a, MNL_TYPE_NESTED);
-    default: return 0;
-  }
-}
-int validate_ip(const nlattr* a) {
-  switch (mnl_attr_get_type(a)) {
-    case CTA_IP_V4_SRC:
-    case CTA_IP_V4_DST: return mnl_attr_validate(a, MNL_TYPE_U32);
-    case CTA_IP_V6_SRC:
-    case CTA_IP_V6_DST: return mnl_attr_validate2(a, MNL_TYPE_BINARY, 16);
-    default: return 0;
-  }
-}
-int validate_proto(const nlattr* a) {
-  switch (mnl_attr_get_type(a)) {
-    case CTA_PROTO_NUM: return mnl_attr_validate(a, MNL_TYPE_U8);
-    case CTA_PROTO_SRC_PORT:
-    case CTA_PROTO_DST_PORT: return mnl_attr_validate(a, MNL_TYPE_U16);
-    default: return 0;
-  }
-}
-
-template <size_t N, int (*Validate)(const nlattr*)>
-int collect_cb(const nlattr* a, void* data) {
-  const uint16_t type = mnl_attr_get_type(a);
-  if (type > N) return MNL_CB_OK;
-  if (Validate(a) < 0) return MNL_CB_ERROR;
-  static_cast<Attrs<N>*>(data)->tb[type] = a;
-  return MNL_CB_OK;
-}
-
-bool parse_addr(const nlattr* a, int family, IpAddr& out) {
-  if (a == nullptr) return false;
-  out = IpAddr{};
-  out.family = family;
-  const size_t len = family == AF_INET ? 4 : 16;
-  if (mnl_attr_get_payload_len(a) != len) return false;
-  std::memcpy(out.bytes.data(), mnl_attr_get_payload(a), len);
-  return true;
-}
+const std::vector<AttrPolicy> kTuplePolicy = {
+    {CTA_TUPLE_IP, MNL_TYPE_NESTED},
+    {CTA_TUPLE_PROTO, MNL_TYPE_NESTED},
+};
+const std::vector<AttrPolicy> kIpPolicy = {
+    {CTA_IP_V4_SRC, MNL_TYPE_U32},         {CTA_IP_V4_DST, MNL_TYPE_U32},
+    {CTA_IP_V6_SRC, MNL_TYPE_BINARY, 16},  {CTA_IP_V6_DST, MNL_TYPE_BINARY, 16},
+};
+const std::vector<AttrPolicy> kProtoPolicy = {
+    {CTA_PROTO_NUM, MNL_TYPE_U8},
+    {CTA_PROTO_SRC_PORT, MNL_TYPE_U16},
+    {CTA_PROTO_DST_PORT, MNL_TYPE_U16},
+};
 
 bool parse_tuple(const nlattr* nest, int family, Tuple& t) {
-  Attrs<CTA_TUPLE_MAX> tuple;
-  if (mnl_attr_parse_nested(nest, collect_cb<CTA_TUPLE_MAX, validate_tuple>, &tuple) < 0) return false;
-  if (tuple.tb[CTA_TUPLE_IP] == nullptr || tuple.tb[CTA_TUPLE_PROTO] == nullptr) return false;
-  Attrs<CTA_IP_MAX> ip;
-  if (mnl_attr_parse_nested(tuple.tb[CTA_TUPLE_IP], collect_cb<CTA_IP_MAX, validate_ip>, &ip) < 0) return false;
+  auto tuple = netlink::parse_nested(nest, CTA_TUPLE_MAX, kTuplePolicy);
+  if (!tuple || (*tuple)[CTA_TUPLE_IP] == nullptr || (*tuple)[CTA_TUPLE_PROTO] == nullptr) return false;
+  auto ip = netlink::parse_nested((*tuple)[CTA_TUPLE_IP], CTA_IP_MAX, kIpPolicy);
+  if (!ip) return false;
   const bool v4 = family == AF_INET;
-  if (!parse_addr(ip.tb[v4 ? CTA_IP_V4_SRC : CTA_IP_V6_SRC], family, t.src)) return false;
-  if (!parse_addr(ip.tb[v4 ? CTA_IP_V4_DST : CTA_IP_V6_DST], family, t.dst)) return false;
-  Attrs<CTA_PROTO_MAX> proto;
-  if (mnl_attr_parse_nested(tuple.tb[CTA_TUPLE_PROTO], collect_cb<CTA_PROTO_MAX, validate_proto>, &proto) < 0) {
-    return false;
-  }
-  if (proto.tb[CTA_PROTO_NUM] == nullptr) return false;
-  t.l4proto = mnl_attr_get_u8(proto.tb[CTA_PROTO_NUM]);
-  t.sport = proto.tb[CTA_PROTO_SRC_PORT] ? ntohs(mnl_attr_get_u16(proto.tb[CTA_PROTO_SRC_PORT])) : 0;
-  t.dport = proto.tb[CTA_PROTO_DST_PORT] ? ntohs(mnl_attr_get_u16(proto.tb[CTA_PROTO_DST_PORT])) : 0;
+  const nlattr* src = (*ip)[v4 ? CTA_IP_V4_SRC : CTA_IP_V6_SRC];
+  const nlattr* dst = (*ip)[v4 ? CTA_IP_V4_DST : CTA_IP_V6_DST];
+  if (src == nullptr || dst == nullptr) return false;
+  auto s = netlink::read_addr(src, family);
+  auto d = netlink::read_addr(dst, family);
+  if (!s || !d) return false;
+  t.src = *s;
+  t.dst = *d;
+  auto proto = netlink::parse_nested((*tuple)[CTA_TUPLE_PROTO], CTA_PROTO_MAX, kProtoPolicy);
+  if (!proto || (*proto)[CTA_PROTO_NUM] == nullptr) return false;
+  const auto& p = *proto;
+  t.l4proto = mnl_attr_get_u8(p[CTA_PROTO_NUM]);
+  t.sport = p[CTA_PROTO_SRC_PORT] ? ntohs(mnl_attr_get_u16(p[CTA_PROTO_SRC_PORT])) : 0;
+  t.dport = p[CTA_PROTO_DST_PORT] ? ntohs(mnl_attr_get_u16(p[CTA_PROTO_DST_PORT])) : 0;
   return true;
 }
 
-struct DumpCtx {
-  int family;
-  std::vector<Entry> entries;
-  bool malformed = false;
-};
-
-int dump_cb(const nlmsghdr* nlh, void* data) {
-  auto* ctx = static_cast<DumpCtx*>(data);
-  if ((nlh->nlmsg_type & 0xff) != IPCTNL_MSG_CT_NEW) return MNL_CB_OK;
+/// One IPCTNL_MSG_CT_NEW of the dump; nullopt for other messages and for entries that do not
+/// parse (skipped: the rest of the dump is still used).
+std::optional<Entry> parse_entry(const nlmsghdr* nlh, int family) {
+  if (NFNL_MSG_TYPE(nlh->nlmsg_type) != IPCTNL_MSG_CT_NEW) return std::nullopt;
+  auto top = netlink::parse_attrs(nlh, sizeof(nfgenmsg), CTA_MAX, kTopPolicy);
+  if (!top) return std::nullopt;
   const auto* nfg = static_cast<const nfgenmsg*>(mnl_nlmsg_get_payload(nlh));
-  if (nlh->nlmsg_len < mnl_nlmsg_size(sizeof(nfgenmsg)) || nfg->nfgen_family != ctx->family) return MNL_CB_OK;
-  Attrs<CTA_MAX> top;
+  const auto& tb = *top;
   Entry e;
-  if (mnl_attr_parse(nlh, sizeof(nfgenmsg), collect_cb<CTA_MAX, validate_top>, &top) < 0 ||
-      top.tb[CTA_TUPLE_ORIG] == nullptr || top.tb[CTA_TUPLE_REPLY] == nullptr ||
-      !parse_tuple(top.tb[CTA_TUPLE_ORIG], ctx->family, e.orig) ||
-      !parse_tuple(top.tb[CTA_TUPLE_REPLY], ctx->family, e.reply)) {
-    ctx->malformed = true;  // skip this entry, keep the rest of the dump
-    return MNL_CB_OK;
+  if (nfg->nfgen_family != family || tb[CTA_TUPLE_ORIG] == nullptr || tb[CTA_TUPLE_REPLY] == nullptr ||
+      !parse_tuple(tb[CTA_TUPLE_ORIG], family, e.orig) || !parse_tuple(tb[CTA_TUPLE_REPLY], family, e.reply)) {
+    return std::nullopt;
   }
-  if (top.tb[CTA_ID]) e.id = ntohl(mnl_attr_get_u32(top.tb[CTA_ID]));
-  if (top.tb[CTA_ZONE]) e.zone = ntohs(mnl_attr_get_u16(top.tb[CTA_ZONE]));
-  ctx->entries.push_back(std::move(e));
-  return MNL_CB_OK;
+  if (tb[CTA_ID]) e.id = ntohl(mnl_attr_get_u32(tb[CTA_ID]));
+  if (tb[CTA_ZONE]) e.zone = ntohs(mnl_attr_get_u16(tb[CTA_ZONE]));
+  return e;
 }
 
-Result<std::vector<Entry>> dump(mnl_socket* nl, int family, uint32_t& seq) {
-  std::vector<char> buf(kRecvBuf);
+/// The entries of `family` for which `keep` is true.
+Result<std::vector<Entry>> dump(netlink::Socket& nl, int family, const std::function<bool(const Entry&)>& keep) {
   const std::string what = std::string("conntrack: dump the ") + (family == AF_INET ? "IPv4" : "IPv6") + " table";
-  nlmsghdr* nlh = put_header(buf.data(), IPCTNL_MSG_CT_GET, NLM_F_DUMP, ++seq, family);
-  if (mnl_socket_sendto(nl, nlh, nlh->nlmsg_len) < 0) return fail_errno(errno, what);
-  DumpCtx ctx{family, {}};
-  const uint32_t portid = mnl_socket_get_portid(nl);
-  for (;;) {
-    ssize_t n = mnl_socket_recvfrom(nl, buf.data(), buf.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return fail_errno(errno, what + " (receive)");
-    }
-    int r = mnl_cb_run(buf.data(), static_cast<size_t>(n), seq, portid, dump_cb, &ctx);
-    if (r == MNL_CB_STOP) break;
-    if (r < 0) {
-      const int err = errno;
-      // nfnetlink answers a request for a subsystem that is not registered with EINVAL (or
-      // EOPNOTSUPP): the dump request itself is well formed.
-      if (err == EINVAL || err == EOPNOTSUPP) return std::unexpected(Error{cni_code::kKernelFeature, err, kNoCtnetlink, {}});
-      return fail_errno(err, what);
-    }
+  netlink::Message m = ct_message(IPCTNL_MSG_CT_GET, NLM_F_DUMP, family);
+  std::vector<Entry> entries;
+  auto st = nl.dump(m, what, [&](const nlmsghdr* nlh) -> Status {
+    if (auto e = parse_entry(nlh, family); e && keep(*e)) entries.push_back(std::move(*e));
+    return {};
+  });
+  if (!st) {
+    const int err = st.error().sys_errno;
+    // nfnetlink answers a request for a subsystem that is not registered with EINVAL (or
+    // EOPNOTSUPP): the dump request itself is well formed.
+    if (err == EINVAL || err == EOPNOTSUPP) return std::unexpected(Error{cni_code::kKernelFeature, err, kNoCtnetlink, {}});
+    return std::unexpected(st.error());
   }
-  return std::move(ctx.entries);
-}
-
-void put_addr(nlmsghdr* nlh, uint16_t type, const IpAddr& a) {
-  mnl_attr_put(nlh, type, a.size(), a.bytes.data());
+  return entries;
 }
 
 std::string entry_text(const Entry& e) {
@@ -204,61 +140,59 @@ bool matches(const Filter& f, const Entry& e) {
 
 Result<std::vector<Entry>> list(int family) {
   if (family != AF_INET && family != AF_INET6) return fail(cni_code::kInvalidConfig, "conntrack: family must be IPv4 or IPv6");
-  SocketPtr nl = PLUMB_TRY(open_socket());
-  uint32_t seq = static_cast<uint32_t>(time(nullptr));
-  return dump(nl.get(), family, seq);
+  nfnl::Session s = PLUMB_TRY(open_session());
+  return dump(s.socket(), family, [](const Entry&) { return true; });
+}
+
+//   nlmsghdr {type (NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_DELETE, REQUEST|ACK}
+//   nfgenmsg {family, NFNETLINK_V0, res_id 0}
+//   CTA_TUPLE_ORIG (nested)
+//   +-- CTA_TUPLE_IP (nested):    CTA_IP_V4_SRC|V6_SRC, CTA_IP_V4_DST|V6_DST (network order)
+//   +-- CTA_TUPLE_PROTO (nested): CTA_PROTO_NUM u8, CTA_PROTO_SRC_PORT be16, CTA_PROTO_DST_PORT be16
+//   [CTA_ZONE be16] [CTA_ID be32]
+netlink::Message build_delete(int family, const Entry& e) {
+  netlink::Message m = ct_message(IPCTNL_MSG_CT_DELETE, NLM_F_ACK, family);
+  const bool v4 = family == AF_INET;
+  {
+    netlink::Message::Nest orig(m, CTA_TUPLE_ORIG);
+    {
+      netlink::Message::Nest ip(m, CTA_TUPLE_IP);
+      m.put(v4 ? CTA_IP_V4_SRC : CTA_IP_V6_SRC, e.orig.src.bytes.data(), e.orig.src.size());
+      m.put(v4 ? CTA_IP_V4_DST : CTA_IP_V6_DST, e.orig.dst.bytes.data(), e.orig.dst.size());
+    }
+    netlink::Message::Nest proto(m, CTA_TUPLE_PROTO);
+    m.put_u8(CTA_PROTO_NUM, e.orig.l4proto);
+    m.put_u16(CTA_PROTO_SRC_PORT, htons(e.orig.sport));
+    m.put_u16(CTA_PROTO_DST_PORT, htons(e.orig.dport));
+  }
+  if (e.zone) m.put_u16(CTA_ZONE, htons(*e.zone));
+  if (e.id) m.put_u32(CTA_ID, htonl(*e.id));
+  return m;
 }
 
 size_t build_delete(char* buf, uint32_t seq, int family, const Entry& e) {
-  nlmsghdr* nlh = put_header(buf, IPCTNL_MSG_CT_DELETE, NLM_F_ACK, seq, family);
-  const bool v4 = family == AF_INET;
-  nlattr* orig = mnl_attr_nest_start(nlh, CTA_TUPLE_ORIG);
-  nlattr* ip = mnl_attr_nest_start(nlh, CTA_TUPLE_IP);
-  put_addr(nlh, v4 ? CTA_IP_V4_SRC : CTA_IP_V6_SRC, e.orig.src);
-  put_addr(nlh, v4 ? CTA_IP_V4_DST : CTA_IP_V6_DST, e.orig.dst);
-  mnl_attr_nest_end(nlh, ip);
-  nlattr* proto = mnl_attr_nest_start(nlh, CTA_TUPLE_PROTO);
-  mnl_attr_put_u8(nlh, CTA_PROTO_NUM, e.orig.l4proto);
-  mnl_attr_put_u16(nlh, CTA_PROTO_SRC_PORT, htons(e.orig.sport));
-  mnl_attr_put_u16(nlh, CTA_PROTO_DST_PORT, htons(e.orig.dport));
-  mnl_attr_nest_end(nlh, proto);
-  mnl_attr_nest_end(nlh, orig);
-  if (e.zone) mnl_attr_put_u16(nlh, CTA_ZONE, htons(*e.zone));
-  if (e.id) mnl_attr_put_u32(nlh, CTA_ID, htonl(*e.id));
-  return nlh->nlmsg_len;
+  netlink::Message m = build_delete(family, e);
+  m.header()->nlmsg_seq = seq;
+  std::memcpy(buf, m.data(), m.size());
+  return m.size();
 }
 
 Result<size_t> remove_matching(const std::vector<Filter>& filters) {
   if (filters.empty()) return size_t{0};
-  SocketPtr nl = PLUMB_TRY(open_socket());
-  uint32_t seq = static_cast<uint32_t>(time(nullptr));
-  const uint32_t portid = mnl_socket_get_portid(nl.get());
+  nfnl::Session s = PLUMB_TRY(open_session());
   size_t deleted = 0;
   for (int family : {AF_INET, AF_INET6}) {
     if (std::none_of(filters.begin(), filters.end(), [&](const Filter& f) { return f.family == family; })) continue;
-    auto entries = PLUMB_TRY(dump(nl.get(), family, seq));
-    std::vector<char> buf(MNL_SOCKET_BUFFER_SIZE);
-    for (const Entry& e : entries) {
-      if (std::none_of(filters.begin(), filters.end(), [&](const Filter& f) { return matches(f, e); })) continue;
-      const uint32_t s = ++seq;
-      const size_t len = build_delete(buf.data(), s, family, e);
-      const std::string what = "conntrack: delete entry " + entry_text(e);
-      if (mnl_socket_sendto(nl.get(), buf.data(), len) < 0) return fail_errno(errno, what);
-      for (;;) {
-        ssize_t n = mnl_socket_recvfrom(nl.get(), buf.data(), buf.size());
-        if (n < 0) {
-          if (errno == EINTR) continue;
-          return fail_errno(errno, what + " (receive ack)");
-        }
-        int r = mnl_cb_run(buf.data(), static_cast<size_t>(n), s, portid, nullptr, nullptr);
-        if (r == MNL_CB_STOP) {
-          ++deleted;
-          break;
-        }
-        if (r < 0) {
-          if (errno == ENOENT) break;  // timed out or deleted meanwhile
-          return fail_errno(errno, what);
-        }
+    auto matching = PLUMB_TRY(dump(s.socket(), family, [&](const Entry& e) {
+      return std::any_of(filters.begin(), filters.end(), [&](const Filter& f) { return matches(f, e); });
+    }));
+    for (const Entry& e : matching) {
+      netlink::Message m = build_delete(family, e);
+      auto st = s.socket().request(m, "conntrack: delete entry " + entry_text(e));
+      if (st) {
+        ++deleted;
+      } else if (st.error().sys_errno != ENOENT) {  // ENOENT: timed out or deleted meanwhile
+        return std::unexpected(st.error());
       }
     }
   }

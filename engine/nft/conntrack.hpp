@@ -1,7 +1,8 @@
 // Conntrack entries over ctnetlink (NETLINK_NETFILTER, subsystem NFNL_SUBSYS_CTNETLINK), in the
 // calling thread's network namespace: list them and delete selected ones. Used to flush the UDP
 // flows of a released (or newly claimed) host port, which would otherwise keep following their
-// old NAT binding until they time out. Messages are written with libmnl; every delete is acked.
+// old NAT binding until they time out. Messages go through the node's shared NETLINK_NETFILTER
+// socket (netlink::shared, the one nftables uses); every delete is acked.
 //
 //   IPCTNL_MSG_CT_DELETE request (one per entry):
 //   nlmsghdr | nfgenmsg {family, NFNETLINK_V0, 0}
@@ -16,6 +17,7 @@
 
 #include "engine/base/ip.hpp"
 #include "engine/base/result.hpp"
+#include "engine/netlink/message.hpp"
 
 namespace plumb::nft::conntrack {
 
@@ -51,8 +53,10 @@ struct Filter {
 /// conntrack netlink (CONFIG_NF_CT_NETLINK); kKernel with errno otherwise.
 [[nodiscard]] Result<std::vector<Entry>> list(int family);
 
-/// Builds the IPCTNL_MSG_CT_DELETE request for `e` into `buf` (for golden tests); returns its
-/// length. buf must hold at least 256 bytes.
+/// The IPCTNL_MSG_CT_DELETE request for `e` (flags REQUEST|ACK; seq and port id are set when sent).
+[[nodiscard]] netlink::Message build_delete(int family, const Entry& e);
+/// The same request numbered `seq`, copied into `buf` (for golden tests); returns its length.
+/// buf must hold at least 256 bytes.
 size_t build_delete(char* buf, uint32_t seq, int family, const Entry& e);
 
 /// Deletes every entry matching one of `filters`; returns how many the kernel deleted (entries

@@ -1,44 +1,37 @@
-// nftables transactions over nfnetlink: one Batch (NFNL_MSG_BATCH_BEGIN, the messages,
-// NFNL_MSG_BATCH_END) is sent with one sendmsg() and applied by the kernel atomically: all
-// messages or none. Every message carries NLM_F_ACK and its own sequence number, so the kernel
-// answers each one; Session::send() collects every ack of the batch (checking port id and
-// sequence range) and keeps the extended-ack text (NETLINK_EXT_ACK) of each error.
+// nftables transactions over plumb's netlink transport (engine/netlink): a Batch of NFT_MSG_*
+// messages built by libnftnl, framed as one nfnetlink batch (netlink/batch.hpp has the layout)
+// and applied by the kernel atomically: all messages or none. Session::send() collects every
+// ack of the batch (sequence range and port id checked) with the extended-ack text of each error.
 // Internal to engine/nft.
-//
-//   sendmsg buffer (mnl_nlmsg_batch):
-//   +--------------------+-----------------+-----+-----------------+------------------+
-//   | nlmsghdr BEGIN     | nlmsghdr        |     | nlmsghdr        | nlmsghdr END     |
-//   | seq S, nfgenmsg    | seq S+1 NEW*/   | ... | seq S+n         | seq S+n+1        |
-//   | res_id=NFTABLES    | DEL* + attrs    |     |                 |                  |
-//   +--------------------+-----------------+-----+-----------------+------------------+
-//   replies: one NLMSG_ERROR per message S+1..S+n (error 0 = ok); a failure of the whole
-//   transaction (no nf_tables, commit error) is an NLMSG_ERROR for seq S.
 #pragma once
 
 #include <libmnl/libmnl.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/base/result.hpp"
+#include "engine/netlink/socket.hpp"
 #include "engine/nft/objects.hpp"
 
 namespace plumb::nft::nfnl {
 
-/// One batch under construction. Messages are numbered 0..count()-1 in the order added.
+/// The kernel's answer to one message, and to a whole batch (netlink/batch.hpp).
+using Ack = netlink::Ack;
+using Outcome = netlink::BatchOutcome;
+
+/// One nftables batch under construction. Messages are numbered 0..count()-1 in the order added.
 class Batch {
  public:
   /// first_seq: sequence number of BATCH_BEGIN; messages get first_seq+1, +2, ...
   /// limit: maximum batch size in bytes (every single message is far smaller).
-  explicit Batch(uint32_t first_seq, size_t limit = 64 * 1024);
-  ~Batch();
-  Batch(const Batch&) = delete;
-  Batch& operator=(const Batch&) = delete;
+  explicit Batch(uint32_t first_seq, size_t limit = netlink::Batch::kDefaultLimit);
 
-  /// Each add_* appends one NFT_MSG_* message `type` (e.g. NFT_MSG_NEWTABLE) with
+  /// Each add_* appends one NFT_MSG_* message `type` (e.g. NFT_MSG_NEWTABLE) of family inet with
   /// NLM_F_REQUEST|NLM_F_ACK|flags and returns its index.
   ///   what     names the operation in errors ("create chain inet plumb postrouting").
   ///   feature  when non-empty, ENOENT for this message means the kernel lacks this feature
@@ -55,42 +48,24 @@ class Batch {
   [[nodiscard]] Status finish();
 
   size_t count() const { return what_.size(); }
-  uint32_t first_seq() const { return first_seq_; }
+  uint32_t first_seq() const { return messages_.first_seq(); }
   /// Sequence number of message i.
-  uint32_t seq_of(size_t i) const { return first_seq_ + 1 + static_cast<uint32_t>(i); }
-  uint32_t end_seq() const { return first_seq_ + 1 + static_cast<uint32_t>(count()); }
+  uint32_t seq_of(size_t i) const { return messages_.seq_of(i); }
+  uint32_t end_seq() const { return messages_.end_seq(); }
   const std::string& what(size_t i) const { return what_[i]; }
   const std::string& feature(size_t i) const { return feature_[i]; }
-  const void* data() const;
-  size_t size() const;
+  const void* data() const { return messages_.data(); }
+  size_t size() const { return messages_.size(); }
+  /// The framed batch, as Socket::send_batch takes it.
+  const netlink::Batch& messages() const { return messages_; }
 
  private:
-  nlmsghdr* begin_message(uint16_t type, uint16_t flags, std::string what, std::string feature);
-  void end_message();
+  size_t add(uint16_t type, uint16_t flags, std::string what, std::string feature,
+             const std::function<void(nlmsghdr*)>& payload);
 
-  uint32_t first_seq_;
-  std::vector<char> buf_;
-  mnl_nlmsg_batch* batch_ = nullptr;
-  bool overflow_ = false;
-  bool finished_ = false;
+  netlink::Batch messages_;
   std::vector<std::string> what_;
   std::vector<std::string> feature_;
-};
-
-/// The kernel's answer to one message.
-struct Ack {
-  bool seen = false;
-  int err = 0;        ///< positive errno, 0 = accepted
-  std::string ext;    ///< extended-ack text (NLMSGERR_ATTR_MSG), may be empty
-};
-
-/// The kernel's answers to a batch.
-struct Outcome {
-  std::vector<Ack> acks;  ///< one per message, in batch order
-  int batch_err = 0;      ///< error reported for BATCH_BEGIN (whole transaction refused)
-  std::string batch_ext;
-  /// True when the transaction was committed (no error anywhere).
-  [[nodiscard]] bool ok() const;
 };
 
 /// Converts a failed outcome into plumb's Error: the first failed message names the operation;
@@ -98,21 +73,23 @@ struct Outcome {
 /// subsystem), give cni_code::kKernelFeature. Precondition: !out.ok().
 [[nodiscard]] Error to_error(const Batch& b, const Outcome& out);
 
-/// A NETLINK_NETFILTER socket bound in the calling thread's current network namespace.
+/// A single (not batched) NFT_MSG_* request of family `family` built by libnftnl: `payload`
+/// writes the attributes after the header (libnftnl writes unchecked: 64 KiB are reserved).
+[[nodiscard]] netlink::Message request(uint16_t type, uint16_t family, uint16_t flags,
+                                      const std::function<void(nlmsghdr*)>& payload);
+
+/// nftables access in the calling thread's current network namespace, over the thread's shared
+/// NETLINK_NETFILTER socket of that namespace (netlink::shared). Cheap to open and copy.
 class Session {
  public:
-  /// Opens and binds the socket (SOCK_CLOEXEC) with NETLINK_EXT_ACK and NETLINK_CAP_ACK.
   /// Errors: kKernelFeature when the kernel has no nfnetlink; errno otherwise.
   [[nodiscard]] static Result<Session> open();
-  Session(Session&&) noexcept;
-  Session& operator=(Session&&) noexcept;
-  ~Session();
 
-  /// A new empty batch numbered after the previous one.
+  /// A new empty batch numbered after everything sent so far on the socket.
   [[nodiscard]] std::unique_ptr<Batch> batch();
   /// Sends a finished batch in one sendmsg() and collects the ack of every message (or the
-  /// batch-level error). Errors (transport only): send/recv errno, ETIMEDOUT when acks are
-  /// missing after 5 s, EPROTO for a reply from another port id. Kernel refusals are in Outcome.
+  /// batch-level error). Errors (transport only): as netlink::Socket::send_batch. Kernel refusals
+  /// are in the Outcome.
   [[nodiscard]] Result<Outcome> send(const Batch& b);
 
   /// Reads the rules of chain `chain` of table inet `table` with a plain NFT_MSG_GETRULE dump (no
@@ -121,10 +98,12 @@ class Session {
   /// Errors: transport errno, or a kernel error other than ENOENT.
   [[nodiscard]] Result<std::optional<std::string>> first_rule_comment(const std::string& table, const std::string& chain);
 
+  /// The socket, for GET requests and dumps of other nfnetlink subsystems (conntrack).
+  netlink::Socket& socket() { return *socket_; }
+
  private:
-  explicit Session(mnl_socket* nl);
-  mnl_socket* nl_ = nullptr;
-  uint32_t seq_ = 0;
+  explicit Session(std::shared_ptr<netlink::Socket> s) : socket_(std::move(s)) {}
+  std::shared_ptr<netlink::Socket> socket_;
 };
 
 }  // namespace plumb::nft::nfnl

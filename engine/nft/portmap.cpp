@@ -15,7 +15,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
-#include <ctime>
 #include <map>
 #include <memory>
 #include <set>
@@ -37,7 +36,6 @@ using nfnl::Session;
 constexpr int32_t kPrioDstnat = -100;  // NF_IP_PRI_NAT_DST, "priority dstnat"
 constexpr int32_t kPrioSrcnat = 100;   // NF_IP_PRI_NAT_SRC, "priority srcnat"
 constexpr int kAttempts = 3;
-constexpr size_t kQueryBuf = 16 * 1024;
 
 // Set ids of the base transaction (ids are scoped to one transaction).
 enum SetId : uint32_t {
@@ -164,82 +162,46 @@ struct Element {
   std::string comment;
 };
 
-struct SocketClose {
-  void operator()(mnl_socket* nl) const { mnl_socket_close(nl); }
-};
-
-// A NETLINK_NETFILTER socket for single-element GET requests (replies are read with mnl_cb_run,
-// which checks sequence number and port id).
-class Query {
- public:
-  static Result<Query> open() {
-    std::unique_ptr<mnl_socket, SocketClose> nl(mnl_socket_open2(NETLINK_NETFILTER, SOCK_CLOEXEC));
-    if (!nl) return fail_errno(errno, "nftables: open NETLINK_NETFILTER socket");
-    if (mnl_socket_bind(nl.get(), 0, MNL_SOCKET_AUTOPID) < 0) return fail_errno(errno, "nftables: bind netlink socket");
-    return Query(std::move(nl));
-  }
-
-  /// The element of `set` with `key`, nullopt if absent (or no such set/table).
-  Result<std::optional<Element>> get(const std::string& set, const std::vector<uint8_t>& key) {
-    const std::string what = "nftables: get element of " + set_ref_text(set);
-    std::vector<char> buf(kQueryBuf);
-    const uint32_t seq = ++seq_;
-    nlmsghdr* nlh = nftnl_nlmsg_build_hdr(buf.data(), NFT_MSG_GETSETELEM, obj::kFamily, NLM_F_ACK, seq);
-    obj::Set ref = pmobj::set_ref(kTableName, set);
-    pmobj::add_element(ref.get(), key);
-    nftnl_set_elems_nlmsg_build_payload(nlh, ref.get());
-    if (mnl_socket_sendto(nl_.get(), nlh, nlh->nlmsg_len) < 0) return fail_errno(errno, what);
-
-    struct Ctx {
-      std::optional<Element> found;
-    } ctx;
-    auto cb = [](const nlmsghdr* h, void* data) -> int {
-      auto* c = static_cast<Ctx*>(data);
-      if (NFNL_MSG_TYPE(h->nlmsg_type) != NFT_MSG_NEWSETELEM) return MNL_CB_OK;
-      obj::Set parsed(nftnl_set_alloc());
-      if (!parsed || nftnl_set_elems_nlmsg_parse(h, parsed.get()) < 0) return MNL_CB_ERROR;
-      nftnl_set_elem_foreach(parsed.get(), [](nftnl_set_elem* e, void* d) -> int {
-        auto* c2 = static_cast<Ctx*>(d);
-        if (c2->found) return 0;
-        Element el;
-        uint32_t len = 0;
-        if (nftnl_set_elem_is_set(e, NFTNL_SET_ELEM_DATA)) {
-          const auto* p = static_cast<const uint8_t*>(nftnl_set_elem_get(e, NFTNL_SET_ELEM_DATA, &len));
-          if (p != nullptr) el.data.assign(p, p + len);
-        }
-        el.comment = pmobj::element_comment(e);
-        c2->found = std::move(el);
-        return 0;
-      }, c);
-      return MNL_CB_OK;
-    };
-    const uint32_t portid = mnl_socket_get_portid(nl_.get());
-    for (;;) {
-      ssize_t n = mnl_socket_recvfrom(nl_.get(), buf.data(), buf.size());
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        return fail_errno(errno, what);
-      }
-      int r = mnl_cb_run(buf.data(), static_cast<size_t>(n), seq, portid, cb, &ctx);
-      if (r == MNL_CB_STOP) break;  // the ack
-      if (r < 0) {
-        if (errno == ENOENT) return std::optional<Element>{};
-        return fail_errno(errno, what);
-      }
+// The element of `set` with `key` (one NFT_MSG_GETSETELEM), nullopt if absent (or no such set or
+// table).
+Result<std::optional<Element>> get_element(Session& s, const std::string& set, const std::vector<uint8_t>& key) {
+  const std::string what = "nftables: get element of " + set_ref_text(set);
+  obj::Set ref = pmobj::set_ref(kTableName, set);
+  pmobj::add_element(ref.get(), key);
+  netlink::Message m = nfnl::request(NFT_MSG_GETSETELEM, obj::kFamily, 0,
+                                     [&](nlmsghdr* nlh) { nftnl_set_elems_nlmsg_build_payload(nlh, ref.get()); });
+  std::optional<Element> found;
+  auto st = s.socket().query(m, what, [&](const nlmsghdr* h) -> Status {
+    if (found || NFNL_MSG_TYPE(h->nlmsg_type) != NFT_MSG_NEWSETELEM) return {};
+    obj::Set parsed(nftnl_set_alloc());
+    if (!parsed || nftnl_set_elems_nlmsg_parse(h, parsed.get()) < 0) {
+      return fail_errno(EBADMSG, what + ": unreadable NFT_MSG_NEWSETELEM reply");
     }
-    return ctx.found;
+    nftnl_set_elem_foreach(parsed.get(), [](nftnl_set_elem* e, void* d) -> int {
+      auto* out = static_cast<std::optional<Element>*>(d);
+      if (*out) return 0;
+      Element el;
+      uint32_t len = 0;
+      if (nftnl_set_elem_is_set(e, NFTNL_SET_ELEM_DATA)) {
+        const auto* p = static_cast<const uint8_t*>(nftnl_set_elem_get(e, NFTNL_SET_ELEM_DATA, &len));
+        if (p != nullptr) el.data.assign(p, p + len);
+      }
+      el.comment = pmobj::element_comment(e);
+      *out = std::move(el);
+      return 0;
+    }, &found);
+    return {};
+  });
+  if (!st) {
+    if (st.error().sys_errno == ENOENT) return std::optional<Element>{};
+    return std::unexpected(st.error());
   }
+  return found;
+}
 
- private:
-  explicit Query(std::unique_ptr<mnl_socket, SocketClose> nl)
-      : nl_(std::move(nl)), seq_(static_cast<uint32_t>(time(nullptr))) {}
-  std::unique_ptr<mnl_socket, SocketClose> nl_;
-  uint32_t seq_;
-};
-
-Result<std::optional<PortMapTarget>> lookup(Query& q, int family, uint8_t l4proto, const std::optional<IpAddr>& host_ip,
+Result<std::optional<PortMapTarget>> lookup(Session& s, int family, uint8_t l4proto, const std::optional<IpAddr>& host_ip,
                                             uint16_t host_port) {
-  auto el = PLUMB_TRY(q.get(pmobj::dnat_map_name(family, host_ip.has_value()), pmobj::dnat_key(l4proto, host_ip, host_port)));
+  auto el = PLUMB_TRY(get_element(s, pmobj::dnat_map_name(family, host_ip.has_value()), pmobj::dnat_key(l4proto, host_ip, host_port)));
   if (!el) return std::optional<PortMapTarget>{};
   PortMapTarget t;
   const size_t alen = family == AF_INET ? 4 : 16;
@@ -363,10 +325,9 @@ Result<AddBatch> add_batch(Session& s, const PodPortMappings& pm, const Groups& 
 }
 
 // The first mapping of pm whose host port is taken, as a kConflict error; nullopt if none is.
-Result<std::optional<Error>> find_conflict(const PodPortMappings& pm) {
-  Query q = PLUMB_TRY(Query::open());
+Result<std::optional<Error>> find_conflict(Session& s, const PodPortMappings& pm) {
   for (const PortMapping& m : pm.mappings) {
-    auto t = PLUMB_TRY(lookup(q, family_of(m), m.l4proto, m.host_ip, m.host_port));
+    auto t = PLUMB_TRY(lookup(s, family_of(m), m.l4proto, m.host_ip, m.host_port));
     if (!t) continue;
     return std::optional<Error>(Error{
         cni_code::kConflict, EEXIST,
@@ -432,7 +393,7 @@ Status add_port_mappings(const PodPortMappings& pm) {
       taken |= out->acks[i].seen && (err == EEXIST || err == EBUSY);
     }
     if (taken) {
-      auto conflict = find_conflict(pm);
+      auto conflict = find_conflict(*session, pm);
       if (!conflict) return std::unexpected(conflict.error().within(context));
       if (*conflict) return std::unexpected(**conflict);
       // The element vanished between our transaction and the look-up: try again. A last
@@ -528,17 +489,17 @@ Result<std::optional<PortMapTarget>> find_port_mapping(int family, uint8_t l4pro
   if (host_ip && host_ip->family != family) {
     return fail(cni_code::kInvalidConfig, "port mapping look-up: host address " + host_ip->str() + " is not of the family");
   }
-  Query q = PLUMB_TRY(Query::open());
-  return lookup(q, family, l4proto, host_ip, host_port);
+  Session s = PLUMB_TRY(Session::open());
+  return lookup(s, family, l4proto, host_ip, host_port);
 }
 
 Status check_port_mappings(const PodPortMappings& pm) {
   PLUMB_TRY(validate(pm));
-  Query q = PLUMB_TRY(Query::open());
+  Session s = PLUMB_TRY(Session::open());
   const std::string me = owner_comment(pm);
   const std::string tag = owner_tag(pm.container_id, pm.ifname);
   for (const PortMapping& m : pm.mappings) {
-    auto t = PLUMB_TRY(lookup(q, family_of(m), m.l4proto, m.host_ip, m.host_port));
+    auto t = PLUMB_TRY(lookup(s, family_of(m), m.l4proto, m.host_ip, m.host_port));
     if (!t) return fail(cni_code::kKernel, "CHECK: " + describe(m) + " is not mapped (no element in " +
                                                set_ref_text(pmobj::dnat_map_name(family_of(m), m.host_ip.has_value())) + ")");
     if (t->pod_ip != m.pod_ip || t->container_port != m.container_port) {
@@ -548,7 +509,7 @@ Status check_port_mappings(const PodPortMappings& pm) {
     if (t->owner != me.substr(0, 127)) {
       return fail(cni_code::kKernel, "CHECK: " + describe(m) + " belongs to " + owner_text(t->owner));
     }
-    auto own = PLUMB_TRY(q.get(pmobj::kOwners, pmobj::owner_key(family_of(m), m.l4proto, m.host_ip, m.host_port, tag)));
+    auto own = PLUMB_TRY(get_element(s, pmobj::kOwners, pmobj::owner_key(family_of(m), m.l4proto, m.host_ip, m.host_port, tag)));
     if (!own) return fail(cni_code::kKernel, "CHECK: " + describe(m) + " has no owner element in " + set_ref_text(pmobj::kOwners));
   }
   return {};

@@ -19,24 +19,12 @@
 #include "engine/kernel/netns.hpp"
 #include "engine/kernel/route.hpp"
 #include "engine/kernel/sysctl.hpp"
+#include "tests/engine/netlink/require_ok.hpp"
 #include "tests/support/private_node.hpp"
 
 using namespace plumb;
 
 namespace {
-
-template <class R>
-std::string err_text(const R& r) {
-  return r ? std::string() : r.error().text();
-}
-
-/// Fails the test with the error text when a Result/Status holds an error.
-#define REQUIRE_OK(expr)                    \
-  do {                                      \
-    const auto& require_ok_r_ = (expr);     \
-    INFO(err_text(require_ok_r_));          \
-    REQUIRE(require_ok_r_.has_value());     \
-  } while (0)
 
 netlink::Socket open_socket() {
   auto s = netlink::Socket::open();

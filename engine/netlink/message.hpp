@@ -1,0 +1,117 @@
+// Netlink messages for every protocol plumb speaks (rtnetlink, generic netlink, RDMA netlink,
+// nfnetlink): a growable request built with libmnl's bounds-checked puts, and policy-validated
+// attribute parsing of replies (libmnl's mnl_attr_validate against a table per attribute family).
+#pragma once
+
+#include <libmnl/libmnl.h>
+#include <linux/netlink.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/base/ip.hpp"
+#include "engine/base/result.hpp"
+
+namespace plumb::netlink {
+
+/// A netlink message under construction, backed by a growable buffer. Puts are bounds-checked
+/// (libmnl *_check); a put that does not fit grows the buffer. Nests are RAII (Nest below).
+class Message {
+ public:
+  /// type: e.g. RTM_NEWLINK; flags: NLM_F_REQUEST is always added. seq/pid are set by Socket.
+  Message(uint16_t type, uint16_t flags);
+
+  /// Appends a fixed family header (ifinfomsg, ifaddrmsg, rtmsg, genlmsghdr, nfgenmsg, ...) and
+  /// returns it (zeroed).
+  template <class T>
+  T* put_header() {
+    return static_cast<T*>(put_extra(sizeof(T)));
+  }
+  void* put_extra(size_t len);
+
+  void put_u8(uint16_t type, uint8_t v);
+  void put_u16(uint16_t type, uint16_t v);
+  void put_u32(uint16_t type, uint32_t v);
+  void put_u64(uint16_t type, uint64_t v);
+  void put_str(uint16_t type, const std::string& v);  // NUL-terminated (mnl_attr_put_strz)
+  void put(uint16_t type, const void* data, size_t len);
+  void put_flag(uint16_t type);
+
+  /// RAII nested attribute: opened on construction, closed (length fixed up) on destruction.
+  class Nest {
+   public:
+    Nest(Message& m, uint16_t type);
+    ~Nest();
+    Nest(const Nest&) = delete;
+    Nest& operator=(const Nest&) = delete;
+
+   private:
+    Message& m_;
+    size_t offset_;
+  };
+
+  /// For builders that write without bounds checks (libnftnl's *_nlmsg_build_*): makes room for
+  /// `room` more bytes after the message and returns its header. The builder may rewrite the
+  /// header, must keep nlmsg_len current and must not write more than `room` bytes past it.
+  nlmsghdr* raw(size_t room);
+
+  /// The message header. Pointers returned by header()/put_header()/put_extra()/raw() are
+  /// invalidated by any later put (the buffer may grow): fill a header before adding attributes.
+  nlmsghdr* header();
+  const uint8_t* data() const { return buf_.data(); }
+  size_t size() const;  // nlmsg_len
+  std::vector<uint8_t> bytes() const { return {buf_.begin(), buf_.begin() + static_cast<long>(size())}; }
+  /// True when an attribute or nest exceeded the 64 KiB netlink attribute limit; Socket refuses
+  /// to send such a message (EMSGSIZE).
+  bool overflowed() const { return overflowed_; }
+
+ private:
+  friend class Nest;
+  void reserve(size_t more);
+  std::vector<uint8_t> buf_;
+  bool overflowed_ = false;
+};
+
+/// Attribute table: attrs[type] is nullptr when absent. Filled by parse_attrs after validating
+/// each attribute's type against a policy (MNL_TYPE_*) — never read an attribute that was not
+/// validated.
+struct AttrPolicy {
+  uint16_t type;
+  mnl_attr_data_type kind;  // MNL_TYPE_U8, MNL_TYPE_U32, MNL_TYPE_NUL_STRING, MNL_TYPE_NESTED ...
+  size_t min_len = 0;       // for MNL_TYPE_BINARY: minimal payload length (fixed-width integer
+                            // types must match their size exactly, as mnl_attr_validate checks)
+};
+using AttrTable = std::vector<const nlattr*>;
+
+/// Parses the attributes following a family header of `header_len` bytes in `nlh`, validating
+/// each attribute listed in `policy` (unknown types are skipped). max_type sizes the table.
+/// Errors: EINVAL/ERANGE naming the attribute type that failed validation.
+[[nodiscard]] Result<AttrTable> parse_attrs(const nlmsghdr* nlh, size_t header_len, uint16_t max_type,
+                                            const std::vector<AttrPolicy>& policy);
+/// Same for the payload of a nested attribute.
+[[nodiscard]] Result<AttrTable> parse_nested(const nlattr* nest, uint16_t max_type,
+                                             const std::vector<AttrPolicy>& policy);
+
+/// Reads an address attribute (IFA_ADDRESS, RTA_GATEWAY, CTA_IP_V4_SRC, ...) of `family`
+/// (AF_INET or AF_INET6): the payload must be exactly 4 or 16 bytes, in network order.
+/// Errors: EINVAL naming the attribute type and both lengths.
+[[nodiscard]] Result<IpAddr> read_addr(const nlattr* a, int family);
+
+/// The kernel's verdict carried by an NLMSG_ERROR (or the errno of a dump's NLMSG_DONE).
+struct KernelAnswer {
+  int err = 0;       ///< positive errno; 0 = success (the ACK)
+  std::string ext;   ///< extended-ack text (NLMSGERR_ATTR_MSG, missing attribute, bad offset), may be empty
+};
+/// Reads an NLMSG_ERROR message. A truncated one gives EBADMSG.
+///
+///   NLMSG_ERROR payload (NETLINK_CAP_ACK sets NLM_F_CAPPED: the echoed request is its header only;
+///   NETLINK_EXT_ACK sets NLM_F_ACK_TLVS: NLMSGERR_ATTR_* attributes follow):
+///   +-----------+-----------------------+-------------------+----------------------+
+///   | s32 error | nlmsghdr of request   | [request payload] | [NLMSGERR_ATTR_* ...] |
+///   +-----------+-----------------------+-------------------+----------------------+
+[[nodiscard]] KernelAnswer read_error(const nlmsghdr* nlh);
+/// Reads an NLMSG_DONE message: `s32 error` then, with NLM_F_ACK_TLVS, NLMSGERR_ATTR_* attributes.
+[[nodiscard]] KernelAnswer read_done(const nlmsghdr* nlh);
+
+}  // namespace plumb::netlink
