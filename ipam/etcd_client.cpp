@@ -5,25 +5,21 @@
 // {"error": text, "code": gRPC code, "message": text} with an HTTP status mapped from the code.
 #include "ipam/etcd_client.hpp"
 
-#include <curl/curl.h>
-#include <openssl/evp.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdlib>
-#include <mutex>
 #include <optional>
-#include <thread>
 
+#include "engine/base/base64.hpp"
+#include "engine/base/http.hpp"
 #include "engine/base/json.hpp"
 
 namespace plumb::ipam::etcd {
 namespace {
 
 using Writer = rapidjson::Writer<rapidjson::StringBuffer>;
-using Clock = std::chrono::steady_clock;
 
 // gRPC status codes etcd answers with (google.golang.org/grpc/codes).
 constexpr int kGrpcInvalidArgument = 3;
@@ -37,7 +33,7 @@ void write_str(Writer& w, std::string_view s) { w.String(s.data(), static_cast<r
 
 void write_b64(Writer& w, const char* name, std::string_view data) {
   w.Key(name);
-  write_str(w, base64_encode(data));
+  write_str(w, base64::encode(data));
 }
 
 void write_i64(Writer& w, const char* name, int64_t v) {
@@ -146,8 +142,8 @@ Result<RangeResult> decode_range(const json::Value& v) {
   if (const json::Value* kvs = json::find(v, "kvs"); kvs != nullptr && kvs->IsArray()) {
     for (const auto& e : kvs->GetArray()) {
       KeyValue kv;
-      kv.key = PLUMB_TRY(base64_decode(get_text(e, "key"), "etcd key"));
-      kv.value = PLUMB_TRY(base64_decode(get_text(e, "value"), "etcd value of " + kv.key));
+      kv.key = PLUMB_TRY(base64::decode(get_text(e, "key"), "etcd key"));
+      kv.value = PLUMB_TRY(base64::decode(get_text(e, "value"), "etcd value of " + kv.key));
       kv.create_revision = get_i64(e, "create_revision");
       kv.mod_revision = get_i64(e, "mod_revision");
       kv.version = get_i64(e, "version");
@@ -164,9 +160,21 @@ std::string normalise_endpoint(std::string ep, bool tls) {
   return ep;
 }
 
-size_t on_body(char* data, size_t size, size_t n, void* user) {
-  static_cast<std::string*>(user)->append(data, size * n);
-  return size * n;
+/// The HTTP client options: TLS, per-request and connection timeouts, and the retry policy of
+/// an operation (a doubling back-off from 50 ms to 1 s between passes over the endpoints).
+http::Options http_options(const Options& o) {
+  http::Options h;
+  h.tls.ca_file = o.ca_file;
+  h.tls.cert_file = o.cert_file;
+  h.tls.key_file = o.key_file;
+  h.timeout = std::chrono::milliseconds(o.request_timeout_ms);
+  h.connect_timeout = std::chrono::milliseconds(o.connect_timeout_ms);
+  h.retry.max_attempts = o.max_attempts;
+  h.retry.backoff = std::chrono::milliseconds(50);
+  h.retry.backoff_max = std::chrono::milliseconds(1000);
+  h.retry.budget = std::chrono::milliseconds(o.retry_timeout_ms);
+  h.peer = "etcd";
+  return h;
 }
 
 }  // namespace
@@ -209,80 +217,24 @@ std::string prefix_end(std::string prefix) {
   return std::string(1, '\0');  // every key
 }
 
-std::string base64_encode(std::string_view data) {
-  if (data.empty()) return {};
-  std::string out(4 * ((data.size() + 2) / 3) + 1, '\0');
-  int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), reinterpret_cast<const unsigned char*>(data.data()),
-                          static_cast<int>(data.size()));
-  out.resize(n > 0 ? static_cast<size_t>(n) : 0);
-  return out;
-}
-
-Result<std::string> base64_decode(std::string_view text, std::string_view what) {
-  if (text.empty()) return std::string();
-  if (text.size() % 4 != 0) {
-    return fail(cni_code::kDecode, "cannot decode " + std::string(what) + ": base64 length " + std::to_string(text.size()) +
-                                       " is not a multiple of 4");
-  }
-  std::string out(text.size() / 4 * 3, '\0');
-  int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()), reinterpret_cast<const unsigned char*>(text.data()),
-                          static_cast<int>(text.size()));
-  if (n < 0) return fail(cni_code::kDecode, "cannot decode " + std::string(what) + ": invalid base64");
-  // EVP_DecodeBlock keeps the zero bytes the padding stands for.
-  size_t pad = 0;
-  if (text.back() == '=') pad = text[text.size() - 2] == '=' ? 2 : 1;
-  out.resize(static_cast<size_t>(n) - pad);
-  return out;
-}
-
 struct Client::Impl {
+  explicit Impl(Options o) : opts(std::move(o)), http(http_options(opts)) {}
+
   Options opts;
-  CURL* curl = nullptr;
-  size_t current = 0;   // endpoint that answered last
-  std::string token;    // auth token ("" until authenticated)
-  uint64_t requests = 0;
+  http::Client http;   // one connection cache for every endpoint
+  size_t current = 0;  // endpoint that answered last
+  std::string token;   // auth token ("" until authenticated)
 
-  ~Impl() {
-    if (curl != nullptr) curl_easy_cleanup(curl);
-  }
-
-  /// Outcome of one HTTP exchange.
-  struct Reply {
-    bool transport_ok = false;
-    std::string transport_error;  // curl's text when !transport_ok
-    long status = 0;
-    std::string body;
-  };
-
-  Reply post(const std::string& endpoint, std::string_view path, const std::string& body, bool with_token) {
-    ++requests;
-    Reply r;
-    char errbuf[CURL_ERROR_SIZE] = {0};
-    std::string url = endpoint + std::string(path);
-    curl_slist* headers = curl_slist_append(nullptr, "Content-Type: application/json");
-    headers = curl_slist_append(headers, "Expect:");
-    std::string auth;
-    if (with_token && !token.empty()) {
-      auth = "Authorization: " + token;
-      headers = curl_slist_append(headers, auth.c_str());
-    }
-    curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
-    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
-    curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.c_str());
-    curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
-    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &r.body);
-    curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, errbuf);
-    CURLcode rc = curl_easy_perform(curl);
-    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, nullptr);
-    curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, nullptr);
-    curl_slist_free_all(headers);
-    if (rc != CURLE_OK) {
-      r.transport_error = errbuf[0] != '\0' ? std::string(errbuf) : std::string(curl_easy_strerror(rc));
-      return r;
-    }
-    r.transport_ok = true;
-    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &r.status);
-    return r;
+  /// One POST of a JSON body to `endpoint` + `path`, no retry (see http::Client::send).
+  Result<http::Response> post(const std::string& endpoint, std::string_view path, const std::string& body,
+                              bool with_token) {
+    http::Request req;
+    req.method = "POST";
+    req.url = endpoint + std::string(path);
+    req.body = body;
+    req.content_type = "application/json";
+    if (with_token && !token.empty()) req.headers.push_back("Authorization: " + token);
+    return http.send(req);
   }
 
   std::string endpoints_str() const {
@@ -293,7 +245,6 @@ struct Client::Impl {
 
   /// What failed: the attempt may be repeated elsewhere (retry), or it is final (error).
   struct Attempt {
-    std::optional<json::Document> answer;
     bool retry = false;
     std::string why;      // for retry
     std::string message;  // etcd's own text of a non-200 answer
@@ -301,7 +252,7 @@ struct Client::Impl {
   };
 
   /// The error of a non-200 answer.
-  static void classify(const Reply& r, const std::string& endpoint, std::string_view path, Attempt& a, int& grpc_code) {
+  static void classify(const http::Response& r, const std::string& endpoint, std::string_view path, Attempt& a, int& grpc_code) {
     std::string message = r.body;
     grpc_code = -1;
     auto doc = json::parse(r.body, "etcd error");
@@ -339,6 +290,17 @@ struct Client::Impl {
     a.error = Error{cni_code::kIo, 0, where + ": " + message, {}};
   }
 
+  /// A request that got no answer: another endpoint may answer (retry), unless libcurl itself
+  /// is missing (error).
+  static void transport_failure(const Error& e, const std::string& endpoint, Attempt& a) {
+    if (e.cni_code == cni_code::kInternal) {
+      a.error = e;
+      return;
+    }
+    a.retry = true;
+    a.why = endpoint + ": " + e.details;
+  }
+
   /// Obtains a token from `endpoint` when a user is configured and none is held.
   Attempt authenticate(const std::string& endpoint) {
     Attempt a;
@@ -350,15 +312,14 @@ struct Client::Impl {
     w.Key("password");
     write_str(w, opts.password);
     w.EndObject();
-    Reply r = post(endpoint, "/v3/auth/authenticate", std::string(sb.GetString(), sb.GetSize()), false);
-    if (!r.transport_ok) {
-      a.retry = true;
-      a.why = endpoint + ": " + r.transport_error;
+    auto r = post(endpoint, "/v3/auth/authenticate", std::string(sb.GetString(), sb.GetSize()), false);
+    if (!r) {
+      transport_failure(r.error(), endpoint, a);
       return a;
     }
-    if (r.status != 200) {
+    if (r->status != 200) {
       int code = 0;
-      classify(r, endpoint, "/v3/auth/authenticate", a, code);
+      classify(*r, endpoint, "/v3/auth/authenticate", a, code);
       if (a.error && code == kGrpcInvalidArgument) {
         a.error = Error{cni_code::kInvalidConfig, 0,
                         "etcd authentication failed for user \"" + opts.username + "\" at " + endpoint + ": " + a.message +
@@ -367,76 +328,66 @@ struct Client::Impl {
       }
       return a;
     }
-    auto doc = json::parse(r.body, "etcd authenticate answer from " + endpoint);
+    auto doc = json::parse(r->body, "etcd authenticate answer from " + endpoint);
     if (!doc) {
       a.error = doc.error();
       return a;
     }
     token = get_text(*doc, "token");
     if (token.empty()) {
-      a.error = Error{cni_code::kIo, 0, "etcd authenticate at " + endpoint + " returned no token: " + r.body, {}};
+      a.error = Error{cni_code::kIo, 0, "etcd authenticate at " + endpoint + " returned no token: " + r->body, {}};
     }
     return a;
   }
 
-  /// One request with failover and bounded retry (see the header).
+  /// One request with failover and bounded retry (see the header): a failed endpoint passes
+  /// the request on to the next one at once, a pass over all of them ends with the back-off.
   Result<json::Document> call(std::string_view path, const std::string& body) {
-    const auto start = Clock::now();
-    const auto deadline = start + std::chrono::milliseconds(opts.retry_timeout_ms);
-    auto backoff = std::chrono::milliseconds(50);
-    int attempts = 0;
-    bool reauthenticated = false;
+    std::optional<Result<json::Document>> result;
     std::string last;
-    const size_t n = opts.endpoints.size();
-    auto out_of_budget = [&] { return attempts >= opts.max_attempts || Clock::now() >= deadline; };
-    while (!out_of_budget()) {
-      for (size_t tried = 0; tried < n && !out_of_budget();) {
-        const std::string& ep = opts.endpoints[current];
-        if (!opts.username.empty() && token.empty()) {
-          ++attempts;
-          Attempt a = authenticate(ep);
-          if (a.error) return std::unexpected(*a.error);
-          if (a.retry) {
-            last = a.why;
-            current = (current + 1) % n;
-            ++tried;
-            continue;
-          }
-        }
-        ++attempts;
-        Reply r = post(ep, path, body, true);
-        if (!r.transport_ok) {
-          last = ep + ": " + r.transport_error;
-          current = (current + 1) % n;
-          ++tried;
-          continue;
-        }
-        if (r.status == 200) {
-          auto doc = json::parse(r.body, "etcd " + std::string(path) + " answer from " + ep);
-          if (!doc) return std::unexpected(doc.error());
-          return std::move(*doc);
-        }
-        Attempt a;
+    bool reauthenticated = false;
+    size_t tried = 0;  // endpoints failed in this pass
+    auto failover = [&](std::string why) {
+      last = std::move(why);
+      current = (current + 1) % opts.endpoints.size();
+      if (++tried < opts.endpoints.size()) return http::Verdict::RetryNow;
+      tried = 0;
+      return http::Verdict::Retry;
+    };
+    auto finish = [&](Result<json::Document> r) {
+      result = std::move(r);
+      return http::Verdict::Done;
+    };
+    http::RetryStats stats = http::retry(http.options().retry, [&] {
+      const std::string ep = opts.endpoints[current];
+      Attempt a;
+      if (!opts.username.empty() && token.empty()) {
+        a = authenticate(ep);
+        if (a.error) return finish(std::unexpected(*a.error));
+        return a.retry ? failover(a.why) : http::Verdict::RetryNow;  // authenticated: now the request
+      }
+      auto r = post(ep, path, body, true);
+      if (!r) {
+        transport_failure(r.error(), ep, a);
+      } else if (r->status == 200) {
+        return finish(json::parse(r->body, "etcd " + std::string(path) + " answer from " + ep));
+      } else {
         int code = 0;
-        classify(r, ep, path, a, code);
+        classify(*r, ep, path, a, code);
         if (a.error && !opts.username.empty() && !reauthenticated &&
             (code == kGrpcUnauthenticated || a.error->msg.find("auth token") != std::string::npos)) {
           token.clear();  // expired or issued by a member that forgot it: authenticate again
           reauthenticated = true;
-          continue;
+          return http::Verdict::RetryNow;
         }
-        if (a.error) return std::unexpected(*a.error);
-        last = a.why;
-        current = (current + 1) % n;
-        ++tried;
       }
-      if (out_of_budget()) break;
-      std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - Clock::now()));
-      backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
-    }
-    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
-    return fail(cni_code::kTryAgainLater, "etcd unreachable at " + endpoints_str() + " (" + std::to_string(attempts) +
-                                              " attempts in " + std::to_string(ms) + " ms; last: " + last + ")");
+      if (a.error) return finish(std::unexpected(*a.error));
+      return failover(a.why);
+    });
+    if (result) return std::move(*result);
+    return fail(cni_code::kTryAgainLater, "etcd unreachable at " + endpoints_str() + " (" +
+                                              std::to_string(stats.attempts) + " attempts in " +
+                                              std::to_string(stats.elapsed.count()) + " ms; last: " + last + ")");
   }
 };
 
@@ -446,10 +397,6 @@ Client& Client::operator=(Client&&) noexcept = default;
 Client::~Client() = default;
 
 Result<Client> Client::make(Options opts) {
-  static std::once_flag once;
-  static CURLcode global = CURLE_OK;
-  std::call_once(once, [] { global = curl_global_init(CURL_GLOBAL_DEFAULT); });
-  if (global != CURLE_OK) return fail(cni_code::kInternal, std::string("curl_global_init: ") + curl_easy_strerror(global));
   if (opts.endpoints.empty()) return fail(cni_code::kInvalidConfig, "no etcd endpoint configured (etcd_host or etcd_endpoints)");
   const bool tls = !opts.ca_file.empty() || !opts.cert_file.empty();
   for (auto& ep : opts.endpoints) {
@@ -465,27 +412,11 @@ Result<Client> Client::make(Options opts) {
     return fail(cni_code::kInvalidConfig, "etcd_password is set without etcd_username");
   }
   if (opts.max_attempts < 1) opts.max_attempts = 1;
-  auto impl = std::make_unique<Impl>();
-  impl->opts = std::move(opts);
-  impl->curl = curl_easy_init();
-  if (impl->curl == nullptr) return fail(cni_code::kInternal, "curl_easy_init failed");
-  CURL* c = impl->curl;
-  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, impl->opts.connect_timeout_ms);
-  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, impl->opts.request_timeout_ms);
-  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-  curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(c, CURLOPT_TCP_NODELAY, 1L);
-  if (!impl->opts.ca_file.empty()) curl_easy_setopt(c, CURLOPT_CAINFO, impl->opts.ca_file.c_str());
-  if (!impl->opts.cert_file.empty()) {
-    curl_easy_setopt(c, CURLOPT_SSLCERT, impl->opts.cert_file.c_str());
-    curl_easy_setopt(c, CURLOPT_SSLKEY, impl->opts.key_file.c_str());
-  }
-  return Client(std::move(impl));
+  return Client(std::make_unique<Impl>(std::move(opts)));
 }
 
 std::string Client::endpoints_str() const { return impl_->endpoints_str(); }
-uint64_t Client::requests() const { return impl_->requests; }
+uint64_t Client::requests() const { return impl_->http.attempts(); }
 
 Result<RangeResult> Client::range(const std::string& key, const std::string& range_end, bool keys_only, int64_t limit) {
   rapidjson::StringBuffer sb;

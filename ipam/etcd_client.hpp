@@ -1,8 +1,8 @@
 // A small etcd v3 client over etcd's JSON gateway (grpc-gateway, served on every client URL):
 // POST /v3/kv/range, /v3/kv/put, /v3/kv/deleterange, /v3/kv/txn and /v3/auth/authenticate, with
-// keys and values base64-encoded (OpenSSL's EVP_EncodeBlock/EVP_DecodeBlock) and JSON through
-// RapidJSON. Transport is libcurl: one easy handle per client (keep-alive), TLS with a CA and a
-// client certificate/key, username/password authentication turned into a token sent in the
+// keys and values base64-encoded (engine/base/base64) and JSON through RapidJSON. Transport is
+// engine/base/http: one HTTP client per etcd client (keep-alive), TLS with a CA and a client
+// certificate/key, username/password authentication turned into a token sent in the
 // "Authorization" header (re-authenticated once when etcd says the token expired).
 //
 // Failover and bounded retry: a request goes to the endpoint that answered last; a transport
@@ -34,7 +34,7 @@ struct Options {
   std::string password;
   long connect_timeout_ms = 1000;  // per connection attempt
   long request_timeout_ms = 5000;  // per HTTP request, connection included
-  long retry_timeout_ms = 10000;   // total budget for one operation across endpoints and retries
+  long retry_timeout_ms = 10000;   // total budget for one operation across endpoints and retries (0 = none)
   int max_attempts = 24;           // total HTTP requests for one operation
 };
 
@@ -92,10 +92,6 @@ struct TxnResult {
 
 /// The smallest key after every key starting with `prefix` (etcd's range_end for a prefix).
 [[nodiscard]] std::string prefix_end(std::string prefix);
-/// Standard base64 (with padding) of `data`, via OpenSSL.
-[[nodiscard]] std::string base64_encode(std::string_view data);
-/// Decodes standard base64. Errors: kDecode naming `what`.
-[[nodiscard]] Result<std::string> base64_decode(std::string_view text, std::string_view what);
 
 /// A client of one etcd cluster. Not thread-safe: one per thread or process.
 class Client {

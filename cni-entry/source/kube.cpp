@@ -1,20 +1,16 @@
 // The Kubernetes API server as a PodSource (see kube.hpp): kubeconfig / in-cluster credentials,
-// a libcurl client with timeouts, retries and backoff, and the reads and writes plumb needs.
-#include "engine/base/file.hpp"
+// the API requests on engine/base/http (timeouts, retries, backoff), and the reads and writes
+// plumb needs.
 #include "cni-entry/source/kube.hpp"
 
-#include <curl/curl.h>
-#include <fcntl.h>
-#include <openssl/evp.h>
-#include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <map>
-#include <mutex>
-#include <thread>
 
+#include "engine/base/base64.hpp"
+#include "engine/base/file.hpp"
+#include "engine/base/http.hpp"
 #include "engine/base/json.hpp"
 #include "engine/base/yaml_guard.hpp"
 #include "engine/base/text.hpp"
@@ -39,21 +35,11 @@ Result<std::string> read_whole(const std::string& path, std::string_view what) {
   return text;
 }
 
-
-/// Standard base64 (whitespace allowed) through OpenSSL's decoder.
+/// A kubeconfig *-data field: base64 (line breaks allowed) of something non-empty.
 Result<std::string> base64_decode(std::string_view in, const std::string& field) {
-  std::string out(in.size() / 4 * 3 + 3, '\0');
-  EVP_ENCODE_CTX* ctx = EVP_ENCODE_CTX_new();
-  if (ctx == nullptr) return fail(cni_code::kInternal, "allocate a base64 decoder for " + field);
-  EVP_DecodeInit(ctx);
-  int n1 = 0, n2 = 0;
-  int rc = EVP_DecodeUpdate(ctx, reinterpret_cast<unsigned char*>(out.data()), &n1,
-                            reinterpret_cast<const unsigned char*>(in.data()), static_cast<int>(in.size()));
-  if (rc >= 0) rc = EVP_DecodeFinal(ctx, reinterpret_cast<unsigned char*>(out.data()) + n1, &n2);
-  EVP_ENCODE_CTX_free(ctx);
-  if (rc < 0) return fail(cni_code::kInvalidConfig, field + " is not valid base64");
-  out.resize(static_cast<size_t>(n1 + n2));
-  if (out.empty()) return fail(cni_code::kInvalidConfig, field + " is empty");
+  auto out = base64::decode(in, field);
+  if (!out) return fail(cni_code::kInvalidConfig, field + " is not valid base64", out.error().msg);
+  if (out->empty()) return fail(cni_code::kInvalidConfig, field + " is empty");
   return out;
 }
 
@@ -88,87 +74,6 @@ std::string scalar(const YAML::Node& m, const char* key) {
 std::string resolve_path(const std::string& base_dir, const std::string& p) {
   if (p.empty() || p.front() == '/') return p;
   return base_dir + "/" + p;
-}
-
-// ---- libcurl ----
-
-void global_init() {
-  static std::once_flag once;
-  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-}
-
-size_t collect(char* data, size_t size, size_t n, void* user) {
-  static_cast<std::string*>(user)->append(data, size * n);
-  return size * n;
-}
-
-bool transient_curl(CURLcode c) {
-  switch (c) {
-    case CURLE_COULDNT_CONNECT:
-    case CURLE_COULDNT_RESOLVE_HOST:
-    case CURLE_COULDNT_RESOLVE_PROXY:
-    case CURLE_OPERATION_TIMEDOUT:
-    case CURLE_GOT_NOTHING:
-    case CURLE_SEND_ERROR:
-    case CURLE_RECV_ERROR:
-    case CURLE_PARTIAL_FILE:
-    case CURLE_SSL_CONNECT_ERROR:
-    case CURLE_HTTP2:
-    case CURLE_HTTP2_STREAM:
-      return true;
-    default:
-      return false;
-  }
-}
-
-bool tls_config_error(CURLcode c) {
-  switch (c) {
-    case CURLE_PEER_FAILED_VERIFICATION:
-    case CURLE_SSL_CACERT_BADFILE:
-    case CURLE_SSL_CERTPROBLEM:
-    case CURLE_SSL_CIPHER:
-    case CURLE_SSL_ISSUER_ERROR:
-    case CURLE_SSL_CRL_BADFILE:
-    case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
-    case CURLE_SSL_ENGINE_NOTFOUND:
-    case CURLE_SSL_ENGINE_SETFAILED:
-      return true;
-    default:
-      return false;
-  }
-}
-
-bool transient_http(long status) {
-  return status == 429 || status == 500 || status == 502 || status == 503 || status == 504;
-}
-
-std::string reason_phrase(long status) {
-  switch (status) {
-    case 400:
-      return "Bad Request";
-    case 401:
-      return "Unauthorized";
-    case 403:
-      return "Forbidden";
-    case 404:
-      return "Not Found";
-    case 409:
-      return "Conflict";
-    case 422:
-      return "Unprocessable Entity";
-    case 429:
-      return "Too Many Requests";
-    case 500:
-      return "Internal Server Error";
-    case 502:
-      return "Bad Gateway";
-    case 503:
-      return "Service Unavailable";
-    case 504:
-      return "Gateway Timeout";
-    default:
-      return {};
-  }
 }
 
 }  // namespace
@@ -264,159 +169,103 @@ Result<Credentials> in_cluster(const std::string& host, const std::string& port,
   return c;
 }
 
-// ---- Client ----
-
-Client::Client(Credentials creds, Options opts) : creds_(std::move(creds)), opts_(opts) {
-  global_init();
-  curl_ = curl_easy_init();
-}
-
-Client::~Client() {
-  if (curl_ != nullptr) curl_easy_cleanup(static_cast<CURL*>(curl_));
-}
-
-Result<Response> Client::attempt(std::string_view method, const std::string& path, const std::string& body,
-                                 std::string_view content_type, bool* transient) {
-  *transient = false;
-  CURL* h = static_cast<CURL*>(curl_);
-  const std::string url = creds_.server + path;
-  const std::string what = std::string(method) + " " + url;
-  if (h == nullptr) return fail(cni_code::kInternal, what + ": libcurl could not create a handle");
-
-  std::string token = creds_.token;
-  if (!creds_.token_file.empty()) {
-    // Re-read on every request: service-account tokens are rotated under our feet.
-    auto t = read_whole(creds_.token_file, "token file");
-    if (!t)
-      return fail(cni_code::kInvalidConfig, what + ": cannot read the bearer token (" + creds_.origin + ")",
-                  t.error().text());
-    token = std::string(text::trim(*t));
-    if (token.empty()) return fail(cni_code::kInvalidConfig, what + ": token file " + creds_.token_file + " is empty");
-  }
-  if (token.find_first_of("\r\n") != std::string::npos) {
-    return fail(cni_code::kInvalidConfig, what + ": the bearer token contains a line break (" + creds_.origin + ")");
-  }
-
-  curl_easy_reset(h);  // keeps the connection cache
-  char errbuf[CURL_ERROR_SIZE] = {0};
-  Response resp;
-  curl_easy_setopt(h, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
-  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(opts_.timeout.count()));
-  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(opts_.timeout.count()));
-  curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
-  curl_easy_setopt(h, CURLOPT_USERAGENT, "plumb");
-  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect);
-  curl_easy_setopt(h, CURLOPT_WRITEDATA, &resp.body);
-  curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "https,http");
-  curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
-
-  curl_blob ca{}, cert{}, key{};
-  if (creds_.insecure_skip_tls_verify) {
-    curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
-    curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
-  } else if (!creds_.ca_pem.empty()) {
-    ca = curl_blob{const_cast<char*>(creds_.ca_pem.data()), creds_.ca_pem.size(), CURL_BLOB_NOCOPY};
-    curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &ca);
-  } else if (!creds_.ca_file.empty()) {
-    curl_easy_setopt(h, CURLOPT_CAINFO, creds_.ca_file.c_str());
-  }
-  if (!creds_.client_cert_pem.empty()) {
-    cert = curl_blob{const_cast<char*>(creds_.client_cert_pem.data()), creds_.client_cert_pem.size(), CURL_BLOB_NOCOPY};
-    curl_easy_setopt(h, CURLOPT_SSLCERT_BLOB, &cert);
-    curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
-  } else if (!creds_.client_cert_file.empty()) {
-    curl_easy_setopt(h, CURLOPT_SSLCERT, creds_.client_cert_file.c_str());
-    curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
-  }
-  if (!creds_.client_key_pem.empty()) {
-    key = curl_blob{const_cast<char*>(creds_.client_key_pem.data()), creds_.client_key_pem.size(), CURL_BLOB_NOCOPY};
-    curl_easy_setopt(h, CURLOPT_SSLKEY_BLOB, &key);
-    curl_easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM");
-  } else if (!creds_.client_key_file.empty()) {
-    curl_easy_setopt(h, CURLOPT_SSLKEY, creds_.client_key_file.c_str());
-    curl_easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM");
-  }
-
-  curl_slist* headers = nullptr;
-  headers = curl_slist_append(headers, "Accept: application/json");
-  headers = curl_slist_append(headers, "Expect:");
-  std::string auth = "Authorization: Bearer " + token;
-  if (!token.empty()) headers = curl_slist_append(headers, auth.c_str());
-  std::string ctype = "Content-Type: " + std::string(content_type);
-  if (method == "GET") {
-    curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
-  } else {
-    std::string m(method);
-    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, m.c_str());
-    curl_easy_setopt(h, CURLOPT_POSTFIELDS, body.c_str());
-    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
-    if (!content_type.empty()) headers = curl_slist_append(headers, ctype.c_str());
-  }
-  curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
-  CURLcode rc = curl_easy_perform(h);
-  curl_slist_free_all(headers);
-  // Tokens and key material must not linger in the handle beyond this request.
-  curl_easy_setopt(h, CURLOPT_HTTPHEADER, nullptr);
-  if (rc != CURLE_OK) {
-    std::string detail = errbuf[0] != '\0' ? std::string(errbuf) : std::string(curl_easy_strerror(rc));
-    if (tls_config_error(rc)) {
-      return fail(cni_code::kInvalidConfig, what + ": TLS with the API server failed (" + creds_.origin + ")", detail);
-    }
-    *transient = transient_curl(rc);
-    return fail(*transient ? cni_code::kTryAgainLater : cni_code::kIo, what + ": the API server cannot be reached",
-                detail);
-  }
-  curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &resp.status);
-  *transient = transient_http(resp.status);
-  return resp;
-}
-
-Result<Response> Client::request(std::string_view method, const std::string& path, const std::string& body,
-                                 std::string_view content_type, int retries) {
-  if (retries < 0) retries = opts_.retries;
-  auto wait = opts_.backoff;
-  for (int i = 0;; ++i) {
-    bool transient = false;
-    auto r = attempt(method, path, body, content_type, &transient);
-    if (!transient || i >= retries) {
-      if (!r && transient && retries > 0) {
-        Error e = r.error();
-        e.msg +=
-            " (" + std::to_string(i + 1) + " attempts, " + std::to_string(opts_.timeout.count()) + " ms timeout each)";
-        return std::unexpected(e);
-      }
-      return r;
-    }
-    std::this_thread::sleep_for(wait);
-    wait = std::min(wait * 2, opts_.backoff_max);
-  }
-}
-
-Error Client::http_error(std::string_view what, std::string_view method, const std::string& path,
-                         const Response& resp) const {
-  std::string message;
-  if (auto d = json::parse(resp.body, "API server answer"); d && d->IsObject()) {
-    if (auto m = json::get_string(*d, "message", "Status"); m && *m) message = **m;
-  }
-  if (message.empty()) message = resp.body.substr(0, 200);
-  unsigned code = cni_code::kIo;
-  if (resp.status == 401 || resp.status == 403) code = cni_code::kInvalidConfig;
-  if (resp.status == 404) code = cni_code::kNotFound;
-  if (resp.status == 409) code = cni_code::kConflict;
-  if (transient_http(resp.status)) code = cni_code::kTryAgainLater;
-  std::string status = "HTTP " + std::to_string(resp.status);
-  if (auto p = reason_phrase(resp.status); !p.empty()) status += " " + p;
-  std::string msg = std::string(what) + ": " + std::string(method) + " " + creds_.server + path + ": " + status;
-  if (resp.status == 401) msg += " (the API server rejected the credentials of " + creds_.origin + ")";
-  if (resp.status == 403) msg += " (" + creds_.origin + " is not authorised)";
-  return Error{code, 0, msg, message};
-}
-
-// ---- the PodSource ----
+// ---- the API client ----
 
 namespace {
+
+using http::Response;
+
+/// The HTTP client options of an API server: its TLS settings, the per-attempt timeout and
+/// the retry policy of Options (retries after the first attempt, backoff doubling to the cap).
+http::Options http_options(const Credentials& creds, const Options& opts) {
+  http::Options o;
+  o.tls.ca_file = creds.ca_file;
+  o.tls.ca_pem = creds.ca_pem;
+  o.tls.cert_file = creds.client_cert_file;
+  o.tls.cert_pem = creds.client_cert_pem;
+  o.tls.key_file = creds.client_key_file;
+  o.tls.key_pem = creds.client_key_pem;
+  o.tls.insecure_skip_verify = creds.insecure_skip_tls_verify;
+  o.timeout = opts.timeout;
+  o.retry.max_attempts = opts.retries + 1;
+  o.retry.backoff = opts.backoff;
+  o.retry.backoff_max = opts.backoff_max;
+  o.peer = "the API server";
+  return o;
+}
+
+/// Requests to one API server with its credentials: one HTTP client (connections are reused
+/// within an invocation), the bearer token re-read from its file for every request.
+class ApiClient {
+ public:
+  ApiClient(Credentials creds, Options opts) : creds_(std::move(creds)), http_(http_options(creds_, opts)) {}
+
+  /// Sends `method path` (path starts with '/', query included) with an optional JSON body
+  /// (`content_type`, e.g. "application/merge-patch+json"), retried as http::Client::request
+  /// does (`retries` -1: Options::retries); any HTTP status that is not retried, or still
+  /// transient after the last retry, is returned as a Response. Errors: kTryAgainLater naming
+  /// method, URL and curl's reason when the server stays unreachable; kInvalidConfig for TLS
+  /// set-up/verification failures and an unreadable or empty token file (naming it).
+  Result<Response> request(std::string_view method, const std::string& path, const std::string& body = {},
+                           std::string_view content_type = {}, int retries = -1) {
+    http::Request req;
+    req.method = method;
+    req.url = creds_.server + path;
+    req.body = body;
+    req.content_type = content_type;
+    const std::string what = req.method + " " + req.url;
+    std::string token = creds_.token;
+    if (!creds_.token_file.empty()) {
+      // Re-read on every request: service-account tokens are rotated under our feet.
+      auto t = read_whole(creds_.token_file, "token file");
+      if (!t)
+        return fail(cni_code::kInvalidConfig, what + ": cannot read the bearer token (" + creds_.origin + ")",
+                    t.error().text());
+      token = std::string(text::trim(*t));
+      if (token.empty()) return fail(cni_code::kInvalidConfig, what + ": token file " + creds_.token_file + " is empty");
+    }
+    if (token.find_first_of("\r\n") != std::string::npos)
+      return fail(cni_code::kInvalidConfig, what + ": the bearer token contains a line break (" + creds_.origin + ")");
+    req.headers.push_back("Accept: application/json");
+    if (!token.empty()) req.headers.push_back("Authorization: Bearer " + token);
+    http::RetryPolicy policy = http_.options().retry;
+    if (retries >= 0) policy.max_attempts = retries + 1;
+    auto resp = http_.request(req, policy);
+    if (!resp && resp.error().cni_code == cni_code::kInvalidConfig) resp.error().msg += " (" + creds_.origin + ")";
+    return resp;
+  }
+
+  /// The error for an unexpected HTTP answer: 401/403 kInvalidConfig (credentials rejected /
+  /// not authorised), 404 kNotFound, 409 kConflict, 429/5xx kTryAgainLater, else kIo; the msg
+  /// names `what`, method, URL, status and the API server's own message.
+  Error http_error(std::string_view what, std::string_view method, const std::string& path,
+                   const Response& resp) const {
+    std::string message;
+    if (auto d = json::parse(resp.body, "API server answer"); d && d->IsObject()) {
+      if (auto m = json::get_string(*d, "message", "Status"); m && *m) message = **m;
+    }
+    if (message.empty()) message = resp.body.substr(0, 200);
+    unsigned code = cni_code::kIo;
+    if (resp.status == 401 || resp.status == 403) code = cni_code::kInvalidConfig;
+    if (resp.status == 404) code = cni_code::kNotFound;
+    if (resp.status == 409) code = cni_code::kConflict;
+    if (http::transient_status(resp.status)) code = cni_code::kTryAgainLater;
+    std::string status = "HTTP " + std::to_string(resp.status);
+    if (auto p = http::reason_phrase(resp.status); !p.empty()) status += " " + std::string(p);
+    std::string msg = std::string(what) + ": " + std::string(method) + " " + creds_.server + path + ": " + status;
+    if (resp.status == 401) msg += " (the API server rejected the credentials of " + creds_.origin + ")";
+    if (resp.status == 403) msg += " (" + creds_.origin + " is not authorised)";
+    return Error{code, 0, msg, message};
+  }
+
+  const Credentials& credentials() const { return creds_; }
+
+ private:
+  Credentials creds_;
+  http::Client http_;
+};
+
+// ---- the PodSource ----
 
 std::string pod_path(const std::string& ns, const std::string& name) {
   return "/api/v1/namespaces/" + ns + "/pods/" + name;
@@ -642,7 +491,7 @@ class KubeSource final : public PodSource {
     }
     if (resp->status == 200) return {};
     Error e = client_.http_error("plumb cannot serve ADD: list NetworkAttachmentDefinitions", "GET", path, *resp);
-    e.cni_code = transient_http(resp->status) ? cni_code::kPluginNotReady : cni_code::kPluginNotAvailable;
+    e.cni_code = http::transient_status(resp->status) ? cni_code::kPluginNotReady : cni_code::kPluginNotAvailable;
     return std::unexpected(e);
   }
 
@@ -652,7 +501,7 @@ class KubeSource final : public PodSource {
     std::string rv;
     bool is_static = false;
   };
-  Client client_;
+  ApiClient client_;
   std::string probe_ns_;
   std::map<std::string, Known> known_;           // pods read in this invocation
   std::map<std::string, std::string> claim_rv_;  // resourceVersion of claims read

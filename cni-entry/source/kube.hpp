@@ -1,4 +1,4 @@
-// The Kubernetes API server as a PodSource: a small client on libcurl (TLS) and RapidJSON that
+// The Kubernetes API server as a PodSource: a small client on engine/base/http and RapidJSON that
 // reads pods, NetworkAttachmentDefinitions and IPAMClaims and writes the network-status
 // annotation (pods/status) and IPAMClaim status.ips. It avoids Multus's best-known failures:
 // timeouts and retries are configurable with generous defaults (multus-cni #1461), bearer
@@ -50,53 +50,12 @@ inline constexpr std::string_view kServiceAccountDir = "/var/run/secrets/kuberne
 [[nodiscard]] Result<Credentials> in_cluster(const std::string& host, const std::string& port,
                                              const std::string& sa_dir = std::string(kServiceAccountDir));
 
-/// Timeouts and retries of every request.
+/// Timeouts and retries of every request (see engine/base/http.hpp for what is retried).
 struct Options {
   std::chrono::milliseconds timeout{30000};     // one attempt, connection set-up included
   int retries = 3;                              // extra attempts after a transient failure
   std::chrono::milliseconds backoff{500};       // wait before the first retry, doubled each time
   std::chrono::milliseconds backoff_max{4000};  // cap of the wait
-};
-
-/// One HTTP answer.
-struct Response {
-  long status = 0;   // HTTP status code
-  std::string body;  // response body (JSON)
-};
-
-/// A minimal API client: one libcurl handle (connections are reused within an invocation).
-class Client {
- public:
-  Client(Credentials creds, Options opts);
-  ~Client();
-  Client(const Client&) = delete;
-  Client& operator=(const Client&) = delete;
-
-  /// Sends `method path` (path starts with '/', query included) with an optional JSON body
-  /// (`content_type`, e.g. "application/merge-patch+json"). Transport failures (cannot
-  /// connect, timeout, connection reset, empty reply) and HTTP 429/500/502/503/504 are retried
-  /// up to `retries` times (-1: Options::retries) with backoff; any other HTTP status is
-  /// returned as a Response. Errors: kTryAgainLater naming method, URL and curl's reason when
-  /// the server stays unreachable; kInvalidConfig for TLS set-up/verification failures and an
-  /// unreadable or empty token file (naming it).
-  [[nodiscard]] Result<Response> request(std::string_view method, const std::string& path, const std::string& body = {},
-                                         std::string_view content_type = {}, int retries = -1);
-
-  /// The error for an unexpected HTTP answer: 401/403 kInvalidConfig (credentials rejected /
-  /// not authorised), 404 kNotFound, 409 kConflict, 429/5xx kTryAgainLater, else kIo; the msg
-  /// names `what`, method, URL, status and the API server's own message.
-  [[nodiscard]] Error http_error(std::string_view what, std::string_view method, const std::string& path,
-                                 const Response& resp) const;
-
-  [[nodiscard]] const Credentials& credentials() const { return creds_; }
-  [[nodiscard]] const Options& options() const { return opts_; }
-
- private:
-  Result<Response> attempt(std::string_view method, const std::string& path, const std::string& body,
-                           std::string_view content_type, bool* transient);
-  Credentials creds_;
-  Options opts_;
-  void* curl_ = nullptr;  // CURL*
 };
 
 /// The API server as a PodSource. Paths: pods /api/v1/namespaces/{ns}/pods/{name} (status

@@ -1,15 +1,15 @@
-// libcurl and libcrypto, loaded on first use.
+// libcurl, loaded on first use.
 //
 // plumb runs once per CNI verb, so its start-up cost is paid on every pod ADD and DEL. Linked
 // normally, libcurl (and through it OpenSSL, Kerberos, LDAP, SSH, nghttp2 ...) adds some 30
 // shared objects to map and relocate at every start: about 6 ms, half of a whole ADD, although
 // only nodes talking to the API server or etcd ever make an HTTP request. So plumb does not
-// link them: these definitions of the few libcurl and libcrypto entry points plumb calls
-// forward to the real libraries, dlopen()ed the first time one is called. Everything HTTP, TLS
-// and base64 is still done by libcurl and OpenSSL themselves.
+// link it: these definitions of the few libcurl entry points plumb calls (engine/base/http.cpp
+// is their one caller) forward to the real library, dlopen()ed the first time one is called.
+// Everything HTTP and TLS is still done by libcurl (and the OpenSSL it loads) itself; base64
+// is engine/base/base64.cpp, which needs no library.
 #include <curl/curl.h>
 #include <dlfcn.h>
-#include <openssl/evp.h>
 
 #include <cstdarg>
 #include <mutex>
@@ -22,28 +22,28 @@ struct Lib {
   std::string error;
 };
 
-Lib& load(const char* soname) {
-  // One Lib per soname; the names are the libraries' ABI names (Debian libcurl4, libssl3).
-  static Lib curl, crypto;
-  static std::once_flag curl_once, crypto_once;
-  bool is_curl = std::string(soname) == "libcurl.so.4";
-  Lib& lib = is_curl ? curl : crypto;
-  std::call_once(is_curl ? curl_once : crypto_once, [&] {
-    lib.handle = ::dlopen(soname, RTLD_NOW | RTLD_LOCAL);
+/// libcurl's ABI name (Debian's libcurl4).
+constexpr const char* kCurlSoname = "libcurl.so.4";
+
+/// libcurl, dlopen()ed on the first call.
+Lib& libcurl() {
+  static Lib lib;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    lib.handle = ::dlopen(kCurlSoname, RTLD_NOW | RTLD_LOCAL);
     if (lib.handle == nullptr) lib.error = ::dlerror();
   });
   return lib;
 }
 
 template <class Fn>
-Fn sym(const char* soname, const char* name) {
-  Lib& lib = load(soname);
+Fn sym(const char* name) {
+  Lib& lib = libcurl();
   if (lib.handle == nullptr) return nullptr;
   return reinterpret_cast<Fn>(::dlsym(lib.handle, name));
 }
 
-#define PLUMB_CURL(name, type) static const auto real = sym<type>("libcurl.so.4", #name)
-#define PLUMB_CRYPTO(name, type) static const auto real = sym<type>("libcrypto.so.3", #name)
+#define PLUMB_CURL(name, type) static const auto real = sym<type>(#name)
 
 }  // namespace
 
@@ -119,7 +119,7 @@ void curl_easy_reset(CURL* curl) {
 const char* curl_easy_strerror(CURLcode code) {
   PLUMB_CURL(curl_easy_strerror, const char* (*)(CURLcode));
   if (real != nullptr) return real(code);
-  static const std::string msg = "libcurl (libcurl.so.4) cannot be loaded: " + load("libcurl.so.4").error;
+  static const std::string msg = std::string("libcurl (") + kCurlSoname + ") cannot be loaded: " + libcurl().error;
   return msg.c_str();
 }
 
@@ -131,41 +131,6 @@ struct curl_slist* curl_slist_append(struct curl_slist* list, const char* s) {
 void curl_slist_free_all(struct curl_slist* list) {
   PLUMB_CURL(curl_slist_free_all, void (*)(struct curl_slist*));
   if (real != nullptr) real(list);
-}
-
-int EVP_EncodeBlock(unsigned char* t, const unsigned char* f, int n) {
-  PLUMB_CRYPTO(EVP_EncodeBlock, int (*)(unsigned char*, const unsigned char*, int));
-  return real != nullptr ? real(t, f, n) : -1;
-}
-
-int EVP_DecodeBlock(unsigned char* t, const unsigned char* f, int n) {
-  PLUMB_CRYPTO(EVP_DecodeBlock, int (*)(unsigned char*, const unsigned char*, int));
-  return real != nullptr ? real(t, f, n) : -1;
-}
-
-EVP_ENCODE_CTX* EVP_ENCODE_CTX_new(void) {
-  PLUMB_CRYPTO(EVP_ENCODE_CTX_new, EVP_ENCODE_CTX* (*)(void));
-  return real != nullptr ? real() : nullptr;
-}
-
-void EVP_ENCODE_CTX_free(EVP_ENCODE_CTX* ctx) {
-  PLUMB_CRYPTO(EVP_ENCODE_CTX_free, void (*)(EVP_ENCODE_CTX*));
-  if (real != nullptr) real(ctx);
-}
-
-void EVP_DecodeInit(EVP_ENCODE_CTX* ctx) {
-  PLUMB_CRYPTO(EVP_DecodeInit, void (*)(EVP_ENCODE_CTX*));
-  if (real != nullptr) real(ctx);
-}
-
-int EVP_DecodeUpdate(EVP_ENCODE_CTX* ctx, unsigned char* out, int* outl, const unsigned char* in, int inl) {
-  PLUMB_CRYPTO(EVP_DecodeUpdate, int (*)(EVP_ENCODE_CTX*, unsigned char*, int*, const unsigned char*, int));
-  return real != nullptr ? real(ctx, out, outl, in, inl) : -1;
-}
-
-int EVP_DecodeFinal(EVP_ENCODE_CTX* ctx, unsigned char* out, int* outl) {
-  PLUMB_CRYPTO(EVP_DecodeFinal, int (*)(EVP_ENCODE_CTX*, unsigned char*, int*));
-  return real != nullptr ? real(ctx, out, outl) : -1;
 }
 
 }  // extern "C"

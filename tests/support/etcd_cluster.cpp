@@ -1,6 +1,5 @@
 #include "tests/support/etcd_cluster.hpp"
 
-#include <curl/curl.h>
 #include <fcntl.h>
 #include <rapidjson/document.h>
 #include <signal.h>
@@ -17,6 +16,8 @@
 #include <sstream>
 #include <thread>
 
+#include "engine/base/http.hpp"
+
 namespace plumb::test {
 namespace {
 
@@ -24,33 +25,26 @@ constexpr const char* kEtcd = "/usr/bin/etcd";
 constexpr const char* kEtcdctl = "/usr/bin/etcdctl";
 constexpr int kStartTimeoutMs = 20000;
 
-size_t on_body(char* data, size_t size, size_t n, void* user) {
-  static_cast<std::string*>(user)->append(data, size * n);
-  return size * n;
-}
-
-/// One HTTP request to a member (GET when body is null); the body, or nullopt on any failure.
-std::optional<std::string> http(const std::string& url, const char* body, const EtcdTls* tls, long timeout_ms) {
-  CURL* c = curl_easy_init();
-  if (c == nullptr) return std::nullopt;
-  std::string out;
-  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
-  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-  curl_easy_setopt(c, CURLOPT_WRITEDATA, &out);
-  if (body != nullptr) curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+/// One HTTP request to a member (GET when body is null), no retry; the body, or nullopt on any
+/// failure or non-200 answer.
+std::optional<std::string> ask(const std::string& url, const char* body, const EtcdTls* tls, long timeout_ms) {
+  http::Options o;
+  o.timeout = std::chrono::milliseconds(timeout_ms);
   if (tls != nullptr) {
-    curl_easy_setopt(c, CURLOPT_CAINFO, tls->ca.c_str());
-    curl_easy_setopt(c, CURLOPT_SSLCERT, tls->client_cert.c_str());
-    curl_easy_setopt(c, CURLOPT_SSLKEY, tls->client_key.c_str());
+    o.tls.ca_file = tls->ca;
+    o.tls.cert_file = tls->client_cert;
+    o.tls.key_file = tls->client_key;
   }
-  CURLcode rc = curl_easy_perform(c);
-  long status = 0;
-  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-  curl_easy_cleanup(c);
-  if (rc != CURLE_OK || status != 200) return std::nullopt;
-  return out;
+  http::Request req;
+  req.url = url;
+  if (body != nullptr) {
+    req.method = "POST";
+    req.body = body;
+    req.content_type = "application/x-www-form-urlencoded";  // what libcurl sent for POSTFIELDS
+  }
+  auto r = http::Client(o).send(req);
+  if (!r || r->status != 200) return std::nullopt;
+  return std::move(r->body);
 }
 
 std::string member_name(int i) { return "m" + std::to_string(i); }
@@ -87,7 +81,6 @@ EtcdCluster::EtcdCluster(int members, int base_port, const EtcdTls* tls) : base_
   std::string tmpl = std::string(root) + "/plumb-etcd-XXXXXX";
   if (::mkdtemp(tmpl.data()) == nullptr) return;
   dir_ = tmpl;
-  curl_global_init(CURL_GLOBAL_DEFAULT);
   pids_.assign(static_cast<size_t>(members), 0);
   for (int i = 0; i < members; ++i) spawn(i, true);
   ok_ = true;
@@ -186,7 +179,7 @@ bool EtcdCluster::wait_healthy(int i, int timeout_ms) {
       pid = 0;
       return false;
     }
-    auto body = http(client_url(i) + "/health", nullptr, tls_, 1000);
+    auto body = ask(client_url(i) + "/health", nullptr, tls_, 1000);
     if (body && body->find("\"true\"") != std::string::npos) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
@@ -196,7 +189,7 @@ bool EtcdCluster::wait_healthy(int i, int timeout_ms) {
 int EtcdCluster::leader() const {
   for (int i = 0; i < size(); ++i) {
     if (pids_[static_cast<size_t>(i)] <= 0) continue;
-    auto body = http(client_url(i) + "/v3/maintenance/status", "{}", tls_, 2000);
+    auto body = ask(client_url(i) + "/v3/maintenance/status", "{}", tls_, 2000);
     if (!body) continue;
     rapidjson::Document d;
     d.Parse(body->c_str());
@@ -205,7 +198,7 @@ int EtcdCluster::leader() const {
     // Ask each member for its own id and find the one that is the leader.
     for (int j = 0; j < size(); ++j) {
       if (pids_[static_cast<size_t>(j)] <= 0) continue;
-      auto b = http(client_url(j) + "/v3/maintenance/status", "{}", tls_, 2000);
+      auto b = ask(client_url(j) + "/v3/maintenance/status", "{}", tls_, 2000);
       if (!b) continue;
       rapidjson::Document e;
       e.Parse(b->c_str());
