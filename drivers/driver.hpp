@@ -12,7 +12,9 @@
 //   check   typed config + the recorded result: does the kernel still match (CNI CHECK)?
 //   del     there is no per-driver DEL: DEL runs, newest first, the undo operations the ADD
 //           recorded (drivers/undo.hpp), so it works from the state record alone.
-// Drivers never call each other and never see JSON after parse.
+// Drivers never call each other and never see JSON after parse. Steps several drivers share live
+// in helper modules that are not drivers: common.cpp (every driver; declared below) and
+// vf_attach.hpp (sriov, ib-sriov, vdpa).
 #pragma once
 
 #include <memory>
@@ -34,7 +36,7 @@
 
 namespace plumb::drivers {
 
-namespace sriov {
+namespace vf_attach {
 struct Backends;
 }
 
@@ -84,8 +86,8 @@ struct Context {
   std::string ipam_owner;
   std::vector<std::string> ipam_owner_ips;
   /// The SR-IOV / RDMA / vDPA kernel backends; null = the netlink implementations. Tests without
-  /// SR-IOV hardware set recording fakes here (drivers/sriov_vf.hpp).
-  sriov::Backends* vf_backends = nullptr;
+  /// SR-IOV hardware set recording fakes here (drivers/vf_attach.hpp).
+  vf_attach::Backends* vf_backends = nullptr;
 };
 
 /// One attachment kind or chained feature. See the file comment for the life of a plugin.

@@ -10,19 +10,22 @@
 // that mode is what the recorded undo operations describe, so DEL never looks for a netdev.
 // DEL (the undo log, newest first): addresses released, saved VF settings restored through the PF
 // (in sriov-cni's reset order: vlan, spoofchk, mac, trust, rate, link state), netdev returned
-// under its original name, MAC and MTU, VF released.
+// under its original name, MAC and MTU, VF released. The VF steps shared with ib-sriov and vdpa
+// are drivers/vf_attach.hpp's.
 #include <linux/if_ether.h>
 #include <strings.h>
 
 #include "drivers/registry.hpp"
-#include "drivers/sriov_vf.hpp"
-#include "drivers/undo.hpp"
-#include "engine/devinfo/devinfo.hpp"
+#include "drivers/vf_attach.hpp"
+#include "engine/kernel/pci.hpp"
+#include "engine/kernel/vf.hpp"
 
 namespace plumb::drivers {
-namespace sriov {
 namespace {
 
+using vf::LinkState;
+using vf::VfSetting;
+using vf::VfState;
 using Kind = VfSetting::Kind;
 
 /// sriov-cni's configuration, validated as sriov-cni's LoadConf does.
@@ -38,54 +41,30 @@ struct SriovConfig : Config {
   std::optional<uint32_t> min_tx_rate, max_tx_rate;  // Mbit/s
   std::optional<uint32_t> mtu_bytes;
 
-  /// The PF-side settings to apply, in sriov-cni's ApplyVFConfig order.
+  /// The PF-side settings to apply to VF `vf`, in sriov-cni's ApplyVFConfig order.
   std::vector<VfSetting> pf_settings(uint32_t vf) const {
     std::vector<VfSetting> out;
-    VfSetting s;
-    s.vf = vf;
+    auto add = [&](Kind k) -> VfSetting& {
+      out.push_back(VfSetting{});
+      out.back().vf = vf;
+      out.back().kind = k;
+      return out.back();
+    };
     if (vlan) {
-      s.kind = vlan_proto && *vlan_proto == ETH_P_8021AD ? Kind::VlanList : Kind::Vlan;
+      VfSetting& s = add(vlan_proto && *vlan_proto == ETH_P_8021AD ? Kind::VlanList : Kind::Vlan);
       s.vlan = *vlan;
       s.qos = vlan_qos;
       s.vlan_proto = vlan_proto.value_or(ETH_P_8021Q);
-      out.push_back(s);
     }
-    if (mac) {
-      s = VfSetting{};
-      s.vf = vf;
-      s.kind = Kind::Mac;
-      s.mac = *mac;
-      out.push_back(s);
-    }
+    if (mac) add(Kind::Mac).mac = *mac;
     if (min_tx_rate || max_tx_rate) {
-      s = VfSetting{};
-      s.vf = vf;
-      s.kind = Kind::Rate;
+      VfSetting& s = add(Kind::Rate);
       s.min_tx_rate = min_tx_rate.value_or(0);
       s.max_tx_rate = max_tx_rate.value_or(0);
-      out.push_back(s);
     }
-    if (spoofchk) {
-      s = VfSetting{};
-      s.vf = vf;
-      s.kind = Kind::SpoofChk;
-      s.on = *spoofchk;
-      out.push_back(s);
-    }
-    if (trust) {
-      s = VfSetting{};
-      s.vf = vf;
-      s.kind = Kind::Trust;
-      s.on = *trust;
-      out.push_back(s);
-    }
-    if (link_state) {
-      s = VfSetting{};
-      s.vf = vf;
-      s.kind = Kind::LinkState;
-      s.link_state = *link_state;
-      out.push_back(s);
-    }
+    if (spoofchk) add(Kind::SpoofChk).on = *spoofchk;
+    if (trust) add(Kind::Trust).on = *trust;
+    if (link_state) add(Kind::LinkState).link_state = *link_state;
     return out;
   }
 };
@@ -110,27 +89,31 @@ Result<std::optional<uint32_t>> rate(const json::Value& conf, const char* key, c
 Result<SriovConfig> parse_config(const json::Value& conf, const ParseInput& in) {
   SriovConfig c;
   const std::string& where = in.network;
-  c.device_id = PLUMB_TRY(device_id(conf, in, "sriov"));
+  c.device_id = PLUMB_TRY(vf_attach::device_id(conf, in, "sriov"));
   auto vlan = PLUMB_TRY(json::get_int(conf, "vlan", where));
   auto qos = PLUMB_TRY(json::get_int(conf, "vlanQoS", where));
   auto proto = PLUMB_TRY(json::get_string(conf, "vlanProto", where));
   if (vlan && (*vlan < 0 || *vlan > 4094)) {
-    return fail(cni_code::kInvalidConfig, where + ".vlan " + std::to_string(*vlan) + " is invalid: it must be in the range 0-4094");
+    return fail(cni_code::kInvalidConfig,
+                where + ".vlan " + std::to_string(*vlan) + " is invalid: it must be in the range 0-4094");
   }
   if (qos && (*qos < 0 || *qos > 7)) {
-    return fail(cni_code::kInvalidConfig, where + ".vlanQoS " + std::to_string(*qos) + " is invalid: it must be in the range 0-7");
+    return fail(cni_code::kInvalidConfig,
+                where + ".vlanQoS " + std::to_string(*qos) + " is invalid: it must be in the range 0-7");
   }
   if (qos && *qos != 0 && (!vlan || *vlan == 0)) {
     return fail(cni_code::kInvalidConfig, where + ".vlanQoS " + std::to_string(*qos) + " needs a non-zero vlan");
   }
   if (proto) {
-    if (!vlan || *vlan == 0) return fail(cni_code::kInvalidConfig, where + ".vlanProto \"" + *proto + "\" needs a non-zero vlan");
+    if (!vlan || *vlan == 0)
+      return fail(cni_code::kInvalidConfig, where + ".vlanProto \"" + *proto + "\" needs a non-zero vlan");
     if (strcasecmp(proto->c_str(), "802.1q") == 0) {
       c.vlan_proto = ETH_P_8021Q;
     } else if (strcasecmp(proto->c_str(), "802.1ad") == 0) {
       c.vlan_proto = ETH_P_8021AD;
     } else {
-      return fail(cni_code::kInvalidConfig, where + ".vlanProto \"" + *proto + "\" is invalid: it must be \"802.1q\" or \"802.1ad\"");
+      return fail(cni_code::kInvalidConfig,
+                  where + ".vlanProto \"" + *proto + "\" is invalid: it must be \"802.1q\" or \"802.1ad\"");
     }
   }
   if (vlan) c.vlan = static_cast<uint32_t>(*vlan);
@@ -146,12 +129,7 @@ Result<SriovConfig> parse_config(const json::Value& conf, const ParseInput& in) 
   }
   c.spoofchk = PLUMB_TRY(on_off(conf, "spoofchk", where));
   c.trust = PLUMB_TRY(on_off(conf, "trust", where));
-  if (auto ls = PLUMB_TRY(json::get_string(conf, "link_state", where))) {
-    if (*ls == "auto") c.link_state = LinkState::Auto;
-    else if (*ls == "enable") c.link_state = LinkState::Enable;
-    else if (*ls == "disable") c.link_state = LinkState::Disable;
-    else return fail(cni_code::kInvalidConfig, where + ".link_state \"" + *ls + "\" must be \"auto\", \"enable\" or \"disable\"");
-  }
+  c.link_state = PLUMB_TRY(vf_attach::parse_link_state(conf, where));
   c.min_tx_rate = PLUMB_TRY(rate(conf, "min_tx_rate", where));
   c.max_tx_rate = PLUMB_TRY(rate(conf, "max_tx_rate", where));
   if (c.min_tx_rate && c.max_tx_rate && *c.max_tx_rate != 0 && *c.max_tx_rate < *c.min_tx_rate) {
@@ -170,48 +148,52 @@ std::vector<VfSetting> restore_list(const std::vector<VfSetting>& applied, const
     for (auto& s : applied) {
       bool same = s.kind == k || (k == Kind::Vlan && s.kind == Kind::VlanList);
       if (!same) continue;
-      if (auto r = restore_of(s, saved)) out.push_back(*r);
+      if (auto r = vf::restore_of(s, saved)) out.push_back(*r);
     }
   }
   return out;
 }
 
-Result<cni::CniResult> add(Context& ctx, const SriovConfig& c, const cni::CniResult*) {
-  DefaultBackends defaults(ctx);
-  Backends& b = backends_of(ctx, defaults);
-  VfDevice dev = PLUMB_TRY(lookup_device(ctx.sysfs_root, c.device_id, true, ctx.network + ".deviceID"));
+Result<cni::CniResult> sriov_add(Context& ctx, const SriovConfig& c, const cni::CniResult*) {
+  vf_attach::DefaultBackends defaults(ctx);
+  vf_attach::Backends& b = vf_attach::backends_of(ctx, defaults);
+  pci::VfDevice dev = PLUMB_TRY(pci::lookup_device(ctx.sysfs_root, c.device_id, true, ctx.network + ".deviceID"));
   const bool userspace = dev.userspace();
   if (!userspace) {
     if (dev.netdev.empty()) {
       return fail(cni_code::kNotFound, "VF " + dev.pci + " (driver " + (dev.driver.empty() ? "none" : dev.driver) +
                                            ") has no network interface in sysfs");
     }
-    PLUMB_TRY(ensure_ifname_free(ctx));
+    PLUMB_TRY(vf_attach::ensure_ifname_free(ctx));
   }
   std::vector<VfSetting> apply = c.pf_settings(dev.vf_index);
   if (!apply.empty() && dev.pf_netdev.empty()) {
-    return fail(cni_code::kNotFound, "PF " + dev.pf_pci + " of VF " + dev.pci + " has no network interface to set VF settings through");
+    return fail(cni_code::kNotFound,
+                "PF " + dev.pf_pci + " of VF " + dev.pci + " has no network interface to set VF settings through");
   }
 
-  Claim cl = PLUMB_TRY(claim(ctx, b, "sriov", dev, userspace ? "userspace" : "netdev"));
-  NetdevOrig orig;
-  if (!userspace) orig = PLUMB_TRY(register_return_netdev(ctx, "sriov", dev.pci, dev.netdev, c.mac.has_value(), c.mtu_bytes.has_value()));
+  vf_attach::Claim cl = PLUMB_TRY(vf_attach::claim(ctx, b, "sriov", dev, userspace ? "userspace" : "netdev"));
+  vf_attach::NetdevOrig orig;
+  if (!userspace)
+    orig = PLUMB_TRY(vf_attach::register_return_netdev(ctx, "sriov", dev.pci, dev.netdev, c.mac.has_value(),
+                                                       c.mtu_bytes.has_value()));
   if (!apply.empty()) {
     if (b.pf == nullptr) return fail(cni_code::kInternal, "sriov: no PF backend");
     VfState saved = PLUMB_TRY(b.pf->get_vf(dev.pf_netdev, dev.vf_index));
-    PLUMB_TRY(apply_pf_settings(ctx, b, cl, "sriov", dev.pf_netdev, apply, restore_list(apply, saved), ""));
+    PLUMB_TRY(vf_attach::apply_pf_settings(ctx, b, cl, "sriov", dev.pf_netdev, apply, restore_list(apply, saved), ""));
   }
 
-  if (userspace) return finish_pci_vf(ctx, c.ipam, dev, nullptr, c.mac ? c.mac->str() : "");
-  link::LinkInfo l = PLUMB_TRY(move_netdev(ctx, orig, c.mac, c.mtu_bytes));
-  return finish_pci_vf(ctx, c.ipam, dev, &l, "");
+  if (userspace) return vf_attach::finish_pci_vf(ctx, c.ipam, dev, nullptr, c.mac ? c.mac->str() : "");
+  link::LinkInfo l = PLUMB_TRY(vf_attach::move_netdev(ctx, orig, c.mac, c.mtu_bytes));
+  return vf_attach::finish_pci_vf(ctx, c.ipam, dev, &l, "");
 }
 
-Status check(Context& ctx, const SriovConfig& c, const cni::CniResult&) { return check_attachment(ctx, c.device_id); }
+Status sriov_check(Context& ctx, const SriovConfig& c, const cni::CniResult&) {
+  return vf_attach::check_attachment(ctx, c.device_id);
+}
 
 }  // namespace
-}  // namespace sriov
 
-const Driver kSriov = make_driver<sriov::SriovConfig, sriov::parse_config, sriov::add, sriov::check>("sriov");
+const Driver kSriov = make_driver<SriovConfig, parse_config, sriov_add, sriov_check>("sriov");
 
 }  // namespace plumb::drivers

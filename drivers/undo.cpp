@@ -44,7 +44,7 @@ class Writer {
       json::Value out;
       out.CopyFrom(v, a_);
       return out;
-    } else if constexpr (std::is_same_v<T, sriov::VfSetting>) {
+    } else if constexpr (std::is_same_v<T, vf::VfSetting>) {
       return v.to_json(a_);
     } else if constexpr (std::is_same_v<T, std::map<std::string, std::string>>) {
       json::Value out(rapidjson::kObjectType);
@@ -119,8 +119,8 @@ class Reader {
     } else if constexpr (std::is_same_v<T, json::Document>) {
       if (!v.IsObject()) return bad(key, "an object");
       out.CopyFrom(v, out.GetAllocator());
-    } else if constexpr (std::is_same_v<T, sriov::VfSetting>) {
-      auto s = sriov::VfSetting::from_json(v);
+    } else if constexpr (std::is_same_v<T, vf::VfSetting>) {
+      auto s = vf::VfSetting::from_json(v);
       if (!s) {
         status_ = std::unexpected(s.error().within(where_));
         return false;

@@ -21,9 +21,9 @@
 #include <vector>
 
 #include "drivers/driver.hpp"
-#include "drivers/sriov_pf.hpp"
 #include "engine/base/json.hpp"
 #include "engine/base/result.hpp"
+#include "engine/kernel/vf.hpp"
 
 namespace plumb::drivers::undo {
 
@@ -155,7 +155,7 @@ struct VfRelease : VfOwner {
 struct VfRestore : VfOwner {
   static constexpr std::string_view kVerb = "restore_vf";
   std::string pf;
-  std::vector<sriov::VfSetting> settings;
+  std::vector<vf::VfSetting> settings;  ///< engine/kernel/vf.hpp, applied in order
   std::optional<std::string> rebind_driver;
   template <class V> void fields(V& v) { owner_fields(v); v("pf", pf); v("settings", settings); v("rebind_driver", rebind_driver); }
 };
@@ -217,9 +217,9 @@ using Op = std::variant<LinkDel, BridgeDelIfUnused, IpamRelease, MasqDel, Devinf
 [[nodiscard]] Status run_op(Context& ctx, const HostDeviceRestore& op);  // host_device.cpp
 [[nodiscard]] Status run_op(Context& ctx, const PortmapRemove& op);      // portmap.cpp
 [[nodiscard]] Status run_op(Context& ctx, const BandwidthRemove& op);    // bandwidth.cpp
-[[nodiscard]] Status run_op(Context& ctx, const VfRelease& op);          // sriov_vf.cpp
-[[nodiscard]] Status run_op(Context& ctx, const VfRestore& op);          // sriov_vf.cpp
-[[nodiscard]] Status run_op(Context& ctx, const VfReturnNetdev& op);     // sriov_vf.cpp
-[[nodiscard]] Status run_op(Context& ctx, const RdmaReturn& op);         // sriov_vf.cpp
+[[nodiscard]] Status run_op(Context& ctx, const VfRelease& op);          // vf_attach.cpp
+[[nodiscard]] Status run_op(Context& ctx, const VfRestore& op);          // vf_attach.cpp
+[[nodiscard]] Status run_op(Context& ctx, const VfReturnNetdev& op);     // vf_attach.cpp
+[[nodiscard]] Status run_op(Context& ctx, const RdmaReturn& op);         // vf_attach.cpp
 
 }  // namespace plumb::drivers::undo

@@ -117,4 +117,18 @@ std::string format_hwaddr(const uint8_t* data, size_t len) {
   return out;
 }
 
+std::optional<std::vector<uint8_t>> parse_hwaddr(std::string_view text) {
+  // "xx" then ":xx" per further byte: 3n - 1 characters for n bytes.
+  if (text.size() % 3 != 2) return std::nullopt;
+  std::vector<uint8_t> out;
+  for (size_t i = 0; i < text.size(); i += 3) {
+    if (i > 0 && text[i - 1] != ':') return std::nullopt;
+    unsigned v = 0;
+    auto [ptr, ec] = std::from_chars(text.data() + i, text.data() + i + 2, v, 16);
+    if (ec != std::errc{} || ptr != text.data() + i + 2) return std::nullopt;
+    out.push_back(static_cast<uint8_t>(v));
+  }
+  return out;
+}
+
 }  // namespace plumb

@@ -4,8 +4,10 @@
 #include <array>
 #include <compare>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "engine/base/result.hpp"
 
@@ -58,5 +60,8 @@ struct Mac {
 
 /// Formats any hardware address as lower-case colon-separated hex (IPoIB addresses are 20 bytes).
 [[nodiscard]] std::string format_hwaddr(const uint8_t* data, size_t len);
+/// Parses format_hwaddr()'s form back: one or more two-digit hex bytes separated by ':' (either
+/// case), any count (GUIDs are 8 bytes, IPoIB addresses 20). nullopt when the text is not that.
+[[nodiscard]] std::optional<std::vector<uint8_t>> parse_hwaddr(std::string_view text);
 
 }  // namespace plumb

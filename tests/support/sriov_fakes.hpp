@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "drivers/sriov_pf.hpp"
+#include "engine/kernel/vf.hpp"
 #include "engine/kernel/rdma.hpp"
 #include "engine/kernel/vdpa.hpp"
 
@@ -87,10 +87,10 @@ class FakeSysfs {
 
 /// PfOps that records every call ("get pf0 vf 1", "set pf0 vf 1 vlan 100 qos 3") and keeps each
 /// VF's state, as a PF would, so restores can be checked against the starting state.
-class RecordingPfOps final : public drivers::sriov::PfOps {
+class RecordingPfOps final : public vf::PfOps {
  public:
-  using VfState = drivers::sriov::VfState;
-  using VfSetting = drivers::sriov::VfSetting;
+  using VfState = vf::VfState;
+  using VfSetting = vf::VfSetting;
   std::vector<std::string> log;
   std::map<std::pair<std::string, uint32_t>, VfState> vfs;
   /// When set, set() of this kind fails with EOPNOTSUPP as a driver without the feature would.
@@ -125,7 +125,7 @@ class RecordingPfOps final : public drivers::sriov::PfOps {
 };
 
 /// Compares two VF states field by field.
-inline bool same_state(const drivers::sriov::VfState& a, const drivers::sriov::VfState& b) {
+inline bool same_state(const vf::VfState& a, const vf::VfState& b) {
   return a.vf == b.vf && a.mac == b.mac && a.vlan == b.vlan && a.qos == b.qos && a.vlan_proto == b.vlan_proto &&
          a.spoofchk == b.spoofchk && a.trust == b.trust && a.link_state == b.link_state && a.min_tx_rate == b.min_tx_rate &&
          a.max_tx_rate == b.max_tx_rate && a.node_guid == b.node_guid && a.port_guid == b.port_guid;

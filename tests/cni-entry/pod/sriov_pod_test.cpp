@@ -4,7 +4,7 @@
 // on this kernel (no SR-IOV, RDMA or vdpa) these cases use configurations that need no PF-side
 // message (the VF netdev, MTU, vfio-pci and IB-without-GUID paths) and show the clear CNI errors
 // where the kernel lacks a feature; the PF-side sequences are covered in-process with a recording
-// PfOps in sriov_flow.cpp. Kernel state is read back with `ip -j`.
+// PfOps in tests/drivers/{sriov,ib_sriov,vdpa,vf_attach}_test.cpp. Kernel state is read back with `ip -j`.
 #include <doctest/doctest.h>
 #include <unistd.h>
 

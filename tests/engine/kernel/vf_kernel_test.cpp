@@ -1,11 +1,10 @@
-// The kernel's own validation of plumb's PF, RDMA and vdpa messages on this machine (which has no
-// SR-IOV, RDMA or vdpa), each case in a fresh private node namespace:
+// The kernel's own validation of plumb's PF-side VF messages (engine/kernel/vf.hpp) on this machine,
+// which has no SR-IOV, each case in a fresh private node namespace:
 //  - [kernel] every PF message kind sent to a veth standing in for the PF: do_setvfinfo parses it
 //    and answers EOPNOTSUPP (veth has no ndo_set_vf_*), which NetlinkPfOps turns into a clear
 //    kKernelFeature error; malformed messages get ERANGE (short IFLA_VF_MAC) and EINVAL (absurd
 //    VF index), proving the validation really looks at our bytes;
-//  - [kernel] RTM_GETLINK with RTEXT_FILTER_VF on the veth "PF": no VF list, a clear error;
-//  - [kernel] NETLINK_RDMA and the "vdpa" generic netlink family are absent: clear errors.
+//  - [kernel] RTM_GETLINK with RTEXT_FILTER_VF on the veth "PF": no VF list, a clear error.
 #include <doctest/doctest.h>
 #include <linux/if_link.h>
 #include <linux/rtnetlink.h>
@@ -13,14 +12,12 @@
 
 #include <cerrno>
 
-#include "drivers/sriov_pf.hpp"
 #include "engine/kernel/link.hpp"
-#include "engine/kernel/rdma.hpp"
-#include "engine/kernel/vdpa.hpp"
+#include "engine/kernel/vf.hpp"
 #include "tests/support/private_node.hpp"
 
 using namespace plumb;
-using namespace plumb::drivers::sriov;
+using namespace plumb::vf;
 using plumb::test::Node;
 using Kind = VfSetting::Kind;
 
@@ -131,36 +128,4 @@ TEST_CASE("[kernel] reading VF settings from a veth PF (RTM_GETLINK, RTEXT_FILTE
   REQUIRE_FALSE(v);
   CHECK(v.error().cni_code == cni_code::kKernelFeature);
   CHECK(v.error().msg.find("PF pf0 reports no VFs") != std::string::npos);
-}
-
-TEST_CASE("[kernel] this kernel has no RDMA netlink: socket(NETLINK_RDMA) gives EPROTONOSUPPORT, reported clearly") {
-  Node node;
-  auto s = rdma::open_socket();
-  REQUIRE_FALSE(s);
-  CHECK(s.error().cni_code == cni_code::kKernelFeature);
-  CHECK(s.error().msg.find("no RDMA netlink") != std::string::npos);
-  CHECK(s.error().details.find("Protocol not supported") != std::string::npos);
-  rdma::NetlinkOps ops;
-  auto st = rdma::ensure_exclusive(ops);
-  REQUIRE_FALSE(st);
-  CHECK(st.error().cni_code == cni_code::kKernelFeature);
-  CHECK(st.error().msg.find("rdmaIsolation") != std::string::npos);
-  auto mv = ops.move("mlx5_0", -1, -1);
-  REQUIRE_FALSE(mv);
-  CHECK(mv.error().cni_code == cni_code::kKernelFeature);
-}
-
-TEST_CASE("[kernel] this kernel has no \"vdpa\" generic netlink family: the listing fails clearly") {
-  Node node;
-  vdpa::GenlLister lister;
-  auto l = lister.list();
-  REQUIRE_FALSE(l);
-  CHECK(l.error().cni_code == cni_code::kKernelFeature);
-  CHECK(l.error().msg.find("no \"vdpa\" generic netlink family") != std::string::npos);
-  // The resolver itself works: nlctrl knows itself.
-  auto genl = netlink::Socket::open(NETLINK_GENERIC);
-  REQUIRE(genl);
-  auto id = vdpa::resolve_family(*genl, "nlctrl");
-  REQUIRE(id);
-  CHECK(*id == 0x10);
 }

@@ -1,7 +1,6 @@
-// SR-IOV, InfiniBand, RDMA and vDPA without the kernel: golden bytes of every PF message kind
-// against what iproute2 sends, RDMA netlink SET/SYS_SET and vdpa DEV_GET against the uapi layouts,
-// parsing of a kernel-shaped VF report, GUIDs, device-info files (spec 1.1.0) and the VF lookup in
-// a fake sysfs tree. Nothing here needs privileges or touches a network namespace.
+// PF-side VF settings without the kernel (engine/kernel/vf.hpp): golden bytes of every PF message
+// kind against what iproute2 sends, parsing of a kernel-shaped VF report, restore_of, the JSON form
+// undo records hold, and GUIDs. Nothing here needs privileges or touches a network namespace.
 //
 // The iproute2 arrays below were captured on this machine with
 //   unshare -n sh -c 'ip link add pf0 type veth peer name pf0p;
@@ -12,42 +11,24 @@
 // nest's type), which iproute2 does not set and the kernel masks off (nla_type()).
 #include <arpa/inet.h>
 #include <doctest/doctest.h>
-#include <linux/genetlink.h>
 #include <linux/if_ether.h>
 #include <linux/if_link.h>
 #include <linux/rtnetlink.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include <bit>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <initializer_list>
 #include <vector>
 
-#include "drivers/sriov_pf.hpp"
-#include "drivers/sriov_vf.hpp"
-#include "engine/devinfo/devinfo.hpp"
-#include "engine/kernel/rdma.hpp"
-#include "engine/kernel/vdpa.hpp"
-#include "tests/support/sriov_fakes.hpp"
+#include "engine/kernel/vf.hpp"
+#include "tests/support/golden.hpp"
 
 using namespace plumb;
-using namespace plumb::drivers::sriov;
-using Bytes = std::vector<uint8_t>;
+using namespace plumb::vf;
+using plumb::test::Bytes;
+using plumb::test::check_bytes;
 using Kind = VfSetting::Kind;
 
 namespace {
-
-static_assert(std::endian::native == std::endian::little, "golden arrays are written for little-endian hosts");
-
-void check_bytes(const Bytes& got, const Bytes& want) {
-  size_t first = 0;
-  while (first < got.size() && first < want.size() && got[first] == want[first]) ++first;
-  INFO("sizes got ", got.size(), " want ", want.size(), "; first difference at offset ", first);
-  CHECK(got == want);
-}
 
 /// iproute2's bytes as plumb's builder must produce them: flags without NLM_F_ACK, and NLA_F_NESTED
 /// on the nests whose type's high byte is at `nest_type_high_bytes`.
@@ -330,252 +311,17 @@ TEST_CASE("GUIDs: 8 bytes, not all zero; IPoIB addresses are 20 bytes with the p
   CHECK(eth.error().msg.find("6-byte") != std::string::npos);
 }
 
-// ---------------------------------------------------------------------------------------------
-// RDMA netlink and vdpa generic netlink
-
-TEST_CASE("golden: RDMA_NLDEV_CMD_SET moving device 2 into the netns open at fd 7 (rdma dev set <dev> netns <ns>)") {
-  const Bytes want = {
-      // nlmsghdr: len 32, type RDMA_NL_GET_TYPE(RDMA_NL_NLDEV=5, SET=2) = 0x1402, REQUEST, seq 0, pid 0
-      0x20, 0x00, 0x00, 0x00, 0x02, 0x14, 0x01, 0x00, 0, 0, 0, 0, 0, 0, 0, 0,
-      // RDMA_NLDEV_ATTR_DEV_INDEX (1) u32 2
-      0x08, 0x00, 0x01, 0x00, 0x02, 0x00, 0x00, 0x00,
-      // RDMA_NLDEV_NET_NS_FD (68) u32 7
-      0x08, 0x00, 0x44, 0x00, 0x07, 0x00, 0x00, 0x00};
-  check_bytes(rdma::build_set_netns(2, 7).bytes(), want);
-}
-
-TEST_CASE("golden: RDMA_NLDEV_CMD_SYS_SET netns mode exclusive / shared, SYS_GET and the device dump") {
-  const Bytes excl = {
-      // nlmsghdr: len 24, type 0x1407 (SYS_SET = 7), REQUEST
-      0x18, 0x00, 0x00, 0x00, 0x07, 0x14, 0x01, 0x00, 0, 0, 0, 0, 0, 0, 0, 0,
-      // RDMA_NLDEV_SYS_ATTR_NETNS_MODE (66) u8 0 (exclusive), padded to 4
-      0x05, 0x00, 0x42, 0x00, 0x00, 0x00, 0x00, 0x00};
-  check_bytes(rdma::build_sys_set(rdma::NetnsMode::Exclusive).bytes(), excl);
-  Bytes shared = excl;
-  shared[20] = 0x01;
-  check_bytes(rdma::build_sys_set(rdma::NetnsMode::Shared).bytes(), shared);
-  check_bytes(rdma::build_sys_get().bytes(), Bytes{0x10, 0, 0, 0, 0x06, 0x14, 0x01, 0x00, 0, 0, 0, 0, 0, 0, 0, 0});
-  // CMD_GET (1) with REQUEST|DUMP (0x0301)
-  check_bytes(rdma::build_dev_dump().bytes(), Bytes{0x10, 0, 0, 0, 0x01, 0x14, 0x01, 0x03, 0, 0, 0, 0, 0, 0, 0, 0});
-}
-
-TEST_CASE("golden: vdpa VDPA_CMD_DEV_GET dump and the nlctrl CTRL_CMD_GETFAMILY \"vdpa\" request") {
-  const Bytes dev_get = {
-      // nlmsghdr: len 20, type = the family id (0x1f here), REQUEST|DUMP
-      0x14, 0x00, 0x00, 0x00, 0x1f, 0x00, 0x01, 0x03, 0, 0, 0, 0, 0, 0, 0, 0,
-      // genlmsghdr: cmd VDPA_CMD_DEV_GET (5), version VDPA_GENL_VERSION (1), reserved 0
-      0x05, 0x01, 0x00, 0x00};
-  check_bytes(vdpa::build_dev_get_dump(0x1f).bytes(), dev_get);
-  const Bytes family = {
-      // nlmsghdr: len 32, GENL_ID_CTRL (0x10), REQUEST
-      0x20, 0x00, 0x00, 0x00, 0x10, 0x00, 0x01, 0x00, 0, 0, 0, 0, 0, 0, 0, 0,
-      // genlmsghdr: CTRL_CMD_GETFAMILY (3), version 1
-      0x03, 0x01, 0x00, 0x00,
-      // CTRL_ATTR_FAMILY_NAME (2) len 9 "vdpa\0" + 3 pad
-      0x09, 0x00, 0x02, 0x00, 'v', 'd', 'p', 'a', 0x00, 0x00, 0x00, 0x00};
-  check_bytes(vdpa::build_get_family("vdpa").bytes(), family);
-}
-
-TEST_CASE("parse: a VDPA_CMD_DEV_GET reply names the device and its PCI management device") {
-  netlink::Message m(0x1f, 0);
-  auto* g = m.put_header<genlmsghdr>();
-  g->cmd = 5;
-  m.put_str(1, "pci");           // VDPA_ATTR_MGMTDEV_BUS_NAME
-  m.put_str(2, "0000:65:00.2");  // VDPA_ATTR_MGMTDEV_DEV_NAME
-  m.put_str(4, "vdpa0");         // VDPA_ATTR_DEV_NAME
-  auto d = vdpa::parse_device(m.header());
-  REQUIRE(d);
-  CHECK(d->name == "vdpa0");
-  CHECK(d->mgmt_bus == "pci");
-  CHECK(d->mgmt_dev == "0000:65:00.2");
-  std::vector<vdpa::Device> all = {{"vdpa9", "", "vdpasim_net"}, *d};
-  CHECK(vdpa::find_by_pci(all, "0000:65:00.2")->name == "vdpa0");
-  CHECK_FALSE(vdpa::find_by_pci(all, "0000:65:00.3").has_value());
-}
-
-// ---------------------------------------------------------------------------------------------
-// device-info (spec 1.1.0)
-
-namespace {
-
-struct TmpDir {
-  std::string path;
-  TmpDir() {
-    char t[] = "/tmp/plumb-devinfo-XXXXXX";
-    path = ::mkdtemp(t);
-  }
-  ~TmpDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-};
-
-std::string slurp(const std::string& p) {
-  std::ifstream f(p);
-  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-}
-
-}  // namespace
-
-TEST_CASE("device-info: pci and vdpa documents have the spec's keys, in order, empty ones omitted") {
-  devinfo::PciInfo p;
-  p.pci_address = "0000:03:00.2";
-  p.pf_pci_address = "0000:03:00.0";
-  p.rdma_device = "mlx5_2";
-  CHECK(json::dump(devinfo::make_pci(p)) ==
-        R"({"type":"pci","version":"1.1.0","pci":{"pci-address":"0000:03:00.2","rdma-device":"mlx5_2","pf-pci-address":"0000:03:00.0"}})");
-  devinfo::VdpaInfo v;
-  v.parent_device = "vdpa0";
-  v.driver = "vhost";
-  v.path = "/dev/vhost-vdpa-0";
-  v.pci_address = "0000:65:00.2";
-  v.pf_pci_address = "0000:65:00.0";
-  CHECK(json::dump(devinfo::make_vdpa(v)) ==
-        R"({"type":"vdpa","version":"1.1.0","vdpa":{"parent-device":"vdpa0","driver":"vhost","path":"/dev/vhost-vdpa-0","pci-address":"0000:65:00.2","pf-pci-address":"0000:65:00.0"}})");
-}
-
-TEST_CASE("device-info: file names as the spec gives them (resource name '/' becomes '-')") {
-  CHECK(devinfo::dp_file("/var/run/k8s.cni.cncf.io/devinfo", "intel.com/sriov_net", "0000:03:00.2") ==
-        "/var/run/k8s.cni.cncf.io/devinfo/dp/intel.com-sriov_net-0000:03:00.2-device.json");
-  CHECK(devinfo::cni_file("/b", "ctr1", "net1") == "/b/cni/ctr1-net1-device.json");
-}
-
-TEST_CASE("device-info: validation names the problem") {
-  for (const char* bad : {R"([])", R"({"version":"1.1.0","pci":{}})", R"({"type":"usb","version":"1.1.0"})",
-                          R"({"type":"pci","version":"1.1.0"})", R"({"type":"pci","version":"1.1.0","pci":{"vhost-net":"/dev/vhost-net"}})"}) {
-    auto d = json::parse(bad, "t");
-    REQUIRE(d);
-    INFO(bad);
-    CHECK_FALSE(devinfo::validate(*d, "x"));
-  }
-}
-
-TEST_CASE("device-info: the file is written once with mode 0444; completion adds only missing keys; removal is idempotent") {
-  TmpDir t;
-  std::string f = t.path + "/cni/c-net1-device.json";
-  devinfo::PciInfo dp;
-  dp.pci_address = "0000:03:00.2";
-  dp.vhost_net = "/dev/vhost-net";
-  REQUIRE(devinfo::write_once(f, devinfo::make_pci(dp)));
-  struct stat st {};
-  REQUIRE(::stat(f.c_str(), &st) == 0);
-  CHECK((st.st_mode & 07777) == 0444);
-  auto again = devinfo::write_once(f, devinfo::make_pci(dp));
-  REQUIRE_FALSE(again);
-  CHECK(again.error().cni_code == cni_code::kConflict);
-
-  devinfo::PciInfo found;
-  found.pci_address = "0000:99:99.9";  // the device plugin's value stands
-  found.pf_pci_address = "0000:03:00.0";
-  found.rdma_device = "mlx5_2";
-  REQUIRE(devinfo::complete(f, devinfo::make_pci(found)));
-  CHECK(slurp(f) ==
-        R"({"type":"pci","version":"1.1.0","pci":{"pci-address":"0000:03:00.2","vhost-net":"/dev/vhost-net","rdma-device":"mlx5_2","pf-pci-address":"0000:03:00.0"}})");
-  REQUIRE(::stat(f.c_str(), &st) == 0);
-  CHECK((st.st_mode & 07777) == 0444);
-
-  std::string g = t.path + "/cni/c-net2-device.json";  // no device plugin file: the driver's findings
-  REQUIRE(devinfo::complete(g, devinfo::make_pci(found)));
-  CHECK(slurp(g) == json::dump(devinfo::make_pci(found)));
-
-  REQUIRE(devinfo::remove(f));
-  CHECK_FALSE(std::filesystem::exists(f));
-  CHECK(devinfo::remove(f));
-  auto undo = devinfo::undo_remove(g);
-  CHECK(devinfo::run_undo_remove(undo));
-  CHECK_FALSE(std::filesystem::exists(g));
-}
-
-TEST_CASE("device-info: planning needs resourceName and a deviceID, and hands the path to plugins declaring CNIDeviceInfoFile") {
-  auto plugins = json::parse(R"([{"type":"sriov","deviceID":"0000:03:00.2","capabilities":{"CNIDeviceInfoFile":true}},
-                                 {"type":"tuning"}])",
-                             "t");
-  REQUIRE(plugins);
-  devinfo::Plan none;
-  REQUIRE(devinfo::plan(*plugins, none, "/b", "ctr", "net1"));
-  CHECK(none.file.empty());  // no resourceName
-  devinfo::Plan p;
-  p.resource_name = "intel.com/sriov";
-  REQUIRE(devinfo::plan(*plugins, p, "/b", "ctr", "net1"));
-  CHECK(p.device_id == "0000:03:00.2");
-  CHECK(p.file == "/b/cni/ctr-net1-device.json");
-  CHECK(std::string((*plugins)[0]["runtimeConfig"]["CNIDeviceInfoFile"].GetString()) == p.file);
-  CHECK_FALSE((*plugins)[1].HasMember("runtimeConfig"));
-  // runtimeConfig.deviceID (the runtime's) wins over the config's deviceID.
-  auto rc = json::parse(R"([{"type":"sriov","deviceID":"0000:03:00.2","runtimeConfig":{"deviceID":"0000:03:00.3"}}])", "t");
-  CHECK(devinfo::chain_device_id(*rc) == "0000:03:00.3");
-  auto noid = json::parse(R"([{"type":"sriov"}])", "t");
-  devinfo::Plan q;
-  q.resource_name = "intel.com/sriov";
-  REQUIRE(devinfo::plan(*noid, q, "/b", "ctr", "net1"));
-  CHECK(q.file.empty());
-}
-
-// ---------------------------------------------------------------------------------------------
-// VF lookup in a (fake) sysfs tree
-
-TEST_CASE("sysfs: VF index, PF, driver, netdev and RDMA device from a fake tree; clear errors otherwise") {
-  TmpDir t;
-  test::FakeSysfs fs(t.path + "/sys");
-  fs.add_pf("0000:03:00.0", "pf0", 4);
-  fs.add_vf("0000:03:00.0", 0, "0000:03:00.2", "iavf", "vf0");
-  fs.add_vf("0000:03:00.0", 3, "0000:03:00.5", "mlx5_core", "ib3", "mlx5_5");
-  fs.add_vf("0000:03:00.0", 1, "0000:03:00.3", "vfio-pci");
-  auto v = lookup_device(fs.root(), "0000:03:00.5", true, "net.deviceID");
-  REQUIRE(v);
-  CHECK(v->vf_index == 3);
-  CHECK(v->pf_pci == "0000:03:00.0");
-  CHECK(v->pf_netdev == "pf0");
-  CHECK(v->driver == "mlx5_core");
-  CHECK(v->netdev == "ib3");
-  CHECK(v->rdma_device == "mlx5_5");
-  CHECK_FALSE(v->userspace());
-  auto u = lookup_device(fs.root(), "0000:03:00.3", true, "net.deviceID");
-  REQUIRE(u);
-  CHECK(u->userspace());
-  CHECK(u->netdev.empty());
-
-  auto missing = lookup_device(fs.root(), "0000:03:00.7", true, "net.deviceID");
-  REQUIRE_FALSE(missing);
-  CHECK(missing.error().cni_code == cni_code::kNotFound);
-  auto pf = lookup_device(fs.root(), "0000:03:00.0", true, "net.deviceID");
-  REQUIRE_FALSE(pf);
-  CHECK(pf.error().msg.find("not an SR-IOV VF") != std::string::npos);
-  auto bad = lookup_device(fs.root(), "03:00.2", true, "net.deviceID");
-  REQUIRE_FALSE(bad);
-  CHECK(bad.error().msg.find("\"03:00.2\" is not a PCI address") != std::string::npos);
-
-  // A VF index beyond sriov_numvfs is refused.
-  fs.add_vf("0000:03:00.0", 5, "0000:03:00.7", "iavf", "vf5");
-  auto beyond = lookup_device(fs.root(), "0000:03:00.7", true, "net.deviceID");
-  REQUIRE_FALSE(beyond);
-  CHECK(beyond.error().msg.find("sriov_numvfs") != std::string::npos);
-}
-
-TEST_CASE("sysfs: a vDPA device's binding: vhost_vdpa gives /dev/vhost-vdpa-N, virtio_vdpa the netdev") {
-  TmpDir t;
-  test::FakeSysfs fs(t.path + "/sys");
-  fs.add_pf("0000:65:00.0", "pf0", 2);
-  fs.add_vf("0000:65:00.0", 0, "0000:65:00.2", "mlx5_core");
-  fs.add_vf("0000:65:00.0", 1, "0000:65:00.3", "mlx5_core");
-  fs.add_vdpa("vdpa0", "0000:65:00.2", "vhost_vdpa", 4);
-  fs.add_vdpa("vdpa1", "0000:65:00.3", "virtio_vdpa", 1, "eth7");
-  auto vh = vdpa::read_binding(fs.root(), "vdpa0");
-  REQUIRE(vh);
-  CHECK(vh->driver == "vhost_vdpa");
-  CHECK(vh->vhost_path == "/dev/vhost-vdpa-4");
-  auto vi = vdpa::read_binding(fs.root(), "vdpa1");
-  REQUIRE(vi);
-  CHECK(vi->driver == "virtio_vdpa");
-  CHECK(vi->netdev == "eth7");
-  CHECK_FALSE(vdpa::read_binding(fs.root(), "vdpa7"));
-}
-
-TEST_CASE("PCI addresses: domain:bus:device.function") {
-  CHECK(valid_pci_address("0000:03:00.2"));
-  CHECK(valid_pci_address("0000:af:1f.7"));
-  CHECK_FALSE(valid_pci_address("0000:03:20.0"));
-  CHECK_FALSE(valid_pci_address("0000:03:00.8"));
-  CHECK_FALSE(valid_pci_address("0000:03:00"));
-  CHECK_FALSE(valid_pci_address("../../etc/x"));
+TEST_CASE("VfSetting: a saved all-zero GUID decodes (never assigned), a malformed one is a kDecode error") {
+  VfSetting s = setting(Kind::PortGuid);
+  s.guid = 0;
+  json::Document d;
+  auto back = VfSetting::from_json(s.to_json(d.GetAllocator()));
+  REQUIRE(back);
+  CHECK(back->guid == 0);
+  auto bad = json::parse(R"({"kind":"node_guid","vf":0,"guid":"00:11:22"})", "t");
+  REQUIRE(bad);
+  auto r = VfSetting::from_json(*bad);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().cni_code == cni_code::kDecode);
+  CHECK(r.error().msg.find("bad guid") != std::string::npos);
 }

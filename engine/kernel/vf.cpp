@@ -1,4 +1,5 @@
-#include "drivers/sriov_pf.hpp"
+// PF-side VF settings: the messages, the VF report reader and NetlinkPfOps (engine/kernel/vf.hpp).
+#include "engine/kernel/vf.hpp"
 
 #include <arpa/inet.h>
 #include <linux/if_ether.h>
@@ -12,7 +13,7 @@
 
 #include "engine/kernel/link.hpp"
 
-namespace plumb::drivers::sriov {
+namespace plumb::vf {
 namespace {
 
 using netlink::AttrPolicy;
@@ -24,9 +25,9 @@ struct KindName {
   const char* name;
 };
 constexpr KindName kKindNames[] = {
-    {Kind::Mac, "mac"},           {Kind::Vlan, "vlan"},         {Kind::VlanList, "vlan_list"},
-    {Kind::Rate, "rate"},         {Kind::SpoofChk, "spoofchk"}, {Kind::Trust, "trust"},
-    {Kind::LinkState, "state"},   {Kind::NodeGuid, "node_guid"}, {Kind::PortGuid, "port_guid"},
+    {Kind::Mac, "mac"},         {Kind::Vlan, "vlan"},          {Kind::VlanList, "vlan_list"},
+    {Kind::Rate, "rate"},       {Kind::SpoofChk, "spoofchk"},  {Kind::Trust, "trust"},
+    {Kind::LinkState, "state"}, {Kind::NodeGuid, "node_guid"}, {Kind::PortGuid, "port_guid"},
 };
 
 const char* kind_name(Kind k) {
@@ -86,6 +87,16 @@ T payload_as(const nlattr* a) {
 }
 
 bool is_set(uint32_t setting) { return setting != UINT32_MAX; }
+
+/// The u64 of a GUID's text form (8 colon-separated hex bytes, first most significant), zero
+/// allowed; nullopt when the text is not that.
+std::optional<uint64_t> guid_bytes(std::string_view text) {
+  auto bytes = parse_hwaddr(text);
+  if (!bytes || bytes->size() != 8) return std::nullopt;
+  uint64_t g = 0;
+  for (uint8_t b : *bytes) g = (g << 8) | b;
+  return g;
+}
 
 }  // namespace
 
@@ -204,19 +215,81 @@ Result<VfSetting> VfSetting::from_json(const json::Value& v) {
       auto g = PLUMB_TRY(json::get_string(v, "guid", where));
       if (!g) return fail(cni_code::kDecode, where + " lacks \"guid\"");
       // A saved GUID may legitimately be all zero (never assigned): parse without that rule.
-      unsigned b[8];
-      char tail = 0;
-      if (std::sscanf(g->c_str(), "%2x:%2x:%2x:%2x:%2x:%2x:%2x:%2x%c", &b[0], &b[1], &b[2], &b[3], &b[4], &b[5], &b[6],
-                      &b[7], &tail) != 8) {
-        return fail(cni_code::kDecode, where + ": bad guid");
-      }
-      for (unsigned x : b) s.guid = (s.guid << 8) | x;
+      auto guid = guid_bytes(*g);
+      if (!guid) return fail(cni_code::kDecode, where + ": bad guid");
+      s.guid = *guid;
       break;
     }
   }
   return s;
 }
 
+namespace {
+
+/// The one attribute of `s` (the table in vf.hpp), into the open IFLA_VF_INFO nest of `m`.
+void put_vf_attr(Message& m, const VfSetting& s) {
+  switch (s.kind) {
+    case Kind::Mac: {
+      ifla_vf_mac v{};
+      v.vf = s.vf;
+      std::memcpy(v.mac, s.mac.bytes.data(), s.mac.bytes.size());
+      m.put(IFLA_VF_MAC, &v, sizeof v);
+      break;
+    }
+    case Kind::Vlan: {
+      ifla_vf_vlan v{s.vf, s.vlan, s.qos};
+      m.put(IFLA_VF_VLAN, &v, sizeof v);
+      break;
+    }
+    case Kind::VlanList: {
+      Message::Nest vl(m, IFLA_VF_VLAN_LIST);
+      ifla_vf_vlan_info v{};
+      v.vf = s.vf;
+      v.vlan = s.vlan;
+      v.qos = s.qos;
+      v.vlan_proto = htons(s.vlan_proto);
+      m.put(IFLA_VF_VLAN_INFO, &v, sizeof v);
+      break;
+    }
+    case Kind::Rate: {
+      ifla_vf_rate v{s.vf, s.min_tx_rate, s.max_tx_rate};
+      m.put(IFLA_VF_RATE, &v, sizeof v);
+      break;
+    }
+    case Kind::SpoofChk: {
+      ifla_vf_spoofchk v{s.vf, s.on ? 1u : 0u};
+      m.put(IFLA_VF_SPOOFCHK, &v, sizeof v);
+      break;
+    }
+    case Kind::Trust: {
+      ifla_vf_trust v{s.vf, s.on ? 1u : 0u};
+      m.put(IFLA_VF_TRUST, &v, sizeof v);
+      break;
+    }
+    case Kind::LinkState: {
+      ifla_vf_link_state v{s.vf, static_cast<uint32_t>(s.link_state)};
+      m.put(IFLA_VF_LINK_STATE, &v, sizeof v);
+      break;
+    }
+    case Kind::NodeGuid:
+    case Kind::PortGuid: {
+      ifla_vf_guid v{};
+      v.vf = s.vf;
+      v.guid = s.guid;
+      m.put(s.kind == Kind::NodeGuid ? IFLA_VF_IB_NODE_GUID : IFLA_VF_IB_PORT_GUID, &v, sizeof v);
+      break;
+    }
+  }
+}
+
+}  // namespace
+
+//   nlmsghdr  RTM_NEWLINK, REQUEST (+ ACK by the socket)
+//   ifinfomsg AF_UNSPEC, ifi_index = the PF
+//   IFLA_VFINFO_LIST (22, nest)
+//     IFLA_VF_INFO (1, nest)
+//       one attribute: IFLA_VF_MAC | VLAN | VLAN_LIST{VLAN_INFO} | RATE | SPOOFCHK | TRUST | LINK_STATE
+//                      | IB_NODE_GUID | IB_PORT_GUID, each `struct ifla_vf_* {u32 vf; ...}` (sizes in vf.hpp)
 Message build_vf_setting(int pf_index, const VfSetting& s) {
   Message m(RTM_NEWLINK, 0);
   auto* ifi = m.put_header<ifinfomsg>();
@@ -226,58 +299,7 @@ Message build_vf_setting(int pf_index, const VfSetting& s) {
   {
     Message::Nest list(m, IFLA_VFINFO_LIST);
     Message::Nest info(m, IFLA_VF_INFO);
-    switch (s.kind) {
-      case Kind::Mac: {
-        ifla_vf_mac v{};
-        v.vf = s.vf;
-        std::memcpy(v.mac, s.mac.bytes.data(), s.mac.bytes.size());
-        m.put(IFLA_VF_MAC, &v, sizeof v);
-        break;
-      }
-      case Kind::Vlan: {
-        ifla_vf_vlan v{s.vf, s.vlan, s.qos};
-        m.put(IFLA_VF_VLAN, &v, sizeof v);
-        break;
-      }
-      case Kind::VlanList: {
-        Message::Nest vl(m, IFLA_VF_VLAN_LIST);
-        ifla_vf_vlan_info v{};
-        v.vf = s.vf;
-        v.vlan = s.vlan;
-        v.qos = s.qos;
-        v.vlan_proto = htons(s.vlan_proto);
-        m.put(IFLA_VF_VLAN_INFO, &v, sizeof v);
-        break;
-      }
-      case Kind::Rate: {
-        ifla_vf_rate v{s.vf, s.min_tx_rate, s.max_tx_rate};
-        m.put(IFLA_VF_RATE, &v, sizeof v);
-        break;
-      }
-      case Kind::SpoofChk: {
-        ifla_vf_spoofchk v{s.vf, s.on ? 1u : 0u};
-        m.put(IFLA_VF_SPOOFCHK, &v, sizeof v);
-        break;
-      }
-      case Kind::Trust: {
-        ifla_vf_trust v{s.vf, s.on ? 1u : 0u};
-        m.put(IFLA_VF_TRUST, &v, sizeof v);
-        break;
-      }
-      case Kind::LinkState: {
-        ifla_vf_link_state v{s.vf, static_cast<uint32_t>(s.link_state)};
-        m.put(IFLA_VF_LINK_STATE, &v, sizeof v);
-        break;
-      }
-      case Kind::NodeGuid:
-      case Kind::PortGuid: {
-        ifla_vf_guid v{};
-        v.vf = s.vf;
-        v.guid = s.guid;
-        m.put(s.kind == Kind::NodeGuid ? IFLA_VF_IB_NODE_GUID : IFLA_VF_IB_PORT_GUID, &v, sizeof v);
-        break;
-      }
-  }
+    put_vf_attr(m, s);
   }
   return m;
 }
@@ -291,70 +313,85 @@ Message build_get_vfs(int pf_index) {
   return m;
 }
 
+namespace {
+
+/// The first entry of an IFLA_VF_VLAN_LIST into s (vlan, qos, proto). Errors: ERANGE for a short
+/// IFLA_VF_VLAN_INFO.
+Status read_vlan_list(const nlattr* list, VfState& s, const std::string& pf) {
+  bool first = true;
+  return for_each_nested(list, [&](const nlattr* e) -> Status {
+    if (mnl_attr_get_type(e) != IFLA_VF_VLAN_INFO || !first) return {};
+    if (mnl_attr_get_payload_len(e) < sizeof(ifla_vf_vlan_info)) {
+      return fail_errno(ERANGE, "parse VF " + std::to_string(s.vf) + " of " + pf + ": IFLA_VF_VLAN_INFO is short");
+    }
+    auto v = payload_as<ifla_vf_vlan_info>(e);
+    s.vlan = v.vlan;
+    s.qos = v.qos;
+    s.vlan_proto = ntohs(v.vlan_proto);
+    first = false;
+    return {};
+  });
+}
+
+/// One IFLA_VF_INFO: its VfState when it describes VF `vf`, nullopt for another VF (or one
+/// without IFLA_VF_MAC, which every kernel sends). Errors: malformed attributes.
+Result<std::optional<VfState>> read_vf_info(const nlattr* a, uint32_t vf, const std::string& pf) {
+  auto info = PLUMB_TRY(netlink::parse_nested(a, IFLA_VF_MAX, kVfInfoPolicy));
+  if (info[IFLA_VF_MAC] == nullptr) return std::optional<VfState>{};
+  auto mac = payload_as<ifla_vf_mac>(info[IFLA_VF_MAC]);
+  if (mac.vf != vf) return std::optional<VfState>{};
+  VfState s;
+  s.vf = vf;
+  Mac m;
+  std::memcpy(m.bytes.data(), mac.mac, m.bytes.size());
+  s.mac = m;
+  if (info[IFLA_VF_VLAN] != nullptr) {
+    auto v = payload_as<ifla_vf_vlan>(info[IFLA_VF_VLAN]);
+    s.vlan = v.vlan;
+    s.qos = v.qos;
+  }
+  if (info[IFLA_VF_VLAN_LIST] != nullptr) PLUMB_TRY(read_vlan_list(info[IFLA_VF_VLAN_LIST], s, pf));
+  if (info[IFLA_VF_SPOOFCHK] != nullptr) {
+    auto v = payload_as<ifla_vf_spoofchk>(info[IFLA_VF_SPOOFCHK]);
+    if (is_set(v.setting)) s.spoofchk = v.setting != 0;
+  }
+  if (info[IFLA_VF_TRUST] != nullptr) {
+    auto v = payload_as<ifla_vf_trust>(info[IFLA_VF_TRUST]);
+    if (is_set(v.setting)) s.trust = v.setting != 0;
+  }
+  if (info[IFLA_VF_LINK_STATE] != nullptr) {
+    auto v = payload_as<ifla_vf_link_state>(info[IFLA_VF_LINK_STATE]);
+    if (v.link_state <= 2) s.link_state = static_cast<LinkState>(v.link_state);
+  }
+  if (info[IFLA_VF_RATE] != nullptr) {
+    auto v = payload_as<ifla_vf_rate>(info[IFLA_VF_RATE]);
+    s.min_tx_rate = v.min_tx_rate;
+    s.max_tx_rate = v.max_tx_rate;
+  }
+  if (info[IFLA_VF_IB_NODE_GUID] != nullptr) s.node_guid = payload_as<ifla_vf_guid>(info[IFLA_VF_IB_NODE_GUID]).guid;
+  if (info[IFLA_VF_IB_PORT_GUID] != nullptr) s.port_guid = payload_as<ifla_vf_guid>(info[IFLA_VF_IB_PORT_GUID]).guid;
+  return std::optional<VfState>(s);
+}
+
+}  // namespace
+
 Result<VfState> parse_vf_state(const nlmsghdr* reply, uint32_t vf, const std::string& pf) {
   auto tb = PLUMB_TRY(netlink::parse_attrs(reply, sizeof(ifinfomsg), IFLA_MAX, kLinkVfPolicy));
   if (tb[IFLA_VFINFO_LIST] == nullptr) {
-    return fail(cni_code::kKernelFeature, "PF " + pf + " reports no VFs (RTM_GETLINK with RTEXT_FILTER_VF): it is not an SR-IOV "
+    return fail(cni_code::kKernelFeature, "PF " + pf +
+                                              " reports no VFs (RTM_GETLINK with RTEXT_FILTER_VF): it is not an SR-IOV "
                                               "physical function, or its driver does not report VF settings");
   }
   std::optional<VfState> found;
   auto st = for_each_nested(tb[IFLA_VFINFO_LIST], [&](const nlattr* a) -> Status {
     if (mnl_attr_get_type(a) != IFLA_VF_INFO) return {};
-    auto info = PLUMB_TRY(netlink::parse_nested(a, IFLA_VF_MAX, kVfInfoPolicy));
-    if (info[IFLA_VF_MAC] == nullptr) return {};
-    auto mac = payload_as<ifla_vf_mac>(info[IFLA_VF_MAC]);
-    if (mac.vf != vf) return {};
-    VfState s;
-    s.vf = vf;
-    Mac m;
-    std::memcpy(m.bytes.data(), mac.mac, m.bytes.size());
-    s.mac = m;
-    if (info[IFLA_VF_VLAN] != nullptr) {
-      auto v = payload_as<ifla_vf_vlan>(info[IFLA_VF_VLAN]);
-      s.vlan = v.vlan;
-      s.qos = v.qos;
-    }
-    if (info[IFLA_VF_VLAN_LIST] != nullptr) {
-      bool first = true;
-      PLUMB_TRY(for_each_nested(info[IFLA_VF_VLAN_LIST], [&](const nlattr* e) -> Status {
-        if (mnl_attr_get_type(e) != IFLA_VF_VLAN_INFO || !first) return {};
-        if (mnl_attr_get_payload_len(e) < sizeof(ifla_vf_vlan_info)) {
-          return fail_errno(ERANGE, "parse VF " + std::to_string(vf) + " of " + pf + ": IFLA_VF_VLAN_INFO is short");
-        }
-        auto v = payload_as<ifla_vf_vlan_info>(e);
-        s.vlan = v.vlan;
-        s.qos = v.qos;
-        s.vlan_proto = ntohs(v.vlan_proto);
-        first = false;
-        return {};
-      }));
-    }
-    if (info[IFLA_VF_SPOOFCHK] != nullptr) {
-      auto v = payload_as<ifla_vf_spoofchk>(info[IFLA_VF_SPOOFCHK]);
-      if (is_set(v.setting)) s.spoofchk = v.setting != 0;
-    }
-    if (info[IFLA_VF_TRUST] != nullptr) {
-      auto v = payload_as<ifla_vf_trust>(info[IFLA_VF_TRUST]);
-      if (is_set(v.setting)) s.trust = v.setting != 0;
-    }
-    if (info[IFLA_VF_LINK_STATE] != nullptr) {
-      auto v = payload_as<ifla_vf_link_state>(info[IFLA_VF_LINK_STATE]);
-      if (v.link_state <= 2) s.link_state = static_cast<LinkState>(v.link_state);
-    }
-    if (info[IFLA_VF_RATE] != nullptr) {
-      auto v = payload_as<ifla_vf_rate>(info[IFLA_VF_RATE]);
-      s.min_tx_rate = v.min_tx_rate;
-      s.max_tx_rate = v.max_tx_rate;
-    }
-    if (info[IFLA_VF_IB_NODE_GUID] != nullptr) s.node_guid = payload_as<ifla_vf_guid>(info[IFLA_VF_IB_NODE_GUID]).guid;
-    if (info[IFLA_VF_IB_PORT_GUID] != nullptr) s.port_guid = payload_as<ifla_vf_guid>(info[IFLA_VF_IB_PORT_GUID]).guid;
-    found = s;
+    if (auto s = PLUMB_TRY(read_vf_info(a, vf, pf))) found = s;
     return {};
   });
   if (!st) return std::unexpected(st.error().within("read the VF settings of PF " + pf));
   if (!found) {
-    return fail(cni_code::kKernelFeature, "PF " + pf + " reports no VF " + std::to_string(vf) +
-                                              " (check sriov_numvfs and the VF index)");
+    return fail(cni_code::kKernelFeature,
+                "PF " + pf + " reports no VF " + std::to_string(vf) + " (check sriov_numvfs and the VF index)");
   }
   return *found;
 }
@@ -436,45 +473,31 @@ Status NetlinkPfOps::set(const std::string& pf, const VfSetting& s) {
 }
 
 Result<uint64_t> parse_guid(std::string_view text, const std::string& what) {
-  auto bad = [&](const char* why) {
-    return fail(cni_code::kInvalidConfig, what + " \"" + std::string(text) + "\" " + why);
-  };
-  if (text.size() != 23) return bad("is not an 8-byte GUID (xx:xx:xx:xx:xx:xx:xx:xx)");
-  uint64_t g = 0;
-  for (size_t i = 0; i < 8; ++i) {
-    if (i > 0 && text[i * 3 - 1] != ':') return bad("is not an 8-byte GUID (xx:xx:xx:xx:xx:xx:xx:xx)");
-    unsigned byte = 0;
-    for (size_t j = 0; j < 2; ++j) {
-      char c = text[i * 3 + j];
-      unsigned d = c >= '0' && c <= '9' ? unsigned(c - '0')
-                   : c >= 'a' && c <= 'f' ? unsigned(c - 'a' + 10)
-                   : c >= 'A' && c <= 'F' ? unsigned(c - 'A' + 10)
-                                          : 16u;
-      if (d == 16) return bad("is not an 8-byte GUID (xx:xx:xx:xx:xx:xx:xx:xx)");
-      byte = byte * 16 + d;
-    }
-    g = (g << 8) | byte;
-  }
-  if (g == 0) return bad("is all zero, which is not a valid GUID");
-  return g;
+  auto g = guid_bytes(text);
+  const std::string quoted = what + " \"" + std::string(text) + "\" ";
+  if (!g) return fail(cni_code::kInvalidConfig, quoted + "is not an 8-byte GUID (xx:xx:xx:xx:xx:xx:xx:xx)");
+  if (*g == 0) return fail(cni_code::kInvalidConfig, quoted + "is all zero, which is not a valid GUID");
+  return *g;
 }
 
 std::string format_guid(uint64_t guid) {
   char buf[24];
   std::snprintf(buf, sizeof buf, "%02x:%02x:%02x:%02x:%02x:%02x:%02x:%02x", unsigned(guid >> 56) & 0xff,
                 unsigned(guid >> 48) & 0xff, unsigned(guid >> 40) & 0xff, unsigned(guid >> 32) & 0xff,
-                unsigned(guid >> 24) & 0xff, unsigned(guid >> 16) & 0xff, unsigned(guid >> 8) & 0xff, unsigned(guid) & 0xff);
+                unsigned(guid >> 24) & 0xff, unsigned(guid >> 16) & 0xff, unsigned(guid >> 8) & 0xff,
+                unsigned(guid) & 0xff);
   return buf;
 }
 
 Result<uint64_t> guid_from_ipoib_hwaddr(const std::vector<uint8_t>& hwaddr, const std::string& ifname) {
   if (hwaddr.size() != 20) {
-    return fail(cni_code::kInvalidConfig, "interface " + ifname + " has a " + std::to_string(hwaddr.size()) +
-                                              "-byte hardware address, not a 20-byte IPoIB address: cannot read its GUID");
+    return fail(cni_code::kInvalidConfig,
+                "interface " + ifname + " has a " + std::to_string(hwaddr.size()) +
+                    "-byte hardware address, not a 20-byte IPoIB address: cannot read its GUID");
   }
   uint64_t g = 0;
   for (size_t i = 12; i < 20; ++i) g = (g << 8) | hwaddr[i];
   return g;
 }
 
-}  // namespace plumb::drivers::sriov
+}  // namespace plumb::vf

@@ -1,0 +1,360 @@
+// Shared steps of the VF drivers, not a driver (see vf_attach.hpp), and the executors of the VF
+// undo operations.
+#include "drivers/vf_attach.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "drivers/undo.hpp"
+#include "engine/base/file.hpp"
+#include "engine/devinfo/devinfo.hpp"
+#include "engine/kernel/netns.hpp"
+
+namespace plumb::drivers::vf_attach {
+namespace {
+
+std::string alloc_dir(const std::string& state_dir) { return state_dir + "/sriov"; }
+std::string alloc_path(const std::string& state_dir, const std::string& pci) {
+  return alloc_dir(state_dir) + "/" + pci;
+}
+
+Status need_state_dir(const Context& ctx) {
+  if (ctx.state_dir.empty()) return fail(cni_code::kInternal, "SR-IOV: no state directory to keep VF allocations in");
+  auto st = mkdir_p(alloc_dir(ctx.state_dir), 0700);
+  if (!st) return std::unexpected(st.error().within("VF allocation directory"));
+  return {};
+}
+
+bool netns_alive(const std::string& path) { return !path.empty() && netns::Netns::open(path).has_value(); }
+
+/// Puts back the PF settings a stale owner's record saved (a reclaim).
+Status restore_stale(Backends& b, const Allocation& stale) {
+  for (auto& s : stale.restore) {
+    if (b.pf == nullptr) return fail(cni_code::kInternal, "reclaim VF " + stale.pci + ": no PF backend");
+    auto st = b.pf->set(stale.pf, s);
+    if (!st) {
+      return std::unexpected(st.error().within("reclaim VF " + stale.pci + " from container " + stale.container_id +
+                                               " whose netns " + stale.netns + " is gone"));
+    }
+  }
+  return {};
+}
+
+/// The lock of VF `pci`'s allocation record (creating the allocation directory).
+Result<state::FileLock> lock_vf(const Context& ctx, const std::string& pci) {
+  PLUMB_TRY(need_state_dir(ctx));
+  return state::lock_file(alloc_path(ctx.state_dir, pci) + ".lock");
+}
+
+/// True when the VF of `op` is now allocated to another container or interface.
+Result<bool> owned_by_other(const Context& ctx, const undo::VfOwner& op) {
+  auto a = PLUMB_TRY(read_allocation(ctx.state_dir, op.pci));
+  return a && (a->container_id != op.container_id || a->ifname != op.ifname);
+}
+
+}  // namespace
+
+Result<std::optional<Allocation>> read_allocation(const std::string& state_dir, const std::string& pci) {
+  const std::string path = alloc_path(state_dir, pci);
+  auto text = read_file(path, "VF allocation");
+  if (!text && text.error().cni_code == cni_code::kNotFound) return std::optional<Allocation>{};
+  if (!text) return std::unexpected(text.error());
+  const std::string where = "VF allocation " + path;
+  auto doc = PLUMB_TRY(json::parse(*text, where));
+  Allocation a;
+  a.pci = pci;
+  a.type = PLUMB_TRY(json::get_string(doc, "type", where)).value_or("");
+  a.container_id = PLUMB_TRY(json::get_string(doc, "containerID", where)).value_or("");
+  a.ifname = PLUMB_TRY(json::get_string(doc, "ifname", where)).value_or("");
+  a.netns = PLUMB_TRY(json::get_string(doc, "netns", where)).value_or("");
+  a.mode = PLUMB_TRY(json::get_string(doc, "mode", where)).value_or("");
+  a.pf = PLUMB_TRY(json::get_string(doc, "pf", where)).value_or("");
+  if (const json::Value* r = PLUMB_TRY(json::get_array(doc, "restore", where))) {
+    for (auto& s : r->GetArray()) a.restore.push_back(PLUMB_TRY(vf::VfSetting::from_json(s)));
+  }
+  return std::optional<Allocation>(std::move(a));
+}
+
+Status write_allocation(const std::string& state_dir, const Allocation& al) {
+  json::Document d(rapidjson::kObjectType);
+  auto& a = d.GetAllocator();
+  json::set_string(d, "pci", al.pci, a);
+  json::set_string(d, "type", al.type, a);
+  json::set_string(d, "containerID", al.container_id, a);
+  json::set_string(d, "ifname", al.ifname, a);
+  json::set_string(d, "netns", al.netns, a);
+  json::set_string(d, "mode", al.mode, a);
+  json::set_string(d, "pf", al.pf, a);
+  json::Value r(rapidjson::kArrayType);
+  for (auto& s : al.restore) r.PushBack(s.to_json(a), a);
+  d.AddMember("restore", r, a);
+  return write_atomic(alloc_path(state_dir, al.pci), json::dump(d));
+}
+
+DefaultBackends::DefaultBackends(Context& ctx) : pf(*ctx.node), backends{&pf, &rdma, &vdpa} {}
+
+Backends& backends_of(Context& ctx, DefaultBackends& defaults) {
+  return ctx.vf_backends != nullptr ? *ctx.vf_backends : defaults.backends;
+}
+
+Result<std::string> device_id(const json::Value& conf, const ParseInput& in, std::string_view type) {
+  const std::string& where = in.network;
+  // The deviceID names files (sysfs, allocation records): only a well-formed PCI address passes.
+  auto checked = [](const std::string& id, const std::string& at) -> Result<std::string> {
+    if (!pci::valid_pci_address(id)) {
+      return fail(cni_code::kInvalidConfig, at + ".deviceID \"" + id + "\" is not a PCI address (dddd:bb:dd.f)");
+    }
+    return id;
+  };
+  if (const json::Value* rc = PLUMB_TRY(json::get_object(conf, "runtimeConfig", where))) {
+    if (auto id = PLUMB_TRY(json::get_string(*rc, "deviceID", where + ".runtimeConfig", true)); id && !id->empty()) {
+      return checked(*id, where + ".runtimeConfig");
+    }
+  }
+  if (auto id = PLUMB_TRY(json::get_string(conf, "deviceID", where)); id && !id->empty()) return checked(*id, where);
+  return fail(
+      cni_code::kInvalidConfig,
+      "network " + in.network + " (type " + std::string(type) +
+          ") has no device: set \"deviceID\" (the VF's PCI address) in the NetworkAttachmentDefinition's config, or "
+          "have the runtime pass runtimeConfig.deviceID (looking the device up through kubelet's pod-resources API "
+          "is not implemented yet)");
+}
+
+Result<std::optional<vf::LinkState>> parse_link_state(const json::Value& conf, const std::string& where) {
+  auto ls = PLUMB_TRY(json::get_string(conf, "link_state", where));
+  if (!ls) return std::optional<vf::LinkState>{};
+  if (*ls == "auto") return std::optional(vf::LinkState::Auto);
+  if (*ls == "enable") return std::optional(vf::LinkState::Enable);
+  if (*ls == "disable") return std::optional(vf::LinkState::Disable);
+  return fail(cni_code::kInvalidConfig,
+              where + ".link_state \"" + *ls + "\" must be \"auto\", \"enable\" or \"disable\"");
+}
+
+Status ensure_ifname_free(Context& ctx) {
+  if (ctx.pod == nullptr) return fail(cni_code::kInvalidEnv, "ADD needs the pod namespace");
+  if (PLUMB_TRY(link::get(*ctx.pod, ctx.ifname))) {
+    return fail(cni_code::kConflict, "interface " + ctx.ifname + " already exists in " + ctx.netns_path);
+  }
+  return {};
+}
+
+Result<Claim> claim(Context& ctx, Backends& b, std::string_view type, const pci::VfDevice& dev,
+                    const std::string& mode) {
+  Claim cl;
+  cl.lock = PLUMB_TRY(lock_vf(ctx, dev.pci));
+  auto existing = PLUMB_TRY(read_allocation(ctx.state_dir, dev.pci));
+  if (existing && !(existing->container_id == ctx.container_id && existing->ifname == ctx.ifname)) {
+    if (netns_alive(existing->netns)) {
+      return fail(cni_code::kConflict, "VF " + dev.pci + " is already allocated to container " +
+                                           existing->container_id + " (interface " + existing->ifname + ", netns " +
+                                           existing->netns + ")");
+    }
+    // Stale: its pod namespace is gone. Put back the PF settings it changed, then take it over.
+    PLUMB_TRY(restore_stale(b, *existing));
+  }
+  PLUMB_TRY(undo::will(ctx, undo::VfRelease{{std::string(type), dev.pci, ctx.container_id, ctx.ifname}}));
+  cl.alloc.pci = dev.pci;
+  cl.alloc.type = std::string(type);
+  cl.alloc.container_id = ctx.container_id;
+  cl.alloc.ifname = ctx.ifname;
+  cl.alloc.netns = ctx.netns_path;
+  cl.alloc.mode = mode;
+  PLUMB_TRY(write_allocation(ctx.state_dir, cl.alloc));
+  return cl;
+}
+
+Status apply_pf_settings(Context& ctx, Backends& b, Claim& cl, std::string_view type, const std::string& pf,
+                         const std::vector<vf::VfSetting>& apply, const std::vector<vf::VfSetting>& restore,
+                         const std::string& rebind_driver) {
+  if (b.pf == nullptr) return fail(cni_code::kInternal, "no PF backend");
+  cl.alloc.pf = pf;
+  cl.alloc.restore = restore;
+  PLUMB_TRY(write_allocation(ctx.state_dir, cl.alloc));
+  undo::VfRestore op;
+  static_cast<undo::VfOwner&>(op) = {std::string(type), cl.alloc.pci, ctx.container_id, ctx.ifname};
+  op.pf = pf;
+  op.settings = restore;
+  if (!rebind_driver.empty()) op.rebind_driver = rebind_driver;
+  PLUMB_TRY(undo::will(ctx, std::move(op)));
+  for (auto& s : apply) {
+    auto st = b.pf->set(pf, s);
+    if (!st) return std::unexpected(st.error().within("VF " + cl.alloc.pci));
+  }
+  return {};
+}
+
+Result<NetdevOrig> register_return_netdev(Context& ctx, std::string_view type, const std::string& pci,
+                                          const std::string& name, bool mac_change, bool mtu_change) {
+  auto l = PLUMB_TRY(link::get(*ctx.node, name));
+  if (!l) {
+    return fail(cni_code::kNotFound,
+                "the netdev " + name + " of device " + pci + " (from sysfs) is not in the node namespace");
+  }
+  NetdevOrig o{l->index, l->name, l->hwaddr, l->mtu_bytes};
+  undo::VfReturnNetdev op;
+  static_cast<undo::VfOwner&>(op) = {std::string(type), pci, ctx.container_id, ctx.ifname};
+  op.name = o.name;
+  op.hwaddr = format_hwaddr(o.hwaddr.data(), o.hwaddr.size());
+  op.mtu_bytes = o.mtu_bytes;
+  op.mac_changed = mac_change;
+  op.mtu_changed = mtu_change;
+  PLUMB_TRY(undo::will(ctx, std::move(op)));
+  return o;
+}
+
+Result<link::LinkInfo> move_netdev(Context& ctx, const NetdevOrig& orig, const std::optional<Mac>& mac,
+                                   const std::optional<uint32_t>& mtu_bytes) {
+  link::LinkChange move;
+  move.name = ctx.ifname;
+  move.netns_fd = ctx.pod_ns->fd();
+  auto st = link::modify(*ctx.node, orig.index, move);
+  if (!st)
+    return std::unexpected(st.error().within("move " + orig.name + " into " + ctx.netns_path + " as " + ctx.ifname));
+  auto l = PLUMB_TRY(link::get(*ctx.pod, ctx.ifname));
+  if (!l)
+    return fail(cni_code::kKernel,
+                orig.name + " is not in " + ctx.netns_path + " as " + ctx.ifname + " after the move");
+  link::LinkChange ch;
+  if (mac && l->mac() != mac) ch.mac = *mac;
+  if (mtu_bytes && l->mtu_bytes != *mtu_bytes) ch.mtu_bytes = *mtu_bytes;
+  if (ch.mac || ch.mtu_bytes) {
+    auto set = link::modify(*ctx.pod, l->index, ch);
+    if (!set) return std::unexpected(set.error().within("set MAC/MTU of " + ctx.ifname));
+    l = PLUMB_TRY(link::get(*ctx.pod, ctx.ifname));
+    if (!l) return fail(cni_code::kKernel, ctx.ifname + " vanished from " + ctx.netns_path);
+  }
+  return *l;
+}
+
+Result<cni::CniResult> pod_result(Context& ctx, const IpamUse& ipam, const std::string& pci,
+                                  const link::LinkInfo* moved, const std::string& mac) {
+  cni::CniResult r = PLUMB_TRY(run_ipam(ctx, ipam));
+  if (moved != nullptr) {
+    r.interfaces = {{ctx.ifname, format_hwaddr(moved->hwaddr.data(), moved->hwaddr.size()), moved->mtu_bytes,
+                     ctx.netns_path, "", pci}};
+  } else {
+    r.interfaces = {{ctx.ifname, mac, std::nullopt, ctx.netns_path, "", pci}};
+  }
+  for (auto& ip : r.ips) ip.interface = 0;
+  if (moved != nullptr) PLUMB_TRY(configure_pod_interface(*ctx.pod, moved->index, r, false));
+  return r;
+}
+
+Status complete_device_info(const Context& ctx, const json::Value& info) {
+  if (ctx.device_info_file.empty()) return {};
+  return devinfo::complete(ctx.device_info_file, info);
+}
+
+Result<cni::CniResult> finish_pci_vf(Context& ctx, const IpamUse& ipam, const pci::VfDevice& dev,
+                                     const link::LinkInfo* moved, const std::string& mac) {
+  cni::CniResult r = PLUMB_TRY(pod_result(ctx, ipam, dev.pci, moved, mac));
+  devinfo::PciInfo info;
+  info.pci_address = dev.pci;
+  info.pf_pci_address = dev.pf_pci;
+  info.rdma_device = dev.rdma_device;
+  PLUMB_TRY(complete_device_info(ctx, devinfo::make_pci(info)));
+  return r;
+}
+
+Status check_attachment(Context& ctx, const std::string& pci) {
+  auto a = PLUMB_TRY(read_allocation(ctx.state_dir, pci));
+  if (!a || a->container_id != ctx.container_id || a->ifname != ctx.ifname) {
+    return fail(cni_code::kKernel, "CHECK: VF " + pci + " is not allocated to " + ctx.container_id + "/" + ctx.ifname);
+  }
+  if (a->mode == "netdev" || a->mode == "virtio") {
+    auto l = PLUMB_TRY(link::get(*ctx.pod, ctx.ifname));
+    if (!l) return fail(cni_code::kKernel, "CHECK: interface " + ctx.ifname + " not found in " + ctx.netns_path);
+    if (!l->up()) return fail(cni_code::kKernel, "CHECK: " + ctx.ifname + " is down");
+  }
+  return {};
+}
+
+}  // namespace plumb::drivers::vf_attach
+
+// --- the VF undo operations (drivers/undo.hpp) --------------------------------------------------
+
+namespace plumb::drivers::undo {
+
+using vf_attach::Backends;
+using vf_attach::DefaultBackends;
+
+Status run_op(Context& ctx, const VfRelease& op) {
+  auto lock = PLUMB_TRY(vf_attach::lock_vf(ctx, op.pci));
+  if (PLUMB_TRY(vf_attach::owned_by_other(ctx, op))) return {};
+  const std::string path = vf_attach::alloc_path(ctx.state_dir, op.pci);
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT)
+    return fail_errno(errno, "undo: release VF " + op.pci + " (remove " + path + ")");
+  return {};
+}
+
+Status run_op(Context& ctx, const VfRestore& op) {
+  auto lock = PLUMB_TRY(vf_attach::lock_vf(ctx, op.pci));
+  if (PLUMB_TRY(vf_attach::owned_by_other(ctx, op))) return {};
+  DefaultBackends defaults(ctx);
+  Backends& b = vf_attach::backends_of(ctx, defaults);
+  for (const auto& s : op.settings) {
+    auto st = b.pf->set(op.pf, s);
+    if (!st && st.error().cni_code == cni_code::kNotFound) return {};  // the PF is gone, and its VFs with it
+    // A setting the PF's driver does not support (EOPNOTSUPP) was never changed: nothing to restore.
+    if (!st && st.error().cni_code == cni_code::kKernelFeature) continue;
+    if (!st) return std::unexpected(st.error().within("undo: restore the saved settings of VF " + op.pci));
+  }
+  if (op.rebind_driver && !op.rebind_driver->empty()) PLUMB_TRY(pci::rebind(ctx.sysfs_root, op.pci, *op.rebind_driver));
+  return {};
+}
+
+Status run_op(Context& ctx, const VfReturnNetdev& op) {
+  auto lock = PLUMB_TRY(vf_attach::lock_vf(ctx, op.pci));
+  if (PLUMB_TRY(vf_attach::owned_by_other(ctx, op))) return {};
+  // "" for a netdev without hardware address.
+  auto hwaddr = op.hwaddr.empty() ? std::optional<std::vector<uint8_t>>(std::in_place) : parse_hwaddr(op.hwaddr);
+  if (!hwaddr) return fail(cni_code::kDecode, "bad hardware address \"" + op.hwaddr + "\" in an undo operation");
+  const std::string what = "undo: return the VF netdev " + op.ifname + " to the node as " + op.name;
+  if (ctx.pod != nullptr) {
+    auto in_pod = PLUMB_TRY(link::get(*ctx.pod, op.ifname));
+    if (!in_pod) in_pod = PLUMB_TRY(link::get(*ctx.pod, op.name));  // moved, but the rename failed
+    if (in_pod) {
+      auto node_ns = netns::Netns::current();
+      if (!node_ns) return std::unexpected(node_ns.error().within(what));
+      link::LinkChange back;
+      back.up = false;
+      back.name = op.name;
+      back.netns_fd = node_ns->fd();
+      auto st = link::modify(*ctx.pod, in_pod->index, back);
+      if (!st) return std::unexpected(st.error().within(what));
+    }
+  }
+  // In the node (just returned, or never moved): give back the original MAC and MTU.
+  auto l = PLUMB_TRY(link::get(*ctx.node, op.name));
+  if (!l) return {};  // pod namespace gone: a real VF netdev went back to the initial namespace
+  link::LinkChange ch;
+  if (op.mac_changed && hwaddr->size() == 6 && l->hwaddr != *hwaddr) {
+    Mac m;
+    std::copy(hwaddr->begin(), hwaddr->end(), m.bytes.begin());
+    ch.mac = m;
+  }
+  if (op.mtu_changed && op.mtu_bytes != 0 && l->mtu_bytes != op.mtu_bytes) ch.mtu_bytes = op.mtu_bytes;
+  if (ch.mac || ch.mtu_bytes) {
+    auto st = link::modify(*ctx.node, l->index, ch);
+    if (!st) return std::unexpected(st.error().within(what + " (restore MAC/MTU)"));
+  }
+  return {};
+}
+
+Status run_op(Context& ctx, const RdmaReturn& op) {
+  auto lock = PLUMB_TRY(vf_attach::lock_vf(ctx, op.pci));
+  if (PLUMB_TRY(vf_attach::owned_by_other(ctx, op))) return {};
+  if (ctx.pod_ns == nullptr) return {};  // the kernel returns RDMA devices when their namespace dies
+  DefaultBackends defaults(ctx);
+  Backends& b = vf_attach::backends_of(ctx, defaults);
+  auto node_ns = netns::Netns::current();
+  if (!node_ns) return std::unexpected(node_ns.error().within("undo: return RDMA device " + op.device));
+  auto st = b.rdma->move(op.device, ctx.pod_ns->fd(), node_ns->fd());
+  if (!st && st.error().cni_code == cni_code::kNotFound) return {};  // not in the pod (never moved, or back)
+  if (!st) return std::unexpected(st.error().within("undo: return RDMA device " + op.device + " to the node"));
+  return {};
+}
+
+}  // namespace plumb::drivers::undo
