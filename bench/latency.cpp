@@ -201,7 +201,7 @@ void write_proc(const std::string& path, const char* value) {
   if (n < 0) throw std::runtime_error("write " + path + ": " + std::strerror(err));
 }
 
-std::string fmt(const char* f, double v) {
+__attribute__((format(printf, 1, 0))) std::string fmt(const char* f, double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, f, v);
   return buf;
@@ -1441,9 +1441,9 @@ void Bench::report() {
 
   fs::create_directories(o_.out_dir);
   rj::StringBuffer sb;
-  rj::PrettyWriter<rj::StringBuffer> w(sb);
-  w.SetMaxDecimalPlaces(4);
-  doc.Accept(w);
+  rj::PrettyWriter<rj::StringBuffer> writer(sb);
+  writer.SetMaxDecimalPlaces(4);
+  doc.Accept(writer);
   write_text(o_.out_dir + "/results.json", std::string(sb.GetString()) + "\n");
   write_text(o_.out_dir + "/results.md", md.str());
 

@@ -189,6 +189,7 @@ Result<cni::CniResult> bridge_add(Context& ctx, const BridgeConfig& c, const cni
     // The network chain is rewritten on every add: give it every subnet of the network (dual
     // stack), not just this address's.
     std::vector<IpPrefix> subnets;
+    subnets.reserve(r.ips.size());
     for (auto& ip : r.ips) subnets.push_back(ip.address.network());
     for (auto& ip : r.ips) {
       PLUMB_TRY(undo::will(ctx, undo::MasqDel{ip.address.addr.str()}));

@@ -345,25 +345,7 @@ class Scanner {
 
 /// Requested addresses (CNI_ARGS IP=, args.cni.ips, runtimeConfig.ips), one slot per pool.
 Result<std::vector<std::optional<IpAddr>>> requested(const Request& req, const Config& cfg) {
-  std::vector<std::pair<std::string, std::string>> texts;  // (source, text)
-  // An IPAMClaim's status.ips: the addresses the claim holds (spec 8).
-  for (auto& s : req.owner_ips) texts.emplace_back("IPAMClaim status.ips", s);
-  if (auto ip = detail::cni_arg(req, "IP")) {
-    for (auto& s : detail::split_list(*ip)) texts.emplace_back("CNI_ARGS IP", s);
-  }
-  if (req.args != nullptr) {
-    const json::Value* cni = PLUMB_TRY(json::get_object(*req.args, "cni", "args"));
-    if (cni != nullptr) {
-      if (auto ips = PLUMB_TRY(json::get_string_array(*cni, "ips", "args.cni"))) {
-        for (auto& s : *ips) texts.emplace_back("args.cni.ips", s);
-      }
-    }
-  }
-  if (req.runtime_config != nullptr) {
-    if (auto ips = PLUMB_TRY(json::get_string_array(*req.runtime_config, "ips", "runtimeConfig", true))) {
-      for (auto& s : *ips) texts.emplace_back("runtimeConfig.ips", s);
-    }
-  }
+  const auto texts = PLUMB_TRY(detail::requested_ip_texts(req));
   std::vector<std::optional<IpAddr>> want(cfg.pools.size());
   for (auto& [src, text] : texts) {
     auto p = IpPrefix::parse(text, true);
@@ -526,7 +508,7 @@ std::string key_text(const IpAddr& a) {
     std::snprintf(buf, sizeof buf, "%03u.%03u.%03u.%03u", a.bytes[0], a.bytes[1], a.bytes[2], a.bytes[3]);
   } else {
     int n = 0;
-    for (int i = 0; i < 8; ++i) {
+    for (size_t i = 0; i < 8; ++i) {
       n += std::snprintf(buf + n, sizeof buf - static_cast<size_t>(n), i == 0 ? "%02x%02x" : ":%02x%02x", a.bytes[2 * i],
                          a.bytes[2 * i + 1]);
     }
@@ -605,6 +587,7 @@ ClusterIpam::ClusterIpam(Config cfg, std::string node, etcd::Client client)
 Result<cni::CniResult> ClusterIpam::from_owner(const Owner& o) {
   // The address keys must still name this attachment: read them all in one transaction.
   std::vector<TxnOp> reads;
+  reads.reserve(o.ips.size());
   for (auto& ip : o.ips) reads.push_back(TxnOp::range(ip_key(cfg_.pool_name, ip.addr)));
   auto got = PLUMB_TRY(client_.txn({}, reads, {}));
   cni::CniResult r;

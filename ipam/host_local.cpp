@@ -258,7 +258,7 @@ class Store {
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) break;
       out.append(buf, static_cast<size_t>(n));
-      if (out.size() > 64 * 1024) break;  // not one of ours
+      if (out.size() > size_t{64} * 1024) break;  // not one of ours
     }
     ::close(fd);
     return true;
@@ -271,27 +271,7 @@ class Store {
 /// Requested addresses in the reference's order: CNI_ARGS IP= (comma separated), args.cni.ips,
 /// runtimeConfig.ips. Each may be bare or CIDR (the address is taken). Duplicates dropped.
 Result<std::vector<IpAddr>> requested_ips(const Request& req) {
-  std::vector<std::pair<std::string, std::string>> texts;  // (source, text)
-  // An IPAMClaim's status.ips: the addresses the claim holds (spec 8).
-  for (auto& s : req.owner_ips) texts.emplace_back("IPAMClaim status.ips", s);
-  if (auto ip = detail::cni_arg(req, "IP")) {
-    for (auto& s : detail::split_list(*ip)) texts.emplace_back("CNI_ARGS IP", s);
-  }
-  if (req.args != nullptr) {
-    const json::Value* cni = PLUMB_TRY(json::get_object(*req.args, "cni", "args"));
-    if (cni != nullptr) {
-      auto ips = PLUMB_TRY(json::get_string_array(*cni, "ips", "args.cni"));
-      if (ips) {
-        for (auto& s : *ips) texts.emplace_back("args.cni.ips", s);
-      }
-    }
-  }
-  if (req.runtime_config != nullptr) {
-    auto ips = PLUMB_TRY(json::get_string_array(*req.runtime_config, "ips", "runtimeConfig", true));
-    if (ips) {
-      for (auto& s : *ips) texts.emplace_back("runtimeConfig.ips", s);
-    }
-  }
+  const auto texts = PLUMB_TRY(detail::requested_ip_texts(req));
   std::vector<IpAddr> out;
   for (auto& [src, text] : texts) {
     auto p = IpPrefix::parse(text, true);

@@ -100,6 +100,16 @@ namespace detail {
 [[nodiscard]] std::optional<std::string> cni_arg(const Request& req, std::string_view key);
 /// Splits "a, b,c" at ',' and trims blanks; empty items dropped.
 [[nodiscard]] std::vector<std::string> split_list(std::string_view s);
+
+/// One requested address as given: where it came from ("CNI_ARGS IP") and its text (bare or CIDR).
+struct RequestedIpText {
+  std::string source;
+  std::string text;
+};
+/// Addresses a request asks for, in the reference's order: an IPAMClaim's status.ips (spec 8),
+/// CNI_ARGS IP= (comma separated), args.cni.ips, runtimeConfig.ips. Errors: kInvalidConfig when
+/// args.cni or an ips key has the wrong type.
+[[nodiscard]] Result<std::vector<RequestedIpText>> requested_ip_texts(const Request& req);
 /// Rejects network names that could leave the data directory: empty, ".", "..", containing '/'
 /// or NUL, longer than 255 bytes. Errors: kInvalidConfig naming the name.
 [[nodiscard]] Status validate_network_name(const std::string& name);

@@ -72,6 +72,28 @@ std::optional<std::string> cni_arg(const Request& req, std::string_view key) {
   return std::nullopt;
 }
 
+Result<std::vector<RequestedIpText>> requested_ip_texts(const Request& req) {
+  std::vector<RequestedIpText> texts;
+  texts.reserve(req.owner_ips.size() + 1);
+  for (auto& s : req.owner_ips) texts.push_back({"IPAMClaim status.ips", s});
+  if (auto ip = cni_arg(req, "IP")) {
+    for (auto& s : split_list(*ip)) texts.push_back({"CNI_ARGS IP", s});
+  }
+  if (req.args != nullptr) {
+    if (const json::Value* cni = PLUMB_TRY(json::get_object(*req.args, "cni", "args"))) {
+      if (auto ips = PLUMB_TRY(json::get_string_array(*cni, "ips", "args.cni"))) {
+        for (auto& s : *ips) texts.push_back({"args.cni.ips", s});
+      }
+    }
+  }
+  if (req.runtime_config != nullptr) {
+    if (auto ips = PLUMB_TRY(json::get_string_array(*req.runtime_config, "ips", "runtimeConfig", true))) {
+      for (auto& s : *ips) texts.push_back({"runtimeConfig.ips", s});
+    }
+  }
+  return texts;
+}
+
 std::vector<std::string> split_list(std::string_view s) {
   std::vector<std::string> out;
   size_t pos = 0;

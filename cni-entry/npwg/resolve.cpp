@@ -73,9 +73,9 @@ Result<ResolvedNetwork> normalize(std::string_view config_json, const std::strin
     for (const char* key : {"cniVersion", "cniVersions", "name"}) {
       if (const Value* v = json::find(doc, key)) json::set(list, key, Value(*v, a), a);
     }
-    Value plugins(rapidjson::kArrayType);
-    plugins.PushBack(Value(doc, a), a);
-    json::set(list, "plugins", std::move(plugins), a);
+    Value single(rapidjson::kArrayType);
+    single.PushBack(Value(doc, a), a);
+    json::set(list, "plugins", std::move(single), a);
   } else {
     return fail(cni_code::kInvalidConfig, origin + ": CNI config has neither \"plugins\" nor \"type\"");
   }

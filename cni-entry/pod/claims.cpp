@@ -85,6 +85,7 @@ Result<std::optional<Use>> prepare(source::PodSource& src, const std::string& st
 Status publish(source::PodSource& src, const Use& use, const cni::CniResult& result) {
   if (use.had_ips || result.ips.empty()) return {};
   std::vector<std::string> ips;
+  ips.reserve(result.ips.size());
   for (const auto& ip : result.ips) ips.push_back(ip.address.str());
   auto st = src.write_ipam_claim_ips(use.namespace_, use.name, ips);
   if (!st) return std::unexpected(st.error().within("IPAMClaim " + use.namespace_ + "/" + use.name));

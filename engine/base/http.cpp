@@ -243,6 +243,7 @@ Result<Response> Client::send(const Request& req) {
   char errbuf[CURL_ERROR_SIZE] = {0};
   Response resp;
   std::vector<std::string> want;
+  want.reserve(req.want_headers.size());
   for (const auto& w : req.want_headers) want.push_back(lower(w));
   HeaderSink sink{&want, &resp.headers};
   const auto connect = opts_.connect_timeout.count() > 0 ? opts_.connect_timeout : opts_.timeout;

@@ -74,9 +74,13 @@ using Status = std::expected<void, Error>;
 
 /// Propagates an error from a Result/Status expression; evaluates to the value otherwise.
 /// GCC 12's std::expected has no monadic members, so this is the one early-return helper.
-#define PLUMB_TRY(expr)                                          \
-  ({                                                             \
-    auto&& plumb_try_r_ = (expr);                                \
-    if (!plumb_try_r_) return std::unexpected(plumb_try_r_.error()); \
-    std::move(plumb_try_r_).value();                             \
+#define PLUMB_TRY(expr) PLUMB_TRY_NAMED_(expr, PLUMB_TRY_CAT_(plumb_try_r_, __COUNTER__))
+// A fresh name per expansion, so PLUMB_TRY nested in PLUMB_TRY shadows nothing (-Wshadow).
+#define PLUMB_TRY_CAT2_(a, b) a##b
+#define PLUMB_TRY_CAT_(a, b) PLUMB_TRY_CAT2_(a, b)
+#define PLUMB_TRY_NAMED_(expr, r)                      \
+  ({                                                   \
+    auto&& r = (expr);                                 \
+    if (!r) return std::unexpected(r.error());         \
+    std::move(r).value();                              \
   })

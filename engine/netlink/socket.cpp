@@ -18,7 +18,7 @@
 namespace plumb::netlink {
 namespace {
 
-constexpr size_t kInitialReceiveBytes = 32 * 1024;
+constexpr size_t kInitialReceiveBytes = size_t{32} * 1024;
 /// The kernel answers a batch inside sendmsg(): this only guards against one that never does.
 constexpr int kAckTimeoutMs = 5000;
 

@@ -14,7 +14,7 @@ namespace plumb::nft::nfnl {
 namespace {
 
 /// Room reserved for one libnftnl-built message outside a batch.
-constexpr size_t kSingleMessageRoom = 64 * 1024;
+constexpr size_t kSingleMessageRoom = size_t{64} * 1024;
 
 /// The first comment (NFTNL_UDATA_RULE_COMMENT) of a rule's user data, "" if none.
 std::string rule_comment(nftnl_rule* rule) {

@@ -185,7 +185,10 @@ Status add_masquerade(const std::string& network, const std::vector<IpPrefix>& s
   // Creating objects or replacing rules costs the kernel an RCU grace period (~13 ms here) at
   // commit or socket close; adding an element does not.
   std::string fingerprint = "plumb-masq-v1";
-  for (const IpPrefix& n : nets) fingerprint += " " + n.str();
+  for (const IpPrefix& n : nets) {
+    fingerprint += ' ';  // not `" " + str()`: GCC 12 -O3 misreports it (-Wrestrict, PR105651)
+    fingerprint += n.str();
+  }
   if (auto ud = s.first_rule_comment(kTableName, chain_name); ud && *ud && **ud == fingerprint) {
     auto fast = s.batch();
     auto elem = obj::map_element(kTableName, map_for(pod_ip), pod_ip, chain_name);

@@ -195,7 +195,7 @@ TEST_CASE("replies that are not ours are skipped: a stale reply, a datagram from
   nlh->nlmsg_type = NLMSG_ERROR;
   nlh->nlmsg_pid = nl.port_id();
   nlh->nlmsg_seq = 0;
-  reinterpret_cast<nlmsgerr*>(NLMSG_DATA(nlh))->error = -EPERM;
+  reinterpret_cast<nlmsgerr*>(fake.data() + NLMSG_HDRLEN)->error = -EPERM;  // NLMSG_DATA is a C cast
   sockaddr_nl to{};
   to.nl_family = AF_NETLINK;
   to.nl_pid = nl.port_id();
