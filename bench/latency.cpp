@@ -201,9 +201,10 @@ void write_proc(const std::string& path, const char* value) {
   if (n < 0) throw std::runtime_error("write " + path + ": " + std::strerror(err));
 }
 
-__attribute__((format(printf, 1, 0))) std::string fmt(const char* f, double v) {
+/// `v` with `decimals` digits after the point ("%.*f").
+std::string fmt(int decimals, double v) {
   char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
   return buf;
 }
 
@@ -1055,7 +1056,7 @@ void Bench::phase_latency() {
     }
   }
   phase_secs_["latency"] = static_cast<double>(now_ns() - t0) / 1e9;
-  progress_.line("latency: done in " + fmt("%.0f", phase_secs_["latency"]) + " s");
+  progress_.line("latency: done in " + fmt(0, phase_secs_["latency"]) + " s");
 }
 
 void Bench::phase_throughput() {
@@ -1083,7 +1084,7 @@ void Bench::phase_throughput() {
     }
   }
   phase_secs_["throughput"] = static_cast<double>(now_ns() - t0) / 1e9;
-  progress_.line("throughput: done in " + fmt("%.0f", phase_secs_["throughput"]) + " s");
+  progress_.line("throughput: done in " + fmt(0, phase_secs_["throughput"]) + " s");
 }
 
 void Bench::phase_fill() {
@@ -1141,7 +1142,7 @@ void Bench::phase_fill() {
     for (auto& p : pods) drop_sandbox(p);
   }
   phase_secs_["fill"] = static_cast<double>(now_ns() - t0) / 1e9;
-  progress_.line("fill: done in " + fmt("%.0f", phase_secs_["fill"]) + " s");
+  progress_.line("fill: done in " + fmt(0, phase_secs_["fill"]) + " s");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1175,9 +1176,9 @@ Dist dist(const std::vector<double>& v) {
 
 std::string ms(double v) {
   if (std::isnan(v)) return "-";
-  return fmt(v < 10 ? "%.2f" : v < 100 ? "%.1f" : "%.0f", v);
+  return fmt(v < 10 ? 2 : v < 100 ? 1 : 0, v);
 }
-std::string ratio(double v) { return std::isnan(v) ? "-" : fmt(v < 10 ? "%.2f×" : "%.1f×", v); }
+std::string ratio(double v) { return std::isnan(v) ? "-" : fmt(v < 10 ? 2 : 1, v) + "×"; }
 
 std::string machine_text() {
   std::string model;
@@ -1310,7 +1311,7 @@ void Bench::report() {
       auto v = sel("latency", s, w, 0);
       Dist a = dist(vals(v, true, 0)), d = dist(vals(v, false, 0)), rss = dist(vals(v, true, 1)), cpu = dist(vals(v, true, 2));
       md << "| " << s << " | " << way_name(w) << " | " << ms(a.p50) << " | " << ms(a.p90) << " | " << ms(a.p99) << " | "
-         << ms(d.p50) << " | " << ms(d.p90) << " | " << ms(d.p99) << " | " << fmt("%.1f", rss.max) << " | " << ms(cpu.p50)
+         << ms(d.p50) << " | " << ms(d.p90) << " | " << ms(d.p99) << " | " << fmt(1, rss.max) << " | " << ms(cpu.p50)
          << " | " << (v.empty() ? 0 : v.front()->add.procs) << " |\n";
       rj::Value o(rj::kObjectType);
       o.AddMember("scenario", str(std::string(1, s)), al);
@@ -1396,7 +1397,7 @@ void Bench::report() {
         std::vector<double> l;
         for (auto x : t.add_ns) l.push_back(static_cast<double>(x) / 1e6);
         const double pps = static_cast<double>(t.pods) / (static_cast<double>(t.wall_ns) / 1e9);
-        md << " " << fmt("%.1f", pps) << " | " << ms(dist(l).p50) << " |";
+        md << " " << fmt(1, pps) << " | " << ms(dist(l).p50) << " |";
         rj::Value o(rj::kObjectType);
         o.AddMember("way", str(way_name(w)), al);
         o.AddMember("workers", workers, al);
@@ -1428,8 +1429,8 @@ void Bench::report() {
            std::string(1, o_.fill_scenario) + ")",
        growth, growth <= 1.2);
   md << "\nPhases: ";
-  for (auto& [k, v] : phase_secs_) md << k << " " << fmt("%.0f", v) << " s; ";
-  md << "total " << fmt("%.0f", static_cast<double>(progress_.elapsed_ns()) / 1e9) << " s.\n";
+  for (auto& [k, v] : phase_secs_) md << k << " " << fmt(0, v) << " s; ";
+  md << "total " << fmt(0, static_cast<double>(progress_.elapsed_ns()) / 1e9) << " s.\n";
 
   rj::Value summary(rj::kObjectType);
   summary.AddMember("latency", lat, al);
@@ -1453,7 +1454,7 @@ void Bench::report() {
   dat << "# pods_on_node plumb_p50_ms reference_p50_ms floor_p50_ms\n";
   for (int level : o_.fill_levels) {
     dat << level;
-    for (Way w : kWays) dat << " " << fmt("%.4f", fill_p50[w][level]);
+    for (Way w : kWays) dat << " " << fmt(4, fill_p50[w][level]);
     dat << "\n";
   }
   write_text(o_.out_dir + "/latency_vs_pods.dat", dat.str());
