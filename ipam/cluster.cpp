@@ -15,45 +15,25 @@
 #include <random>
 #include <set>
 
+#include "ipam/cluster_internal.hpp"
 #include "ipam/host_local.hpp"
 
 #include "engine/base/text.hpp"
 
 namespace plumb::ipam::cluster {
 namespace {
-
-std::string plain_trim(std::string_view s) { return std::string(text::trim(s)); }
-
-using u128 = unsigned __int128;
+using internal::from_u128;
+using internal::requested;
+using internal::to_u128;
+using internal::u128;
 using etcd::Compare;
 using etcd::TxnOp;
 
-constexpr std::string_view kIpRoot = "/plumb/ipam/";
-constexpr std::string_view kOwnerRoot = "/plumb/owners/";
-constexpr std::string_view kCursorRoot = "/plumb/cursors/";
 constexpr int kMaxClaims = 16;     // claim transactions per ADD before giving up on contention
 constexpr int kMaxReleases = 8;    // release transactions per owner before giving up on churn
 constexpr u128 kFirstWindow = 64;  // addresses in the first window read; doubles while full
 constexpr u128 kMaxWindow = 4096;
 constexpr int64_t kGcPage = 500;   // owner keys per GC range read
-
-u128 to_u128(const IpAddr& a) {
-  u128 v = 0;
-  for (size_t i = 0; i < a.size(); ++i) v = (v << 8) | a.bytes[i];
-  return v;
-}
-
-IpAddr from_u128(int family, u128 v) {
-  IpAddr a;
-  a.family = family;
-  size_t n = family == AF_INET ? 4 : 16;
-  for (size_t i = n; i-- > 0;) {
-    a.bytes[i] = static_cast<uint8_t>(v & 0xff);
-    v >>= 8;
-  }
-  return a;
-}
-
 
 std::string now_rfc3339() {
   std::time_t t = std::time(nullptr);
@@ -64,10 +44,6 @@ std::string now_rfc3339() {
   return buf;
 }
 
-
-bool overlaps(const Pool& a, const Pool& b) {
-  return a.start.family == b.start.family && a.start <= b.end && b.start <= a.end;
-}
 
 /// Who holds an address (the value of an address key; the owner key adds "ips").
 struct Ident {
@@ -159,95 +135,6 @@ Result<std::pair<std::string, std::string>> identity(const Request& req, const s
   }
   PLUMB_TRY(check_ids(req, type, need_ifname));
   return std::pair{req.container_id, req.ifname};
-}
-
-Result<IpAddr> parse_field_addr(const std::string& text, const std::string& field) {
-  auto a = IpAddr::parse(plain_trim(text));
-  if (!a) return std::unexpected(a.error().within(field));
-  return *a;
-}
-
-/// One range entry: {range, range_start, range_end, exclude} of `obj`.
-Result<Pool> parse_pool(const json::Value& obj, const std::string& where, const std::optional<IpAddr>& gateway) {
-  if (!obj.IsObject()) return fail(cni_code::kInvalidConfig, where + " must be an object, got " + json::dump(obj));
-  auto text = PLUMB_TRY(json::get_string(obj, "range", where));
-  if (!text || plain_trim(*text).empty()) return fail(cni_code::kInvalidConfig, where + ".range is missing");
-  const std::string field = where + ".range";
-  std::string r = plain_trim(*text);
-  Pool p;
-  std::optional<IpAddr> start, end;
-  if (auto dash = r.find('-'); dash != std::string::npos) {
-    // "a.b.c.d-a.b.c.e/nn": the first and last address and the subnet.
-    start = PLUMB_TRY(parse_field_addr(r.substr(0, dash), field));
-    auto last = IpPrefix::parse(plain_trim(r.substr(dash + 1)));
-    if (!last) return std::unexpected(last.error().within(field + " (start-end/prefix)"));
-    end = last->addr;
-    p.subnet = last->network();
-  } else {
-    auto pre = IpPrefix::parse(r);
-    if (!pre) return std::unexpected(pre.error().within(field));
-    p.subnet = pre->network();  // whereabouts accepts host bits and uses the network
-  }
-  if (p.subnet.len >= p.subnet.max_len()) {
-    return fail(cni_code::kInvalidConfig, field + " \"" + r + "\" has no address to hand out");
-  }
-  const bool v4 = p.subnet.addr.is_v4();
-  for (auto [key, out] : {std::pair{"range_start", &start}, std::pair{"range_end", &end}}) {
-    auto s = PLUMB_TRY(json::get_string(obj, key, where));
-    if (s && !plain_trim(*s).empty()) *out = PLUMB_TRY(parse_field_addr(*s, where + "." + key));
-  }
-  p.start = start ? *start : p.subnet.addr.plus(1);
-  if (end) {
-    p.end = *end;
-  } else {
-    p.end = p.subnet.last();
-    if (v4) p.end = from_u128(AF_INET, to_u128(p.end) - 1);  // not the broadcast address
-  }
-  for (auto [what, a] : {std::pair{"start", &p.start}, std::pair{"end", &p.end}}) {
-    if (a->family != p.subnet.addr.family || !p.subnet.contains(*a)) {
-      return fail(cni_code::kInvalidConfig, where + ": range " + what + " " + a->str() + " is not in subnet " + p.subnet.str());
-    }
-  }
-  if (p.end < p.start) {
-    return fail(cni_code::kInvalidConfig, where + ": range start " + p.start.str() + " is after range end " + p.end.str());
-  }
-  auto excl = PLUMB_TRY(json::get_string_array(obj, "exclude", where));
-  if (excl) {
-    for (size_t i = 0; i < excl->size(); ++i) {
-      std::string at = where + ".exclude[" + std::to_string(i) + "]";
-      auto e = IpPrefix::parse(plain_trim((*excl)[i]), true);
-      if (!e) return std::unexpected(e.error().within(at));
-      if (e->addr.family != p.subnet.addr.family) {
-        return fail(cni_code::kInvalidConfig, at + " \"" + (*excl)[i] + "\" is not of the address family of " + p.subnet.str());
-      }
-      p.exclude.push_back(e->network());
-    }
-  }
-  if (gateway && gateway->family == p.subnet.addr.family && p.subnet.contains(*gateway)) p.gateway = gateway;
-  return p;
-}
-
-/// Endpoint list of a string ("a:2379, https://b:2379") or an array of strings.
-Status add_endpoints(const json::Value& ipam, const char* key, std::vector<std::string>& out) {
-  const json::Value* v = json::find(ipam, key);
-  if (v == nullptr) return {};
-  std::vector<std::string> items;
-  if (v->IsString()) {
-    items = detail::split_list(v->GetString());
-  } else if (v->IsArray()) {
-    // v is an array here: read its strings directly (an optional<vector> round trip trips
-    // GCC 12's -Wmaybe-uninitialized at -O2).
-    for (auto& e : v->GetArray()) {
-      if (!e.IsString()) {
-        return fail(cni_code::kInvalidConfig, std::string("ipam.") + key + " must be an array of strings, got " + json::dump(*v));
-      }
-      for (auto& x : detail::split_list(e.GetString())) items.push_back(x);
-    }
-  } else {
-    return fail(cni_code::kInvalidConfig, std::string("ipam.") + key + " must be a string or an array of strings, got " + json::dump(*v));
-  }
-  out.insert(out.end(), items.begin(), items.end());
-  return {};
 }
 
 /// Candidate search over one pool: windows of addresses read with one keys-only range each,
@@ -343,38 +230,6 @@ class Scanner {
   std::deque<IpAddr> free_;
 };
 
-/// Requested addresses (CNI_ARGS IP=, args.cni.ips, runtimeConfig.ips), one slot per pool.
-Result<std::vector<std::optional<IpAddr>>> requested(const Request& req, const Config& cfg) {
-  const auto texts = PLUMB_TRY(detail::requested_ip_texts(req));
-  std::vector<std::optional<IpAddr>> want(cfg.pools.size());
-  for (auto& [src, text] : texts) {
-    auto p = IpPrefix::parse(text, true);
-    if (!p) return std::unexpected(p.error().within(cfg.type + ": requested IP in " + src));
-    const IpAddr& ip = p->addr;
-    std::optional<size_t> idx;
-    for (size_t i = 0; i < cfg.pools.size() && !idx; ++i) {
-      if (cfg.pools[i].contains(ip)) idx = i;
-    }
-    if (!idx) {
-      std::string all;
-      for (auto& pool : cfg.pools) all += (all.empty() ? "" : ", ") + pool.str();
-      return fail(cni_code::kIpamExhausted, cfg.type + ": requested IP " + ip.str() + " is not inside any range of pool \"" +
-                                                cfg.pool_name + "\" (" + all + ")");
-    }
-    if (want[*idx] && *want[*idx] == ip) continue;
-    if (want[*idx]) {
-      return fail(cni_code::kIpamExhausted, cfg.type + ": requested IPs " + want[*idx]->str() + " and " + ip.str() +
-                                                " are both in range " + cfg.pools[*idx].str() + "; one address per range");
-    }
-    if (!cfg.pools[*idx].allocatable(ip)) {
-      return fail(cni_code::kIpamExhausted, cfg.type + ": requested IP " + ip.str() + " is excluded from range " +
-                                                cfg.pools[*idx].str() + " (gateway, exclude, network or broadcast address)");
-    }
-    want[*idx] = ip;
-  }
-  return want;
-}
-
 /// Measures the etcd requests of one add() into stats.requests when it returns.
 struct RequestCounter {
   AddStats& stats;
@@ -382,6 +237,91 @@ struct RequestCounter {
   uint64_t start;
   ~RequestCounter() { stats.requests = client.requests() - start; }
 };
+
+/// The pool's scanners (nullopt where an address is requested), each starting after this
+/// node's cursor (`cursor`: {"<pool.str()>": "<last address given>"}) or at the node's hash offset.
+std::vector<std::optional<Scanner>> start_scanners(const Config& cfg, const std::string& node,
+                                                   const std::vector<std::optional<IpAddr>>& want,
+                                                   const json::Value& cursor) {
+  std::vector<std::optional<Scanner>> scan(cfg.pools.size());
+  for (size_t i = 0; i < cfg.pools.size(); ++i) {
+    if (want[i]) continue;
+    const Pool& pool = cfg.pools[i];
+    u128 size = to_u128(pool.end) - to_u128(pool.start) + 1;
+    u128 origin = text::fnv1a64(node + "\n" + cfg.pool_name + "\n" + pool.str()) % size;
+    if (const json::Value* last = json::find(cursor, pool.str()); last != nullptr && last->IsString()) {
+      auto a = IpAddr::parse(last->GetString());
+      if (a && pool.contains(*a)) origin = (to_u128(*a) - to_u128(pool.start) + 1) % size;
+    }
+    scan[i].emplace(pool, origin);
+  }
+  return scan;
+}
+
+/// Reads the next window of every scanner that has no candidate left, in one request per
+/// round, until each has a candidate or is exhausted. Errors: etcd's.
+Status read_windows(etcd::Client& client, const std::string& pool_name, std::vector<std::optional<Scanner>>& scan,
+                    AddStats& stats) {
+  for (;;) {
+    std::vector<size_t> idx;
+    std::vector<TxnOp> reads;
+    for (size_t i = 0; i < scan.size(); ++i) {
+      if (scan[i] && scan[i]->needs_read()) {
+        idx.push_back(i);
+        reads.push_back(scan[i]->read_op(pool_name));
+      }
+    }
+    if (reads.empty()) return {};
+    auto got = PLUMB_TRY(client.txn({}, reads, {}));
+    stats.windows += static_cast<int>(reads.size());
+    for (size_t k = 0; k < idx.size(); ++k) scan[idx[k]]->fill(got.ranges[k], pool_name);
+  }
+}
+
+/// An error when an owner already holding `held` does not hold every requested address.
+Status held_check(const Config& cfg, const Ident& id, const std::vector<IpPrefix>& held,
+                  const std::vector<std::optional<IpAddr>>& want) {
+  for (auto& w : want) {
+    if (!w) continue;
+    bool has = std::any_of(held.begin(), held.end(), [&](const IpPrefix& p) { return p.addr == *w; });
+    if (!has) {
+      return fail(cni_code::kConflict, cfg.type + ": " + id.str() + " already holds other addresses in pool \"" +
+                                           cfg.pool_name + "\"; requested IP " + w->str() + " not given");
+    }
+  }
+  return {};
+}
+
+/// One claim: every candidate address key and the owner key must be absent; on success they and
+/// the cursor are written; on failure the owner key, each candidate and each scanner's window
+/// are read back (in that order) to learn who won.
+struct ClaimTxn {
+  std::vector<Compare> cmp;
+  std::vector<TxnOp> success;
+  std::vector<TxnOp> failure;
+};
+
+ClaimTxn claim_txn(const Config& cfg, const std::string& okey, const std::string& ckey, const Ident& me,
+                   const std::vector<IpAddr>& cand, const std::vector<IpPrefix>& ips, const json::Value& cursor,
+                   const std::vector<std::optional<Scanner>>& scan) {
+  ClaimTxn t;
+  t.cmp.push_back(Compare{okey, Compare::Target::Create, Compare::Op::Equal, 0, {}});
+  t.failure.push_back(TxnOp::range(okey));
+  const std::string ip_value = encode_ident(me, nullptr);
+  for (auto& c : cand) {
+    std::string k = ip_key(cfg.pool_name, c);
+    t.cmp.push_back(Compare{k, Compare::Target::Create, Compare::Op::Equal, 0, {}});
+    t.success.push_back(TxnOp::put(k, ip_value));
+    t.failure.push_back(TxnOp::range(k));
+  }
+  t.success.push_back(TxnOp::put(okey, encode_ident(me, &ips)));
+  t.success.push_back(TxnOp::put(ckey, json::dump(cursor)));
+  for (auto& sc : scan) {
+    if (sc) t.failure.push_back(sc->reread_op(cfg.pool_name));  // fresh candidates if we lose
+  }
+  return t;
+}
+
 
 }  // namespace
 
@@ -412,174 +352,6 @@ struct ClusterIpam::Owner {
 };
 
 bool Pool::contains(const IpAddr& a) const { return a.family == start.family && start <= a && a <= end; }
-
-bool Pool::allocatable(const IpAddr& a) const {
-  if (!contains(a)) return false;
-  if (gateway && a == *gateway) return false;
-  if (a.is_v4() && (a == subnet.addr || a == subnet.last())) return false;
-  return std::none_of(exclude.begin(), exclude.end(), [&](const IpPrefix& e) { return e.contains(a); });
-}
-
-std::string Pool::str() const { return subnet.str() + " (" + start.str() + "-" + end.str() + ")"; }
-
-Result<Config> parse_config(const json::Value& ipam) {
-  if (!ipam.IsObject()) return fail(cni_code::kInvalidConfig, "ipam must be an object, got " + json::dump(ipam));
-  Config c;
-  c.type = PLUMB_TRY(json::get_string(ipam, "type", "ipam")).value_or("whereabouts");
-  if (auto gw = PLUMB_TRY(json::get_string(ipam, "gateway", "ipam")); gw && !plain_trim(*gw).empty()) {
-    c.gateway = PLUMB_TRY(parse_field_addr(*gw, "ipam.gateway"));
-  }
-  if (json::find(ipam, "range") != nullptr) {
-    c.pools.push_back(PLUMB_TRY(parse_pool(ipam, "ipam", c.gateway)));
-  } else {
-    for (const char* key : {"range_start", "range_end", "exclude"}) {
-      if (json::find(ipam, key) != nullptr) {
-        return fail(cni_code::kInvalidConfig, std::string("ipam.") + key + " is set without ipam.range");
-      }
-    }
-  }
-  if (const json::Value* ranges = PLUMB_TRY(json::get_array(ipam, "ipRanges", "ipam")); ranges != nullptr) {
-    for (rapidjson::SizeType i = 0; i < ranges->Size(); ++i) {
-      c.pools.push_back(PLUMB_TRY(parse_pool((*ranges)[i], "ipam.ipRanges[" + std::to_string(i) + "]", c.gateway)));
-    }
-  }
-  if (c.pools.empty()) return fail(cni_code::kInvalidConfig, "ipam has no range: set ipam.range or ipam.ipRanges");
-  for (size_t i = 0; i < c.pools.size(); ++i) {
-    for (size_t j = i + 1; j < c.pools.size(); ++j) {
-      if (overlaps(c.pools[i], c.pools[j])) {
-        return fail(cni_code::kInvalidConfig, "ipam ranges " + c.pools[i].str() + " and " + c.pools[j].str() +
-                                                  " overlap (entries " + std::to_string(i) + " and " + std::to_string(j) +
-                                                  ", \"range\" first)");
-      }
-    }
-  }
-  if (auto name = PLUMB_TRY(json::get_string(ipam, "network_name", "ipam")); name && !name->empty()) {
-    if (*name == "." || *name == ".." || name->find('/') != std::string::npos || name->find('\0') != std::string::npos ||
-        name->size() > 253) {
-      return fail(cni_code::kInvalidConfig, "ipam.network_name \"" + *name + "\" cannot name a pool (no '/', not '.' or '..')");
-    }
-    c.pool_name = *name;
-  }
-  c.routes = PLUMB_TRY(detail::parse_routes(ipam, "ipam"));
-  if (const json::Value* dns = PLUMB_TRY(json::get_object(ipam, "dns", "ipam")); dns != nullptr) {
-    if (auto v = PLUMB_TRY(json::get_string_array(*dns, "nameservers", "ipam.dns"))) c.dns.nameservers = *v;
-    if (auto v = PLUMB_TRY(json::get_string(*dns, "domain", "ipam.dns"))) c.dns.domain = *v;
-    if (auto v = PLUMB_TRY(json::get_string_array(*dns, "search", "ipam.dns"))) c.dns.search = *v;
-    if (auto v = PLUMB_TRY(json::get_string_array(*dns, "options", "ipam.dns"))) c.dns.options = *v;
-  }
-  PLUMB_TRY(add_endpoints(ipam, "etcd_host", c.etcd.endpoints));
-  PLUMB_TRY(add_endpoints(ipam, "etcd_endpoints", c.etcd.endpoints));
-  if (c.etcd.endpoints.empty()) {
-    auto store = PLUMB_TRY(json::get_string(ipam, "datastore", "ipam"));
-    std::string why = store && *store == "kubernetes"
-                          ? " (ipam.datastore \"kubernetes\" is not supported: plumb keeps cluster pools in etcd)"
-                          : "";
-    return fail(cni_code::kInvalidConfig, "ipam.etcd_host (or ipam.etcd_endpoints) is missing" + why);
-  }
-  struct Text {
-    const char* key;
-    std::string* out;
-  };
-  for (Text t : {Text{"etcd_ca_cert_file", &c.etcd.ca_file}, Text{"etcd_cert_file", &c.etcd.cert_file},
-                 Text{"etcd_key_file", &c.etcd.key_file}, Text{"etcd_username", &c.etcd.username},
-                 Text{"etcd_password", &c.etcd.password}}) {
-    if (auto v = PLUMB_TRY(json::get_string(ipam, t.key, "ipam"))) *t.out = *v;
-  }
-  if (c.etcd.cert_file.empty() != c.etcd.key_file.empty()) {
-    return fail(cni_code::kInvalidConfig, "ipam.etcd_cert_file and ipam.etcd_key_file must be given together");
-  }
-  if (c.etcd.username.empty() && !c.etcd.password.empty()) {
-    return fail(cni_code::kInvalidConfig, "ipam.etcd_password is set without ipam.etcd_username");
-  }
-  if (auto ms = PLUMB_TRY(json::get_int(ipam, "etcd_retry_timeout_ms", "ipam"))) {
-    if (*ms < 1 || *ms > 600000) {
-      return fail(cni_code::kInvalidConfig, "ipam.etcd_retry_timeout_ms must be 1..600000, got " + std::to_string(*ms));
-    }
-    c.etcd.retry_timeout_ms = static_cast<long>(*ms);
-    c.etcd.request_timeout_ms = std::min(c.etcd.request_timeout_ms, c.etcd.retry_timeout_ms);
-    c.etcd.connect_timeout_ms = std::min(c.etcd.connect_timeout_ms, c.etcd.retry_timeout_ms);
-  }
-  return c;
-}
-
-std::string key_text(const IpAddr& a) {
-  char buf[48];
-  if (a.is_v4()) {
-    std::snprintf(buf, sizeof buf, "%03u.%03u.%03u.%03u", a.bytes[0], a.bytes[1], a.bytes[2], a.bytes[3]);
-  } else {
-    int n = 0;
-    for (size_t i = 0; i < 8; ++i) {
-      n += std::snprintf(buf + n, sizeof buf - static_cast<size_t>(n), i == 0 ? "%02x%02x" : ":%02x%02x", a.bytes[2 * i],
-                         a.bytes[2 * i + 1]);
-    }
-  }
-  return buf;
-}
-
-Result<IpAddr> parse_key_text(std::string_view text) {
-  auto bad = [&] { return fail(cni_code::kDecode, "\"" + std::string(text) + "\" is not an address key"); };
-  auto digits = [](std::string_view s, int base) -> std::optional<unsigned> {
-    unsigned v = 0;
-    for (char ch : s) {
-      int d = -1;
-      if (ch >= '0' && ch <= '9') d = ch - '0';
-      if (base == 16 && ch >= 'a' && ch <= 'f') d = ch - 'a' + 10;
-      if (d < 0) return std::nullopt;
-      v = v * static_cast<unsigned>(base) + static_cast<unsigned>(d);
-    }
-    return v;
-  };
-  IpAddr a;
-  if (text.size() == 15) {  // ddd.ddd.ddd.ddd
-    a.family = AF_INET;
-    for (size_t i = 0; i < 4; ++i) {
-      if (i > 0 && text[4 * i - 1] != '.') return bad();
-      auto v = digits(text.substr(4 * i, 3), 10);
-      if (!v || *v > 255) return bad();
-      a.bytes[i] = static_cast<uint8_t>(*v);
-    }
-    return a;
-  }
-  if (text.size() == 39) {  // xxxx:xxxx:...
-    a.family = AF_INET6;
-    for (size_t i = 0; i < 8; ++i) {
-      if (i > 0 && text[5 * i - 1] != ':') return bad();
-      auto v = digits(text.substr(5 * i, 4), 16);
-      if (!v) return bad();
-      a.bytes[2 * i] = static_cast<uint8_t>(*v >> 8);
-      a.bytes[2 * i + 1] = static_cast<uint8_t>(*v & 0xff);
-    }
-    return a;
-  }
-  return bad();
-}
-
-std::string ip_prefix(const std::string& pool) { return std::string(kIpRoot) + pool + "/"; }
-std::string ip_key(const std::string& pool, const IpAddr& ip) { return ip_prefix(pool) + key_text(ip); }
-std::string owner_prefix(const std::string& pool) { return std::string(kOwnerRoot) + pool + "/"; }
-std::string owner_key(const std::string& pool, const std::string& container_id, const std::string& ifname) {
-  return owner_prefix(pool) + container_id + "/" + ifname;
-}
-std::string cursor_key(const std::string& pool, const std::string& node) {
-  return std::string(kCursorRoot) + pool + "/" + node;
-}
-
-Result<std::string> node_name() {
-  std::string name;
-  if (const char* env = std::getenv("NODE_NAME"); env != nullptr && *env != '\0') {
-    name = env;
-  } else {
-    char host[256] = {0};
-    if (::gethostname(host, sizeof host - 1) != 0) {
-      return fail(cni_code::kInvalidEnv, "cannot name this node: NODE_NAME is not set and gethostname failed");
-    }
-    name = host;
-  }
-  if (name.empty() || name.find('/') != std::string::npos) {
-    return fail(cni_code::kInvalidEnv, "node name \"" + name + "\" (NODE_NAME or host name) is empty or contains '/'");
-  }
-  return name;
-}
 
 ClusterIpam::ClusterIpam(Config cfg, std::string node, etcd::Client client)
     : cfg_(std::move(cfg)), node_(std::move(node)), client_(std::move(client)) {}
@@ -622,23 +394,12 @@ Result<cni::CniResult> ClusterIpam::add(const Request& req) {
   Ident me{who_id, who_if, pod_ref_of(req), node_, now_rfc3339()};
   const std::string okey = owner_key(cfg_.pool_name, who_id, who_if);
   const std::string ckey = cursor_key(cfg_.pool_name, node_);
-  auto held_check = [&](const Owner& o) -> Status {
-    for (auto& w : want) {
-      if (!w) continue;
-      bool has = std::any_of(o.ips.begin(), o.ips.end(), [&](const IpPrefix& p) { return p.addr == *w; });
-      if (!has) {
-        return fail(cni_code::kConflict, cfg_.type + ": " + o.id.str() + " already holds other addresses in pool \"" +
-                                             cfg_.pool_name + "\"; requested IP " + w->str() + " not given");
-      }
-    }
-    return {};
-  };
 
   // 1. One read: what this attachment already holds, and where this node stopped last time.
   auto first = PLUMB_TRY(client_.txn({}, {TxnOp::range(okey), TxnOp::range(ckey)}, {}));
   if (!first.ranges[0].kvs.empty()) {
     Owner o = PLUMB_TRY(Owner::decode(first.ranges[0].kvs[0]));
-    PLUMB_TRY(held_check(o));
+    PLUMB_TRY(held_check(cfg_, o.id, o.ips, want));
     return from_owner(o);
   }
   json::Document cursor(rapidjson::kObjectType);
@@ -647,40 +408,14 @@ Result<cni::CniResult> ClusterIpam::add(const Request& req) {
     if (c && c->IsObject()) cursor = std::move(*c);
   }
 
-  // 2. A scanner per pool without a requested address, starting after this node's cursor or at
-  //    its hash offset.
-  std::vector<std::optional<Scanner>> scan(cfg_.pools.size());
-  for (size_t i = 0; i < cfg_.pools.size(); ++i) {
-    if (want[i]) continue;
-    const Pool& pool = cfg_.pools[i];
-    u128 size = to_u128(pool.end) - to_u128(pool.start) + 1;
-    u128 origin = text::fnv1a64(node_ + "\n" + cfg_.pool_name + "\n" + pool.str()) % size;
-    if (const json::Value* last = json::find(cursor, pool.str()); last != nullptr && last->IsString()) {
-      auto a = IpAddr::parse(last->GetString());
-      if (a && pool.contains(*a)) origin = (to_u128(*a) - to_u128(pool.start) + 1) % size;
-    }
-    scan[i].emplace(pool, origin);
-  }
+  // 2. A scanner per pool without a requested address.
+  auto scan = start_scanners(cfg_, node_, want, cursor);
 
   // 3. Claim: one transaction for every address and the owner key, all or nothing.
   std::mt19937_64 rng(text::fnv1a64(node_ + req.container_id + req.ifname) ^
                       static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
   for (int attempt = 0; attempt < kMaxClaims; ++attempt) {
-    // Read the next window of every pool that has no candidate left, all in one request.
-    for (;;) {
-      std::vector<size_t> idx;
-      std::vector<TxnOp> reads;
-      for (size_t i = 0; i < scan.size(); ++i) {
-        if (scan[i] && scan[i]->needs_read()) {
-          idx.push_back(i);
-          reads.push_back(scan[i]->read_op(cfg_.pool_name));
-        }
-      }
-      if (reads.empty()) break;
-      auto got = PLUMB_TRY(client_.txn({}, reads, {}));
-      stats_.windows += static_cast<int>(reads.size());
-      for (size_t k = 0; k < idx.size(); ++k) scan[idx[k]]->fill(got.ranges[k], cfg_.pool_name);
-    }
+    PLUMB_TRY(read_windows(client_, cfg_.pool_name, scan, stats_));
     for (size_t i = 0; i < scan.size(); ++i) {
       if (scan[i] && scan[i]->exhausted()) {
         return fail(cni_code::kIpamExhausted, cfg_.type + ": pool exhausted: no free address left in range " +
@@ -694,22 +429,9 @@ Result<cni::CniResult> ClusterIpam::add(const Request& req) {
       ips.push_back(IpPrefix{cand[i], cfg_.pools[i].subnet.len});
       if (scan[i]) json::set_string(cursor, cfg_.pools[i].str(), cand[i].str(), cursor.GetAllocator());
     }
-    std::vector<Compare> cmp{Compare{okey, Compare::Target::Create, Compare::Op::Equal, 0, {}}};
-    std::vector<TxnOp> success, failure{TxnOp::range(okey)};
-    const std::string ip_value = encode_ident(me, nullptr);
-    for (auto& c : cand) {
-      std::string k = ip_key(cfg_.pool_name, c);
-      cmp.push_back(Compare{k, Compare::Target::Create, Compare::Op::Equal, 0, {}});
-      success.push_back(TxnOp::put(k, ip_value));
-      failure.push_back(TxnOp::range(k));
-    }
-    success.push_back(TxnOp::put(okey, encode_ident(me, &ips)));
-    success.push_back(TxnOp::put(ckey, json::dump(cursor)));
-    for (auto& sc : scan) {
-      if (sc) failure.push_back(sc->reread_op(cfg_.pool_name));  // fresh candidates if we lose
-    }
+    ClaimTxn t = claim_txn(cfg_, okey, ckey, me, cand, ips, cursor, scan);
     ++stats_.claims;
-    auto r = PLUMB_TRY(client_.txn(cmp, success, failure));
+    auto r = PLUMB_TRY(client_.txn(t.cmp, t.success, t.failure));
     if (r.succeeded) {
       cni::CniResult out;
       for (size_t i = 0; i < cand.size(); ++i) out.ips.push_back(cni::IpConfig{ips[i], cfg_.pools[i].gateway, std::nullopt});
@@ -720,7 +442,7 @@ Result<cni::CniResult> ClusterIpam::add(const Request& req) {
     // Someone was faster. The same attachment (a concurrent or retried ADD): take its result.
     if (!r.ranges[0].kvs.empty()) {
       Owner o = PLUMB_TRY(Owner::decode(r.ranges[0].kvs[0]));
-      PLUMB_TRY(held_check(o));
+      PLUMB_TRY(held_check(cfg_, o.id, o.ips, want));
       return from_owner(o);
     }
     size_t reread = 1 + cand.size();
@@ -729,12 +451,10 @@ Result<cni::CniResult> ClusterIpam::add(const Request& req) {
     }
     for (size_t i = 0; i < cand.size(); ++i) {
       const auto& kvs = r.ranges[i + 1].kvs;
-      if (kvs.empty()) continue;
-      if (want[i]) {
-        auto holder = decode_holder(kvs[0]);
-        return fail(cni_code::kIpamExhausted, cfg_.type + ": requested IP " + cand[i].str() + " is already allocated in pool \"" +
-                                                  cfg_.pool_name + "\"" + (holder ? " to " + holder->str() : std::string()));
-      }
+      if (kvs.empty() || !want[i]) continue;
+      auto holder = decode_holder(kvs[0]);
+      return fail(cni_code::kIpamExhausted, cfg_.type + ": requested IP " + cand[i].str() + " is already allocated in pool \"" +
+                                                cfg_.pool_name + "\"" + (holder ? " to " + holder->str() : std::string()));
     }
   }
   return fail(cni_code::kTryAgainLater, cfg_.type + ": could not claim addresses in pool \"" + cfg_.pool_name + "\" after " +
