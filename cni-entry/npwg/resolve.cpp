@@ -44,10 +44,12 @@ void join_names(std::string& out, const std::vector<std::string>& names) {
 
 }  // namespace
 
-Result<ResolvedNetwork> normalize(std::string_view config_json, const std::string& default_name, const std::string& origin) {
-  auto doc = PLUMB_TRY(json::parse(config_json, "CNI config from " + origin));
-  if (!doc.IsObject()) return fail(cni_code::kInvalidConfig, origin + ": CNI config must be a JSON object");
+namespace {
 
+/// `doc` (a config or a conflist) as a conflist: a list is checked (non-empty "plugins", each an
+/// object with a "type") and copied; a single config becomes a one-plugin list (libcni
+/// ConfListFromConf). Errors: kInvalidConfig naming `origin` and the offending key.
+Result<json::Document> as_conflist(const json::Document& doc, const std::string& origin) {
   json::Document list;
   auto& a = list.GetAllocator();
   list.SetObject();
@@ -65,35 +67,29 @@ Result<ResolvedNetwork> normalize(std::string_view config_json, const std::strin
       }
     }
     list.CopyFrom(doc, a);
-  } else if (const Value* type = json::find(doc, "type")) {
-    if (!type->IsString() || type->GetStringLength() == 0) {
-      return fail(cni_code::kInvalidConfig, origin + ": \"type\" must be a non-empty string, got " + json::dump(*type));
-    }
-    // A single config becomes a one-plugin list (libcni ConfListFromConf).
-    for (const char* key : {"cniVersion", "cniVersions", "name"}) {
-      if (const Value* v = json::find(doc, key)) json::set(list, key, Value(*v, a), a);
-    }
-    Value single(rapidjson::kArrayType);
-    single.PushBack(Value(doc, a), a);
-    json::set(list, "plugins", std::move(single), a);
-  } else {
-    return fail(cni_code::kInvalidConfig, origin + ": CNI config has neither \"plugins\" nor \"type\"");
+    return list;
   }
-
-  auto wrap = [&](Result<std::optional<std::string>> r) -> Result<std::optional<std::string>> {
-    if (!r) return std::unexpected(r.error().within(origin));
-    return r;
-  };
-  ResolvedNetwork net;
-  net.origin = origin;
-  net.name = PLUMB_TRY(wrap(json::get_string(list, "name", "config"))).value_or("");
-  if (net.name.empty()) {
-    if (default_name.empty()) return fail(cni_code::kInvalidConfig, origin + ": CNI config has no \"name\"");
-    net.name = default_name;  // spec 3.4.2
+  const Value* type = json::find(doc, "type");
+  if (type == nullptr) return fail(cni_code::kInvalidConfig, origin + ": CNI config has neither \"plugins\" nor \"type\"");
+  if (!type->IsString() || type->GetStringLength() == 0) {
+    return fail(cni_code::kInvalidConfig, origin + ": \"type\" must be a non-empty string, got " + json::dump(*type));
   }
+  for (const char* key : {"cniVersion", "cniVersions", "name"}) {
+    if (const Value* v = json::find(doc, key)) json::set(list, key, Value(*v, a), a);
+  }
+  Value single(rapidjson::kArrayType);
+  single.PushBack(Value(doc, a), a);
+  json::set(list, "plugins", std::move(single), a);
+  return list;
+}
 
-  net.cni_version = PLUMB_TRY(wrap(json::get_string(list, "cniVersion", "config"))).value_or("0.1.0");
-  if (net.cni_version.empty()) net.cni_version = "0.1.0";  // libcni: an empty version means 0.1.0
+/// The version the list runs in: the highest supported entry of "cniVersions", else
+/// "cniVersion" (empty or absent: 0.1.0, as libcni). Errors: kIncompatibleVersion naming it.
+Result<std::string> pick_version(const json::Document& list, const std::string& origin) {
+  auto version = json::get_string(list, "cniVersion", "config");
+  if (!version) return std::unexpected(version.error().within(origin));
+  std::string picked = version->value_or("");
+  if (picked.empty()) picked = "0.1.0";
   auto versions = json::get_string_array(list, "cniVersions", "config");
   if (!versions) return std::unexpected(versions.error().within(origin));
   if (*versions) {
@@ -101,14 +97,35 @@ Result<ResolvedNetwork> normalize(std::string_view config_json, const std::strin
     for (const auto& v : **versions) {
       if (cni::version_supported(v) && (best.empty() || cni::compare_versions(v, best) > 0)) best = v;
     }
-    if (!best.empty()) net.cni_version = best;
+    if (!best.empty()) picked = best;
   }
-  if (!cni::version_supported(net.cni_version)) {
+  if (!cni::version_supported(picked)) {
     std::string supported;
     join_names(supported, cni::supported_versions());
     return fail(cni_code::kIncompatibleVersion,
-                origin + ": cniVersion \"" + net.cni_version + "\" is not supported (supported: " + supported + ")");
+                origin + ": cniVersion \"" + picked + "\" is not supported (supported: " + supported + ")");
   }
+  return picked;
+}
+
+}  // namespace
+
+Result<ResolvedNetwork> normalize(std::string_view config_json, const std::string& default_name, const std::string& origin) {
+  auto doc = PLUMB_TRY(json::parse(config_json, "CNI config from " + origin));
+  if (!doc.IsObject()) return fail(cni_code::kInvalidConfig, origin + ": CNI config must be a JSON object");
+  json::Document list = PLUMB_TRY(as_conflist(doc, origin));
+  auto& a = list.GetAllocator();
+
+  ResolvedNetwork net;
+  net.origin = origin;
+  auto name = json::get_string(list, "name", "config");
+  if (!name) return std::unexpected(name.error().within(origin));
+  net.name = name->value_or("");
+  if (net.name.empty()) {
+    if (default_name.empty()) return fail(cni_code::kInvalidConfig, origin + ": CNI config has no \"name\"");
+    net.name = default_name;  // spec 3.4.2
+  }
+  net.cni_version = PLUMB_TRY(pick_version(list, origin));
 
   for (auto& p : list["plugins"].GetArray()) {  // spec 7.1
     json::set_string(p, "cniVersion", net.cni_version, a);

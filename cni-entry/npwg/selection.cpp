@@ -141,6 +141,34 @@ Result<Bandwidth> parse_bandwidth(const ElementContext& ctx, const Value& v) {
   return bw;
 }
 
+/// "ips": a non-empty list of addresses, each with an optional prefix length.
+Result<std::vector<std::string>> parse_ips(const ElementContext& ctx, const Value& ips) {
+  if (!ips.IsArray()) return ctx.bad("ips", ips, "is not a list of strings");
+  if (ips.Empty()) return ctx.bad("ips", ips, "must contain at least one address");
+  std::vector<std::string> out;
+  for (const auto& ip : ips.GetArray()) {
+    if (!ip.IsString()) return ctx.bad("ips", ip, "is not a string");
+    std::string s(ip.GetString(), ip.GetStringLength());
+    if (!IpPrefix::parse(s, /*allow_bare=*/true)) {
+      return ctx.bad("ips", ip, "is not an IP address with an optional prefix length");
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+/// The addresses of a "default-route" list (already known to be an array).
+Result<std::vector<IpAddr>> parse_gateways(const ElementContext& ctx, const Value& dr) {
+  std::vector<IpAddr> gws;
+  for (const auto& g : dr.GetArray()) {
+    if (!g.IsString()) return ctx.bad("default-route", g, "is not a string");
+    auto a = IpAddr::parse({g.GetString(), g.GetStringLength()});
+    if (!a) return ctx.bad("default-route", g, "is not an IP address");
+    gws.push_back(*a);
+  }
+  return gws;
+}
+
 Result<SelectionElement> parse_json_element(const Value& v, size_t index, bool& seen_default_route,
                                             size_t& default_route_owner) {
   ElementContext ctx{index, {}};
@@ -161,18 +189,7 @@ Result<SelectionElement> parse_json_element(const Value& v, size_t index, bool& 
     if (!el.namespace_.empty()) ctx.name = el.namespace_ + "/" + el.name;
   }
 
-  if (const Value* ips = json::find(v, "ips")) {
-    if (!ips->IsArray()) return ctx.bad("ips", *ips, "is not a list of strings");
-    if (ips->Empty()) return ctx.bad("ips", *ips, "must contain at least one address");
-    for (const auto& ip : ips->GetArray()) {
-      if (!ip.IsString()) return ctx.bad("ips", ip, "is not a string");
-      std::string s(ip.GetString(), ip.GetStringLength());
-      if (!IpPrefix::parse(s, /*allow_bare=*/true)) {
-        return ctx.bad("ips", ip, "is not an IP address with an optional prefix length");
-      }
-      el.ips.push_back(std::move(s));
-    }
-  }
+  if (const Value* ips = json::find(v, "ips")) el.ips = PLUMB_TRY(parse_ips(ctx, *ips));
 
   if (const Value* mac = json::find(v, "mac")) {
     std::string s = PLUMB_TRY(string_value(ctx, "mac", *mac));
@@ -206,14 +223,7 @@ Result<SelectionElement> parse_json_element(const Value& v, size_t index, bool& 
     }
     seen_default_route = true;
     default_route_owner = index;
-    std::vector<IpAddr> gws;
-    for (const auto& g : dr->GetArray()) {
-      if (!g.IsString()) return ctx.bad("default-route", g, "is not a string");
-      auto a = IpAddr::parse({g.GetString(), g.GetStringLength()});
-      if (!a) return ctx.bad("default-route", g, "is not an IP address");
-      gws.push_back(*a);
-    }
-    el.default_route = std::move(gws);
+    el.default_route = PLUMB_TRY(parse_gateways(ctx, *dr));
   }
 
   if (const Value* guid = json::find(v, "infiniband-guid")) {
