@@ -64,13 +64,7 @@ Status add(netlink::Socket& nl, int index, const IpPrefix& prefix, bool nodad) {
   std::string what = "add address " + prefix.str() + " to link index " + std::to_string(index);
   PLUMB_TRY(check_prefix(prefix, what));
   Message m = build_add(index, prefix, nodad);
-  auto st = nl.request(m, what);
-  if (!st && st.error().sys_errno == EEXIST) {
-    Error e = st.error();
-    e.cni_code = cni_code::kConflict;
-    return std::unexpected(e);
-  }
-  return st;
+  return netlink::classify_create(nl.request(m, what));
 }
 
 Result<bool> remove(netlink::Socket& nl, int index, const IpPrefix& prefix) {

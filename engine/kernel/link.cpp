@@ -14,6 +14,7 @@ namespace {
 
 using netlink::AttrPolicy;
 using netlink::Message;
+using netlink::classify_create;
 
 /// What we read from an RTM_NEWLINK; nothing else is looked at.
 const std::vector<AttrPolicy> kLinkPolicy = {
@@ -70,14 +71,6 @@ Result<std::optional<LinkInfo>> get_one(netlink::Socket& nl, Message& m, const s
 }
 
 /// Turns kernel errnos of a create into the CNI code callers report.
-Status classify_create(Status st) {
-  if (st) return st;
-  Error e = st.error();
-  if (e.sys_errno == EEXIST) e.cni_code = cni_code::kConflict;
-  if (e.sys_errno == EOPNOTSUPP) e.cni_code = cni_code::kKernelFeature;
-  return std::unexpected(e);
-}
-
 Status check_name(const std::string& name, const char* field, const std::string& op) {
   if (valid_ifname(name)) return {};
   return std::unexpected(

@@ -114,13 +114,7 @@ Status add(netlink::Socket& nl, const Route& r) {
   std::string what = "add route " + describe(r);
   PLUMB_TRY(check_route(r, what));
   Message m = build_add(r);
-  auto st = nl.request(m, what);
-  if (!st && st.error().sys_errno == EEXIST) {
-    Error e = st.error();
-    e.cni_code = cni_code::kConflict;
-    return std::unexpected(e);
-  }
-  return st;
+  return netlink::classify_create(nl.request(m, what));
 }
 
 Result<bool> remove(netlink::Socket& nl, const Route& r) {

@@ -341,4 +341,12 @@ Result<std::shared_ptr<Socket>> shared(int protocol) {
   return e.socket;
 }
 
+Status classify_create(Status st) {
+  if (st) return st;
+  Error e = st.error();
+  if (e.sys_errno == EEXIST) e.cni_code = cni_code::kConflict;
+  if (e.sys_errno == EOPNOTSUPP) e.cni_code = cni_code::kKernelFeature;
+  return std::unexpected(e);
+}
+
 }  // namespace plumb::netlink

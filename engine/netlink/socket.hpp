@@ -116,4 +116,9 @@ class Socket {
 /// as long as it likes. Errors: as Socket::open.
 [[nodiscard]] Result<std::shared_ptr<Socket>> shared(int protocol);
 
+/// The outcome of a request that creates a kernel object (link, address, route), with the CNI
+/// code its errno means: EEXIST → kConflict (the object is already there), EOPNOTSUPP →
+/// kKernelFeature (this kernel lacks the kind); other errors unchanged.
+[[nodiscard]] Status classify_create(Status st);
+
 }  // namespace plumb::netlink
