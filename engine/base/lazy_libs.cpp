@@ -120,7 +120,13 @@ void curl_easy_reset(CURL* curl) {
 const char* curl_easy_strerror(CURLcode code) {
   PLUMB_CURL(curl_easy_strerror, const char* (*)(CURLcode));
   if (real != nullptr) return real(code);
-  static const std::string msg = std::string("libcurl (") + kCurlSoname + ") cannot be loaded: " + libcurl().error;
+  static const std::string msg = [] {
+    std::string m = "libcurl (";  // appended, not `+`: GCC 12 misreports the latter (-Warray-bounds)
+    m += kCurlSoname;
+    m += ") cannot be loaded: ";
+    m += libcurl().error;
+    return m;
+  }();
   return msg.c_str();
 }
 
