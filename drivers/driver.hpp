@@ -81,6 +81,9 @@ struct Context {
   std::string sysfs_root = "/sys";    ///< plumb config sysfsRoot: fake trees in tests
   std::string bpffs_dir = "/sys/fs/bpf/plumb";  ///< plumb config bpffsDir: node-wide BPF pins (ebpf/loader.hpp)
   std::string state_dir;              ///< plumb config stateDir (per-VF allocation records live under it)
+  /// plumb config tuningAllowlist: the reference tuning plugin's sysctl allowlist (one regular
+  /// expression a line; a missing file allows every net/ key)
+  std::string tuning_allowlist = "/etc/cni/tuning/allowlist.conf";
   /// IPAMClaims (spec 8): the owner the IPAM holds this attachment's addresses for instead of
   /// container+ifname ("" = the container), and the claim's status.ips to re-use.
   std::string ipam_owner;
