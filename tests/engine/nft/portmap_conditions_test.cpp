@@ -41,7 +41,8 @@ std::string nft_bytecode(const std::string& text) {
 
 std::string ours(const std::vector<std::string>& tokens, int family) {
   auto c = nft::parse_conditions(tokens, family, "net.conditions");
-  INFO(c ? std::string() : c.error().text());
+  const std::string why = c.has_value() ? std::string() : c.error().text();
+  INFO(why);
   REQUIRE(c.has_value());
   auto r = nft::expr::rule("t", "c");
   nft::append_conditions(r.get(), *c);
