@@ -119,3 +119,22 @@ TEST_CASE("sbr: three gateways are refused while parsing") {
   CHECK(a.exit_code != 0);
   CHECK(a.out.find("gateways") != std::string::npos);
 }
+
+TEST_CASE("sbr: a failure later in the chain rolls sbr back: no rule, no table left in the pod") {
+  Node node;
+  PodFixture fx(node);
+  fx.add_nad("default", "sb", R"({"cniVersion": "1.0.0", "name": "sb", "plugins": [
+    {"type": "bridge", "bridge": "br-sb", "isGateway": true,
+     "ipam": {"type": "host-local", "dataDir": ")" + fx.ipam_dir() + R"(", "ranges": [[{"subnet": "198.51.100.0/24"}]]}},
+    {"type": "sbr"},
+    {"type": "tuning", "sysctl": {"net.ipv4.conf.nosuch0.arp_ignore": "1"}}]})");
+  std::string pa = node.add_netns("pod-a");
+  fx.add_pod("default", "pod-a", "sb");
+  Proc a = fx.run("ADD", "ctr-a", pa, "default", "pod-a", fx.config());
+  INFO(a.out, a.err);
+  CHECK(a.exit_code != 0);
+  CHECK(sh("ip -n pod-a -4 rule show").out.find("lookup 100") == std::string::npos);
+  CHECK(sh("ip -n pod-a -4 route show table 100").out.empty());
+  CHECK(sh("ip -n pod-a link show").out.find("net1") == std::string::npos);
+  CHECK(PodFixture::files_under(fx.state() + "/containers").empty());
+}
