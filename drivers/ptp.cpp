@@ -150,6 +150,7 @@ Result<cni::CniResult> ptp_add(Context& ctx, const PtpConfig& c, const cni::CniR
 
   if (c.ip_masq) {
     std::vector<IpPrefix> subnets;
+    subnets.reserve(r.ips.size());
     for (auto& ip : r.ips) subnets.push_back(ip.address.network());
     for (auto& ip : r.ips) {
       PLUMB_TRY(undo::will(ctx, undo::MasqDel{ip.address.addr.str()}));

@@ -52,7 +52,7 @@ Result<TapConfig> parse_config(const json::Value& conf, const ParseInput& in) {
   c.multi_queue = PLUMB_TRY(json::get_bool(conf, "multiQueue", where)).value_or(false);
   c.owner = PLUMB_TRY(parse_id(conf, "owner", where));
   c.group = PLUMB_TRY(parse_id(conf, "group", where));
-  c.selinux_context = PLUMB_TRY(json::get_string(conf, "selinuxContext", where, /*case_insensitive=*/true)).value_or("");
+  c.selinux_context = PLUMB_TRY(json::get_string(conf, "selinuxContext", where, /*ci=*/true)).value_or("");
   if (auto b = PLUMB_TRY(json::get_string(conf, "bridge", where)); b && !b->empty()) {
     if (!link::valid_ifname(*b)) return fail(cni_code::kInvalidConfig, where + ".bridge \"" + *b + "\" is not a valid interface name");
     c.bridge = *b;

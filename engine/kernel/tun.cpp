@@ -78,6 +78,11 @@ Status create_tap_labelled(const TapSpec& spec, const std::string& context) {
   const std::string what = "create tap " + spec.name + " under SELinux context \"" + context + "\"";
   std::vector<std::string> args = {"plumb", kHelperArg, spec.name, spec.multi_queue ? "1" : "0",
                                    spec.owner ? std::to_string(*spec.owner) : "-", spec.group ? std::to_string(*spec.group) : "-"};
+  // Everything the child needs is built before fork(): it only makes system calls.
+  std::vector<char*> argv;
+  argv.reserve(args.size() + 1);
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
   int pipe_fds[2];
   if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return fail_errno(errno, what + ": pipe");
   Fd rd{pipe_fds[0]};
@@ -95,9 +100,6 @@ Status create_tap_labelled(const TapSpec& spec, const std::string& context) {
       ::_exit(1);
     }
     ::close(fd);
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
     ::execv("/proc/self/exe", argv.data());
     std::fprintf(stderr, "execute /proc/self/exe: %s", std::strerror(errno));
     ::_exit(1);
