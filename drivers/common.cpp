@@ -13,6 +13,7 @@
 #include "engine/kernel/addr.hpp"
 #include "engine/kernel/link.hpp"
 #include "engine/kernel/route.hpp"
+#include "engine/nft/nft.hpp"
 
 namespace plumb::drivers {
 namespace {
@@ -128,6 +129,18 @@ Result<std::optional<uint32_t>> parse_mtu(const json::Value& obj, std::string_vi
                 std::string(where) + "." + std::string(key) + " " + std::to_string(*m) + " is out of range (68..65535)");
   }
   return std::optional<uint32_t>(static_cast<uint32_t>(*m));
+}
+
+Status masquerade_addresses(Context& ctx, const cni::CniResult& r) {
+  // The network chain is rewritten on every add: give it every subnet of the network.
+  std::vector<IpPrefix> subnets;
+  subnets.reserve(r.ips.size());
+  for (auto& ip : r.ips) subnets.push_back(ip.address.network());
+  for (auto& ip : r.ips) {
+    PLUMB_TRY(undo::will(ctx, undo::MasqDel{ip.address.addr.str()}));
+    PLUMB_TRY(nft::add_masquerade(ctx.network, subnets, ip.address.addr));
+  }
+  return {};
 }
 
 std::string random_ifname(std::string_view prefix) {

@@ -151,6 +151,11 @@ struct ParsedPlugin {
 [[nodiscard]] Result<std::optional<uint32_t>> parse_mtu(const json::Value& obj, std::string_view where,
                                                          std::string_view key = "mtu");
 
+/// ipMasq (bridge, ptp): traffic from every address of `r` leaving the node is masqueraded,
+/// except towards the network's own subnets (all of r's, dual stack) and multicast; each address
+/// registers its "masq_del" undo first. Errors: engine/nft/nft.hpp add_masquerade's.
+[[nodiscard]] Status masquerade_addresses(Context& ctx, const cni::CniResult& r);
+
 /// A random interface name "<prefix><8 hex digits>" (host ends of veth pairs, temporary names).
 [[nodiscard]] std::string random_ifname(std::string_view prefix);
 

@@ -27,7 +27,6 @@
 #include "engine/kernel/link.hpp"
 #include "engine/kernel/route.hpp"
 #include "engine/kernel/sysctl.hpp"
-#include "engine/nft/nft.hpp"
 
 namespace plumb::drivers {
 namespace {
@@ -148,15 +147,7 @@ Result<cni::CniResult> ptp_add(Context& ctx, const PtpConfig& c, const cni::CniR
   for (auto& ip : r.ips) PLUMB_TRY(pod_routes(ctx, pod.index, ip));
   PLUMB_TRY(host_side(ctx, host, r));
 
-  if (c.ip_masq) {
-    std::vector<IpPrefix> subnets;
-    subnets.reserve(r.ips.size());
-    for (auto& ip : r.ips) subnets.push_back(ip.address.network());
-    for (auto& ip : r.ips) {
-      PLUMB_TRY(undo::will(ctx, undo::MasqDel{ip.address.addr.str()}));
-      PLUMB_TRY(nft::add_masquerade(ctx.network, subnets, ip.address.addr));
-    }
-  }
+  if (c.ip_masq) PLUMB_TRY(masquerade_addresses(ctx, r));
   return r;
 }
 
