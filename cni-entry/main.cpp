@@ -7,8 +7,10 @@
 #include <iostream>
 #include <iterator>
 #include <string>
+#include <string_view>
 
 #include "engine/cni/cni.hpp"
+#include "engine/kernel/tun.hpp"
 #include "cni-entry/pod/config.hpp"
 #include "cni-entry/pod/log.hpp"
 #include "cni-entry/pod/pod.hpp"
@@ -44,7 +46,10 @@ int report(const plumb::Error& e, const std::string& version, plumb::pod::Log& l
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  // The tap driver re-executes plumb under an SELinux exec context to create a labelled device
+  // (engine/kernel/tun.hpp); nothing else is ever passed arguments.
+  if (argc >= 2 && std::string_view(argv[1]) == plumb::tun::kHelperArg) return plumb::tun::tap_helper_main(argc, argv);
   std::string input((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
   plumb::pod::Log log;
 

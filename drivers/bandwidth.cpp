@@ -1,16 +1,22 @@
 // The reference "bandwidth" plugin (chained), natively: limits enforced by plumb's eBPF programs
-// on the HOST side of the pod's veth instead of TBF + an IFB device per pod.
+// instead of TBF + an IFB device per pod, on the HOST side of the pod's veth when it has one:
 //   egressRate/egressBurst   (what the pod sends)     -> tc clsact ingress of the host veth
 //   ingressRate/ingressBurst (what the pod receives)  -> tc clsact egress of the host veth
+// and otherwise (macvlan, ipvlan, host-device, SR-IOV VF netdevs: no host-side peer; the
+// reference cannot shape these, containernetworking/plugins #413, #656) on the POD-side interface
+// inside the pod namespace, with the same programs:
+//   egressRate/egressBurst   -> tc clsact egress of the pod interface
+//   ingressRate/ingressBurst -> tc clsact ingress of the pod interface
+// Pod-side filters carry a node-unique 16-bit id as tc classid, the key of their state map
+// entries (ifindexes repeat across pod namespaces; ebpf/bandwidth_abi.h).
 // Rates in bits per second, bursts in bits (the reference plugin's keys and CONVENTIONS.md's
 // runtimeConfig "bandwidth" capability). As the reference: the static keys win when present,
 // else runtimeConfig.bandwidth (keys matched case-insensitively); a rate needs its burst and a
 // burst its rate; burst/8 must stay below 2^32-1 (`burst/8 >= math.MaxUint32` is its error).
 // The programs are node-wide and pinned (ebpf/loader.hpp); per pod: clsact + one cls_bpf filter
 // per shaped hook + one state map entry per hook, all removed by the "bandwidth.remove" undo op.
-// An interface without a host-side veth peer in prevResult (macvlan, ipvlan, host-device, SR-IOV)
-// cannot be shaped: the ADD fails (spec 4.1.2.1.8).
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <optional>
 
@@ -31,8 +37,13 @@ struct BandwidthConfig : Config {
   std::optional<ebpf::Limit> egress;   // what the pod sends: host ingress hook
 };
 
-constexpr Hook hook_of_pod_ingress = Hook::HostEgress;
-constexpr Hook hook_of_pod_egress = Hook::HostIngress;
+/// The clsact hook (named as ebpf::Hook) that shapes the pod's egress / ingress on each side.
+Hook hook_of_pod_egress(bool pod_side) { return pod_side ? Hook::HostEgress : Hook::HostIngress; }
+Hook hook_of_pod_ingress(bool pod_side) { return pod_side ? Hook::HostIngress : Hook::HostEgress; }
+/// The limit enforced at hook `h`.
+const std::optional<ebpf::Limit>& limit_at(const BandwidthConfig& c, Hook h, bool pod_side) {
+  return h == hook_of_pod_egress(pod_side) ? c.egress : c.ingress;
+}
 
 Result<std::optional<ebpf::Limit>> direction(const json::Value& obj, const std::string& where, const char* rate_key,
                                              const char* burst_key, bool ci) {
@@ -81,13 +92,14 @@ Result<BandwidthConfig> parse_config(const json::Value& conf, const ParseInput& 
   return c;
 }
 
-/// The pod interface and its host-side veth peer, from prevResult and the kernel.
-struct HostSide {
-  link::LinkInfo pod;
-  link::LinkInfo host;
+/// The device that is shaped: the host-side veth peer of the pod interface, or (no such peer) the
+/// pod interface itself.
+struct Shaped {
+  link::LinkInfo dev;
+  bool pod_side = false;
 };
 
-Result<HostSide> host_side(Context& ctx, const cni::CniResult& prev) {
+Result<Shaped> shaped_device(Context& ctx, const cni::CniResult& prev) {
   const std::string what = "bandwidth on " + ctx.ifname + " (network " + ctx.network + ")";
   bool in_prev = false;
   for (auto& i : prev.interfaces) in_prev |= !i.sandbox.empty() && i.name == ctx.ifname;
@@ -95,40 +107,61 @@ Result<HostSide> host_side(Context& ctx, const cni::CniResult& prev) {
   if (ctx.pod == nullptr) return fail(cni_code::kInvalidEnv, what + ": the pod namespace is not open");
   auto pod = PLUMB_TRY(link::get(*ctx.pod, ctx.ifname));
   if (!pod) return fail(cni_code::kKernel, what + ": interface " + ctx.ifname + " not found in " + ctx.netns_path);
-  std::string why;
-  std::optional<link::LinkInfo> host;
-  if (pod->kind != "veth") {
-    why = "it is " + (pod->kind.empty() ? std::string("a device without a veth peer") : "a " + pod->kind + " device");
-  } else {
-    host = PLUMB_TRY(link::get(*ctx.node, pod->link_index));
-    if (!pod->link_netnsid || !host || host->kind != "veth" || host->link_index != pod->index) {
-      why = "its veth peer is not in the node namespace";
-    } else {
-      bool listed = false;
-      for (auto& i : prev.interfaces) listed |= i.sandbox.empty() && i.name == host->name;
-      if (!listed) why = "its veth peer " + host->name + " is not a host interface of prevResult";
-    }
+  if (pod->kind == "veth" && pod->link_netnsid) {
+    auto host = PLUMB_TRY(link::get(*ctx.node, pod->link_index));
+    bool listed = false;
+    for (auto& i : prev.interfaces) listed |= host && i.sandbox.empty() && i.name == host->name;
+    if (host && host->kind == "veth" && host->link_index == pod->index && listed) return Shaped{*host, false};
   }
-  if (!why.empty()) {
-    return fail(cni_code::kInvalidConfig, what + ": the interface has no host side to shape (" + why +
-                                              "); macvlan, ipvlan, host-device and SR-IOV attachments cannot be shaped, so the "
-                                              "attachment fails as spec 4.1.2.1.8 requires");
-  }
-  return HostSide{*pod, *host};
+  return Shaped{*pod, true};  // no host-side peer in the node: shape inside the pod
 }
 
-undo::BandwidthRemove remove_op(const std::string& bpffs_dir, const link::LinkInfo& host, uint64_t owner, const BandwidthConfig& c,
-                                bool clsact, bool fq) {
+undo::BandwidthRemove remove_op(const std::string& bpffs_dir, const Shaped& sd, uint64_t owner, const BandwidthConfig& c,
+                                bool clsact, bool fq, uint16_t classid) {
   undo::BandwidthRemove op;
   op.bpffs_dir = bpffs_dir;
-  op.host = host.name;
-  op.ifindex = host.index;
+  op.host = sd.dev.name;
+  op.ifindex = sd.dev.index;
   op.owner = owner;
-  if (c.egress) op.hooks.emplace_back(ebpf::hook_name(hook_of_pod_egress));
-  if (c.ingress) op.hooks.emplace_back(ebpf::hook_name(hook_of_pod_ingress));
+  if (c.egress) op.hooks.emplace_back(ebpf::hook_name(hook_of_pod_egress(sd.pod_side)));
+  if (c.ingress) op.hooks.emplace_back(ebpf::hook_name(hook_of_pod_ingress(sd.pod_side)));
   op.clsact = clsact;
   op.fq = fq;
+  if (sd.pod_side) {
+    op.pod = true;
+    op.classid = classid;
+  }
+  op.abi = PLUMB_BW_ABI_VERSION;
   return op;
+}
+
+/// A random pod-side id, 1..65535.
+Result<uint16_t> random_classid() {
+  uint64_t r = PLUMB_TRY(ebpf::random_owner());
+  return static_cast<uint16_t>(1 + r % 65535);
+}
+
+/// Writes the map entries (pod side: under an id no other attachment holds, claimed with
+/// BPF_NOEXIST; a taken id is given up and another drawn). Registers the undo op first. Returns
+/// the id (0 on the host side).
+Result<uint16_t> configure_entries(Context& ctx, const ebpf::Programs& progs, const Shaped& sd, const BandwidthConfig& c,
+                                   uint64_t owner, bool clsact, bool fq) {
+  for (int attempt = 0;; ++attempt) {
+    uint16_t id = sd.pod_side ? PLUMB_TRY(random_classid()) : 0;
+    PLUMB_TRY(undo::will(ctx, remove_op(ctx.bpffs_dir, sd, owner, c, clsact, fq, id)));
+    std::vector<plumb_bw_key> written;
+    Status st;
+    for (Hook h : {Hook::HostIngress, Hook::HostEgress}) {
+      const auto& limit = limit_at(c, h, sd.pod_side);
+      if (!limit || !st) continue;
+      plumb_bw_key key = sd.pod_side ? ebpf::pod_key(id, h) : ebpf::host_key(sd.dev.index, h);
+      st = progs.configure(key, *limit, owner, sd.pod_side);
+      if (st) written.push_back(key);
+    }
+    if (st) return id;
+    for (auto& k : written) (void)progs.remove(k, owner);
+    if (st.error().cni_code != cni_code::kConflict || attempt >= 8) return std::unexpected(st.error().within("bandwidth on " + ctx.ifname));
+  }
 }
 
 Result<cni::CniResult> bandwidth_add(Context& ctx, const BandwidthConfig& c, const cni::CniResult* prev) {
@@ -137,35 +170,35 @@ Result<cni::CniResult> bandwidth_add(Context& ctx, const BandwidthConfig& c, con
     return fail(cni_code::kInvalidConfig, "network " + ctx.network +
                                               ": bandwidth must be chained after the plugin that creates the interface (no prevResult)");
   }
-  HostSide hs = PLUMB_TRY(host_side(ctx, *prev));
-  const int idx = hs.host.index;
+  Shaped sd = PLUMB_TRY(shaped_device(ctx, *prev));
+  netlink::Socket& nl = sd.pod_side ? *ctx.pod : *ctx.node;
+  const int idx = sd.dev.index;
   auto progs = PLUMB_TRY(ebpf::Programs::load_or_open(ctx.bpffs_dir));
   uint64_t owner = PLUMB_TRY(ebpf::random_owner());
 
-  std::string ingress_qdisc = PLUMB_TRY(tc::ingress_qdisc(*ctx.node, idx));
+  std::string ingress_qdisc = PLUMB_TRY(tc::ingress_qdisc(nl, idx));
   if (!ingress_qdisc.empty() && ingress_qdisc != "clsact") {
-    return fail(cni_code::kConflict, "bandwidth on " + ctx.ifname + ": host interface " + hs.host.name + " has an \"" + ingress_qdisc +
+    return fail(cni_code::kConflict, "bandwidth on " + ctx.ifname + ": interface " + sd.dev.name + " has an \"" + ingress_qdisc +
                                          "\" qdisc, which excludes the clsact qdisc the programs attach to");
   }
   bool create_clsact = ingress_qdisc.empty();
-  bool use_fq = progs.mode() == ebpf::Mode::EdtFq && c.ingress.has_value();
-  PLUMB_TRY(undo::will(ctx, remove_op(ctx.bpffs_dir, hs.host, owner, c, create_clsact, use_fq)));
-
+  bool use_fq = progs.mode() == ebpf::Mode::EdtFq && limit_at(c, Hook::HostEgress, sd.pod_side).has_value();
+  // Map entries first: a program that finds no entry lets everything through.
+  uint16_t id = PLUMB_TRY(configure_entries(ctx, progs, sd, c, owner, create_clsact, use_fq));
   if (create_clsact) {
-    auto st = tc::add_clsact(*ctx.node, idx);
+    auto st = tc::add_clsact(nl, idx);
     if (!st && st.error().sys_errno != EEXIST) return std::unexpected(st.error().within("bandwidth on " + ctx.ifname));
   }
-  // Map entries first: a program that finds no entry lets everything through.
-  auto shape = [&](Hook h, const ebpf::Limit& limit) -> Status {
-    PLUMB_TRY(progs.configure(idx, h, limit, owner));
-    auto st = tc::attach(*ctx.node, idx, ebpf::clsact_hook(h), progs.prog_fd(h), progs.prog_name(h));
-    if (!st) return std::unexpected(st.error().within("bandwidth on " + ctx.ifname + " (host side " + hs.host.name + ")"));
-    return {};
-  };
-  if (c.egress) PLUMB_TRY(shape(hook_of_pod_egress, *c.egress));
-  if (c.ingress) PLUMB_TRY(shape(hook_of_pod_ingress, *c.ingress));
+  for (Hook h : {Hook::HostIngress, Hook::HostEgress}) {
+    if (!limit_at(c, h, sd.pod_side)) continue;
+    auto st = tc::attach(nl, idx, ebpf::clsact_hook(h), progs.prog_fd(h), progs.prog_name(h), id);
+    if (!st) {
+      return std::unexpected(st.error().within("bandwidth on " + ctx.ifname + " (" + (sd.pod_side ? "pod side " : "host side ") +
+                                               sd.dev.name + ")"));
+    }
+  }
   if (use_fq) {
-    auto st = tc::set_root_fq(*ctx.node, idx);
+    auto st = tc::set_root_fq(nl, idx);
     if (!st) return std::unexpected(st.error().within("bandwidth on " + ctx.ifname + " (EDT mode)"));
   }
   return *prev;
@@ -173,13 +206,14 @@ Result<cni::CniResult> bandwidth_add(Context& ctx, const BandwidthConfig& c, con
 
 Status bandwidth_check(Context& ctx, const BandwidthConfig& c, const cni::CniResult& prev) {
   if (!c.ingress && !c.egress) return {};
-  HostSide hs = PLUMB_TRY(host_side(ctx, prev));
+  Shaped sd = PLUMB_TRY(shaped_device(ctx, prev));
+  netlink::Socket& nl = sd.pod_side ? *ctx.pod : *ctx.node;
   auto progs = PLUMB_TRY(ebpf::Programs::open_existing(ctx.bpffs_dir));
   if (!progs) return fail(cni_code::kKernel, "CHECK: bandwidth programs are not loaded under " + ctx.bpffs_dir);
   for (Hook h : {Hook::HostIngress, Hook::HostEgress}) {
-    const std::optional<ebpf::Limit>& want = h == hook_of_pod_egress ? c.egress : c.ingress;
-    const std::string where = "CHECK: bandwidth " + std::string(ebpf::hook_name(h)) + " of " + hs.host.name;
-    auto filters = PLUMB_TRY(tc::filters(*ctx.node, hs.host.index, ebpf::clsact_hook(h)));
+    const std::optional<ebpf::Limit>& want = limit_at(c, h, sd.pod_side);
+    const std::string where = "CHECK: bandwidth " + std::string(tc::hook_name(ebpf::clsact_hook(h))) + " hook of " + sd.dev.name;
+    auto filters = PLUMB_TRY(tc::filters(nl, sd.dev.index, ebpf::clsact_hook(h)));
     const tc::FilterInfo* ours = nullptr;
     for (auto& f : filters) {
       if (f.prio == tc::kFilterPrio && f.handle == tc::kFilterHandle) ours = &f;
@@ -192,7 +226,11 @@ Status bandwidth_check(Context& ctx, const BandwidthConfig& c, const cni::CniRes
     if (ours == nullptr || ours->kind != "bpf" || !ours->direct_action || ours->bpf_prog_id != id) {
       return fail(cni_code::kKernel, where + ": plumb's bpf filter (program id " + std::to_string(id) + ") is not attached");
     }
-    auto entry = PLUMB_TRY(progs->read(hs.host.index, h));
+    if (sd.pod_side && (ours->classid == 0 || ours->classid > 0xffff)) {
+      return fail(cni_code::kKernel, where + ": plumb's filter has no pod-side id (classid)");
+    }
+    plumb_bw_key key = sd.pod_side ? ebpf::pod_key(static_cast<uint16_t>(ours->classid), h) : ebpf::host_key(sd.dev.index, h);
+    auto entry = PLUMB_TRY(progs->read(key));
     if (!entry) return fail(cni_code::kKernel, where + ": no state map entry");
     if (entry->rate_bps != want->rate_bps || entry->burst_bits != want->burst_bits) {
       return fail(cni_code::kKernel, where + ": enforces " + std::to_string(entry->rate_bps) + " bit/s, burst " +
@@ -200,9 +238,9 @@ Status bandwidth_check(Context& ctx, const BandwidthConfig& c, const cni::CniRes
                                          " bit/s, burst " + std::to_string(want->burst_bits) + " bits");
     }
   }
-  if (progs->mode() == ebpf::Mode::EdtFq && c.ingress) {
-    std::string root = PLUMB_TRY(tc::root_qdisc(*ctx.node, hs.host.index));
-    if (root != "fq") return fail(cni_code::kKernel, "CHECK: bandwidth (EDT mode) needs fq as root qdisc of " + hs.host.name + ", found \"" + root + "\"");
+  if (progs->mode() == ebpf::Mode::EdtFq && limit_at(c, Hook::HostEgress, sd.pod_side)) {
+    std::string root = PLUMB_TRY(tc::root_qdisc(nl, sd.dev.index));
+    if (root != "fq") return fail(cni_code::kKernel, "CHECK: bandwidth (EDT mode) needs fq as root qdisc of " + sd.dev.name + ", found \"" + root + "\"");
   }
   return {};
 }
@@ -213,55 +251,70 @@ const Driver kBandwidth = make_driver<BandwidthConfig, parse_config, bandwidth_a
 
 namespace undo {
 
-/// "bandwidth.remove": detach plumb's filters (only if the interface at the recorded index still
-/// has the recorded name), restore the qdiscs plumb added, delete the map entries this
-/// attachment owns. Idempotent: every missing piece is success.
+/// Detaches plumb's filters from the shaped device (only if the interface at the recorded index
+/// still has the recorded name), restores the qdiscs plumb added.
+void detach_filters(netlink::Socket& nl, const BandwidthRemove& op, const std::vector<ebpf::Hook>& hooks,
+                    const std::function<void(const Status&)>& note) {
+  using ebpf::Hook;
+  const int idx = op.ifindex;
+  auto link = link::get(nl, idx);
+  if (!link) return note(std::unexpected(link.error()));
+  if (!*link || (*link)->name != op.host) return;
+  for (Hook h : hooks) {
+    auto r = tc::detach(nl, idx, ebpf::clsact_hook(h));
+    if (!r) note(std::unexpected(r.error()));
+  }
+  if (op.fq) {
+    auto r = tc::del_root(nl, idx);
+    if (!r) note(std::unexpected(r.error()));
+  }
+  if (op.clsact) {
+    auto in = tc::filters(nl, idx, ebpf::clsact_hook(Hook::HostIngress));
+    auto out = tc::filters(nl, idx, ebpf::clsact_hook(Hook::HostEgress));
+    if (!in) note(std::unexpected(in.error()));
+    if (!out) note(std::unexpected(out.error()));
+    if (in && out && in->empty() && out->empty()) {
+      auto r = tc::del_clsact(nl, idx);
+      if (!r) note(std::unexpected(r.error()));
+    }
+  }
+}
+
+/// "bandwidth.remove": plumb's filters detached, the qdiscs plumb added restored, the map entries
+/// this attachment owns deleted (a record written before ABI 2 has its entries in the ABI 1 pins,
+/// or in the current ones when a newer plumb made the attachment: both are tried; the owner id
+/// makes that safe). Idempotent: every missing piece is success; a pod-side device whose
+/// namespace is gone took its filters with it.
 Status run_op(Context& ctx, const BandwidthRemove& op) {
   using ebpf::Hook;
-  const std::string& host = op.host;
   std::vector<Hook> hooks;
   for (auto& h : op.hooks) {
     if (h == ebpf::hook_name(Hook::HostIngress)) hooks.push_back(Hook::HostIngress);
     else if (h == ebpf::hook_name(Hook::HostEgress)) hooks.push_back(Hook::HostEgress);
     else return fail(cni_code::kDecode, "undo bandwidth.remove: unknown hook \"" + h + "\"");
   }
-  const int idx = op.ifindex;
+  const bool pod_side = op.pod.value_or(false);
+  if (pod_side && (!op.classid || *op.classid == 0 || *op.classid > 0xffff)) {
+    return fail(cni_code::kDecode, "undo bandwidth.remove: a pod-side record without a classid");
+  }
   std::optional<Error> first;
   auto note = [&](const Status& st) {
-    if (!st && !first) first = st.error().within("undo bandwidth on " + host);
+    if (!st && !first) first = st.error().within("undo bandwidth on " + op.host);
   };
-
-  if (ctx.node != nullptr) {
-    auto link = link::get(*ctx.node, idx);
-    if (!link) {
-      note(std::unexpected(link.error()));
-    } else if (*link && (*link)->name == host) {
-      for (Hook h : hooks) {
-        auto r = tc::detach(*ctx.node, idx, ebpf::clsact_hook(h));
-        if (!r) note(std::unexpected(r.error()));
-      }
-      if (op.fq) {
-        auto r = tc::del_root(*ctx.node, idx);
-        if (!r) note(std::unexpected(r.error()));
-      }
-      if (op.clsact) {
-        auto in = tc::filters(*ctx.node, idx, ebpf::clsact_hook(Hook::HostIngress));
-        auto out = tc::filters(*ctx.node, idx, ebpf::clsact_hook(Hook::HostEgress));
-        if (!in) note(std::unexpected(in.error()));
-        if (!out) note(std::unexpected(out.error()));
-        if (in && out && in->empty() && out->empty()) {
-          auto r = tc::del_clsact(*ctx.node, idx);
-          if (!r) note(std::unexpected(r.error()));
-        }
-      }
+  netlink::Socket* nl = pod_side ? ctx.pod : ctx.node;
+  if (nl != nullptr) detach_filters(*nl, op, hooks, note);
+  std::vector<uint32_t> abis = {op.abi.value_or(PLUMB_BW_ABI_VERSION)};
+  if (!op.abi) abis.insert(abis.begin(), 1);
+  for (uint32_t abi : abis) {
+    auto progs = ebpf::Programs::open_existing(op.bpffs_dir, abi);
+    if (!progs) {
+      note(std::unexpected(progs.error()));
+      continue;
     }
-  }
-  auto progs = ebpf::Programs::open_existing(op.bpffs_dir);
-  if (!progs) {
-    note(std::unexpected(progs.error()));
-  } else if (*progs) {
+    if (!*progs) continue;
     for (Hook h : hooks) {
-      auto r = (*progs)->remove(idx, h, op.owner);
+      plumb_bw_key key = pod_side ? ebpf::pod_key(static_cast<uint16_t>(*op.classid), h) : ebpf::host_key(op.ifindex, h);
+      auto r = (*progs)->remove(key, op.owner);
       if (!r) note(std::unexpected(r.error()));
     }
   }

@@ -13,6 +13,7 @@
 #include "engine/kernel/addr.hpp"
 #include "engine/kernel/link.hpp"
 #include "engine/kernel/route.hpp"
+#include "engine/nft/nft.hpp"
 
 namespace plumb::drivers {
 namespace {
@@ -130,6 +131,18 @@ Result<std::optional<uint32_t>> parse_mtu(const json::Value& obj, std::string_vi
   return std::optional<uint32_t>(static_cast<uint32_t>(*m));
 }
 
+Status masquerade_addresses(Context& ctx, const cni::CniResult& r) {
+  // The network chain is rewritten on every add: give it every subnet of the network.
+  std::vector<IpPrefix> subnets;
+  subnets.reserve(r.ips.size());
+  for (auto& ip : r.ips) subnets.push_back(ip.address.network());
+  for (auto& ip : r.ips) {
+    PLUMB_TRY(undo::will(ctx, undo::MasqDel{ip.address.addr.str()}));
+    PLUMB_TRY(nft::add_masquerade(ctx.network, subnets, ip.address.addr));
+  }
+  return {};
+}
+
 std::string random_ifname(std::string_view prefix) {
   uint32_t r = 0;
   while (getrandom(&r, sizeof r, 0) != sizeof r) {
@@ -173,7 +186,8 @@ Status check_pod_addresses(Context& ctx, int index, const cni::CniResult& prev) 
 
 Status check_pod_routes(Context& ctx, const cni::CniResult& prev) {
   for (int family : {AF_INET, AF_INET6}) {
-    auto routes = PLUMB_TRY(route::list(*ctx.pod, family));
+    // Every table: a chained plugin (sbr) may have moved the routes out of the main table.
+    auto routes = PLUMB_TRY(route::list(*ctx.pod, family, route::kAllTables));
     for (auto& want : prev.routes) {
       if (want.dst.addr.family != family) continue;
       bool found = std::any_of(routes.begin(), routes.end(), [&](const route::Route& r) {

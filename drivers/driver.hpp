@@ -81,6 +81,9 @@ struct Context {
   std::string sysfs_root = "/sys";    ///< plumb config sysfsRoot: fake trees in tests
   std::string bpffs_dir = "/sys/fs/bpf/plumb";  ///< plumb config bpffsDir: node-wide BPF pins (ebpf/loader.hpp)
   std::string state_dir;              ///< plumb config stateDir (per-VF allocation records live under it)
+  /// plumb config tuningAllowlist: the reference tuning plugin's sysctl allowlist (one regular
+  /// expression a line; a missing file allows every net/ key)
+  std::string tuning_allowlist = "/etc/cni/tuning/allowlist.conf";
   /// IPAMClaims (spec 8): the owner the IPAM holds this attachment's addresses for instead of
   /// container+ifname ("" = the container), and the claim's status.ips to re-use.
   std::string ipam_owner;
@@ -147,6 +150,11 @@ struct ParsedPlugin {
 /// Errors: kInvalidConfig "<where>.mtu <value> is out of range (68..65535)".
 [[nodiscard]] Result<std::optional<uint32_t>> parse_mtu(const json::Value& obj, std::string_view where,
                                                          std::string_view key = "mtu");
+
+/// ipMasq (bridge, ptp): traffic from every address of `r` leaving the node is masqueraded,
+/// except towards the network's own subnets (all of r's, dual stack) and multicast; each address
+/// registers its "masq_del" undo first. Errors: engine/nft/nft.hpp add_masquerade's.
+[[nodiscard]] Status masquerade_addresses(Context& ctx, const cni::CniResult& r);
 
 /// A random interface name "<prefix><8 hex digits>" (host ends of veth pairs, temporary names).
 [[nodiscard]] std::string random_ifname(std::string_view prefix);

@@ -4,15 +4,22 @@
 // original name, MTU and MAC, down.
 // Keys: exactly one of device (name), hwaddr (MAC), kernelpath (/sys/devices/... directory of the
 // device), pciBusID ("0000:04:00.5"), or runtimeConfig.deviceID (capability "deviceID"; replaces
-// pciBusID as in the reference plugin); ipam.
-// sysfs lookups (kernelpath, pciBusID) read under Context::sysfs_root (plumb config sysfsRoot).
+// pciBusID as in the reference plugin: a PCI address when /sys/bus/pci/devices/<id> exists, else
+// an auxiliary-bus device /sys/bus/auxiliary/devices/<id>, e.g. an SF "mlx5_core.sf.2", whose
+// net/ entry is moved); ipam.
+// sysfs lookups (kernelpath, pciBusID, deviceID) read under Context::sysfs_root (plumb config
+// sysfsRoot). A PCI device without net/ entry may be a virtio device: <pci>/virtio*/net is used.
+// Userspace (DPDK) mode, as the reference: a PCI device bound to vfio-pci, uio_pci_generic or
+// igb_uio has no netdev; nothing is moved, IPAM still runs and its addresses are reported (not
+// configured), the result's interface is {name: ifname, sandbox, pciID}, CHECK passes.
+// device-info: with a CNIDeviceInfoFile, a PCI device's pci-address is completed into it
+// (engine/devinfo; the device plugin's values win); the reference writes none.
 //
 // When the pod namespace is destroyed before DEL the kernel hands a physical device back to the
 // initial namespace (keeping its ifindex when free, and its current name unless taken, else
 // "dev%d"); virtual devices (veth stand-ins) are destroyed with the namespace instead. The undo
 // operation finds the device in the node namespace by its recorded ifindex and restores it, and
 // treats a device that is nowhere as already gone.
-#include <dirent.h>
 #include <net/if.h>
 #include <sys/stat.h>
 
@@ -21,8 +28,11 @@
 
 #include "drivers/registry.hpp"
 #include "drivers/undo.hpp"
+#include "engine/base/file.hpp"
+#include "engine/devinfo/devinfo.hpp"
 #include "engine/kernel/addr.hpp"
 #include "engine/kernel/link.hpp"
+#include "engine/kernel/pci.hpp"
 
 namespace plumb::drivers {
 namespace {
@@ -32,7 +42,8 @@ struct HostDeviceConfig : Config {
   std::string device;
   std::optional<Mac> hwaddr;
   std::string kernelpath;
-  std::string pci_bus_id;  // pciBusID or runtimeConfig.deviceID
+  std::string pci_bus_id;  // pciBusID
+  std::string device_id;   // runtimeConfig.deviceID: a PCI or auxiliary-bus device, resolved in sysfs at ADD
   std::string selector;    // "device \"eth1\"" etc., for messages
 };
 
@@ -82,18 +93,20 @@ Result<HostDeviceConfig> parse_config(const json::Value& conf, const ParseInput&
     c.selector = "kernelpath \"" + *v + "\"";
     ++selectors;
   }
-  std::string pci_key = "pciBusID";
   auto pci = PLUMB_TRY(json::get_string(conf, "pciBusID", where));
   if (const json::Value* rc = PLUMB_TRY(json::get_object(conf, "runtimeConfig", where))) {
     if (auto id = PLUMB_TRY(json::get_string(*rc, "deviceID", where + ".runtimeConfig", true)); id && !id->empty()) {
-      pci = id;  // the standardized deviceID overrides pciBusID (reference plugin)
-      pci_key = "runtimeConfig.deviceID";
+      if (!safe_component(*id)) return fail(cni_code::kInvalidConfig, where + ".runtimeConfig.deviceID \"" + *id + "\" is not a device name");
+      pci.reset();  // the standardized deviceID overrides pciBusID (reference plugin)
+      c.device_id = *id;
+      c.selector = "runtimeConfig.deviceID \"" + *id + "\"";
+      ++selectors;
     }
   }
   if (pci && !pci->empty()) {
-    if (!safe_component(*pci)) return fail(cni_code::kInvalidConfig, where + "." + pci_key + " \"" + *pci + "\" is not a PCI address");
+    if (!safe_component(*pci)) return fail(cni_code::kInvalidConfig, where + ".pciBusID \"" + *pci + "\" is not a PCI address");
     c.pci_bus_id = *pci;
-    c.selector = pci_key + " \"" + *pci + "\"";
+    c.selector = "pciBusID \"" + *pci + "\"";
     ++selectors;
   }
   if (selectors != 1) {
@@ -104,56 +117,93 @@ Result<HostDeviceConfig> parse_config(const json::Value& conf, const ParseInput&
   return c;
 }
 
-/// Entries of a directory (without "." and ".."), sorted; an error naming it when unreadable.
-Result<std::vector<std::string>> list_dir(const std::string& dir) {
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return fail_errno(errno, "read directory " + dir);
-  std::vector<std::string> out;
-  while (dirent* e = ::readdir(d)) {
-    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) out.emplace_back(e->d_name);
-  }
-  ::closedir(d);
+/// Entries of a directory (without "." and ".."), sorted; none when it does not exist.
+Result<std::vector<std::string>> sorted_entries(const std::string& dir) {
+  auto out = PLUMB_TRY(plumb::list_dir(dir));
   std::sort(out.begin(), out.end());
   return out;
 }
 
-/// The first entry of `<device_dir>/net` that is a link of the node namespace.
-Result<link::LinkInfo> link_of_device_dir(Context& ctx, const std::string& device_dir, const HostDeviceConfig& c) {
+/// The first entry of `net_dir` that is a link of the node namespace.
+Result<link::LinkInfo> link_of_net_dir(Context& ctx, const std::string& device_dir, const std::string& net_dir,
+                                       const HostDeviceConfig& c) {
   struct stat st {};
   if (::stat(device_dir.c_str(), &st) != 0) {
     return fail(cni_code::kInvalidConfig, ctx.network + ": " + c.selector + ": no device at " + device_dir);
   }
-  auto names = list_dir(device_dir + "/net");
+  auto names = sorted_entries(net_dir);
   if (!names || names->empty()) {
     return fail(cni_code::kInvalidConfig, ctx.network + ": " + c.selector + ": device " + device_dir +
-                                              " has no network interface (no " + device_dir + "/net entry)");
+                                              " has no network interface (no " + net_dir + " entry)");
   }
   for (auto& n : *names) {
     if (!link::valid_ifname(n)) continue;
     if (auto l = PLUMB_TRY(link::get(*ctx.node, n))) return *l;
   }
-  return fail(cni_code::kInvalidConfig, ctx.network + ": " + c.selector + ": none of the interfaces of " + device_dir +
-                                            "/net is in the node namespace");
+  return fail(cni_code::kInvalidConfig, ctx.network + ": " + c.selector + ": none of the interfaces of " + net_dir +
+                                            " is in the node namespace");
 }
 
-Result<link::LinkInfo> find_device(Context& ctx, const HostDeviceConfig& c) {
+/// The device to hand over: its netdev, or none for a PCI device in userspace (DPDK) mode.
+struct Found {
+  std::optional<link::LinkInfo> dev;  ///< nullopt: userspace driver, nothing to move
+  std::string pci;                    ///< its PCI address when selected by one
+  std::string driver;                 ///< the PCI device's driver
+};
+
+bool is_dir(const std::string& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/// A PCI device: userspace mode when bound to a DPDK driver, else its net/ (or virtio*/net) entry.
+Result<Found> find_pci(Context& ctx, const HostDeviceConfig& c, const std::string& pci) {
+  auto d = pci::lookup_device(ctx.sysfs_root, pci, /*require_vf=*/false, ctx.network + ": " + c.selector);
+  if (!d) return std::unexpected(d.error());
+  Found f;
+  f.pci = pci;
+  f.driver = d->driver;
+  if (d->userspace()) return f;
+  const std::string dir = ctx.sysfs_root + "/bus/pci/devices/" + pci;
+  std::string net_dir = dir + "/net";
+  if (!is_dir(net_dir)) {
+    for (auto& e : PLUMB_TRY(sorted_entries(dir))) {
+      if (e.rfind("virtio", 0) == 0 && is_dir(dir + "/" + e + "/net")) {
+        net_dir = dir + "/" + e + "/net";
+        break;
+      }
+    }
+  }
+  f.dev = PLUMB_TRY(link_of_net_dir(ctx, dir, net_dir, c));
+  return f;
+}
+
+Result<Found> find_device(Context& ctx, const HostDeviceConfig& c) {
   if (!c.device.empty()) {
     auto l = PLUMB_TRY(link::get(*ctx.node, c.device));
     if (!l) return fail(cni_code::kInvalidConfig, ctx.network + ".device \"" + c.device + "\" not found in the node namespace");
-    return *l;
+    return Found{*l, {}, {}};
   }
   if (c.hwaddr) {
     auto links = PLUMB_TRY(link::list(*ctx.node));
     for (auto& l : links) {
-      if (l.mac() && *l.mac() == *c.hwaddr) return l;
+      if (l.mac() && *l.mac() == *c.hwaddr) return Found{l, {}, {}};
     }
     return fail(cni_code::kInvalidConfig, ctx.network + ".hwaddr " + c.hwaddr->str() + ": no interface with this MAC in the node namespace");
   }
   if (!c.kernelpath.empty()) {
     // "/sys/devices/..." read under the configured sysfs root.
-    return link_of_device_dir(ctx, ctx.sysfs_root + c.kernelpath.substr(4), c);
+    const std::string dir = ctx.sysfs_root + c.kernelpath.substr(4);
+    return Found{PLUMB_TRY(link_of_net_dir(ctx, dir, dir + "/net", c)), {}, {}};
   }
-  return link_of_device_dir(ctx, ctx.sysfs_root + "/bus/pci/devices/" + c.pci_bus_id, c);
+  if (!c.pci_bus_id.empty()) return find_pci(ctx, c, c.pci_bus_id);
+  // runtimeConfig.deviceID: a PCI device if sysfs has one of that name, else an auxiliary device.
+  if (is_dir(ctx.sysfs_root + "/bus/pci/devices/" + c.device_id)) return find_pci(ctx, c, c.device_id);
+  const std::string aux = ctx.sysfs_root + "/bus/auxiliary/devices/" + c.device_id;
+  if (is_dir(aux)) return Found{PLUMB_TRY(link_of_net_dir(ctx, aux, aux + "/net", c)), {}, {}};
+  return fail(cni_code::kInvalidConfig, ctx.network + ": runtime config DeviceID " + c.device_id +
+                                            " not found or unsupported (neither a PCI nor an auxiliary-bus device in " +
+                                            ctx.sysfs_root + "/bus)");
 }
 
 undo::HostDeviceRestore restore_op(const link::LinkInfo& dev, const std::string& ifname) {
@@ -166,13 +216,10 @@ undo::HostDeviceRestore restore_op(const link::LinkInfo& dev, const std::string&
   return op;
 }
 
-Result<cni::CniResult> host_device_add(Context& ctx, const HostDeviceConfig& c, const cni::CniResult*) {
-  link::LinkInfo dev = PLUMB_TRY(find_device(ctx, c));
+/// Moves the netdev into the pod under ifname (the restore registered first).
+Result<link::LinkInfo> move_in(Context& ctx, const HostDeviceConfig& c, const link::LinkInfo& dev) {
   if (dev.index == 1 || (dev.flags & IFF_LOOPBACK)) {
     return fail(cni_code::kInvalidConfig, ctx.network + ": " + c.selector + " selects the loopback device " + dev.name);
-  }
-  if (PLUMB_TRY(link::get(*ctx.pod, ctx.ifname))) {
-    return fail(cni_code::kConflict, "interface " + ctx.ifname + " already exists in " + ctx.netns_path);
   }
   PLUMB_TRY(undo::will(ctx, restore_op(dev, ctx.ifname)));
   link::LinkChange move;
@@ -182,18 +229,45 @@ Result<cni::CniResult> host_device_add(Context& ctx, const HostDeviceConfig& c, 
   if (!st) return std::unexpected(st.error().within(ctx.network + ": move " + dev.name + " into " + ctx.netns_path + " as " + ctx.ifname));
   auto pod_link = PLUMB_TRY(link::get(*ctx.pod, ctx.ifname));
   if (!pod_link) return fail(cni_code::kKernel, ctx.ifname + " not found in " + ctx.netns_path + " after moving " + dev.name);
+  return *pod_link;
+}
+
+Result<cni::CniResult> host_device_add(Context& ctx, const HostDeviceConfig& c, const cni::CniResult*) {
+  Found found = PLUMB_TRY(find_device(ctx, c));
+  if (PLUMB_TRY(link::get(*ctx.pod, ctx.ifname))) {
+    return fail(cni_code::kConflict, "interface " + ctx.ifname + " already exists in " + ctx.netns_path);
+  }
+  std::optional<link::LinkInfo> pod_link;
+  if (found.dev) pod_link = PLUMB_TRY(move_in(ctx, c, *found.dev));
 
   cni::CniResult r = PLUMB_TRY(run_ipam(ctx, c.ipam));
   r.interfaces.clear();
-  cni::Interface iface{ctx.ifname, pod_link->mac() ? pod_link->mac()->str() : "", pod_link->mtu_bytes, ctx.netns_path, {}, {}};
-  if (!c.pci_bus_id.empty()) iface.pci_id = c.pci_bus_id;
+  cni::Interface iface{ctx.ifname, "", std::nullopt, ctx.netns_path, {}, {}};
+  if (pod_link) {
+    iface.mac = pod_link->mac() ? pod_link->mac()->str() : "";
+    iface.mtu_bytes = pod_link->mtu_bytes;
+  }
+  if (!found.pci.empty()) iface.pci_id = found.pci;
   r.interfaces.push_back(std::move(iface));
   for (auto& ip : r.ips) ip.interface = 0;
-  PLUMB_TRY(configure_pod_interface(*ctx.pod, pod_link->index, r, /*dad=*/true));
+  if (pod_link) PLUMB_TRY(configure_pod_interface(*ctx.pod, pod_link->index, r, /*dad=*/true));
+  if (!found.pci.empty() && !ctx.device_info_file.empty()) {
+    devinfo::PciInfo info;
+    info.pci_address = found.pci;
+    PLUMB_TRY(devinfo::complete(ctx.device_info_file, devinfo::make_pci(info)));
+  }
   return r;
 }
 
-Status host_device_check(Context& ctx, const HostDeviceConfig&, const cni::CniResult& prev) {
+Status host_device_check(Context& ctx, const HostDeviceConfig& c, const cni::CniResult& prev) {
+  if (!c.pci_bus_id.empty() || !c.device_id.empty()) {
+    // A device in userspace (DPDK) mode has nothing in the pod to check (the reference's CHECK).
+    auto pci = !c.pci_bus_id.empty() ? c.pci_bus_id : c.device_id;
+    if (is_dir(ctx.sysfs_root + "/bus/pci/devices/" + pci)) {
+      auto d = pci::lookup_device(ctx.sysfs_root, pci, false, "CHECK: " + c.selector);
+      if (d && d->userspace()) return {};
+    }
+  }
   link::LinkInfo pod_link = PLUMB_TRY(check_pod_interface(ctx, prev, ""));
   return check_pod_addresses(ctx, pod_link.index, prev);
 }

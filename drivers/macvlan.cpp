@@ -4,7 +4,10 @@
 // and routes in the pod.
 // Keys: master, mode (bridge | private | vepa | passthru; default bridge), mtu (<= the master's),
 // mac (runtimeConfig.mac capability, args.cni.mac, CNI_ARGS MAC=), linkInContainer (the master
-// lives in the pod namespace), ipam.
+// lives in the pod namespace), bcqueuelen (the broadcast/multicast queue length,
+// IFLA_MACVLAN_BC_QUEUE_LEN; 0 or absent: the kernel's default; needs Linux >= 5.11, older
+// kernels ignore the attribute, so it is read back and a kernel that dropped it fails with 104),
+// ipam.
 #include <linux/if_link.h>
 #include <net/if.h>
 #include <sys/socket.h>
@@ -42,6 +45,7 @@ struct MacvlanConfig : Config {
   std::optional<uint32_t> mtu_bytes;
   std::optional<Mac> mac;
   bool link_in_container = false;
+  uint32_t bc_queue_len = 0;  // 0: the kernel's default
 };
 
 Result<MacvlanConfig> parse_config(const json::Value& conf, const ParseInput& in) {
@@ -65,6 +69,12 @@ Result<MacvlanConfig> parse_config(const json::Value& conf, const ParseInput& in
   c.mtu_bytes = PLUMB_TRY(parse_mtu(conf, in.network));
   c.link_in_container = PLUMB_TRY(json::get_bool(conf, "linkInContainer", where)).value_or(false);
   c.mac = PLUMB_TRY(requested_mac(conf, in));
+  if (auto q = PLUMB_TRY(json::get_int(conf, "bcqueuelen", where))) {
+    if (*q < 0 || *q > static_cast<int64_t>(UINT32_MAX)) {
+      return fail(cni_code::kInvalidConfig, where + ".bcqueuelen " + std::to_string(*q) + " is out of range (0..4294967295)");
+    }
+    c.bc_queue_len = static_cast<uint32_t>(*q);
+  }
   return c;
 }
 
@@ -128,6 +138,7 @@ Result<cni::CniResult> macvlan_add(Context& ctx, const MacvlanConfig& c, const c
     spec.mtu_bytes = c.mtu_bytes.value_or(0);
     spec.mac = c.mac;
     spec.netns_fd = c.link_in_container ? -1 : ctx.pod_ns->fd();
+    spec.bc_queue_len = c.bc_queue_len;
     auto st = link::create_macvlan(lower_nl, spec);
     if (st) break;
     if (st.error().sys_errno == EEXIST && attempt < 4) continue;  // temporary name taken: another one
@@ -136,6 +147,11 @@ Result<cni::CniResult> macvlan_add(Context& ctx, const MacvlanConfig& c, const c
   }
   auto tmp_link = PLUMB_TRY(link::get(*ctx.pod, tmp));
   if (!tmp_link) return fail(cni_code::kKernel, "macvlan " + tmp + " not found in " + ctx.netns_path + " after creation");
+  if (c.bc_queue_len != 0 && tmp_link->macvlan_bc_queue_len != c.bc_queue_len) {
+    return fail(cni_code::kKernelFeature, ctx.network + ".bcqueuelen " + std::to_string(c.bc_queue_len) +
+                                              ": this kernel does not support the macvlan broadcast queue length "
+                                              "(IFLA_MACVLAN_BC_QUEUE_LEN, Linux >= 5.11)");
+  }
   PLUMB_TRY(undo::will(ctx, undo::LinkDel{"pod", ctx.ifname}));
   link::LinkChange rename;
   rename.name = ctx.ifname;
@@ -161,6 +177,9 @@ Status macvlan_check(Context& ctx, const MacvlanConfig& c, const cni::CniResult&
   if (c.mtu_bytes && pod_link.mtu_bytes != *c.mtu_bytes) {
     return fail(cni_code::kKernel, "CHECK: " + ctx.ifname + " has MTU " + std::to_string(pod_link.mtu_bytes) + ", expected " +
                                        std::to_string(*c.mtu_bytes));
+  }
+  if (c.bc_queue_len != 0 && pod_link.macvlan_bc_queue_len != c.bc_queue_len) {
+    return fail(cni_code::kKernel, "CHECK: " + ctx.ifname + " has no broadcast queue length " + std::to_string(c.bc_queue_len));
   }
   return check_pod_addresses(ctx, pod_link.index, prev);
 }

@@ -13,13 +13,24 @@
 //                                 IPv4, traffic from 127.0.0.0/8 (route_localnet=1 is set on the
 //                                 attachment's host-side interfaces so 127.0.0.1:hostPort works).
 //   masqAll (default false)      with snat: masquerade every connection DNATed to the pod.
-//   markMasqBit (0..31)          validated for compatibility; plumb marks no packets: which
-//                                 connections are masqueraded is decided by set membership in
-//                                 postrouting, so no mark bit is consumed or can collide.
-//   externalSetMarkChain         rejected (code 2): there is no iptables mark chain to call.
-//   conditionsV4 / conditionsV6  empty lists accepted; non-empty ones are rejected (code 2): they
-//                                 are arbitrary per-pod match text, which would need per-pod rules.
-//   backend                      "iptables" / "nftables" accepted and ignored (plumb uses nftables).
+//   markMasqBit (0..31)          validated (and exclusive with externalSetMarkChain) as the
+//                                 reference; it has no function in plumb's design, as in the
+//                                 reference's own nftables backend, which ignores it too: the
+//                                 iptables backend marks packets in its DNAT chain with the bit and
+//                                 masquerades marked packets in postrouting; plumb decides in
+//                                 postrouting from conntrack's DNAT status and set membership
+//                                 (hairpin, localhost, masqAll), so no mark bit is consumed or can
+//                                 collide with kube-proxy's (14/15) or Calico's (20-31).
+//   externalSetMarkChain         rejected (code 2): it names an iptables chain the reference jumps
+//                                 to for that marking; plumb writes no iptables rules and marks
+//                                 nothing (README).
+//   conditionsV4 / conditionsV6  extra matches before a pod's host ports are DNATed to it, in the
+//                                 reference's iptables syntax (-s, -d, -i, -p, !, -m addrtype,
+//                                 -m comment) or nftables syntax (ip/ip6 saddr/daddr, iifname,
+//                                 meta l4proto, fib type): engine/nft/portmap_conditions.hpp; any
+//                                 other token is refused by name (code 2). The syntax must match
+//                                 an explicit backend, as the reference requires.
+//   backend                      "iptables" / "nftables" (plumb always uses nftables).
 // Hairpin on a bridge: with br_netfilter active (bridge-nf-call-iptables=1, the Kubernetes
 // default), a DNATed packet whose new destination is behind the bridge it came from is sent back
 // through the bridge to the port it arrived on, which the bridge only does for ports in hairpin
@@ -58,7 +69,30 @@ struct PortmapConfig : Config {
   bool snat = true;
   bool masq_all = false;
   std::vector<Entry> entries;
+  nft::Conditions cond4{AF_INET, {}, {}};
+  nft::Conditions cond6{AF_INET6, {}, {}};
 };
+
+/// conditionsV4 / conditionsV6, checked against an explicit backend as the reference does
+/// (ensureBackend: "nftables backend was requested but configuration contains iptables-specific
+/// options [...]").
+Status parse_all_conditions(const json::Value& conf, const std::string& where, PortmapConfig& c) {
+  auto backend = PLUMB_TRY(json::get_string(conf, "backend", where));
+  if (backend && *backend != "iptables" && *backend != "nftables") {
+    return fail(cni_code::kInvalidConfig, where + ".backend \"" + *backend + "\" must be \"iptables\" or \"nftables\"");
+  }
+  for (auto [key, family] : {std::pair{"conditionsV4", AF_INET}, std::pair{"conditionsV6", AF_INET6}}) {
+    auto conds = PLUMB_TRY(json::get_string_array(conf, key, where)).value_or(std::vector<std::string>{});
+    const std::string syntax = nft::conditions_syntax(conds);
+    if (syntax.empty()) continue;
+    if (backend && *backend != syntax) {
+      return fail(cni_code::kInvalidConfig, where + ": " + *backend + " backend was requested but configuration contains " + syntax +
+                                                "-specific options [" + key + "]");
+    }
+    (family == AF_INET ? c.cond4 : c.cond6) = PLUMB_TRY(nft::parse_conditions(conds, family, where + "." + key));
+  }
+  return {};
+}
 
 Result<uint16_t> port_of(const json::Value& e, std::string_view key, const std::string& where) {
   auto v = PLUMB_TRY(json::get_int(e, key, where, true));
@@ -88,20 +122,7 @@ Result<PortmapConfig> parse_config(const json::Value& conf, const ParseInput& in
                     ": plumb's portmap uses no iptables mark chain (masquerading is decided by nftables sets in "
                     "table inet plumb); remove the key");
   }
-  for (const char* key : {"conditionsV4", "conditionsV6"}) {
-    auto conds = PLUMB_TRY(json::get_string_array(conf, key, where));
-    if (conds && !conds->empty()) {
-      return fail(cni_code::kUnsupportedField,
-                  where + "." + key + " [\"" + conds->front() + "\"" + (conds->size() > 1 ? ", ..." : "") +
-                      "]: per-pod match conditions are not supported (plumb keeps one ruleset for every pod and "
-                      "maps host ports through nftables maps); remove the key or leave it empty");
-    }
-  }
-  if (auto backend = PLUMB_TRY(json::get_string(conf, "backend", where))) {
-    if (*backend != "iptables" && *backend != "nftables") {
-      return fail(cni_code::kInvalidConfig, where + ".backend \"" + *backend + "\" must be \"iptables\" or \"nftables\"");
-    }
-  }
+  PLUMB_TRY(parse_all_conditions(conf, where, c));
 
   const json::Value* rc = PLUMB_TRY(json::get_object(conf, "runtimeConfig", where));
   const json::Value* pms = rc ? PLUMB_TRY(json::get_array(*rc, "portMappings", where + ".runtimeConfig", true)) : nullptr;
@@ -176,12 +197,14 @@ nft::PodPortMappings plan(const Context& ctx, const PortmapConfig& c, const std:
   pm.ifname = ctx.ifname;
   for (const IpAddr& pod : pods) {
     bool any = false;
+    const nft::Conditions& cond = pod.is_v4() ? c.cond4 : c.cond6;
     for (const Entry& e : c.entries) {
       if (e.host_family != 0 && e.host_family != pod.family) continue;  // wrong-family hostIP: skipped
-      pm.mappings.push_back({e.l4proto, e.host_ip, e.host_port, pod, e.container_port});
+      pm.mappings.push_back({e.l4proto, e.host_ip, e.host_port, pod, e.container_port, cond.class_name()});
       any = true;
     }
     if (!any) continue;
+    if (!cond.matches.empty()) pm.conditions.push_back(cond);
     if (c.snat) pm.snat_pods.push_back(pod);
     if (c.snat && c.masq_all) pm.masq_all_pods.push_back(pod);
   }
@@ -200,6 +223,7 @@ undo::PortmapRemove remove_op(const nft::PodPortMappings& pm) {
     u.host_port = m.host_port;
     u.pod_ip = m.pod_ip.str();
     u.container_port = m.container_port;
+    if (!m.condition_class.empty()) u.condition_class = m.condition_class;
     op.mappings.push_back(std::move(u));
   }
   for (const auto& ip : pm.snat_pods) op.snat.push_back(ip.str());
@@ -223,6 +247,7 @@ Result<nft::PodPortMappings> mappings_of(const undo::PortmapRemove& op) {
     m.host_port = PLUMB_TRY(port(u.host_port, "hostPort"));
     m.pod_ip = PLUMB_TRY(IpAddr::parse(u.pod_ip));
     m.container_port = PLUMB_TRY(port(u.container_port, "containerPort"));
+    m.condition_class = u.condition_class.value_or("");
     pm.mappings.push_back(m);
   }
   for (const auto& s : op.snat) pm.snat_pods.push_back(PLUMB_TRY(IpAddr::parse(s)));

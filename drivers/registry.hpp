@@ -14,4 +14,8 @@ extern const Driver kSriov;
 extern const Driver kIbSriov;
 extern const Driver kVdpa;
 extern const Driver kPortmap;
+extern const Driver kPtp;
+extern const Driver kTap;
+extern const Driver kSbr;
+extern const Driver kFirewall;
 }  // namespace plumb::drivers

@@ -2,12 +2,22 @@
 // namespace and link attributes of the attachment's pod interface, the previous values saved in
 // the undo operation "tuning.restore" and put back on DEL while the pod namespace exists.
 // Keys: sysctl (object of strings; keys only under net/, "." or "/" separated, the word IFNAME
-// replaced by the attachment's interface name), mac, mtu, promisc, allmulti, txQLen; args.cni may
-// override mac, mtu, promisc, allmulti and txQLen; the MAC also comes from CNI_ARGS MAC= and
-// runtimeConfig.mac (capability "mac"), highest priority last.
+// replaced by the attachment's interface name; a key given twice is refused), mac, mtu, promisc,
+// allmulti, txQLen; args.cni may add or override sysctl entries and override mac, mtu, promisc,
+// allmulti and txQLen; the MAC comes, lowest priority first, from the config, CNI_ARGS MAC=,
+// runtimeConfig.mac (capability "mac") and args.cni.mac, as the reference resolves it.
+// Sysctl allowlist (the reference's /etc/cni/tuning/allowlist.conf; plumb config
+// tuningAllowlist): when the file exists, every sysctl key, as written in the config, must match
+// one of its lines (regular expressions, unanchored like Go's regexp.MatchString; ECMAScript
+// syntax, which agrees with Go's RE2 for the usual `^net\.ipv4\.conf\.IFNAME\.[a-z_]+$` forms);
+// it is read by ADD before any change.
 #include <net/if.h>
 
 #include <algorithm>
+#include <regex>
+
+#include "engine/base/file.hpp"
+#include "engine/base/text.hpp"
 
 #include "drivers/registry.hpp"
 #include "drivers/undo.hpp"
@@ -20,6 +30,7 @@ namespace {
 struct Sysctl {
   std::string key;    // '/' form relative to /proc/sys, IFNAME substituted, under net/
   std::string value;
+  std::string raw;    // the key as the config wrote it (what the allowlist matches)
 };
 
 /// The tuning plugin's configuration, validated.
@@ -72,29 +83,40 @@ Status parse_link_keys(const json::Value& obj, const std::string& where, TuningC
   return {};
 }
 
+/// Adds the entries of a "sysctl" object (the config's, then args.cni's: a later entry for the
+/// same key replaces the earlier one). A key twice in one object is refused, as the reference.
+Status parse_sysctls(const json::Value& sc, const std::string& where, const std::string& ifname, std::vector<Sysctl>& out) {
+  std::vector<std::string> seen;
+  for (auto it = sc.MemberBegin(); it != sc.MemberEnd(); ++it) {
+    std::string key = it->name.GetString();
+    if (std::find(seen.begin(), seen.end(), key) != seen.end()) {
+      return fail(cni_code::kInvalidConfig, where + ".sysctl \"" + key + "\": duplicated sysctl keys are not allowed");
+    }
+    seen.push_back(key);
+    if (!it->value.IsString()) {
+      return fail(cni_code::kInvalidConfig, where + ".sysctl \"" + key + "\": the value must be a string, got " + json::dump(it->value));
+    }
+    Sysctl s{PLUMB_TRY(net_sysctl_key(key, ifname, where)), it->value.GetString(), key};
+    auto same = std::find_if(out.begin(), out.end(), [&](const Sysctl& o) { return o.key == s.key; });
+    if (same != out.end()) {
+      *same = std::move(s);
+    } else {
+      out.push_back(std::move(s));
+    }
+  }
+  return {};
+}
+
 Result<TuningConfig> parse_config(const json::Value& conf, const ParseInput& in) {
   TuningConfig c;
   const std::string& where = in.network;
-  if (const json::Value* sc = PLUMB_TRY(json::get_object(conf, "sysctl", where))) {
-    for (auto it = sc->MemberBegin(); it != sc->MemberEnd(); ++it) {
-      std::string key = it->name.GetString();
-      if (!it->value.IsString()) {
-        return fail(cni_code::kInvalidConfig, where + ".sysctl \"" + key + "\": the value must be a string, got " + json::dump(it->value));
-      }
-      c.sysctls.push_back({PLUMB_TRY(net_sysctl_key(key, in.ifname, where)), it->value.GetString()});
-    }
-  }
+  if (const json::Value* sc = PLUMB_TRY(json::get_object(conf, "sysctl", where))) PLUMB_TRY(parse_sysctls(*sc, where, in.ifname, c.sysctls));
   PLUMB_TRY(parse_link_keys(conf, where, c));
   for (auto& [k, v] : in.cni_args) {
     if (k != "MAC") continue;
     auto parsed = Mac::parse(v);
     if (!parsed) return fail(cni_code::kInvalidConfig, where + ": CNI_ARGS MAC \"" + v + "\" is not a valid MAC address");
     c.mac = *parsed;
-  }
-  if (const json::Value* args = PLUMB_TRY(json::get_object(conf, "args", where))) {
-    if (const json::Value* cni = PLUMB_TRY(json::get_object(*args, "cni", where + ".args"))) {
-      PLUMB_TRY(parse_link_keys(*cni, where + ".args.cni", c));
-    }
   }
   if (const json::Value* rc = PLUMB_TRY(json::get_object(conf, "runtimeConfig", where))) {
     if (auto m = PLUMB_TRY(json::get_string(*rc, "mac", where + ".runtimeConfig", true)); m && !m->empty()) {
@@ -103,7 +125,51 @@ Result<TuningConfig> parse_config(const json::Value& conf, const ParseInput& in)
       c.mac = *parsed;
     }
   }
+  if (const json::Value* args = PLUMB_TRY(json::get_object(conf, "args", where))) {
+    if (const json::Value* cni = PLUMB_TRY(json::get_object(*args, "cni", where + ".args"))) {
+      if (const json::Value* sc = PLUMB_TRY(json::get_object(*cni, "sysctl", where + ".args.cni"))) {
+        PLUMB_TRY(parse_sysctls(*sc, where + ".args.cni", in.ifname, c.sysctls));
+      }
+      PLUMB_TRY(parse_link_keys(*cni, where + ".args.cni", c));
+    }
+  }
   return c;
+}
+
+/// The allowlist check of the reference (validateSysctlConf): with the file present, every
+/// sysctl key must match one of its regular expressions. Errors: kInvalidConfig naming the key
+/// and the patterns; kInvalidConfig for a line that is not a regular expression; kIo when the
+/// file exists but cannot be read.
+Status check_allowlist(const std::string& path, const std::string& network, const std::vector<Sysctl>& sysctls) {
+  if (sysctls.empty()) return {};
+  auto text = read_file(path, "tuning sysctl allowlist");
+  if (!text) {
+    if (text.error().cni_code == cni_code::kNotFound) return {};
+    return std::unexpected(text.error());
+  }
+  std::vector<std::string> patterns;
+  std::vector<std::regex> allow;
+  for (auto line : text::split(*text, '\n')) {
+    line = text::trim(line);
+    if (line.empty()) continue;
+    patterns.emplace_back(line);
+    try {
+      allow.emplace_back(patterns.back(), std::regex::ECMAScript);
+    } catch (const std::regex_error& e) {
+      return fail(cni_code::kInvalidConfig, "tuning sysctl allowlist " + path + ": \"" + patterns.back() + "\" is not a regular expression",
+                  e.what());
+    }
+  }
+  for (auto& s : sysctls) {
+    bool ok = std::any_of(allow.begin(), allow.end(), [&](const std::regex& re) { return std::regex_search(s.raw, re); });
+    if (!ok) {
+      std::string list;
+      for (auto& p : patterns) list += (list.empty() ? "" : " ") + p;
+      return fail(cni_code::kInvalidConfig, network + ".sysctl " + s.raw + " is not allowed. Only the following sysctls are allowed: [" +
+                                                list + "] (" + path + ")");
+    }
+  }
+  return {};
 }
 
 /// The undo operation: the values to put back, only for what the config changes.
@@ -124,6 +190,7 @@ Result<cni::CniResult> tuning_add(Context& ctx, const TuningConfig& c, const cni
   if (prev == nullptr) {
     return fail(cni_code::kInvalidConfig, ctx.network + ": tuning must be chained after a plugin that creates the interface (no prevResult)");
   }
+  PLUMB_TRY(check_allowlist(ctx.tuning_allowlist, ctx.network, c.sysctls));
   auto l = PLUMB_TRY(link::get(*ctx.pod, ctx.ifname));
   if (!l) return fail(cni_code::kKernel, ctx.network + ": tuning: interface " + ctx.ifname + " not found in " + ctx.netns_path);
 
@@ -134,7 +201,7 @@ Result<cni::CniResult> tuning_add(Context& ctx, const TuningConfig& c, const cni
     for (auto& s : c.sysctls) {
       auto v = sysctl::read(s.key);
       if (!v) return std::unexpected(v.error().within(ctx.network + ".sysctl \"" + s.key + "\" in " + ctx.netns_path));
-      old.push_back({s.key, *v});
+      old.push_back({s.key, *v, s.raw});
     }
   }
   PLUMB_TRY(undo::will(ctx, restore_op(ctx.ifname, old, *l, c)));

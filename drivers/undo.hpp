@@ -100,8 +100,10 @@ struct PortMapping {
   int host_port = 0;
   std::string pod_ip;
   int container_port = 0;
+  std::optional<std::string> condition_class;  ///< the map's condition class (conditionsV4/V6), absent: none
   template <class V> void fields(V& v) {
     v("protocol", protocol); v("hostIP", host_ip); v("hostPort", host_port); v("podIP", pod_ip); v("containerPort", container_port);
+    v("conditions", condition_class);
   }
 };
 
@@ -118,7 +120,8 @@ struct PortmapRemove {
   }
 };
 
-/// bandwidth: plumb's filters, clsact/fq it added and the pod's map entries off the host device.
+/// bandwidth: plumb's filters, clsact/fq it added and the pod's map entries off the shaped device
+/// (the host side of the pod's veth, or the pod-side interface).
 struct BandwidthRemove {
   static constexpr std::string_view kName = "bandwidth.remove";
   std::string bpffs_dir;
@@ -128,9 +131,51 @@ struct BandwidthRemove {
   std::vector<std::string> hooks;  ///< ebpf::hook_name() of each attached hook
   bool clsact = false;      ///< plumb added the clsact qdisc
   bool fq = false;          ///< plumb replaced the root qdisc with fq
+  std::optional<bool> pod;  ///< shaped on the pod-side interface (host/ifindex are then the pod's)
+  std::optional<uint32_t> classid;  ///< pod side: the filters' classid, the entries' key
+  std::optional<uint32_t> abi;      ///< PLUMB_BW_ABI_VERSION of the pins (absent: written before ABI 2)
   template <class V> void fields(V& v) {
     v("bpffsDir", bpffs_dir); v("host", host); v("ifindex", ifindex); v("owner", owner); v("hooks", hooks); v("clsact", clsact);
-    v("fq", fq);
+    v("fq", fq); v("pod", pod); v("classid", classid); v("abi", abi);
+  }
+};
+
+/// One route as sbr moved it (route::Route's fields; addresses as text).
+struct SbrRoute {
+  std::string dst;                 ///< "198.51.100.0/24"
+  std::optional<std::string> gw;
+  std::optional<std::string> prefsrc;
+  int oif = 0;
+  uint32_t table = 0;
+  uint32_t priority = 0;
+  uint32_t scope = 0;
+  uint32_t protocol = 0;
+  uint32_t type = 0;
+  template <class V> void fields(V& v) {
+    v("dst", dst); v("gw", gw); v("prefsrc", prefsrc); v("oif", oif); v("table", table); v("priority", priority);
+    v("scope", scope); v("protocol", protocol); v("type", type);
+  }
+};
+
+/// sbr: its source rules out of the pod namespace, its routing tables emptied, the routes it
+/// took out of the main table put back.
+struct SbrRestore {
+  static constexpr std::string_view kName = "sbr.restore";
+  std::vector<std::string> rules;      ///< "<src>/<len> <table>" of each rule added
+  std::vector<uint32_t> tables;        ///< tables sbr filled (emptied)
+  std::vector<SbrRoute> main_routes;   ///< routes removed from the main table
+  template <class V> void fields(V& v) { v("rules", rules); v("tables", tables); v("mainRoutes", main_routes); }
+};
+
+/// firewall: the attachment's addresses out of plumb's firewall sets (only elements it owns).
+struct FirewallRemove {
+  static constexpr std::string_view kName = "firewall.remove";
+  std::string container_id;
+  std::string ifname;
+  std::vector<std::string> addresses;
+  std::string admin_chain;
+  template <class V> void fields(V& v) {
+    v("containerID", container_id); v("ifname", ifname); v("addresses", addresses); v("adminChain", admin_chain);
   }
 };
 
@@ -181,7 +226,7 @@ struct RdmaReturn : VfOwner {
 };
 
 using Op = std::variant<LinkDel, BridgeDelIfUnused, IpamRelease, MasqDel, DevinfoRemove, TuningRestore, HostDeviceRestore,
-                        PortmapRemove, BandwidthRemove, VfRelease, VfRestore, VfReturnNetdev, RdmaReturn>;
+                        PortmapRemove, BandwidthRemove, VfRelease, VfRestore, VfReturnNetdev, RdmaReturn, SbrRestore, FirewallRemove>;
 
 /// The operation's JSON name: kName, or "<driver>.<verb>" for VF operations.
 [[nodiscard]] std::string name_of(const Op& op);
@@ -221,5 +266,7 @@ using Op = std::variant<LinkDel, BridgeDelIfUnused, IpamRelease, MasqDel, Devinf
 [[nodiscard]] Status run_op(Context& ctx, const VfRestore& op);          // vf_attach.cpp
 [[nodiscard]] Status run_op(Context& ctx, const VfReturnNetdev& op);     // vf_attach.cpp
 [[nodiscard]] Status run_op(Context& ctx, const RdmaReturn& op);         // vf_attach.cpp
+[[nodiscard]] Status run_op(Context& ctx, const SbrRestore& op);         // sbr.cpp
+[[nodiscard]] Status run_op(Context& ctx, const FirewallRemove& op);     // firewall.cpp
 
 }  // namespace plumb::drivers::undo

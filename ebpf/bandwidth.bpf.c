@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /* plumb's bandwidth shaping, attached with cls_bpf (direct-action) to the tc clsact hooks of the
- * HOST side of a pod's veth. The model and the map layout are in bandwidth_abi.h.
+ * HOST side of a pod's veth, or of the pod-side interface when it has no host-side peer. The
+ * model and the map layout are in bandwidth_abi.h.
  *
  * Why one object with three SEC programs instead of one .bpf.c per hook: the two hooks run the
  * same token bucket over the same state map and differ only in the key's hook number. One object
@@ -98,9 +99,17 @@ static __always_inline __u64 cost_ns(__u64 len, __u64 rate_bps) {
 
 enum verdict { PASS = 0, MARK = 1, DROP = 2 };
 
+/* The entry's key: a pod-side filter carries its attachment id as classid (cls_bpf sets
+ * tc_classid to it before running the program); a host-side filter has none (0). */
+static __always_inline struct plumb_bw_key key_of(struct __sk_buff *skb, __u32 hook) {
+  __u32 id = skb->tc_classid;
+  struct plumb_bw_key key = {.ifindex = id ? id : skb->ifindex, .hook = id ? hook | PLUMB_BW_HOOK_POD : hook};
+  return key;
+}
+
 /* The token bucket of bandwidth_abi.h for one hook. */
 static __always_inline int token_bucket(struct __sk_buff *skb, __u32 hook) {
-  struct plumb_bw_key key = {.ifindex = skb->ifindex, .hook = hook};
+  struct plumb_bw_key key = key_of(skb, hook);
   struct plumb_bw_state *s = bpf_map_lookup_elem(&plumb_bw_state, &key);
   if (!s) return TC_ACT_OK;
   __u64 len = wire_len(skb);
@@ -148,7 +157,7 @@ int tb_host_egress(struct __sk_buff *skb) { return token_bucket(skb, PLUMB_BW_HO
  * that would wait beyond the horizon are dropped (and not charged). */
 SEC("tc")
 int edt_host_egress(struct __sk_buff *skb) {
-  struct plumb_bw_key key = {.ifindex = skb->ifindex, .hook = PLUMB_BW_HOOK_HOST_EGRESS};
+  struct plumb_bw_key key = key_of(skb, PLUMB_BW_HOOK_HOST_EGRESS);
   struct plumb_bw_state *s = bpf_map_lookup_elem(&plumb_bw_state, &key);
   if (!s) return TC_ACT_OK;
   __u64 len = wire_len(skb);

@@ -6,6 +6,12 @@
  * Model (one entry per shaped direction of one pod interface, keyed by the HOST-side veth):
  *   pod egress  = host veth tc ingress hook (PLUMB_BW_HOOK_HOST_INGRESS)
  *   pod ingress = host veth tc egress hook  (PLUMB_BW_HOOK_HOST_EGRESS)
+ * An interface without a host-side peer (macvlan, ipvlan, SR-IOV VF, host-device) is shaped on
+ * the POD side, inside the pod namespace, where ifindexes repeat from pod to pod. Its filters
+ * carry a node-unique 16-bit id as their tc classid (TCA_BPF_CLASSID), which cls_bpf hands the
+ * program as skb->tc_classid; such entries are keyed {id, hook | PLUMB_BW_HOOK_POD}:
+ *   pod egress  = pod interface tc egress hook  (PLUMB_BW_HOOK_HOST_EGRESS | PLUMB_BW_HOOK_POD)
+ *   pod ingress = pod interface tc ingress hook (PLUMB_BW_HOOK_HOST_INGRESS | PLUMB_BW_HOOK_POD)
  *
  * Token bucket, written as a virtual clock (GCRA): `t_empty_ns` is the time at which the bucket
  * would hold zero tokens; tokens(now) = min(burst, rate * (now - t_empty)). A packet of L wire
@@ -40,11 +46,12 @@
 
 /* Bumped on any incompatible change of the structures or map layout below: the pins live under
  * <bpffsDir>/bandwidth_v<ABI>, so programs of another ABI are never reused. */
-#define PLUMB_BW_ABI_VERSION 1
+#define PLUMB_BW_ABI_VERSION 2 /* 2: pod-side entries (tc_classid keys) */
 
 /* Hook numbers (plumb_bw_key.hook). */
 #define PLUMB_BW_HOOK_HOST_INGRESS 0u /* tc clsact ingress of the host veth: the pod's egress */
 #define PLUMB_BW_HOOK_HOST_EGRESS 1u  /* tc clsact egress of the host veth: the pod's ingress */
+#define PLUMB_BW_HOOK_POD 2u          /* flag: a pod-side entry keyed by the filter's classid */
 
 /* Node-wide enforcement modes (plumb_bw_node.mode), chosen once when the programs are loaded. */
 #define PLUMB_BW_MODE_TOKEN_BUCKET 0u /* no sch_fq: token bucket on both hooks */
@@ -62,8 +69,8 @@
 
 /* Key of the state map: one shaped direction of one host-side interface (node namespace). */
 struct plumb_bw_key {
-  __u32 ifindex; /* host-side veth ifindex in the node namespace */
-  __u32 hook;    /* PLUMB_BW_HOOK_* */
+  __u32 ifindex; /* host-side veth ifindex in the node namespace; pod side: the filter's classid */
+  __u32 hook;    /* PLUMB_BW_HOOK_HOST_* [| PLUMB_BW_HOOK_POD] */
 };
 
 /* Value of the state map. The configuration fields are written by user space (with BPF_F_LOCK);

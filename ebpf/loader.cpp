@@ -40,8 +40,14 @@ namespace {
 constexpr uint64_t kNsPerSec = 1'000'000'000;
 constexpr uint64_t kGsoMaxBytes = 65536;
 
-std::string pin_dir_of(const std::string& bpffs_dir) {
-  return bpffs_dir + "/bandwidth_v" + std::to_string(PLUMB_BW_ABI_VERSION);
+std::string pin_dir_of(const std::string& bpffs_dir, uint32_t abi = PLUMB_BW_ABI_VERSION) {
+  return bpffs_dir + "/bandwidth_v" + std::to_string(abi);
+}
+
+std::string key_text(const plumb_bw_key& k) {
+  const bool pod = (k.hook & PLUMB_BW_HOOK_POD) != 0;
+  return std::string(pod ? "pod-side id " : "ifindex ") + std::to_string(k.ifindex) + " " +
+         hook_name(static_cast<Hook>(k.hook & ~PLUMB_BW_HOOK_POD));
 }
 
 /// libbpf prints through a global callback; while plumb calls into libbpf's loader the messages
@@ -262,8 +268,8 @@ void Programs::close_all() {
   }
 }
 
-Result<std::optional<Programs>> Programs::open_existing(const std::string& bpffs_dir) {
-  std::string pin_dir = pin_dir_of(bpffs_dir);
+Result<std::optional<Programs>> Programs::open_existing(const std::string& bpffs_dir, uint32_t abi) {
+  std::string pin_dir = pin_dir_of(bpffs_dir, abi);
   struct stat st {};
   if (::stat(pin_dir.c_str(), &st) != 0) {
     if (errno == ENOENT) return std::optional<Programs>{};
@@ -293,9 +299,9 @@ Result<std::optional<Programs>> Programs::open_existing(const std::string& bpffs
   uint32_t zero = 0;
   plumb_bw_node node{};
   if (bpf_map_lookup_elem(p.node_, &zero, &node) != 0) return fail_errno(errno, "read " + pin_dir + "/" PLUMB_BW_PIN_MAP_NODE);
-  if (node.abi_version != PLUMB_BW_ABI_VERSION || node.mode > PLUMB_BW_MODE_EDT_FQ) {
+  if (node.abi_version != abi || node.mode > PLUMB_BW_MODE_EDT_FQ) {
     return fail(cni_code::kKernel, pin_dir + "/" PLUMB_BW_PIN_MAP_NODE " says ABI v" + std::to_string(node.abi_version) + " mode " +
-                                       std::to_string(node.mode) + "; expected ABI v" + std::to_string(PLUMB_BW_ABI_VERSION));
+                                       std::to_string(node.mode) + "; expected ABI v" + std::to_string(abi));
   }
   p.mode_ = static_cast<Mode>(node.mode);
   return std::optional<Programs>(std::move(p));
@@ -328,6 +334,10 @@ Result<uint32_t> Programs::prog_id(Hook h) const {
 }
 
 Status Programs::configure(int ifindex, Hook h, const Limit& limit, uint64_t owner) const {
+  return configure(host_key(ifindex, h), limit, owner, false);
+}
+
+Status Programs::configure(const plumb_bw_key& key, const Limit& limit, uint64_t owner, bool exclusive) const {
   BucketParams p = PLUMB_TRY(bucket_params(limit));
   plumb_bw_state v{};
   v.owner = owner;
@@ -336,35 +346,40 @@ Status Programs::configure(int ifindex, Hook h, const Limit& limit, uint64_t own
   v.burst_ns = p.burst_ns;
   v.mark_ns = p.mark_ns;
   v.horizon_ns = p.horizon_ns;
-  plumb_bw_key k{static_cast<uint32_t>(ifindex), static_cast<uint32_t>(h)};
-  return write(k, v);
-}
-
-Status Programs::write(const plumb_bw_key& key, const plumb_bw_state& value) const {
-  if (bpf_map_update_elem(state_, &key, &value, BPF_ANY | BPF_F_LOCK) != 0) {
-    return fail_errno(errno, "write bandwidth state of ifindex " + std::to_string(key.ifindex) + " " +
-                                 hook_name(static_cast<Hook>(key.hook)));
+  if (!exclusive) return write(key, v);
+  if (bpf_map_update_elem(state_, &key, &v, BPF_NOEXIST | BPF_F_LOCK) != 0) {
+    if (errno == EEXIST) return fail(cni_code::kConflict, "bandwidth state of " + key_text(key) + " exists");
+    return fail_errno(errno, "write bandwidth state of " + key_text(key));
   }
   return {};
 }
 
-Result<std::optional<plumb_bw_state>> Programs::read(int ifindex, Hook h) const {
-  plumb_bw_key k{static_cast<uint32_t>(ifindex), static_cast<uint32_t>(h)};
+Status Programs::write(const plumb_bw_key& key, const plumb_bw_state& value) const {
+  if (bpf_map_update_elem(state_, &key, &value, BPF_ANY | BPF_F_LOCK) != 0) {
+    return fail_errno(errno, "write bandwidth state of " + key_text(key));
+  }
+  return {};
+}
+
+Result<std::optional<plumb_bw_state>> Programs::read(int ifindex, Hook h) const { return read(host_key(ifindex, h)); }
+
+Result<std::optional<plumb_bw_state>> Programs::read(const plumb_bw_key& key) const {
   plumb_bw_state v{};
-  if (bpf_map_lookup_elem_flags(state_, &k, &v, BPF_F_LOCK) != 0) {
+  if (bpf_map_lookup_elem_flags(state_, &key, &v, BPF_F_LOCK) != 0) {
     if (errno == ENOENT) return std::optional<plumb_bw_state>{};
-    return fail_errno(errno, "read bandwidth state of ifindex " + std::to_string(ifindex) + " " + hook_name(h));
+    return fail_errno(errno, "read bandwidth state of " + key_text(key));
   }
   return std::optional<plumb_bw_state>(v);
 }
 
-Result<bool> Programs::remove(int ifindex, Hook h, uint64_t owner) const {
-  auto cur = PLUMB_TRY(read(ifindex, h));
+Result<bool> Programs::remove(int ifindex, Hook h, uint64_t owner) const { return remove(host_key(ifindex, h), owner); }
+
+Result<bool> Programs::remove(const plumb_bw_key& key, uint64_t owner) const {
+  auto cur = PLUMB_TRY(read(key));
   if (!cur || cur->owner != owner) return false;
-  plumb_bw_key k{static_cast<uint32_t>(ifindex), static_cast<uint32_t>(h)};
-  if (bpf_map_delete_elem(state_, &k) != 0) {
+  if (bpf_map_delete_elem(state_, &key) != 0) {
     if (errno == ENOENT) return false;
-    return fail_errno(errno, "delete bandwidth state of ifindex " + std::to_string(ifindex) + " " + hook_name(h));
+    return fail_errno(errno, "delete bandwidth state of " + key_text(key));
   }
   return true;
 }

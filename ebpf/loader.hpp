@@ -68,7 +68,9 @@ class Programs {
   [[nodiscard]] static Result<Programs> load_or_open(const std::string& bpffs_dir);
   /// Opens existing pins only: nullopt when nothing was ever loaded under bpffs_dir (a DEL must
   /// not load programs just to find nothing to remove).
-  [[nodiscard]] static Result<std::optional<Programs>> open_existing(const std::string& bpffs_dir);
+  /// `abi`: the pins of another ABI version (an undo record written by an older plumb).
+  [[nodiscard]] static Result<std::optional<Programs>> open_existing(const std::string& bpffs_dir,
+                                                                     uint32_t abi = PLUMB_BW_ABI_VERSION);
 
   Programs(Programs&&) noexcept;
   Programs& operator=(Programs&&) noexcept;
@@ -92,13 +94,18 @@ class Programs {
   /// Writes the entry of (ifindex, h): the limit's parameters, a full bucket, zero counters,
   /// `owner`. Errors: kInvalidConfig for a zero rate/burst, kKernel from the map update.
   [[nodiscard]] Status configure(int ifindex, Hook h, const Limit& limit, uint64_t owner) const;
+  /// The same for any key. exclusive: fail with EEXIST (kConflict) when the key has an entry
+  /// (claiming a pod-side id).
+  [[nodiscard]] Status configure(const plumb_bw_key& key, const Limit& limit, uint64_t owner, bool exclusive) const;
   /// Writes a raw entry (tests drive the programs with chosen parameters).
   [[nodiscard]] Status write(const plumb_bw_key& key, const plumb_bw_state& value) const;
   /// The entry of (ifindex, h), nullopt when absent.
   [[nodiscard]] Result<std::optional<plumb_bw_state>> read(int ifindex, Hook h) const;
+  [[nodiscard]] Result<std::optional<plumb_bw_state>> read(const plumb_bw_key& key) const;
   /// Deletes the entry of (ifindex, h) if it belongs to `owner`. Returns true if deleted, false
   /// when absent or owned by another attachment (an ifindex reused after the pod's veth died).
   [[nodiscard]] Result<bool> remove(int ifindex, Hook h, uint64_t owner) const;
+  [[nodiscard]] Result<bool> remove(const plumb_bw_key& key, uint64_t owner) const;
   /// Every entry of the state map (leak checks, inspection).
   [[nodiscard]] Result<std::vector<std::pair<plumb_bw_key, plumb_bw_state>>> entries() const;
 
@@ -115,6 +122,16 @@ class Programs {
 /// touched). Errors only when the probe itself cannot run (no CAP_SYS_ADMIN): callers then use
 /// the token bucket.
 [[nodiscard]] Result<bool> kernel_has_fq();
+
+/// The state map key of a host-side device's hook.
+[[nodiscard]] inline plumb_bw_key host_key(int ifindex, Hook h) {
+  return plumb_bw_key{static_cast<uint32_t>(ifindex), static_cast<uint32_t>(h)};
+}
+/// The state map key of a pod-side attachment's hook: its filters' classid `id` (1..65535; the
+/// program sees it as skb->tc_classid) and the hook with PLUMB_BW_HOOK_POD.
+[[nodiscard]] inline plumb_bw_key pod_key(uint16_t id, Hook h) {
+  return plumb_bw_key{id, static_cast<uint32_t>(h) | PLUMB_BW_HOOK_POD};
+}
 
 /// A random non-zero 64-bit attachment owner id (getrandom).
 [[nodiscard]] Result<uint64_t> random_owner();

@@ -68,6 +68,7 @@ Result<PlumbConfig> parse_config(std::string_view text) {
     if (v->empty() || v->front() != '/') return fail(cni_code::kInvalidConfig, "plumb config.bpffsDir \"" + *v + "\" must be an absolute path");
     c.bpffs_dir = *v;
   }
+  if (auto v = PLUMB_TRY(json::get_string(d, "tuningAllowlist", w))) c.tuning_allowlist = *v;
   c.strict_annotations = PLUMB_TRY(json::get_bool(d, "strictAnnotations", w)).value_or(false);
   if (auto v = PLUMB_TRY(json::get_string(d, "logFile", w))) c.log_file = *v;
   if (auto v = PLUMB_TRY(json::get_string(d, "logLevel", w))) {

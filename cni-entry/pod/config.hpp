@@ -30,6 +30,7 @@ struct PlumbConfig {
   std::string sysfs_root = "/sys";      // where device lookups read sysfs (host-device, SR-IOV, vDPA)
   std::string device_info_dir = "/var/run/k8s.cni.cncf.io/devinfo";  // device-info spec base dir (dp/, cni/)
   std::string bpffs_dir = "/sys/fs/bpf/plumb";  // bpffsDir: the one plumb directory in bpffs (bandwidth pins)
+  std::string tuning_allowlist = "/etc/cni/tuning/allowlist.conf";  // tuningAllowlist: the tuning plugin's sysctl allowlist
   std::string log_file;                 // "" = stderr only
   std::string log_level = "warning";    // error, warning, info, debug
   // The Kubernetes API server (cni-entry/source/kube.hpp). Without kubeconfig and without

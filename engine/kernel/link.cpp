@@ -24,6 +24,10 @@ const std::vector<AttrPolicy> kLinkPolicy = {
 };
 const std::vector<AttrPolicy> kLinkInfoPolicy = {
     {IFLA_INFO_KIND, MNL_TYPE_NUL_STRING},
+    {IFLA_INFO_DATA, MNL_TYPE_NESTED},
+};
+const std::vector<AttrPolicy> kMacvlanDataPolicy = {
+    {IFLA_MACVLAN_BC_QUEUE_LEN, MNL_TYPE_U32},
 };
 
 Result<LinkInfo> parse_link(const nlmsghdr* nlh) {
@@ -45,6 +49,10 @@ Result<LinkInfo> parse_link(const nlmsghdr* nlh) {
   if (tb[IFLA_LINKINFO]) {
     auto info = PLUMB_TRY(netlink::parse_nested(tb[IFLA_LINKINFO], IFLA_INFO_MAX, kLinkInfoPolicy));
     if (info[IFLA_INFO_KIND]) li.kind = mnl_attr_get_str(info[IFLA_INFO_KIND]);
+    if (li.kind == "macvlan" && info[IFLA_INFO_DATA]) {
+      auto data = PLUMB_TRY(netlink::parse_nested(info[IFLA_INFO_DATA], IFLA_MACVLAN_MAX, kMacvlanDataPolicy));
+      if (data[IFLA_MACVLAN_BC_QUEUE_LEN]) li.macvlan_bc_queue_len = mnl_attr_get_u32(data[IFLA_MACVLAN_BC_QUEUE_LEN]);
+    }
   }
   return li;
 }
@@ -209,6 +217,7 @@ Status create_bridge(netlink::Socket& nl, const BridgeSpec& spec) {
 //   +-- IFLA_INFO_KIND  "macvlan\0"
 //   +-- IFLA_INFO_DATA (nested)
 //       +-- IFLA_MACVLAN_MODE u32 mode
+//       +-- [IFLA_MACVLAN_BC_QUEUE_LEN u32]     when bc_queue_len != 0
 Message build_create_macvlan(const MacvlanSpec& spec) {
   Message m(RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL);
   put_ifinfo(m, AF_UNSPEC, 0);
@@ -222,6 +231,7 @@ Message build_create_macvlan(const MacvlanSpec& spec) {
     m.put_str(IFLA_INFO_KIND, "macvlan");
     Message::Nest data(m, IFLA_INFO_DATA);
     m.put_u32(IFLA_MACVLAN_MODE, spec.mode);
+    if (spec.bc_queue_len != 0) m.put_u32(IFLA_MACVLAN_BC_QUEUE_LEN, spec.bc_queue_len);
   }
   return m;
 }

@@ -24,6 +24,7 @@ struct LinkInfo {
   int link_index = 0;               // IFLA_LINK (veth peer index / macvlan lower), 0 if none
   std::optional<int32_t> link_netnsid;  // IFLA_LINK_NETNSID
   uint32_t txqlen = 0;
+  std::optional<uint32_t> macvlan_bc_queue_len;  // IFLA_MACVLAN_BC_QUEUE_LEN of a macvlan (kernel >= 5.11)
   bool up() const;
   std::optional<Mac> mac() const;   // when hwaddr is 6 bytes
 };
@@ -73,7 +74,8 @@ struct BridgeSpec {
 ///
 ///   ifinfomsg | IFLA_IFNAME name | IFLA_LINK master_index | [IFLA_MTU] | [IFLA_ADDRESS mac]
 ///   [IFLA_NET_NS_FD netns_fd]
-///   IFLA_LINKINFO { IFLA_INFO_KIND "macvlan", IFLA_INFO_DATA { IFLA_MACVLAN_MODE u32 mode } }
+///   IFLA_LINKINFO { IFLA_INFO_KIND "macvlan", IFLA_INFO_DATA { IFLA_MACVLAN_MODE u32 mode
+///                                                             [IFLA_MACVLAN_BC_QUEUE_LEN u32] } }
 struct MacvlanSpec {
   std::string name;
   int master_index = 0;
@@ -81,6 +83,7 @@ struct MacvlanSpec {
   uint32_t mtu_bytes = 0;           // 0: the master's
   std::optional<Mac> mac;           // nullopt: random
   int netns_fd = -1;                // -1: created in the socket's namespace
+  uint32_t bc_queue_len = 0;        // IFLA_MACVLAN_BC_QUEUE_LEN (broadcast queue length); 0: the kernel's
 };
 /// Errors: EEXIST when the name is taken (kConflict), EINVAL for a mode the master cannot take
 /// (e.g. passthru on a master that already has macvlans), EOPNOTSUPP without macvlan support.

@@ -23,6 +23,7 @@ const std::vector<AttrPolicy> kBpfPolicy = {
     {TCA_BPF_NAME, MNL_TYPE_NUL_STRING},
     {TCA_BPF_ID, MNL_TYPE_U32},
     {TCA_BPF_FLAGS, MNL_TYPE_U32},
+    {TCA_BPF_CLASSID, MNL_TYPE_U32},
 };
 
 uint32_t hook_parent(Hook h) {
@@ -83,8 +84,8 @@ Message build_add_clsact(int ifindex) {
 
 //   tcmsg{ifindex, parent ffff:fff2|fff3, handle 1, info prio<<16 | htons(ETH_P_ALL)}
 //   TCA_KIND "bpf"
-//   TCA_OPTIONS { TCA_BPF_FD prog_fd | TCA_BPF_NAME name | TCA_BPF_FLAGS ACT_DIRECT }
-Message build_attach(int ifindex, Hook h, int prog_fd, const std::string& name) {
+//   TCA_OPTIONS { TCA_BPF_FD prog_fd | TCA_BPF_NAME name | TCA_BPF_FLAGS ACT_DIRECT | [TCA_BPF_CLASSID] }
+Message build_attach(int ifindex, Hook h, int prog_fd, const std::string& name, uint32_t classid) {
   Message m(RTM_NEWTFILTER, NLM_F_CREATE);
   put_tcmsg(m, ifindex, hook_parent(h), kFilterHandle, filter_info());
   m.put_str(TCA_KIND, "bpf");
@@ -93,6 +94,7 @@ Message build_attach(int ifindex, Hook h, int prog_fd, const std::string& name) 
     m.put_u32(TCA_BPF_FD, static_cast<uint32_t>(prog_fd));
     m.put_str(TCA_BPF_NAME, name);
     m.put_u32(TCA_BPF_FLAGS, TCA_BPF_FLAG_ACT_DIRECT);
+    if (classid != 0) m.put_u32(TCA_BPF_CLASSID, classid);
   }
   return m;
 }
@@ -126,8 +128,8 @@ Result<bool> del_clsact(netlink::Socket& nl, int ifindex) {
   return true;
 }
 
-Status attach(netlink::Socket& nl, int ifindex, Hook h, int prog_fd, const std::string& name) {
-  Message m = build_attach(ifindex, h, prog_fd, name);
+Status attach(netlink::Socket& nl, int ifindex, Hook h, int prog_fd, const std::string& name, uint32_t classid) {
+  Message m = build_attach(ifindex, h, prog_fd, name, classid);
   return feature(nl.request(m, std::string("attach bpf filter ") + name + " at " + hook_name(h) + on(ifindex)));
 }
 
@@ -162,6 +164,7 @@ Result<std::vector<FilterInfo>> filters(netlink::Socket& nl, int ifindex, Hook h
       auto opts = PLUMB_TRY(netlink::parse_nested(tb[TCA_OPTIONS], TCA_BPF_MAX, kBpfPolicy));
       if (opts[TCA_BPF_NAME]) f.bpf_name = mnl_attr_get_str(opts[TCA_BPF_NAME]);
       if (opts[TCA_BPF_ID]) f.bpf_prog_id = mnl_attr_get_u32(opts[TCA_BPF_ID]);
+      if (opts[TCA_BPF_CLASSID]) f.classid = mnl_attr_get_u32(opts[TCA_BPF_CLASSID]);
       if (opts[TCA_BPF_FLAGS]) f.direct_action = (mnl_attr_get_u32(opts[TCA_BPF_FLAGS]) & TCA_BPF_FLAG_ACT_DIRECT) != 0;
     }
     out.push_back(std::move(f));

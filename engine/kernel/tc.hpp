@@ -29,6 +29,7 @@ struct FilterInfo {
   std::string kind;        // "bpf" for cls_bpf
   std::string bpf_name;    // TCA_BPF_NAME
   uint32_t bpf_prog_id = 0;
+  uint32_t classid = 0;    // TCA_BPF_CLASSID, 0 if none
   bool direct_action = false;
 };
 
@@ -42,7 +43,8 @@ struct FilterInfo {
 
 /// Attaches `prog_fd` as plumb's cls_bpf filter (direct-action, all protocols, kFilterPrio,
 /// kFilterHandle) on hook `h`; an existing filter at that priority/handle is replaced.
-[[nodiscard]] Status attach(netlink::Socket& nl, int ifindex, Hook h, int prog_fd, const std::string& name);
+/// classid: TCA_BPF_CLASSID when non-zero (cls_bpf hands it to the program as skb->tc_classid).
+[[nodiscard]] Status attach(netlink::Socket& nl, int ifindex, Hook h, int prog_fd, const std::string& name, uint32_t classid = 0);
 /// Removes plumb's filter from hook `h`; false when it was not there (or clsact is gone).
 [[nodiscard]] Result<bool> detach(netlink::Socket& nl, int ifindex, Hook h);
 /// The filters on hook `h` of `ifindex` (empty when there is no clsact).
@@ -57,7 +59,7 @@ struct FilterInfo {
 
 /// The messages above, for golden-byte tests.
 [[nodiscard]] netlink::Message build_add_clsact(int ifindex);
-[[nodiscard]] netlink::Message build_attach(int ifindex, Hook h, int prog_fd, const std::string& name);
+[[nodiscard]] netlink::Message build_attach(int ifindex, Hook h, int prog_fd, const std::string& name, uint32_t classid = 0);
 [[nodiscard]] netlink::Message build_detach(int ifindex, Hook h);
 
 }  // namespace plumb::tc

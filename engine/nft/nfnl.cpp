@@ -1,11 +1,14 @@
 #include "engine/nft/nfnl.hpp"
 
+#include "engine/nft/portmap_objects.hpp"
+
 #include <linux/netfilter/nf_tables.h>
 #include <linux/netfilter/nfnetlink.h>
 #include <linux/netlink.h>
 
 #include <libnftnl/common.h>
 #include <libnftnl/rule.h>
+#include <libnftnl/set.h>
 #include <libnftnl/udata.h>
 
 #include <cerrno>
@@ -104,6 +107,14 @@ Error to_error(const Batch& b, const Outcome& out) {
   return Error{cni_code::kInternal, 0, "nftables: no ack for " + b.what(0) + " and following", {}};
 }
 
+bool only_errno(const Outcome& out, int err) {
+  if (out.batch_err != 0) return false;
+  for (const auto& a : out.acks) {
+    if (a.seen && a.err != 0 && a.err != err) return false;
+  }
+  return true;
+}
+
 netlink::Message request(uint16_t type, uint16_t family, uint16_t flags, const std::function<void(nlmsghdr*)>& payload) {
   netlink::Message m(0, 0);
   char* buf = reinterpret_cast<char*>(m.raw(kSingleMessageRoom));
@@ -161,6 +172,42 @@ Result<std::optional<std::string>> Session::first_rule_comment(const std::string
     return std::unexpected(st.error());
   }
   return std::optional<std::string>(first.value_or(""));
+}
+
+Result<std::optional<Element>> Session::get_element(const std::string& table, const std::string& set,
+                                                    const std::vector<uint8_t>& key) {
+  const std::string what = "nftables: get element of inet " + table + " " + set;
+  obj::Set ref = pmobj::set_ref(table, set);
+  pmobj::add_element(ref.get(), key);
+  netlink::Message m = request(NFT_MSG_GETSETELEM, obj::kFamily, 0,
+                               [&](nlmsghdr* nlh) { nftnl_set_elems_nlmsg_build_payload(nlh, ref.get()); });
+  std::optional<Element> found;
+  auto st = socket().query(m, what, [&](const nlmsghdr* h) -> Status {
+    if (found || NFNL_MSG_TYPE(h->nlmsg_type) != NFT_MSG_NEWSETELEM) return {};
+    obj::Set parsed(nftnl_set_alloc());
+    if (!parsed || nftnl_set_elems_nlmsg_parse(h, parsed.get()) < 0) {
+      return fail_errno(EBADMSG, what + ": unreadable NFT_MSG_NEWSETELEM reply");
+    }
+    nftnl_set_elem_foreach(parsed.get(), [](nftnl_set_elem* e, void* d) -> int {
+      auto* out = static_cast<std::optional<Element>*>(d);
+      if (*out) return 0;
+      Element el;
+      uint32_t len = 0;
+      if (nftnl_set_elem_is_set(e, NFTNL_SET_ELEM_DATA)) {
+        const auto* p = static_cast<const uint8_t*>(nftnl_set_elem_get(e, NFTNL_SET_ELEM_DATA, &len));
+        if (p != nullptr) el.data.assign(p, p + len);
+      }
+      el.comment = pmobj::element_comment(e);
+      *out = std::move(el);
+      return 0;
+    }, &found);
+    return {};
+  });
+  if (!st) {
+    if (st.error().sys_errno == ENOENT) return std::optional<Element>{};
+    return std::unexpected(st.error());
+  }
+  return found;
 }
 
 }  // namespace plumb::nft::nfnl

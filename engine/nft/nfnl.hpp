@@ -73,6 +73,15 @@ class Batch {
 /// subsystem), give cni_code::kKernelFeature. Precondition: !out.ok().
 [[nodiscard]] Error to_error(const Batch& b, const Outcome& out);
 
+/// One set element as the kernel holds it.
+struct Element {
+  std::vector<uint8_t> data;  ///< map data ("" for a plain set)
+  std::string comment;        ///< the element's comment user data ("" if none)
+};
+
+/// True when the batch itself was accepted and every message that failed failed with `err`.
+[[nodiscard]] bool only_errno(const Outcome& out, int err);
+
 /// A single (not batched) NFT_MSG_* request of family `family` built by libnftnl: `payload`
 /// writes the attributes after the header (libnftnl writes unchecked: 64 KiB are reserved).
 [[nodiscard]] netlink::Message request(uint16_t type, uint16_t family, uint16_t flags,
@@ -97,6 +106,12 @@ class Session {
   /// (or table) does not exist, "" when it has no rules or the first has no comment.
   /// Errors: transport errno, or a kernel error other than ENOENT.
   [[nodiscard]] Result<std::optional<std::string>> first_rule_comment(const std::string& table, const std::string& chain);
+
+  /// The element of set `set` of table inet `table` with `key` (one NFT_MSG_GETSETELEM, no
+  /// transaction): nullopt when absent, or when the set or table does not exist.
+  /// Errors: transport errno, EBADMSG for an unreadable reply, kernel errors other than ENOENT.
+  [[nodiscard]] Result<std::optional<Element>> get_element(const std::string& table, const std::string& set,
+                                                           const std::vector<uint8_t>& key);
 
   /// The socket, for GET requests and dumps of other nfnetlink subsystems (conntrack).
   netlink::Socket& socket() { return *socket_; }

@@ -1,5 +1,7 @@
 #include "engine/nft/objects.hpp"
 
+#include "engine/nft/expr.hpp"
+
 #include <linux/netfilter/nf_tables.h>
 #include <sys/socket.h>
 
@@ -12,62 +14,14 @@
 namespace plumb::nft::obj {
 namespace {
 
-// Data types of set keys as nft(8) numbers them (nftables datatype.h): what `nft list` shows.
-constexpr uint32_t kTypeIpv4Addr = 7;  // TYPE_IPADDR
-constexpr uint32_t kTypeIpv6Addr = 8;  // TYPE_IP6ADDR
+using expr::kIpv4Saddr;
+using expr::kIpv6Saddr;
+using expr::kTypeIpv4Addr;
+using expr::kTypeIpv6Addr;
+using expr::make;
 
-// Offsets in the network header (RFC 791 / RFC 8200).
-constexpr uint32_t kIpv4Saddr = 12, kIpv4Daddr = 16;
-constexpr uint32_t kIpv6Saddr = 8, kIpv6Daddr = 24;
-
-nftnl_expr* new_expr(const char* name) {
-  nftnl_expr* e = nftnl_expr_alloc(name);
-  if (e == nullptr) throw std::bad_alloc();
-  return e;
-}
-
-// [ meta load nfproto => reg 1 ] [ cmp eq reg 1 <nfproto> ]: the inet-table guard nft puts in
-// front of every ip/ip6 payload match.
-void add_nfproto_guard(nftnl_rule* r, int family) {
-  nftnl_expr* meta = new_expr("meta");
-  nftnl_expr_set_u32(meta, NFTNL_EXPR_META_KEY, NFT_META_NFPROTO);
-  nftnl_expr_set_u32(meta, NFTNL_EXPR_META_DREG, NFT_REG_1);
-  nftnl_rule_add_expr(r, meta);
-
-  nftnl_expr* cmp = new_expr("cmp");
-  nftnl_expr_set_u32(cmp, NFTNL_EXPR_CMP_SREG, NFT_REG_1);
-  nftnl_expr_set_u32(cmp, NFTNL_EXPR_CMP_OP, NFT_CMP_EQ);
-  nftnl_expr_set_u8(cmp, NFTNL_EXPR_CMP_DATA, family == AF_INET ? NFPROTO_IPV4 : NFPROTO_IPV6);
-  nftnl_rule_add_expr(r, cmp);
-}
-
-// [ payload load <len>b @ network header + <offset> => reg 1 ]
-void add_payload_load(nftnl_rule* r, uint32_t offset, uint32_t len) {
-  nftnl_expr* p = new_expr("payload");
-  nftnl_expr_set_u32(p, NFTNL_EXPR_PAYLOAD_DREG, NFT_REG_1);
-  nftnl_expr_set_u32(p, NFTNL_EXPR_PAYLOAD_BASE, NFT_PAYLOAD_NETWORK_HEADER);
-  nftnl_expr_set_u32(p, NFTNL_EXPR_PAYLOAD_OFFSET, offset);
-  nftnl_expr_set_u32(p, NFTNL_EXPR_PAYLOAD_LEN, len);
-  nftnl_rule_add_expr(r, p);
-}
-
-Rule new_rule(const std::string& table, const std::string& chain) {
-  Rule r(nftnl_rule_alloc());
-  if (!r) throw std::bad_alloc();
-  nftnl_rule_set_u32(r.get(), NFTNL_RULE_FAMILY, kFamily);
-  nftnl_rule_set_str(r.get(), NFTNL_RULE_TABLE, table.c_str());
-  nftnl_rule_set_str(r.get(), NFTNL_RULE_CHAIN, chain.c_str());
-  return r;
-}
-
-Set new_set(const std::string& table, const std::string& name) {
-  Set s(nftnl_set_alloc());
-  if (!s) throw std::bad_alloc();
-  nftnl_set_set_u32(s.get(), NFTNL_SET_FAMILY, kFamily);
-  nftnl_set_set_str(s.get(), NFTNL_SET_TABLE, table.c_str());
-  nftnl_set_set_str(s.get(), NFTNL_SET_NAME, name.c_str());
-  return s;
-}
+Rule new_rule(const std::string& table, const std::string& chain) { return expr::rule(table, chain); }
+Set new_set(const std::string& table, const std::string& name) { return expr::set(table, name); }
 
 }  // namespace
 
@@ -125,9 +79,9 @@ Set map_element(const std::string& table, const std::string& map, const IpAddr& 
 Rule saddr_vmap_rule(const std::string& table, const std::string& chain, int family, const std::string& map,
                      uint32_t set_id) {
   Rule r = new_rule(table, chain);
-  add_nfproto_guard(r.get(), family);
-  add_payload_load(r.get(), family == AF_INET ? kIpv4Saddr : kIpv6Saddr, family == AF_INET ? 4 : 16);
-  nftnl_expr* lookup = new_expr("lookup");
+  expr::nfproto_guard(r.get(), family);
+  expr::payload(r.get(), NFT_PAYLOAD_NETWORK_HEADER, family == AF_INET ? kIpv4Saddr : kIpv6Saddr, family == AF_INET ? 4 : 16, NFT_REG_1);
+  nftnl_expr* lookup = make("lookup");
   nftnl_expr_set_u32(lookup, NFTNL_EXPR_LOOKUP_SREG, NFT_REG_1);
   nftnl_expr_set_u32(lookup, NFTNL_EXPR_LOOKUP_DREG, NFT_REG_VERDICT);
   nftnl_expr_set_str(lookup, NFTNL_EXPR_LOOKUP_SET, map.c_str());
@@ -139,41 +93,15 @@ Rule saddr_vmap_rule(const std::string& table, const std::string& chain, int fam
 // Like nft: a prefix on a byte boundary loads only its bytes and compares them; any other
 // prefix (including /0) loads the whole address, masks it with a bitwise and compares.
 Rule daddr_return_rule(const std::string& table, const std::string& chain, const IpPrefix& prefix) {
-  const IpPrefix net = prefix.network();
-  const int family = net.addr.family;
-  const uint32_t full = static_cast<uint32_t>(net.addr.size());
   Rule r = new_rule(table, chain);
-  add_nfproto_guard(r.get(), family);
-  const bool aligned = net.len % 8 == 0 && net.len > 0;
-  const uint32_t len = aligned ? net.len / 8u : full;
-  add_payload_load(r.get(), family == AF_INET ? kIpv4Daddr : kIpv6Daddr, len);
-  if (!aligned) {
-    std::vector<uint8_t> mask(full, 0), zero(full, 0);
-    for (unsigned bit = 0; bit < net.len; ++bit) mask[bit / 8] |= static_cast<uint8_t>(0x80u >> (bit % 8));
-    nftnl_expr* bw = new_expr("bitwise");
-    nftnl_expr_set_u32(bw, NFTNL_EXPR_BITWISE_SREG, NFT_REG_1);
-    nftnl_expr_set_u32(bw, NFTNL_EXPR_BITWISE_DREG, NFT_REG_1);
-    nftnl_expr_set_u32(bw, NFTNL_EXPR_BITWISE_LEN, full);
-    nftnl_expr_set(bw, NFTNL_EXPR_BITWISE_MASK, mask.data(), full);
-    nftnl_expr_set(bw, NFTNL_EXPR_BITWISE_XOR, zero.data(), full);
-    nftnl_rule_add_expr(r.get(), bw);
-  }
-  nftnl_expr* cmp = new_expr("cmp");
-  nftnl_expr_set_u32(cmp, NFTNL_EXPR_CMP_SREG, NFT_REG_1);
-  nftnl_expr_set_u32(cmp, NFTNL_EXPR_CMP_OP, NFT_CMP_EQ);
-  nftnl_expr_set(cmp, NFTNL_EXPR_CMP_DATA, net.addr.bytes.data(), len);
-  nftnl_rule_add_expr(r.get(), cmp);
-
-  nftnl_expr* imm = new_expr("immediate");
-  nftnl_expr_set_u32(imm, NFTNL_EXPR_IMM_DREG, NFT_REG_VERDICT);
-  nftnl_expr_set_u32(imm, NFTNL_EXPR_IMM_VERDICT, static_cast<uint32_t>(NFT_RETURN));
-  nftnl_rule_add_expr(r.get(), imm);
+  expr::addr_match(r.get(), prefix.addr.family, /*source=*/false, prefix, /*negate=*/false);
+  expr::verdict(r.get(), NFT_RETURN);
   return r;
 }
 
 Rule masquerade_rule(const std::string& table, const std::string& chain) {
   Rule r = new_rule(table, chain);
-  nftnl_rule_add_expr(r.get(), new_expr("masq"));
+  nftnl_rule_add_expr(r.get(), make("masq"));
   return r;
 }
 

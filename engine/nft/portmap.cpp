@@ -155,53 +155,50 @@ Status ensure_base(Session& s) {
   return std::unexpected(nfnl::to_error(*b, out));
 }
 
-// ---- element lookups (NFT_MSG_GETSETELEM) --------------------------------------------------
-
-struct Element {
-  std::vector<uint8_t> data;
-  std::string comment;
-};
-
-// The element of `set` with `key` (one NFT_MSG_GETSETELEM), nullopt if absent (or no such set or
-// table).
-Result<std::optional<Element>> get_element(Session& s, const std::string& set, const std::vector<uint8_t>& key) {
-  const std::string what = "nftables: get element of " + set_ref_text(set);
-  obj::Set ref = pmobj::set_ref(kTableName, set);
-  pmobj::add_element(ref.get(), key);
-  netlink::Message m = nfnl::request(NFT_MSG_GETSETELEM, obj::kFamily, 0,
-                                     [&](nlmsghdr* nlh) { nftnl_set_elems_nlmsg_build_payload(nlh, ref.get()); });
-  std::optional<Element> found;
-  auto st = s.socket().query(m, what, [&](const nlmsghdr* h) -> Status {
-    if (found || NFNL_MSG_TYPE(h->nlmsg_type) != NFT_MSG_NEWSETELEM) return {};
-    obj::Set parsed(nftnl_set_alloc());
-    if (!parsed || nftnl_set_elems_nlmsg_parse(h, parsed.get()) < 0) {
-      return fail_errno(EBADMSG, what + ": unreadable NFT_MSG_NEWSETELEM reply");
-    }
-    nftnl_set_elem_foreach(parsed.get(), [](nftnl_set_elem* e, void* d) -> int {
-      auto* out = static_cast<std::optional<Element>*>(d);
-      if (*out) return 0;
-      Element el;
-      uint32_t len = 0;
-      if (nftnl_set_elem_is_set(e, NFTNL_SET_ELEM_DATA)) {
-        const auto* p = static_cast<const uint8_t*>(nftnl_set_elem_get(e, NFTNL_SET_ELEM_DATA, &len));
-        if (p != nullptr) el.data.assign(p, p + len);
-      }
-      el.comment = pmobj::element_comment(e);
-      *out = std::move(el);
-      return 0;
-    }, &found);
-    return {};
-  });
-  if (!st) {
-    if (st.error().sys_errno == ENOENT) return std::optional<Element>{};
-    return std::unexpected(st.error());
+// A condition class: its two DNAT maps (the first created with NLM_F_EXCL, the marker) and its
+// rule `<conditions> meta nfproto ipvX dnat ... map @portmapX-<class>[-hostip]` for each, appended
+// to portmap-dnat after the unconditioned rules.
+Status ensure_class(Session& s, const Conditions& c) {
+  const std::string cls = c.class_name();
+  if (cls.empty()) return {};
+  auto b = s.batch();
+  std::vector<obj::Set> maps;
+  std::vector<obj::Rule> rules;
+  size_t marker = 0;
+  uint32_t id = 301;
+  for (bool host : {true, false}) {
+    maps.push_back(pmobj::dnat_map(kTableName, c.family, host, id, cls));
+    const std::string name = pmobj::dnat_map_name(c.family, host, cls);
+    const size_t i = b->add_set(NFT_MSG_NEWSET, NLM_F_CREATE | (host ? NLM_F_EXCL : 0), maps.back().get(), "create map " + set_ref_text(name));
+    if (host) marker = i;
+    rules.push_back(pmobj::dnat_rule(kTableName, pmobj::kChainDnat, c.family, host, id, &c));
+    b->add_rule(NFT_MSG_NEWRULE, NLM_F_CREATE | NLM_F_APPEND, rules.back().get(),
+                "add rule " + set_ref_text(pmobj::kChainDnat) + " " + c.text + " dnat ... map @" + name, kNatFeature);
+    ++id;
   }
-  return found;
+  PLUMB_TRY(b->finish());
+  Outcome out = PLUMB_TRY(s.send(*b));
+  if (out.ok()) return {};
+  bool installed = out.batch_err == 0;
+  for (size_t i = 0; i < out.acks.size() && installed; ++i) installed = out.acks[i].seen && out.acks[i].err == (i == marker ? EEXIST : 0);
+  if (installed) return {};
+  return std::unexpected(nfnl::to_error(*b, out));
 }
 
+// ---- element lookups ----------------------------------------------------------------------
+
+using nfnl::Element;
+
+Result<std::optional<Element>> get_element(Session& s, const std::string& set, const std::vector<uint8_t>& key) {
+  return s.get_element(kTableName, set, key);
+}
+
+std::string map_of(const PortMapping& m) { return pmobj::dnat_map_name(family_of(m), m.host_ip.has_value(), m.condition_class); }
+
 Result<std::optional<PortMapTarget>> lookup(Session& s, int family, uint8_t l4proto, const std::optional<IpAddr>& host_ip,
-                                            uint16_t host_port) {
-  auto el = PLUMB_TRY(get_element(s, pmobj::dnat_map_name(family, host_ip.has_value()), pmobj::dnat_key(l4proto, host_ip, host_port)));
+                                            uint16_t host_port,
+                                            const std::string& cls) {
+  auto el = PLUMB_TRY(get_element(s, pmobj::dnat_map_name(family, host_ip.has_value(), cls), pmobj::dnat_key(l4proto, host_ip, host_port)));
   if (!el) return std::optional<PortMapTarget>{};
   PortMapTarget t;
   const size_t alen = family == AF_INET ? 4 : 16;
@@ -269,7 +266,7 @@ Groups group(const PodPortMappings& pm) {
   for (size_t i = 0; i < pm.mappings.size(); ++i) {
     const PortMapping& m = pm.mappings[i];
     g.owner_keys.push_back(pmobj::owner_key(family_of(m), m.l4proto, m.host_ip, m.host_port, tag));
-    g.dnat[pmobj::dnat_map_name(family_of(m), m.host_ip.has_value())].push_back(i);
+    g.dnat[map_of(m)].push_back(i);
   }
   std::set<IpAddr> done;
   for (const IpAddr& a : pm.snat_pods) {
@@ -327,7 +324,7 @@ Result<AddBatch> add_batch(Session& s, const PodPortMappings& pm, const Groups& 
 // The first mapping of pm whose host port is taken, as a kConflict error; nullopt if none is.
 Result<std::optional<Error>> find_conflict(Session& s, const PodPortMappings& pm) {
   for (const PortMapping& m : pm.mappings) {
-    auto t = PLUMB_TRY(lookup(s, family_of(m), m.l4proto, m.host_ip, m.host_port));
+    auto t = PLUMB_TRY(lookup(s, family_of(m), m.l4proto, m.host_ip, m.host_port, m.condition_class));
     if (!t) continue;
     return std::optional<Error>(Error{
         cni_code::kConflict, EEXIST,
@@ -337,13 +334,7 @@ Result<std::optional<Error>> find_conflict(Session& s, const PodPortMappings& pm
   return std::optional<Error>{};
 }
 
-bool only_errno(const Outcome& out, int err) {
-  if (out.batch_err != 0) return false;
-  for (const auto& a : out.acks) {
-    if (a.seen && a.err != 0 && a.err != err) return false;
-  }
-  return true;
-}
+using nfnl::only_errno;
 
 
 }  // namespace
@@ -382,6 +373,9 @@ Status add_port_mappings(const PodPortMappings& pm) {
   if (!session) return std::unexpected(session.error().within(context));
   for (int attempt = 1;; ++attempt) {
     if (auto st = ensure_base(*session); !st) return std::unexpected(st.error().within(context));
+    for (const Conditions& c : pm.conditions) {
+      if (auto st = ensure_class(*session, c); !st) return std::unexpected(st.error().within(context));
+    }
     auto ab = add_batch(*session, pm, g);
     if (!ab) return std::unexpected(ab.error().within(context));
     auto out = session->send(*ab->batch);
@@ -422,7 +416,7 @@ Result<PortMapRemoval> remove_port_mappings(const PodPortMappings& pm) {
   // element (not ours, already gone, no table) aborts it: the DNAT element stays untouched.
   for (size_t i = 0; i < pm.mappings.size(); ++i) {
     const PortMapping& m = pm.mappings[i];
-    const std::string name = pmobj::dnat_map_name(family_of(m), m.host_ip.has_value());
+    const std::string name = map_of(m);
     auto owner = pmobj::set_ref(kTableName, pmobj::kOwners);
     pmobj::add_element(owner.get(), g.owner_keys[i]);
     auto map = pmobj::set_ref(kTableName, name);
@@ -484,13 +478,13 @@ Result<PortMapRemoval> remove_port_mappings(const PodPortMappings& pm) {
 }
 
 Result<std::optional<PortMapTarget>> find_port_mapping(int family, uint8_t l4proto, const std::optional<IpAddr>& host_ip,
-                                                       uint16_t host_port) {
+                                                       uint16_t host_port, const std::string& condition_class) {
   if (family != AF_INET && family != AF_INET6) return fail(cni_code::kInvalidConfig, "port mapping look-up: bad family");
   if (host_ip && host_ip->family != family) {
     return fail(cni_code::kInvalidConfig, "port mapping look-up: host address " + host_ip->str() + " is not of the family");
   }
   Session s = PLUMB_TRY(Session::open());
-  return lookup(s, family, l4proto, host_ip, host_port);
+  return lookup(s, family, l4proto, host_ip, host_port, condition_class);
 }
 
 Status check_port_mappings(const PodPortMappings& pm) {
@@ -499,9 +493,9 @@ Status check_port_mappings(const PodPortMappings& pm) {
   const std::string me = owner_comment(pm);
   const std::string tag = owner_tag(pm.container_id, pm.ifname);
   for (const PortMapping& m : pm.mappings) {
-    auto t = PLUMB_TRY(lookup(s, family_of(m), m.l4proto, m.host_ip, m.host_port));
+    auto t = PLUMB_TRY(lookup(s, family_of(m), m.l4proto, m.host_ip, m.host_port, m.condition_class));
     if (!t) return fail(cni_code::kKernel, "CHECK: " + describe(m) + " is not mapped (no element in " +
-                                               set_ref_text(pmobj::dnat_map_name(family_of(m), m.host_ip.has_value())) + ")");
+                                               set_ref_text(map_of(m)) + ")");
     if (t->pod_ip != m.pod_ip || t->container_port != m.container_port) {
       return fail(cni_code::kKernel, "CHECK: " + describe(m) + " is mapped to " + target_text(t->pod_ip, t->container_port) +
                                          ", expected " + target_text(m.pod_ip, m.container_port));

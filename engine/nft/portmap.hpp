@@ -51,6 +51,7 @@
 
 #include "engine/base/ip.hpp"
 #include "engine/base/result.hpp"
+#include "engine/nft/portmap_conditions.hpp"
 
 namespace plumb::nft {
 
@@ -61,6 +62,7 @@ struct PortMapping {
   uint16_t host_port = 0;         ///< 1..65535
   IpAddr pod_ip;                  ///< its family selects the map (and host_ip must match it)
   uint16_t container_port = 0;    ///< 1..65535
+  std::string condition_class;    ///< Conditions::class_name() of its family's conditions ("" = none)
 };
 
 /// The mappings of one attachment, added and removed as one unit.
@@ -70,6 +72,9 @@ struct PodPortMappings {
   std::vector<PortMapping> mappings;
   std::vector<IpAddr> snat_pods;       ///< masquerade hairpin (and, IPv4, 127.0.0.0/8) traffic to these
   std::vector<IpAddr> masq_all_pods;   ///< masquerade every DNATed connection to these
+  /// The condition classes the mappings use (portmap_conditions.hpp): each gets its maps and its
+  /// DNAT rule once. Mappings of a class are looked up after the unconditioned ones.
+  std::vector<Conditions> conditions;
 };
 
 /// The owner tag stored in portmap-owners: 15 hex digits of a 64-bit FNV-1a hash of
@@ -110,7 +115,7 @@ struct PortMapTarget {
 /// Returns nullopt when there is none (or no table). Errors: kKernel.
 [[nodiscard]] Result<std::optional<PortMapTarget>> find_port_mapping(int family, uint8_t l4proto,
                                                                      const std::optional<IpAddr>& host_ip,
-                                                                     uint16_t host_port);
+                                                                     uint16_t host_port, const std::string& condition_class = {});
 
 /// CNI CHECK: every mapping of `pm` is installed, points to its pod address and port, and is owned
 /// by pm's container and interface. Errors: kKernel naming the first mapping that differs.

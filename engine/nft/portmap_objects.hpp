@@ -23,6 +23,7 @@
 
 #include "engine/base/ip.hpp"
 #include "engine/nft/objects.hpp"
+#include "engine/nft/portmap_conditions.hpp"
 
 namespace plumb::nft::pmobj {
 
@@ -34,8 +35,9 @@ inline constexpr const char* kChainPostrouting = "portmap-postrouting";
 inline constexpr const char* kOwners = "portmap-owners";
 
 /// Name of the DNAT map for `family` (AF_INET/AF_INET6), with or without the host address in
-/// the key: "portmap4", "portmap4-hostip", "portmap6", "portmap6-hostip".
-[[nodiscard]] std::string dnat_map_name(int family, bool host_ip);
+/// the key: "portmap4", "portmap4-hostip", "portmap6", "portmap6-hostip"; with a condition class
+/// (portmap_conditions.hpp) "portmap4-c1a2b3c4d[-hostip]".
+[[nodiscard]] std::string dnat_map_name(int family, bool host_ip, const std::string& condition_class = {});
 /// "portmap4-hairpin" / "portmap6-hairpin" (pod . pod pairs), "portmap4-localhost" (v4 only),
 /// "portmap4-masqall" / "portmap6-masqall".
 [[nodiscard]] std::string hairpin_set_name(int family);
@@ -44,7 +46,8 @@ inline constexpr const char* kOwners = "portmap-owners";
 
 /// `map <name> { type inet_proto . [ipv4_addr|ipv6_addr .] inet_service :
 ///               ipv4_addr|ipv6_addr . inet_service; }`
-[[nodiscard]] obj::Set dnat_map(const std::string& table, int family, bool host_ip, uint32_t set_id);
+[[nodiscard]] obj::Set dnat_map(const std::string& table, int family, bool host_ip, uint32_t set_id,
+                                const std::string& condition_class = {});
 /// `set portmap-owners { type nf_proto . inet_proto . ipv6_addr . inet_service . ifname; }`
 [[nodiscard]] obj::Set owner_set(const std::string& table, uint32_t set_id);
 /// `set <name> { type ipv4_addr|ipv6_addr [. ipv4_addr|ipv6_addr]; }` (pair: two addresses).
@@ -53,8 +56,9 @@ inline constexpr const char* kOwners = "portmap-owners";
 
 /// `meta nfproto ipv4 dnat ip to meta l4proto . [ip daddr .] th dport map @<map>` (ip6 for
 /// AF_INET6). set_id: the map's id when created in the same batch, else 0.
+/// With `conditions`: their expressions first, and the map of their class.
 [[nodiscard]] obj::Rule dnat_rule(const std::string& table, const std::string& chain, int family, bool host_ip,
-                                  uint32_t set_id);
+                                  uint32_t set_id, const Conditions* conditions = nullptr);
 /// `fib daddr type local jump <target>`.
 [[nodiscard]] obj::Rule local_jump_rule(const std::string& table, const std::string& chain, const std::string& target);
 /// `ct status dnat ip saddr . ip daddr @<set> masquerade` (ip6 for AF_INET6): hairpin.

@@ -1,7 +1,7 @@
 // The "bandwidth" chained plugin against the real kernel with real traffic: 50 Mbit/s limits in
 // both directions measured with iperf3 (server in the node namespace, client in the pod), an
 // unlimited pod on the same bridge, DEL leaving no filter, no map entry and no per-pod pin, the
-// undo on a veth that survives, and attachments without a host side refused (spec 4.1.2.1.8).
+// undo on a veth that survives, and macvlan attachments (no host side) shaped inside the pod.
 // BPF pins go to a fresh bpffs mounted inside the case's private mount namespace; the host's
 // /sys/fs/bpf (seen through the launching process) is compared before and after.
 //
@@ -18,7 +18,12 @@
 // is a shaper bug, never load), and the best sample must be >= -10%. The band is never widened.
 #include <doctest/doctest.h>
 
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -30,6 +35,8 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <tuple>
+#include <vector>
 
 #include "drivers/driver.hpp"
 #include "ebpf/loader.hpp"
@@ -202,7 +209,7 @@ bool has_clsact(const std::string& dev) {
 
 /// Entries of the pinned state map, independently through bpftool.
 size_t state_entries(const std::string& bpffs_dir) {
-  Proc p = sh("bpftool -j map dump pinned " + bpffs_dir + "/bandwidth_v1/state");
+  Proc p = sh("bpftool -j map dump pinned " + bpffs_dir + "/bandwidth_v2/state");
   INFO(p.err);
   REQUIRE(p.exit_code == 0);
   rapidjson::Document d;
@@ -224,6 +231,29 @@ std::string host_veth_of(const std::string& result_json) {
 }
 
 const std::string kPrio = std::to_string(0xb0e);
+
+/// Sends `count` UDP datagrams of 1400 bytes to dst:9 from network namespace `ns` (a path) in one
+/// loop, without waiting (MSG_DONTWAIT: datagrams the stack or the shaper refuses are simply lost).
+void udp_blast(const std::string& ns, const std::string& dst, int count) {
+  int self = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC), target = open(ns.c_str(), O_RDONLY | O_CLOEXEC);
+  REQUIRE(self >= 0);
+  REQUIRE(target >= 0);
+  REQUIRE(setns(target, CLONE_NEWNET) == 0);
+  int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  REQUIRE(setns(self, CLONE_NEWNET) == 0);
+  close(self);
+  close(target);
+  REQUIRE(fd >= 0);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(9);
+  REQUIRE(inet_pton(AF_INET, dst.c_str(), &to.sin_addr) == 1);
+  std::vector<char> payload(1400, 'x');
+  for (int i = 0; i < count; ++i) {
+    (void)sendto(fd, payload.data(), payload.size(), MSG_DONTWAIT, reinterpret_cast<sockaddr*>(&to), sizeof to);
+  }
+  close(fd);
+}
 
 }  // namespace
 
@@ -292,8 +322,8 @@ TEST_CASE("bandwidth: 50 Mbit/s each way holds within 10% with real TCP, another
   // No filter (the host veths are gone with the pods), no map entry, and only node-wide pins.
   CHECK(sh("ip link show dev " + host1).exit_code != 0);
   CHECK(state_entries(bpffs) == 0);
-  CHECK(tree(bpffs) == std::set<std::string>{"bandwidth_v1", "bandwidth_v1/tb_host_ingress", "bandwidth_v1/tb_host_egress",
-                                             "bandwidth_v1/edt_host_egress", "bandwidth_v1/state", "bandwidth_v1/node"});
+  CHECK(tree(bpffs) == std::set<std::string>{"bandwidth_v2", "bandwidth_v2/tb_host_ingress", "bandwidth_v2/tb_host_egress",
+                                             "bandwidth_v2/edt_host_egress", "bandwidth_v2/state", "bandwidth_v2/node"});
   CHECK(host_bpffs() == host_before);
   CHECK(host_bpffs().count("/plumb") == 0);
 }
@@ -355,7 +385,7 @@ TEST_CASE("bandwidth: undo detaches only plumb's filters, removes its clsact and
 
   // Another program's filter on the same hook must survive plumb's undo (and keep clsact).
   Proc foreign = sh("tc filter add dev bwhost0 ingress prio 7 handle 1 bpf da object-pinned " + ctx.bpffs_dir +
-                    "/bandwidth_v1/tb_host_ingress");
+                    "/bandwidth_v2/tb_host_ingress");
   INFO(foreign.err);
   REQUIRE(foreign.exit_code == 0);
 
@@ -374,30 +404,109 @@ TEST_CASE("bandwidth: undo detaches only plumb's filters, removes its clsact and
   CHECK(plumb::link::get(*nl, std::string("bwhost0"))->has_value());  // the veth itself is not plumb's to delete here
 }
 
-TEST_CASE("bandwidth: no host side, bad values and missing prevResult are refused with clear errors") {
+TEST_CASE("bandwidth: macvlan pods (no host side) are shaped inside the pod namespace, each under its own id") {
   Node node;
   PrivateBpffs fs(node);
   PodFixture fx(node);
-  const std::string base = R"("bpffsDir": ")" + fs.dir() + R"(/plumb")";
-
-  // Spec 4.1.2.1.8 through the binary: a macvlan attachment asked for bandwidth by the annotation.
-  auto nl = plumb::netlink::Socket::open();
-  REQUIRE(nl);
-  REQUIRE(plumb::link::create_veth(*nl, {"mvmaster", "mvpeer", -1, 0, std::nullopt, std::nullopt}));
+  const std::string bpffs = fs.dir() + "/plumb";
+  const std::string base = R"("bpffsDir": ")" + bpffs + R"(")";
+  REQUIRE(sh("ip link add mvmaster type veth peer name mvpeer && ip link set mvmaster up && ip link set mvpeer up").exit_code == 0);
   fx.add_nad("default", "mv", R"({"cniVersion": "1.0.0", "name": "mv", "plugins": [
       {"type": "macvlan", "master": "mvmaster", "mode": "bridge",
        "ipam": {"type": "host-local", "dataDir": ")" + fx.ipam_dir() + R"(", "ranges": [[{"subnet": "198.51.100.0/24"}]]}},
       {"type": "bandwidth", "capabilities": {"bandwidth": true}}]})");
-  fx.add_pod("default", "mv-pod", R"([{"name": "mv", "bandwidth": {"egressRate": 1000000, "egressBurst": 100000}}])");
-  std::string pod = node.add_netns("mv-pod");
-  Proc add = fx.run("ADD", "mv-c", pod, "default", "mv-pod", fx.config(base));
-  INFO(add.out, add.err);
-  CHECK(add.exit_code != 0);
-  CHECK(add.out.find("no host side") != std::string::npos);
-  CHECK(add.out.find("4.1.2.1.8") != std::string::npos);
-  CHECK(add.out.find("macvlan") != std::string::npos);
-  CHECK(sh("ip -n mv-pod link show dev net1").exit_code != 0);  // rolled back
-  CHECK(fx.run("DEL", "mv-c", pod, "default", "mv-pod", fx.config(base)).exit_code == 0);
+  // pod-a and pod-c limited (1 Mbit/s each way), pod-b not.
+  const std::string limits = R"("bandwidth": {"egressRate": 1000000, "egressBurst": 100000, "ingressRate": 1000000, "ingressBurst": 100000})";
+  fx.add_pod("default", "pod-a", R"([{"name": "mv", )" + limits + "}]");
+  fx.add_pod("default", "pod-c", R"([{"name": "mv", )" + limits + "}]");
+  fx.add_pod("default", "pod-b", "mv");
+  std::string pa = node.add_netns("pod-a"), pb = node.add_netns("pod-b"), pc = node.add_netns("pod-c");
+  std::string result_a;
+  for (auto [cid, name, path] : {std::tuple{"ca", "pod-a", pa}, std::tuple{"cb", "pod-b", pb}, std::tuple{"cc", "pod-c", pc}}) {
+    Proc add = fx.run("ADD", cid, path, "default", name, fx.config(base));
+    INFO(name, ": ", add.out, add.err);
+    REQUIRE(add.exit_code == 0);
+    if (std::string(cid) == "ca") result_a = add.out;
+  }
+  // The programs sit on net1 inside pod-a: egress (the pod's egress) and ingress, each with a
+  // classid; nothing on the master in the node.
+  Proc f = sh("ip netns exec pod-a tc -j filter show dev net1 egress");
+  CHECK(f.out.find("tb_host_egress") != std::string::npos);
+  CHECK(f.out.find("\"flowid\"") != std::string::npos);  // tc prints TCA_BPF_CLASSID as flowid
+  CHECK(sh("ip netns exec pod-a tc -j filter show dev net1 ingress").out.find("tb_host_ingress") != std::string::npos);
+  CHECK_FALSE(has_clsact("mvmaster"));
+  CHECK(sh("ip netns exec pod-b tc -j qdisc show dev net1").out.find("clsact") == std::string::npos);
+
+  auto progs = plumb::ebpf::Programs::open_existing(bpffs);
+  REQUIRE(progs);
+  REQUIRE(*progs);
+  auto entries = (*progs)->entries();
+  REQUIRE(entries);
+  REQUIRE(entries->size() == 4);  // two pods x two hooks, under two distinct ids
+  std::set<uint32_t> ids;
+  for (auto& [k, v] : *entries) {
+    CHECK((k.hook & PLUMB_BW_HOOK_POD) != 0);
+    ids.insert(k.ifindex);
+  }
+  CHECK(ids.size() == 2);
+
+  // Bounded transfers: 2000 UDP datagrams of 1400 bytes (2.8 MB) sent in one loop out of pod-a,
+  // then into it from pod-b, after one ping each way resolved the neighbours. That is far beyond
+  // what 1 Mbit/s, its burst and the shaper's virtual queue (about 1.6 s at this rate,
+  // bandwidth_abi.h) let through whatever the scheduling: the limited hooks pass some and drop the
+  // excess (counted in the state map); pod-b is not shaped.
+  auto ip_of = [](const std::string& ns) {
+    auto d = plumb::test::ip_json("-n " + ns + " -4 addr show dev net1");
+    return std::string(d[0]["addr_info"][0]["local"].GetString());
+  };
+  const std::string a_ip = ip_of("pod-a"), b_ip = ip_of("pod-b");
+  REQUIRE(sh("ip netns exec pod-a ping -c 1 -W 2 " + b_ip).exit_code == 0);
+  udp_blast(pa, b_ip, 2000);
+  udp_blast(pb, a_ip, 2000);
+  std::string net1_a = sh("ip netns exec pod-a tc -j filter show dev net1 egress").out;
+  uint32_t id_a = 0;
+  {
+    rapidjson::Document d;
+    d.Parse(net1_a.c_str());
+    for (auto& e : d.GetArray()) {
+      if (e.HasMember("options") && e["options"].HasMember("flowid")) {
+        std::string flow = e["options"]["flowid"].GetString();  // "<major>:<minor>" in hex
+        id_a = static_cast<uint32_t>(std::stoul(flow.substr(flow.rfind(':') + 1), nullptr, 16));
+      }
+    }
+  }
+  REQUIRE(id_a != 0);
+  auto out = (*progs)->read(plumb::ebpf::pod_key(static_cast<uint16_t>(id_a), plumb::ebpf::Hook::HostEgress));
+  auto in = (*progs)->read(plumb::ebpf::pod_key(static_cast<uint16_t>(id_a), plumb::ebpf::Hook::HostIngress));
+  REQUIRE(out);
+  REQUIRE(*out);
+  REQUIRE(in);
+  REQUIRE(*in);
+  INFO("egress passed ", (*out)->passed_pkts, " dropped ", (*out)->dropped_pkts, "; ingress passed ", (*in)->passed_pkts,
+       " dropped ", (*in)->dropped_pkts);
+  CHECK((*out)->passed_pkts > 0);
+  CHECK((*out)->dropped_pkts > 0);
+  CHECK((*in)->passed_pkts > 0);
+  CHECK((*in)->dropped_pkts > 0);
+
+  Proc check = fx.run("CHECK", "ca", pa, "default", "pod-a", fx.config(base + R"(, "prevResult": )" + result_a));
+  INFO("check: ", check.out, check.err);
+  CHECK(check.exit_code == 0);
+
+  for (auto [cid, name, path] : {std::tuple{"ca", "pod-a", pa}, std::tuple{"cb", "pod-b", pb}, std::tuple{"cc", "pod-c", pc}}) {
+    Proc del = fx.run("DEL", cid, path, "default", name, fx.config(base));
+    INFO(name, ": ", del.out, del.err);
+    CHECK(del.exit_code == 0);
+  }
+  auto after = (*progs)->entries();
+  REQUIRE(after);
+  CHECK(after->empty());
+}
+
+TEST_CASE("bandwidth: bad values and missing prevResult are refused with clear errors") {
+  Node node;
+  PrivateBpffs fs(node);
+  PodFixture fx(node);
 
   // Validation (the reference plugin's rules) and chaining, in-process: nothing is touched.
   plumb::drivers::Context ctx;

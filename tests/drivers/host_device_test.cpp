@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "tests/support/pod_fixture.hpp"
@@ -278,5 +279,75 @@ TEST_CASE("host-device: an ADD failing after the move (tuning sysctl outside net
   CHECK(back.ifindex == ifindex);
   CHECK(back.mtu == 1400);
   CHECK(back.mac == "02:00:00:00:06:01");
+  CHECK(no_state(fx));
+}
+
+TEST_CASE("host-device (fake sysfs): a PCI device bound to vfio-pci is handed over in userspace (DPDK) mode") {
+  Node node;
+  PodFixture fx(node);
+  const std::string sysfs = node.dir() + "/fakesys", devinfo = node.dir() + "/devinfo";
+  const std::string dev = sysfs + "/bus/pci/devices/0000:03:00.1";
+  std::filesystem::create_directories(dev);
+  std::filesystem::create_directories(sysfs + "/bus/pci/drivers/vfio-pci");
+  std::filesystem::create_directory_symlink("../../drivers/vfio-pci", dev + "/driver");
+  fx.write_nad_file("default-dpdk", "apiVersion: k8s.cni.cncf.io/v1\nkind: NetworkAttachmentDefinition\nmetadata:\n"
+                    "  name: dpdk\n  namespace: default\n  annotations:\n    k8s.v1.cni.cncf.io/resourceName: example.com/dpdk\n"
+                    "spec:\n  config: '{\"cniVersion\": \"1.0.0\", \"type\": \"host-device\", "
+                    "\"capabilities\": {\"deviceID\": true, \"CNIDeviceInfoFile\": true}, \"runtimeConfig\": {\"deviceID\": \"0000:03:00.1\"}, "
+                    "\"ipam\": {\"type\": \"static\", \"addresses\": [{\"address\": \"192.0.2.44/24\"}]}}'\n");
+  std::string pod = node.add_netns("pod-a");
+  fx.add_pod("default", "pod-a", "dpdk");
+  const std::string config = fx.config(R"("sysfsRoot": ")" + sysfs + R"(", "deviceInfoDir": ")" + devinfo + R"(")");
+  Proc a = fx.run("ADD", "a", pod, "default", "pod-a", config);
+  INFO("add: ", a.out, a.err);
+  REQUIRE(a.exit_code == 0);
+  // Nothing moved: the pod has its default network only.
+  CHECK(links("pod-a") == std::set<std::string>{"lo", "eth0"});
+  // The attachment's status: net1 with the IPAM address and no MAC, and the device-info.
+  rapidjson::Document st;
+  st.Parse(fx.status_of("default", "pod-a").c_str());
+  REQUIRE(st.Size() == 2);
+  CHECK(std::string(st[1]["interface"].GetString()) == "net1");
+  CHECK_FALSE(st[1].HasMember("mac"));
+  REQUIRE(st[1].HasMember("ips"));
+  CHECK(std::string(st[1]["ips"][0].GetString()) == "192.0.2.44");
+  REQUIRE(st[1].HasMember("device-info"));
+  CHECK(std::string(st[1]["device-info"]["pci"]["pci-address"].GetString()) == "0000:03:00.1");
+  Proc check = fx.run("CHECK", "a", pod, "default", "pod-a", fx.config(R"("sysfsRoot": ")" + sysfs + R"(", "prevResult": )" + a.out));
+  INFO("check: ", check.out, check.err);
+  CHECK(check.exit_code == 0);
+  Proc del = fx.run("DEL", "a", pod, "default", "pod-a", config);
+  INFO("del: ", del.out, del.err);
+  CHECK(del.exit_code == 0);
+  CHECK(PodFixture::files_under(devinfo).empty());
+  CHECK(no_state(fx));
+}
+
+TEST_CASE("host-device (fake sysfs): runtimeConfig.deviceID names an auxiliary-bus device or a virtio PCI device") {
+  Node node;
+  PodFixture fx(node);
+  const std::string sysfs = node.dir() + "/fakesys";
+  const std::string config = fx.config(R"("sysfsRoot": ")" + sysfs + R"(")");
+  add_device("sf0", "02:00:00:00:03:01");
+  add_device("vio0", "02:00:00:00:03:02");
+  fake_sysfs_device(sysfs + "/bus/auxiliary/devices/mlx5_core.sf.2", "sf0");
+  fake_sysfs_device(sysfs + "/bus/pci/devices/0000:00:08.0/virtio3", "vio0");
+  fx.add_nad("default", "aux", hd_nad(R"("capabilities": {"deviceID": true}, "runtimeConfig": {"deviceID": "mlx5_core.sf.2"})",
+                                      fx.ipam_dir() + "/a"));
+  fx.add_nad("default", "vio", hd_nad(R"("pciBusID": "0000:00:08.0")", fx.ipam_dir() + "/b"));
+  fx.add_nad("default", "none", hd_nad(R"("capabilities": {"deviceID": true}, "runtimeConfig": {"deviceID": "nosuch.dev.0"})",
+                                       fx.ipam_dir() + "/c"));
+  for (auto [cid, nad, dev, mac] : {std::tuple{"a", "aux", "sf0", "02:00:00:00:03:01"}, std::tuple{"b", "vio", "vio0", "02:00:00:00:03:02"}}) {
+    INFO("case ", nad);
+    std::string pod = add_and_check(node, fx, cid, nad, dev, mac, config);
+    Proc del = fx.run("DEL", cid, pod, "default", std::string("pod-") + cid, config);
+    CHECK(del.exit_code == 0);
+    CHECK(link_state("", dev).exists);
+  }
+  std::string pod = node.add_netns("pod-c");
+  fx.add_pod("default", "pod-c", "none");
+  Proc bad = fx.run("ADD", "c", pod, "default", "pod-c", config);
+  CHECK(bad.exit_code != 0);
+  CHECK(bad.out.find("nosuch.dev.0 not found or unsupported") != std::string::npos);
   CHECK(no_state(fx));
 }

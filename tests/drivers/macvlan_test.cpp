@@ -261,3 +261,28 @@ TEST_CASE("macvlan: an ADD failing in a chained plugin after the macvlan exists 
   }
   CHECK(sh("hostname").out == hostname_before);
 }
+
+TEST_CASE("macvlan: bcqueuelen sets the broadcast queue length (IFLA_MACVLAN_BC_QUEUE_LEN); CHECK compares it") {
+  Node node;
+  PodFixture fx(node);
+  add_master("mst0");
+  fx.add_nad("default", "mv", macvlan_nad(R"("master": "mst0", "bcqueuelen": 1234, )", fx.ipam_dir()));
+  std::string pa = node.add_netns("pod-a");
+  fx.add_pod("default", "pod-a", "mv");
+  Proc a = fx.run("ADD", "ctr-a", pa, "default", "pod-a", fx.config());
+  INFO(a.out, a.err);
+  REQUIRE(a.exit_code == 0);
+  auto mv = link_detail("pod-a", "net1");
+  CHECK(mv["linkinfo"]["info_data"]["bcqueuelen"].GetInt() == 1234);
+  Proc check = fx.run("CHECK", "ctr-a", pa, "default", "pod-a", fx.config(R"("prevResult": )" + a.out));
+  INFO("check: ", check.out, check.err);
+  CHECK(check.exit_code == 0);
+  Proc del = fx.run("DEL", "ctr-a", pa, "default", "pod-a", fx.config());
+  CHECK(del.exit_code == 0);
+  CHECK(links("pod-a") == std::set<std::string>{"lo"});
+
+  fx.add_nad("default", "mv", macvlan_nad(R"("master": "mst0", "bcqueuelen": -1, )", fx.ipam_dir()));
+  Proc bad = fx.run("ADD", "ctr-a", pa, "default", "pod-a", fx.config());
+  CHECK(bad.exit_code != 0);
+  CHECK(bad.out.find("bcqueuelen") != std::string::npos);
+}

@@ -20,6 +20,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <rapidjson/document.h>
@@ -739,7 +740,12 @@ TEST_CASE("portmap keys of the reference plugin are validated with clear errors 
   };
   const std::vector<Case> cases = {
       {R"("externalSetMarkChain": "KUBE-MARK-MASQ")", {mapping_json(8080, 80, "tcp")}, 2, "externalSetMarkChain"},
-      {R"("conditionsV4": ["-s", "1.2.3.4"])", {mapping_json(8080, 80, "tcp")}, 2, "conditionsV4"},
+      {R"("conditionsV4": ["-o", "eth0"])", {mapping_json(8080, 80, "tcp")}, 2, "condition \"-o\" is not supported"},
+      {R"("conditionsV4": ["-m", "conntrack", "--ctstate", "NEW"])", {mapping_json(8080, 80, "tcp")}, 2, "\"-m conntrack\""},
+      {R"("conditionsV6": ["ip6 nexthdr tcp"])", {mapping_json(8080, 80, "tcp")}, 2, "condition \"ip6 nexthdr\""},
+      {R"("backend": "nftables", "conditionsV4": ["-s", "192.0.2.1"])", {mapping_json(8080, 80, "tcp")}, 7,
+       "nftables backend was requested but configuration contains iptables-specific options [conditionsV4]"},
+      {R"("conditionsV4": ["-s", "2001:db8::1"])", {mapping_json(8080, 80, "tcp")}, 7, "is not an IPv4 address"},
       {R"("markMasqBit": 32)", {mapping_json(8080, 80, "tcp")}, 7, "markMasqBit 32 must be between 0 and 31"},
       {R"("markMasqBit": 13, "externalSetMarkChain": "X")", {mapping_json(8080, 80, "tcp")}, 7, "cannot both be set"},
       {"", {mapping_json(0, 80, "tcp")}, 7, "hostPort 0 is not a port number"},
@@ -834,3 +840,40 @@ TEST_CASE("sctp host ports are forwarded (real SCTP sockets where the kernel has
   REQUIRE(del_pod(fx, "pod1", {mapping_json(9000, 90, "sctp")}).exit_code == 0);
   CHECK(nft_text().find("sctp . 9000") == std::string::npos);
 }
+
+TEST_CASE("conditionsV4 in iptables and nftables syntax gate the DNAT: the matching client reaches the pod, others do not") {
+  Node node;
+  PodFixture fx(node);
+  std::string client = add_client(node);
+  const std::vector<std::string> maps = {mapping_json(8080, 80, "tcp")};
+  for (auto [n, keys, rule] : {std::tuple{"1", R"("conditionsV4": ["-s", "198.51.100.2/32", "!", "-i", "plumb0", "-m", "addrtype", "--dst-type", "LOCAL", "-m", "comment", "--comment", "only the client"])",
+                                          "ip saddr 198.51.100.2 iifname != \"plumb0\" fib daddr type local"},
+                               std::tuple{"2", R"("backend": "nftables", "conditionsV4": ["ip saddr != 198.51.100.2"])", "ip saddr != 198.51.100.2"}}) {
+    INFO("case ", n, ": ", keys);
+    write_default_network(fx, keys);
+    const std::string name = std::string("pod") + n;
+    PodIps ips = add_pod(node, fx, name, maps);
+    Sock server = listener("/run/netns/" + name, AF_INET, SOCK_STREAM, 80);
+    // The class's DNAT map holds the mapping, its rule carries the conditions.
+    Proc chain = plumb::test::sh("nft list chain inet plumb portmap-dnat");
+    CHECK(chain.out.find(rule) != std::string::npos);
+    auto d = nft_table();
+    CHECK(elements(d, "portmap4").empty());
+    Proc table = plumb::test::sh("nft list table inet plumb");
+    CHECK(table.out.find("map portmap4-c") != std::string::npos);
+    if (std::string(n) == "1") {
+      Probe from_client = tcp_probe(client, kNodeV4, 8080, server);
+      CHECK_MESSAGE(from_client.ok, "client: ", errtext(from_client.err));
+      CHECK(tcp_connect_error("", kNodeV4, 8080) == ECONNREFUSED);  // the node's own connection does not match -s
+    } else {
+      Probe from_node = tcp_probe("", kNodeV4, 8080, server);
+      CHECK_MESSAGE(from_node.ok, "node: ", errtext(from_node.err));
+      CHECK(tcp_connect_error(client, kNodeV4, 8080) == ECONNREFUSED);  // excluded by "!="
+    }
+    Proc del = del_pod(fx, name, maps);
+    CHECK(del.exit_code == 0);
+    CHECK(tcp_connect_error(client, kNodeV4, 8080) == ECONNREFUSED);
+    (void)ips;
+  }
+}
+

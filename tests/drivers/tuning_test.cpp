@@ -201,3 +201,79 @@ TEST_CASE("tuning: not chained (no prevResult) and sysctl keys outside net/ are 
     CHECK(no_state(fx));
   }
 }
+
+TEST_CASE("tuning: args.cni (the selection's cni-args) adds and overrides sysctls and wins the MAC over runtimeConfig.mac") {
+  Node node;
+  PodFixture fx(node);
+  REQUIRE(sh("ip link add mst0 type veth peer name mst0p && ip link set mst0 up && ip link set mst0p up").exit_code == 0);
+  fx.add_nad("default", "mvt", R"({"cniVersion": "1.0.0", "name": "mvt", "plugins": [
+    {"type": "macvlan", "master": "mst0", )" + ipam(fx, "198.51.100.0/24") + R"(},
+    {"type": "tuning", "capabilities": {"mac": true}, "sysctl": {"net.ipv4.conf.IFNAME.arp_ignore": "1"}}]})");
+  std::string pod = node.add_netns("pod-a");
+  fx.add_pod("default", "pod-a", R"([{"name": "mvt", "mac": "02:00:00:00:09:cc",
+    "cni-args": {"mac": "02:00:00:00:09:bb",
+                 "sysctl": {"net.ipv4.conf.IFNAME.arp_ignore": "2", "net/ipv4/conf/IFNAME/arp_announce": "1"}}}])");
+  Proc a = fx.run("ADD", "a", pod, "default", "pod-a", fx.config());
+  INFO("add: ", a.out, a.err);
+  REQUIRE(a.exit_code == 0);
+  CHECK(pod_sysctl("pod-a", "net/ipv4/conf/net1/arp_ignore") == "2");
+  CHECK(pod_sysctl("pod-a", "net/ipv4/conf/net1/arp_announce") == "1");
+  CHECK(link_state("pod-a", "net1").mac == "02:00:00:00:09:bb");
+  Proc del = fx.run("DEL", "a", pod, "default", "pod-a", fx.config());
+  CHECK(del.exit_code == 0);
+  CHECK(no_state(fx));
+}
+
+TEST_CASE("tuning: a sysctl key given twice in one object is refused") {
+  Node node;
+  PodFixture fx(node);
+  REQUIRE(sh("ip link add mst0 type veth peer name mst0p && ip link set mst0 up").exit_code == 0);
+  fx.add_nad("default", "mvt", R"({"cniVersion": "1.0.0", "name": "mvt", "plugins": [
+    {"type": "macvlan", "master": "mst0", )" + ipam(fx, "198.51.100.0/24") + R"(},
+    {"type": "tuning", "sysctl": {"net.ipv4.conf.IFNAME.arp_ignore": "1", "net.ipv4.conf.IFNAME.arp_ignore": "2"}}]})");
+  std::string pod = node.add_netns("pod-a");
+  fx.add_pod("default", "pod-a", "mvt");
+  Proc a = fx.run("ADD", "a", pod, "default", "pod-a", fx.config());
+  CHECK(a.exit_code != 0);
+  CHECK(a.out.find("duplicated sysctl keys") != std::string::npos);
+  CHECK(links("pod-a") == std::set<std::string>{"lo"});
+}
+
+TEST_CASE("tuning: the sysctl allowlist file (tuningAllowlist) admits matching keys and refuses others before any change") {
+  Node node;
+  PodFixture fx(node);
+  REQUIRE(sh("ip link add mst0 type veth peer name mst0p && ip link set mst0 up && ip link set mst0p up").exit_code == 0);
+  const std::string allow = node.dir() + "/allowlist.conf";
+  plumb::test::write_file(allow, "\n^net\\.ipv4\\.conf\\.IFNAME\\.arp_ignore$\n  ^net\\.core\\.somaxconn$  \n");
+  const std::string conf = fx.config(R"("tuningAllowlist": ")" + allow + R"(")");
+  auto nad = [&](const std::string& key) {
+    return R"({"cniVersion": "1.0.0", "name": "mvt", "plugins": [
+      {"type": "macvlan", "master": "mst0", )" + ipam(fx, "198.51.100.0/24") + R"(},
+      {"type": "tuning", "sysctl": {")" + key + R"(": "1"}}]})";
+  };
+  std::string pod = node.add_netns("pod-a");
+  fx.add_pod("default", "pod-a", "mvt");
+
+  fx.add_nad("default", "mvt", nad("net.ipv4.conf.IFNAME.arp_announce"));
+  Proc bad = fx.run("ADD", "a", pod, "default", "pod-a", conf);
+  INFO("refused: ", bad.out, bad.err);
+  CHECK(bad.exit_code != 0);
+  CHECK(bad.out.find("net.ipv4.conf.IFNAME.arp_announce is not allowed") != std::string::npos);
+  CHECK(pod_sysctl("pod-a", "net/ipv4/conf/all/arp_announce") == "0");
+  CHECK(links("pod-a") == std::set<std::string>{"lo"});
+  CHECK(no_state(fx));
+
+  fx.add_nad("default", "mvt", nad("net.ipv4.conf.IFNAME.arp_ignore"));
+  Proc good = fx.run("ADD", "a", pod, "default", "pod-a", conf);
+  INFO("allowed: ", good.out, good.err);
+  REQUIRE(good.exit_code == 0);
+  CHECK(pod_sysctl("pod-a", "net/ipv4/conf/net1/arp_ignore") == "1");
+  CHECK(fx.run("DEL", "a", pod, "default", "pod-a", conf).exit_code == 0);
+
+  // A line that is not a regular expression is an error naming it.
+  plumb::test::write_file(allow, "^net\\.ipv4\\.(\n");
+  Proc broken = fx.run("ADD", "a", pod, "default", "pod-a", conf);
+  CHECK(broken.exit_code != 0);
+  CHECK(broken.out.find("is not a regular expression") != std::string::npos);
+  CHECK(links("pod-a") == std::set<std::string>{"lo"});
+}

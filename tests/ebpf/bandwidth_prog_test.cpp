@@ -307,7 +307,7 @@ TEST_CASE("loader: programs are loaded once and pinned; a second open reuses the
   auto fq = plumb::ebpf::kernel_has_fq();
   REQUIRE(fq);
   CHECK_FALSE(*fq);
-  CHECK(access((dir + "/bandwidth_v1/" PLUMB_BW_PIN_MAP_STATE).c_str(), F_OK) == 0);
+  CHECK(access((dir + "/bandwidth_v2/" PLUMB_BW_PIN_MAP_STATE).c_str(), F_OK) == 0);
   // Not on bpffs: refused with a clear error, nothing created.
   auto bad = Programs::load_or_open(node.dir() + "/not-bpffs");
   REQUIRE_FALSE(bad);
@@ -368,7 +368,7 @@ TEST_CASE("loader: concurrent first loads by separate processes converge on one 
   CHECK(ids.size() == 1);  // everyone uses the winner's programs
   std::set<std::string> entries;
   for (auto& e : std::filesystem::directory_iterator(dir)) entries.insert(e.path().filename().string());
-  CHECK(entries == std::set<std::string>{"bandwidth_v1"});  // no temporary directory left behind
+  CHECK(entries == std::set<std::string>{"bandwidth_v2"});  // no temporary directory left behind
   auto p = Programs::load_or_open(dir);
   REQUIRE(p);
   CHECK(ids.count(*p->prog_id(Hook::HostIngress)) == 1);

@@ -12,6 +12,13 @@ void write_file(const std::string& path, const std::string& content) {
   f << content;
 }
 
+std::set<std::string> link_names(const std::string& ns) {
+  auto d = ip_json((ns.empty() ? std::string() : "-n " + ns + " ") + "link show");
+  std::set<std::string> out;
+  for (auto& l : d.GetArray()) out.insert(l["ifname"].GetString());
+  return out;
+}
+
 std::string read_file(const std::string& path) {
   std::ifstream f(path);
   if (!f) return {};

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,9 @@ class PodFixture {
  private:
   Node& node_;
 };
+
+/// Names of the links of network namespace `ns` ("" = the node), from `ip -j link show`.
+std::set<std::string> link_names(const std::string& ns);
 
 /// Writes a file, creating parent directories.
 void write_file(const std::string& path, const std::string& content);

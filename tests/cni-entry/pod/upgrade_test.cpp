@@ -183,7 +183,7 @@ struct V1Pod {
     CHECK(PodFixture::files_under(node.dir() + "/devinfo/cni").empty());
     Proc nft = sh("nft -j list table inet plumb");
     CHECK(nft.out.find("203.0.113.2") == std::string::npos);  // no masquerade or port-map element for the pod
-    Proc st = sh("bpftool -j map dump pinned " + bpf.dir() + "/plumb/bandwidth_v1/state");
+    Proc st = sh("bpftool -j map dump pinned " + bpf.dir() + "/plumb/bandwidth_v2/state");
     CHECK(st.out.find("\"key\"") == std::string::npos);
     CHECK(read_file(fs::path(fx.store()) / "status/default/pod-v1.json").empty());
   }

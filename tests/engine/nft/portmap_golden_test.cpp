@@ -185,7 +185,7 @@ TEST_CASE("an element's comment round-trips through nft's user data encoding") {
 }
 
 TEST_CASE("a mapping describes its protocol, port and host address for messages") {
-  nft::PortMapping m{17, std::nullopt, 5353, addr("2001:db8::5"), 53};
+  nft::PortMapping m{17, std::nullopt, 5353, addr("2001:db8::5"), 53, {}};
   CHECK(nft::describe(m) == "udp host port 5353 on every IPv6 address");
   m.host_ip = addr("2001:db8::1");
   m.l4proto = 132;
