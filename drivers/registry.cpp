@@ -14,6 +14,10 @@ const Driver* const kDrivers[] = {
     &kIbSriov,
     &kVdpa,
     &kPortmap,
+    &kIpvlan,
+    &kVlan,
+    &kDummy,
+    &kVrf,
 };
 }  // namespace
 

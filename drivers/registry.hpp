@@ -14,4 +14,8 @@ extern const Driver kSriov;
 extern const Driver kIbSriov;
 extern const Driver kVdpa;
 extern const Driver kPortmap;
+extern const Driver kIpvlan;
+extern const Driver kVlan;
+extern const Driver kDummy;
+extern const Driver kVrf;
 }  // namespace plumb::drivers

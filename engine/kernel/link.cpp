@@ -24,7 +24,26 @@ const std::vector<AttrPolicy> kLinkPolicy = {
 };
 const std::vector<AttrPolicy> kLinkInfoPolicy = {
     {IFLA_INFO_KIND, MNL_TYPE_NUL_STRING},
+    {IFLA_INFO_DATA, MNL_TYPE_NESTED},
 };
+
+/// The kind-specific IFLA_INFO_DATA attributes LinkInfo reports.
+Status parse_info_data(const nlattr* data, LinkInfo& li) {
+  if (li.kind == "ipvlan") {
+    auto tb = PLUMB_TRY(netlink::parse_nested(data, IFLA_IPVLAN_MAX, {{IFLA_IPVLAN_MODE, MNL_TYPE_U16}}));
+    if (tb[IFLA_IPVLAN_MODE]) li.ipvlan_mode = mnl_attr_get_u16(tb[IFLA_IPVLAN_MODE]);
+  } else if (li.kind == "vlan") {
+    auto tb = PLUMB_TRY(netlink::parse_nested(data, IFLA_VLAN_MAX, {{IFLA_VLAN_ID, MNL_TYPE_U16}}));
+    if (tb[IFLA_VLAN_ID]) li.vlan_id = mnl_attr_get_u16(tb[IFLA_VLAN_ID]);
+  } else if (li.kind == "vrf") {
+    auto tb = PLUMB_TRY(netlink::parse_nested(data, IFLA_VRF_MAX, {{IFLA_VRF_TABLE, MNL_TYPE_U32}}));
+    if (tb[IFLA_VRF_TABLE]) li.vrf_table = mnl_attr_get_u32(tb[IFLA_VRF_TABLE]);
+  } else if (li.kind == "bridge") {
+    auto tb = PLUMB_TRY(netlink::parse_nested(data, IFLA_BR_MAX, {{IFLA_BR_VLAN_FILTERING, MNL_TYPE_U8}}));
+    if (tb[IFLA_BR_VLAN_FILTERING]) li.vlan_filtering = mnl_attr_get_u8(tb[IFLA_BR_VLAN_FILTERING]) != 0;
+  }
+  return {};
+}
 
 Result<LinkInfo> parse_link(const nlmsghdr* nlh) {
   auto tb = PLUMB_TRY(netlink::parse_attrs(nlh, sizeof(ifinfomsg), IFLA_MAX, kLinkPolicy));
@@ -45,6 +64,7 @@ Result<LinkInfo> parse_link(const nlmsghdr* nlh) {
   if (tb[IFLA_LINKINFO]) {
     auto info = PLUMB_TRY(netlink::parse_nested(tb[IFLA_LINKINFO], IFLA_INFO_MAX, kLinkInfoPolicy));
     if (info[IFLA_INFO_KIND]) li.kind = mnl_attr_get_str(info[IFLA_INFO_KIND]);
+    if (info[IFLA_INFO_DATA]) PLUMB_TRY(parse_info_data(info[IFLA_INFO_DATA], li));
   }
   return li;
 }
@@ -234,6 +254,95 @@ Status create_macvlan(netlink::Socket& nl, const MacvlanSpec& spec) {
     return std::unexpected(Error{cni_code::kInvalidConfig, EINVAL, what + ": no master interface", {}});
   }
   Message m = build_create_macvlan(spec);
+  return classify_create(nl.request(m, what));
+}
+
+namespace {
+
+/// The part every stacked link shares: ifinfomsg, name, lower device, MTU, target namespace.
+Message stacked_link(const std::string& name, int master_index, uint32_t mtu_bytes, int netns_fd) {
+  Message m(RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL);
+  put_ifinfo(m, AF_UNSPEC, 0);
+  m.put_str(IFLA_IFNAME, name);
+  m.put_u32(IFLA_LINK, static_cast<uint32_t>(master_index));
+  if (mtu_bytes != 0) m.put_u32(IFLA_MTU, mtu_bytes);
+  if (netns_fd >= 0) m.put_u32(IFLA_NET_NS_FD, static_cast<uint32_t>(netns_fd));
+  return m;
+}
+
+Status create_stacked(netlink::Socket& nl, const std::string& kind, const std::string& name, int master_index, int netns_fd,
+                      Message& m) {
+  std::string what = "create " + kind + " " + name + " on master index " + std::to_string(master_index);
+  if (netns_fd >= 0) what += " (in netns fd " + std::to_string(netns_fd) + ")";
+  PLUMB_TRY(check_name(name, (kind + " name").c_str(), what));
+  if (master_index <= 0) return std::unexpected(Error{cni_code::kInvalidConfig, EINVAL, what + ": no master interface", {}});
+  return classify_create(nl.request(m, what));
+}
+
+}  // namespace
+
+Message build_create_ipvlan(const IpvlanSpec& spec) {
+  Message m = stacked_link(spec.name, spec.master_index, spec.mtu_bytes, spec.netns_fd);
+  {
+    Message::Nest linkinfo(m, IFLA_LINKINFO);
+    m.put_str(IFLA_INFO_KIND, "ipvlan");
+    Message::Nest data(m, IFLA_INFO_DATA);
+    m.put_u16(IFLA_IPVLAN_MODE, spec.mode);
+  }
+  return m;
+}
+
+Status create_ipvlan(netlink::Socket& nl, const IpvlanSpec& spec) {
+  Message m = build_create_ipvlan(spec);
+  return create_stacked(nl, "ipvlan", spec.name, spec.master_index, spec.netns_fd, m);
+}
+
+Message build_create_vlan(const VlanSpec& spec) {
+  Message m = stacked_link(spec.name, spec.master_index, spec.mtu_bytes, spec.netns_fd);
+  {
+    Message::Nest linkinfo(m, IFLA_LINKINFO);
+    m.put_str(IFLA_INFO_KIND, "vlan");
+    Message::Nest data(m, IFLA_INFO_DATA);
+    m.put_u16(IFLA_VLAN_ID, spec.vlan_id);
+  }
+  return m;
+}
+
+Status create_vlan(netlink::Socket& nl, const VlanSpec& spec) {
+  Message m = build_create_vlan(spec);
+  return create_stacked(nl, "vlan", spec.name, spec.master_index, spec.netns_fd, m);
+}
+
+Status create_dummy(netlink::Socket& nl, const std::string& name) {
+  std::string what = "create dummy " + name;
+  PLUMB_TRY(check_name(name, "dummy name", what));
+  Message m(RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL);
+  put_ifinfo(m, AF_UNSPEC, 0);
+  m.put_str(IFLA_IFNAME, name);
+  {
+    Message::Nest linkinfo(m, IFLA_LINKINFO);
+    m.put_str(IFLA_INFO_KIND, "dummy");
+  }
+  return classify_create(nl.request(m, what));
+}
+
+Message build_create_vrf(const std::string& name, uint32_t table) {
+  Message m(RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL);
+  put_ifinfo(m, AF_UNSPEC, 0);
+  m.put_str(IFLA_IFNAME, name);
+  {
+    Message::Nest linkinfo(m, IFLA_LINKINFO);
+    m.put_str(IFLA_INFO_KIND, "vrf");
+    Message::Nest data(m, IFLA_INFO_DATA);
+    m.put_u32(IFLA_VRF_TABLE, table);
+  }
+  return m;
+}
+
+Status create_vrf(netlink::Socket& nl, const std::string& name, uint32_t table) {
+  std::string what = "create vrf " + name + " (table " + std::to_string(table) + ")";
+  PLUMB_TRY(check_name(name, "vrf name", what));
+  Message m = build_create_vrf(name, table);
   return classify_create(nl.request(m, what));
 }
 
