@@ -173,7 +173,8 @@ Status check_pod_addresses(Context& ctx, int index, const cni::CniResult& prev) 
 
 Status check_pod_routes(Context& ctx, const cni::CniResult& prev) {
   for (int family : {AF_INET, AF_INET6}) {
-    auto routes = PLUMB_TRY(route::list(*ctx.pod, family));
+    // Any table: a chained vrf moves the interface's routes to the VRF's table.
+    auto routes = PLUMB_TRY(route::list(*ctx.pod, family, RT_TABLE_UNSPEC));
     for (auto& want : prev.routes) {
       if (want.dst.addr.family != family) continue;
       bool found = std::any_of(routes.begin(), routes.end(), [&](const route::Route& r) {

@@ -158,7 +158,8 @@ struct ParsedPlugin {
 [[nodiscard]] Result<link::LinkInfo> check_pod_interface(Context& ctx, const cni::CniResult& prev, std::string_view kind);
 /// Every address of prev.ips is on the pod interface `index`. Errors: kKernel naming the address.
 [[nodiscard]] Status check_pod_addresses(Context& ctx, int index, const cni::CniResult& prev);
-/// Every route of prev.routes is in the pod namespace. Errors: kKernel naming the route.
+/// Every route of prev.routes is in the pod namespace (in any routing table: a chained vrf moves
+/// them to its own). Errors: kKernel naming the route.
 [[nodiscard]] Status check_pod_routes(Context& ctx, const cni::CniResult& prev);
 
 // --- implementation of make_driver ---------------------------------------------------------------

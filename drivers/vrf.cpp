@@ -53,24 +53,28 @@ Result<uint32_t> free_table(netlink::Socket& pod) {
   return t;
 }
 
-/// The VRF `c.vrf` in the pod: the existing one (same table when one is asked), or a new one, up.
-Result<link::LinkInfo> ensure_vrf(Context& ctx, const VrfConfig& c) {
+/// The existing VRF `c.vrf` in the pod, checked (a VRF, on c.table when one is asked); nullopt
+/// when there is none.
+Result<std::optional<link::LinkInfo>> existing_vrf(Context& ctx, const VrfConfig& c) {
   auto vrf = PLUMB_TRY(link::get(*ctx.pod, c.vrf));
-  if (vrf) {
-    if (vrf->kind != "vrf") return fail(cni_code::kInvalidConfig, ctx.network + ".vrfname \"" + c.vrf + "\" exists in the pod and is not a VRF");
-    if (c.table != 0 && vrf->vrf_table != c.table) {
-      return fail(cni_code::kConflict, "VRF " + c.vrf + " already exists with a different routing table " + std::to_string(vrf->vrf_table) +
-                                           " (" + ctx.network + ".table is " + std::to_string(c.table) + ")");
-    }
-    return *vrf;
+  if (!vrf) return vrf;
+  if (vrf->kind != "vrf") return fail(cni_code::kInvalidConfig, ctx.network + ".vrfname \"" + c.vrf + "\" exists in the pod and is not a VRF");
+  if (c.table != 0 && vrf->vrf_table != c.table) {
+    return fail(cni_code::kConflict, "VRF " + c.vrf + " already exists with a different routing table " + std::to_string(vrf->vrf_table) +
+                                         " (" + ctx.network + ".table is " + std::to_string(c.table) + ")");
   }
+  return vrf;
+}
+
+/// A new VRF `c.vrf` in the pod (on c.table, or the lowest free one), up.
+Result<link::LinkInfo> create_vrf(Context& ctx, const VrfConfig& c) {
   uint32_t table = c.table != 0 ? c.table : PLUMB_TRY(free_table(*ctx.pod));
   auto st = link::create_vrf(*ctx.pod, c.vrf, table);
   if (!st && st.error().cni_code == cni_code::kKernelFeature) {
     return fail(cni_code::kKernelFeature, ctx.network + ": this kernel has no VRF support (CONFIG_NET_VRF, module vrf)", st.error().text());
   }
   if (!st) return std::unexpected(st.error().within(ctx.network));
-  vrf = PLUMB_TRY(link::get(*ctx.pod, c.vrf));
+  auto vrf = PLUMB_TRY(link::get(*ctx.pod, c.vrf));
   if (!vrf) return fail(cni_code::kKernel, "VRF " + c.vrf + " not found in " + ctx.netns_path + " after creation");
   link::LinkChange up;
   up.up = true;
@@ -123,8 +127,9 @@ Result<cni::CniResult> vrf_add(Context& ctx, const VrfConfig& c, const cni::CniR
     auto master = PLUMB_TRY(link::get(*ctx.pod, itf->master_index));
     return fail(cni_code::kConflict, "interface " + ctx.ifname + " has already a master set: " + (master ? master->name : std::string("?")));
   }
+  auto existing = PLUMB_TRY(existing_vrf(ctx, c));  // checked before the first change
   PLUMB_TRY(undo::will(ctx, undo::VrfRelease{c.vrf, ctx.ifname}));
-  link::LinkInfo vrf = PLUMB_TRY(ensure_vrf(ctx, c));
+  link::LinkInfo vrf = existing ? *existing : PLUMB_TRY(create_vrf(ctx, c));
 
   auto v6 = PLUMB_TRY(global_v6(*ctx.pod, itf->index));
   auto routes = PLUMB_TRY(global_routes(*ctx.pod, itf->index));

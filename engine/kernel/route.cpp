@@ -68,7 +68,7 @@ Result<std::optional<Route>> parse_route(const nlmsghdr* nlh, int family, uint32
   const auto* msg = static_cast<const rtmsg*>(mnl_nlmsg_get_payload(nlh));
   if (msg->rtm_family != family || (msg->rtm_flags & RTM_F_CLONED)) return std::optional<Route>{};
   uint32_t t = tb[RTA_TABLE] ? mnl_attr_get_u32(tb[RTA_TABLE]) : msg->rtm_table;
-  if (t != table) return std::optional<Route>{};
+  if (table != RT_TABLE_UNSPEC && t != table) return std::optional<Route>{};
   Route r;
   r.table = t;
   r.dst.addr.family = family;

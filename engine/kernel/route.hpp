@@ -31,7 +31,8 @@ struct Route {
 [[nodiscard]] netlink::Message build_add(const Route& r);
 /// Deletes the route matching dst/gw/oif/table/priority. Returns false if it did not exist (ESRCH).
 [[nodiscard]] Result<bool> remove(netlink::Socket& nl, const Route& r);
-/// Lists routes of `family` (AF_INET or AF_INET6) in `table` (dump filtered in user space).
+/// Lists routes of `family` (AF_INET or AF_INET6) in `table` (dump filtered in user space;
+/// RT_TABLE_UNSPEC: every table).
 [[nodiscard]] Result<std::vector<Route>> list(netlink::Socket& nl, int family, uint32_t table = RT_TABLE_MAIN);
 
 }  // namespace plumb::route
