@@ -36,10 +36,7 @@ Result<cni::CniResult> dummy_add(Context& ctx, const DummyConfig& c, const cni::
 
   cni::CniResult r = PLUMB_TRY(run_ipam(ctx, c.ipam));
   if (r.ips.empty()) return fail(cni_code::kInvalidConfig, ctx.network + ": IPAM plugin returned missing IP config");
-  r.interfaces.clear();
-  r.interfaces.push_back({ctx.ifname, pod_link->mac() ? pod_link->mac()->str() : "", pod_link->mtu_bytes, ctx.netns_path, {}, {}});
-  for (auto& ip : r.ips) ip.interface = 0;
-  PLUMB_TRY(configure_pod_interface(*ctx.pod, pod_link->index, r, /*dad=*/true));
+  PLUMB_TRY(finish_pod_interface(ctx, *pod_link, r));
   return r;
 }
 

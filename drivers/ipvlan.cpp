@@ -26,22 +26,15 @@ constexpr std::array<ModeName, 3> kModes = {{{"l2", IPVLAN_MODE_L2}, {"l3", IPVL
 
 /// The ipvlan plugin's configuration, validated.
 struct IpvlanConfig : Config {
-  std::string master;  // "" = the previous result's only interface, else the default route's
+  lower::Keys keys;  // master "" = the previous result's only interface, else the default route's
   std::string mode_name = "l2";
   uint16_t mode = IPVLAN_MODE_L2;
-  std::optional<uint32_t> mtu_bytes;
-  bool link_in_container = false;
 };
 
 Result<IpvlanConfig> parse_config(const json::Value& conf, const ParseInput& in) {
   IpvlanConfig c;
   const std::string& where = in.network;
-  if (auto v = PLUMB_TRY(json::get_string(conf, "master", where))) {
-    if (!v->empty() && !link::valid_ifname(*v)) {
-      return fail(cni_code::kInvalidConfig, where + ".master \"" + *v + "\" is not a valid interface name");
-    }
-    c.master = *v;
-  }
+  c.keys = PLUMB_TRY(lower::parse_keys(conf, where));
   if (auto v = PLUMB_TRY(json::get_string(conf, "mode", where)); v && !v->empty()) {
     auto it = std::find_if(kModes.begin(), kModes.end(), [&](const ModeName& m) { return m.name == *v; });
     if (it == kModes.end()) {
@@ -50,37 +43,29 @@ Result<IpvlanConfig> parse_config(const json::Value& conf, const ParseInput& in)
     c.mode_name = *v;
     c.mode = it->mode;
   }
-  c.mtu_bytes = PLUMB_TRY(parse_mtu(conf, in.network));
-  c.link_in_container = PLUMB_TRY(json::get_bool(conf, "linkInContainer", where)).value_or(false);
   return c;
 }
 
 /// The master's name as the reference resolves it: the key, else (chained) the previous
 /// result's only interface, else "" (the default route's interface).
 Result<std::string> master_name(const IpvlanConfig& c, const cni::CniResult* prev, const std::string& network) {
-  if (!c.master.empty() || prev == nullptr) return c.master;
+  if (!c.keys.master.empty() || prev == nullptr) return c.keys.master;
   if (prev->interfaces.size() == 1 && !prev->interfaces[0].name.empty()) return prev->interfaces[0].name;
   return fail(cni_code::kInvalidConfig, network + ": no \"master\" given and the previous result lacks a single named "
                                                   "interface to take it from (chained master failure)");
 }
 
 Result<cni::CniResult> ipvlan_add(Context& ctx, const IpvlanConfig& c, const cni::CniResult* prev) {
-  netlink::Socket& lower_nl = c.link_in_container ? *ctx.pod : *ctx.node;
-  const std::string lower_where = c.link_in_container ? "the pod namespace " + ctx.netns_path : std::string("the node namespace");
   const std::string name = PLUMB_TRY(master_name(c, prev, ctx.network));
-  link::LinkInfo master = PLUMB_TRY(lower::find_master(lower_nl, name, lower_where, ctx.network));
-  if (c.mtu_bytes && *c.mtu_bytes > master.mtu_bytes) {
-    return fail(cni_code::kInvalidConfig, ctx.network + ".mtu " + std::to_string(*c.mtu_bytes) + " is above the MTU " +
-                                              std::to_string(master.mtu_bytes) + " of master " + master.name);
-  }
+  link::LinkInfo master = PLUMB_TRY(lower::resolve_master(ctx, c.keys, name));
   const bool use_prev_ips = !c.ipam.ipam && prev != nullptr && !prev->ips.empty();
   if (!c.ipam.ipam && !use_prev_ips) {
     return fail(cni_code::kInvalidConfig, ctx.network + ": ipvlan needs addresses: an \"ipam\", or a previous result with IPs");
   }
   auto created = lower::create_renamed(
       ctx, "ipvl", "create ipvlan (mode " + c.mode_name + ") on master " + master.name, [&](const std::string& tmp) {
-        link::IpvlanSpec spec{tmp, master.index, c.mode, c.mtu_bytes.value_or(0), c.link_in_container ? -1 : ctx.pod_ns->fd()};
-        return link::create_ipvlan(lower_nl, spec);
+        link::IpvlanSpec spec{tmp, master.index, c.mode, c.keys.mtu_bytes.value_or(0), c.keys.link_in_container ? -1 : ctx.pod_ns->fd()};
+        return link::create_ipvlan(lower::master_socket(ctx, c.keys), spec);
       });
   if (!created && created.error().cni_code == cni_code::kKernelFeature) {
     return fail(cni_code::kKernelFeature, ctx.network + ": this kernel has no ipvlan support (CONFIG_IPVLAN, module ipvlan)",
@@ -91,10 +76,7 @@ Result<cni::CniResult> ipvlan_add(Context& ctx, const IpvlanConfig& c, const cni
   cni::CniResult r = use_prev_ips ? *prev : PLUMB_TRY(run_ipam(ctx, c.ipam));
   if (r.ips.empty()) return fail(cni_code::kInvalidConfig, ctx.network + ": IPAM plugin returned missing IP config");
   PLUMB_TRY(lower::notify_neighbours(ctx, r));
-  r.interfaces.clear();
-  r.interfaces.push_back({ctx.ifname, pod_link.mac() ? pod_link.mac()->str() : "", pod_link.mtu_bytes, ctx.netns_path, {}, {}});
-  for (auto& ip : r.ips) ip.interface = 0;
-  PLUMB_TRY(configure_pod_interface(*ctx.pod, pod_link.index, r, /*dad=*/true));
+  PLUMB_TRY(finish_pod_interface(ctx, pod_link, r));
   return r;
 }
 
@@ -105,10 +87,7 @@ Status ipvlan_check(Context& ctx, const IpvlanConfig& c, const cni::CniResult& p
     return fail(cni_code::kKernel, "CHECK: " + ctx.ifname + " is an ipvlan in mode " +
                                        (it == kModes.end() ? std::string("?") : std::string(it->name)) + ", expected " + c.mode_name);
   }
-  if (!c.master.empty()) {
-    netlink::Socket& lower_nl = c.link_in_container ? *ctx.pod : *ctx.node;
-    PLUMB_TRY(lower::find_master(lower_nl, c.master, c.link_in_container ? "the pod namespace" : "the node namespace", ctx.network));
-  }
+  if (!c.keys.master.empty()) PLUMB_TRY(lower::resolve_master(ctx, c.keys, c.keys.master));
   PLUMB_TRY(check_pod_routes(ctx, prev));
   return check_pod_addresses(ctx, pod_link.index, prev);
 }

@@ -38,6 +38,31 @@ Result<link::LinkInfo> find_master(netlink::Socket& nl, const std::string& name,
   return *l;
 }
 
+Result<Keys> parse_keys(const json::Value& conf, const std::string& network) {
+  Keys k;
+  if (auto v = PLUMB_TRY(json::get_string(conf, "master", network))) {
+    if (!v->empty() && !link::valid_ifname(*v)) {
+      return fail(cni_code::kInvalidConfig, network + ".master \"" + *v + "\" is not a valid interface name");
+    }
+    k.master = *v;
+  }
+  k.mtu_bytes = PLUMB_TRY(parse_mtu(conf, network));
+  k.link_in_container = PLUMB_TRY(json::get_bool(conf, "linkInContainer", network)).value_or(false);
+  return k;
+}
+
+netlink::Socket& master_socket(const Context& ctx, const Keys& k) { return k.link_in_container ? *ctx.pod : *ctx.node; }
+
+Result<link::LinkInfo> resolve_master(const Context& ctx, const Keys& k, const std::string& name) {
+  const std::string where = k.link_in_container ? "the pod namespace " + ctx.netns_path : std::string("the node namespace");
+  link::LinkInfo master = PLUMB_TRY(find_master(master_socket(ctx, k), name, where, ctx.network));
+  if (k.mtu_bytes && *k.mtu_bytes > master.mtu_bytes) {
+    return fail(cni_code::kInvalidConfig, ctx.network + ".mtu " + std::to_string(*k.mtu_bytes) + " is above the MTU " +
+                                              std::to_string(master.mtu_bytes) + " of master " + master.name);
+  }
+  return master;
+}
+
 Result<link::LinkInfo> create_renamed(Context& ctx, std::string_view prefix, const std::string& what,
                                       const std::function<Status(const std::string& tmp)>& create) {
   if (PLUMB_TRY(link::get(*ctx.pod, ctx.ifname))) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -12,6 +13,24 @@
 #include "engine/kernel/link.hpp"
 
 namespace plumb::drivers::lower {
+
+/// The keys every stacked-link driver shares, validated as the reference plugins do.
+struct Keys {
+  std::string master;                ///< "master": "" when absent (each driver says what that means)
+  std::optional<uint32_t> mtu_bytes; ///< "mtu" (parse_mtu), at most the master's (checked at ADD)
+  bool link_in_container = false;    ///< "linkInContainer": the master lives in the pod namespace
+};
+/// Parses "master" (a valid interface name when given), "mtu" and "linkInContainer".
+/// Errors: kInvalidConfig naming "<network>.<key>" and the value.
+[[nodiscard]] Result<Keys> parse_keys(const json::Value& conf, const std::string& network);
+
+/// The socket of the namespace the master lives in (the pod's with linkInContainer, else the node's).
+[[nodiscard]] netlink::Socket& master_socket(const Context& ctx, const Keys& k);
+
+/// The master for a driver's ADD: `name` (or the default route's interface when empty, see
+/// find_master) in the namespace of master_socket, with k.mtu_bytes checked against its MTU.
+/// Errors: find_master's; kInvalidConfig "<network>.mtu N is above the MTU M of master X".
+[[nodiscard]] Result<link::LinkInfo> resolve_master(const Context& ctx, const Keys& k, const std::string& name);
 
 /// The master link in `nl`'s namespace: `name`, or when `name` is empty the interface of the
 /// first default route (IPv4 first, then IPv6). `where_ns` names the namespace in errors.

@@ -37,23 +37,16 @@ constexpr std::array<ModeName, 4> kModes = {{
 
 /// The macvlan plugin's configuration, validated (nothing here touches the kernel).
 struct MacvlanConfig : Config {
-  std::string master;  // "" = the interface of the default route
+  lower::Keys keys;  // master "" = the interface of the default route
   std::string mode_name = "bridge";
   uint32_t mode = MACVLAN_MODE_BRIDGE;
-  std::optional<uint32_t> mtu_bytes;
   std::optional<Mac> mac;
-  bool link_in_container = false;
 };
 
 Result<MacvlanConfig> parse_config(const json::Value& conf, const ParseInput& in) {
   MacvlanConfig c;
   const std::string& where = in.network;
-  if (auto v = PLUMB_TRY(json::get_string(conf, "master", where))) {
-    if (!v->empty() && !link::valid_ifname(*v)) {
-      return fail(cni_code::kInvalidConfig, where + ".master \"" + *v + "\" is not a valid interface name");
-    }
-    c.master = *v;
-  }
+  c.keys = PLUMB_TRY(lower::parse_keys(conf, where));
   if (auto v = PLUMB_TRY(json::get_string(conf, "mode", where)); v && !v->empty()) {
     auto it = std::find_if(kModes.begin(), kModes.end(), [&](const ModeName& m) { return m.name == *v; });
     if (it == kModes.end()) {
@@ -63,20 +56,12 @@ Result<MacvlanConfig> parse_config(const json::Value& conf, const ParseInput& in
     c.mode_name = *v;
     c.mode = it->mode;
   }
-  c.mtu_bytes = PLUMB_TRY(parse_mtu(conf, in.network));
-  c.link_in_container = PLUMB_TRY(json::get_bool(conf, "linkInContainer", where)).value_or(false);
   c.mac = PLUMB_TRY(requested_mac(conf, in));
   return c;
 }
 
 Result<cni::CniResult> macvlan_add(Context& ctx, const MacvlanConfig& c, const cni::CniResult*) {
-  netlink::Socket& lower_nl = c.link_in_container ? *ctx.pod : *ctx.node;
-  const std::string lower_where = c.link_in_container ? "the pod namespace " + ctx.netns_path : std::string("the node namespace");
-  link::LinkInfo master = PLUMB_TRY(lower::find_master(lower_nl, c.master, lower_where, ctx.network));
-  if (c.mtu_bytes && *c.mtu_bytes > master.mtu_bytes) {
-    return fail(cni_code::kInvalidConfig, ctx.network + ".mtu " + std::to_string(*c.mtu_bytes) + " is above the MTU " +
-                                              std::to_string(master.mtu_bytes) + " of master " + master.name);
-  }
+  link::LinkInfo master = PLUMB_TRY(lower::resolve_master(ctx, c.keys, c.keys.master));
   // Born in the pod namespace under a temporary name, then renamed there.
   link::LinkInfo pod_link = PLUMB_TRY(lower::create_renamed(
       ctx, "mvl", "create macvlan (mode " + c.mode_name + ") on master " + master.name, [&](const std::string& tmp) {
@@ -84,27 +69,24 @@ Result<cni::CniResult> macvlan_add(Context& ctx, const MacvlanConfig& c, const c
         spec.name = tmp;
         spec.master_index = master.index;
         spec.mode = c.mode;
-        spec.mtu_bytes = c.mtu_bytes.value_or(0);
+        spec.mtu_bytes = c.keys.mtu_bytes.value_or(0);
         spec.mac = c.mac;
-        spec.netns_fd = c.link_in_container ? -1 : ctx.pod_ns->fd();
-        return link::create_macvlan(lower_nl, spec);
+        spec.netns_fd = c.keys.link_in_container ? -1 : ctx.pod_ns->fd();
+        return link::create_macvlan(lower::master_socket(ctx, c.keys), spec);
       }));
 
   cni::CniResult r = PLUMB_TRY(run_ipam(ctx, c.ipam));
   // Neighbours learn the new MAC when the link comes up (the reference sets these too).
   PLUMB_TRY(lower::notify_neighbours(ctx, r));
-  r.interfaces.clear();
-  r.interfaces.push_back({ctx.ifname, pod_link.mac() ? pod_link.mac()->str() : "", pod_link.mtu_bytes, ctx.netns_path, {}, {}});
-  for (auto& ip : r.ips) ip.interface = 0;
-  PLUMB_TRY(configure_pod_interface(*ctx.pod, pod_link.index, r, /*dad=*/true));
+  PLUMB_TRY(finish_pod_interface(ctx, pod_link, r));
   return r;
 }
 
 Status macvlan_check(Context& ctx, const MacvlanConfig& c, const cni::CniResult& prev) {
   link::LinkInfo pod_link = PLUMB_TRY(check_pod_interface(ctx, prev, "macvlan"));
-  if (c.mtu_bytes && pod_link.mtu_bytes != *c.mtu_bytes) {
+  if (c.keys.mtu_bytes && pod_link.mtu_bytes != *c.keys.mtu_bytes) {
     return fail(cni_code::kKernel, "CHECK: " + ctx.ifname + " has MTU " + std::to_string(pod_link.mtu_bytes) + ", expected " +
-                                       std::to_string(*c.mtu_bytes));
+                                       std::to_string(*c.keys.mtu_bytes));
   }
   return check_pod_addresses(ctx, pod_link.index, prev);
 }

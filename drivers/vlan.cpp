@@ -12,31 +12,23 @@ namespace {
 
 /// The vlan plugin's configuration, validated.
 struct VlanConfig : Config {
-  std::string master;
+  lower::Keys keys;  // master required
   uint16_t vlan_id = 0;
-  std::optional<uint32_t> mtu_bytes;
-  bool link_in_container = false;
 };
 
 Result<VlanConfig> parse_config(const json::Value& conf, const ParseInput& in) {
   VlanConfig c;
   const std::string& where = in.network;
-  auto master = PLUMB_TRY(json::get_string(conf, "master", where));
-  if (!master || master->empty()) {
+  c.keys = PLUMB_TRY(lower::parse_keys(conf, where));
+  if (c.keys.master.empty()) {
     return fail(cni_code::kInvalidConfig, where + ".master is required: it names the host interface to create the VLAN on");
   }
-  if (!link::valid_ifname(*master)) {
-    return fail(cni_code::kInvalidConfig, where + ".master \"" + *master + "\" is not a valid interface name");
-  }
-  c.master = *master;
   if (auto v = PLUMB_TRY(json::get_int(conf, "vlanId", where))) {
     if (*v < 0 || *v > 4094) {
       return fail(cni_code::kInvalidConfig, where + ".vlanId " + std::to_string(*v) + " is not a valid VLAN ID (0..4094)");
     }
     c.vlan_id = static_cast<uint16_t>(*v);
   }
-  c.mtu_bytes = PLUMB_TRY(parse_mtu(conf, in.network));
-  c.link_in_container = PLUMB_TRY(json::get_bool(conf, "linkInContainer", where)).value_or(false);
   const json::Value* ipam = PLUMB_TRY(json::get_object(conf, "ipam", where));
   if (ipam == nullptr || json::find(*ipam, "type") == nullptr) {
     return fail(cni_code::kInvalidConfig, where + ": the vlan plugin needs an \"ipam\" (the reference plugin fails without one)");
@@ -45,17 +37,11 @@ Result<VlanConfig> parse_config(const json::Value& conf, const ParseInput& in) {
 }
 
 Result<cni::CniResult> vlan_add(Context& ctx, const VlanConfig& c, const cni::CniResult*) {
-  netlink::Socket& lower_nl = c.link_in_container ? *ctx.pod : *ctx.node;
-  const std::string lower_where = c.link_in_container ? "the pod namespace " + ctx.netns_path : std::string("the node namespace");
-  link::LinkInfo master = PLUMB_TRY(lower::find_master(lower_nl, c.master, lower_where, ctx.network));
-  if (c.mtu_bytes && *c.mtu_bytes > master.mtu_bytes) {
-    return fail(cni_code::kInvalidConfig, ctx.network + ".mtu " + std::to_string(*c.mtu_bytes) + " is invalid: it must be at most the MTU " +
-                                              std::to_string(master.mtu_bytes) + " of master " + master.name);
-  }
+  link::LinkInfo master = PLUMB_TRY(lower::resolve_master(ctx, c.keys, c.keys.master));
   const std::string what = "create vlan " + std::to_string(c.vlan_id) + " on master " + master.name;
   auto created = lower::create_renamed(ctx, "vlan", what, [&](const std::string& tmp) {
-    link::VlanSpec spec{tmp, master.index, c.vlan_id, c.mtu_bytes.value_or(0), c.link_in_container ? -1 : ctx.pod_ns->fd()};
-    return link::create_vlan(lower_nl, spec);
+    link::VlanSpec spec{tmp, master.index, c.vlan_id, c.keys.mtu_bytes.value_or(0), c.keys.link_in_container ? -1 : ctx.pod_ns->fd()};
+    return link::create_vlan(lower::master_socket(ctx, c.keys), spec);
   });
   if (!created && created.error().cni_code == cni_code::kKernelFeature) {
     return fail(cni_code::kKernelFeature, ctx.network + ": this kernel has no 802.1Q VLAN support (CONFIG_VLAN_8021Q, module 8021q)",
@@ -65,10 +51,7 @@ Result<cni::CniResult> vlan_add(Context& ctx, const VlanConfig& c, const cni::Cn
 
   cni::CniResult r = PLUMB_TRY(run_ipam(ctx, c.ipam));
   if (r.ips.empty()) return fail(cni_code::kInvalidConfig, ctx.network + ": IPAM plugin returned missing IP config");
-  r.interfaces.clear();
-  r.interfaces.push_back({ctx.ifname, pod_link.mac() ? pod_link.mac()->str() : "", pod_link.mtu_bytes, ctx.netns_path, {}, {}});
-  for (auto& ip : r.ips) ip.interface = 0;
-  PLUMB_TRY(configure_pod_interface(*ctx.pod, pod_link.index, r, /*dad=*/true));
+  PLUMB_TRY(finish_pod_interface(ctx, pod_link, r));
   return r;
 }
 
@@ -78,8 +61,7 @@ Status vlan_check(Context& ctx, const VlanConfig& c, const cni::CniResult& prev)
     return fail(cni_code::kKernel, "CHECK: " + ctx.ifname + " has VLAN ID " + std::to_string(pod_link.vlan_id) + ", expected " +
                                        std::to_string(c.vlan_id));
   }
-  netlink::Socket& lower_nl = c.link_in_container ? *ctx.pod : *ctx.node;
-  PLUMB_TRY(lower::find_master(lower_nl, c.master, c.link_in_container ? "the pod namespace" : "the node namespace", ctx.network));
+  PLUMB_TRY(lower::resolve_master(ctx, c.keys, c.keys.master));
   PLUMB_TRY(check_pod_routes(ctx, prev));
   return check_pod_addresses(ctx, pod_link.index, prev);
 }

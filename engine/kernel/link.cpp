@@ -259,14 +259,22 @@ Status create_macvlan(netlink::Socket& nl, const MacvlanSpec& spec) {
 
 namespace {
 
-/// The part every stacked link shares: ifinfomsg, name, lower device, MTU, target namespace.
-Message stacked_link(const std::string& name, int master_index, uint32_t mtu_bytes, int netns_fd) {
+/// A stacked link whose kind takes one u16 attribute: ifinfomsg, name, lower device, MTU, target
+/// namespace, IFLA_LINKINFO { IFLA_INFO_KIND kind, IFLA_INFO_DATA { attr u16 value } }.
+Message stacked_link(const std::string& name, int master_index, uint32_t mtu_bytes, int netns_fd, const char* kind,
+                     uint16_t attr, uint16_t value) {
   Message m(RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL);
   put_ifinfo(m, AF_UNSPEC, 0);
   m.put_str(IFLA_IFNAME, name);
   m.put_u32(IFLA_LINK, static_cast<uint32_t>(master_index));
   if (mtu_bytes != 0) m.put_u32(IFLA_MTU, mtu_bytes);
   if (netns_fd >= 0) m.put_u32(IFLA_NET_NS_FD, static_cast<uint32_t>(netns_fd));
+  {
+    Message::Nest linkinfo(m, IFLA_LINKINFO);
+    m.put_str(IFLA_INFO_KIND, kind);
+    Message::Nest data(m, IFLA_INFO_DATA);
+    m.put_u16(attr, value);
+  }
   return m;
 }
 
@@ -282,14 +290,7 @@ Status create_stacked(netlink::Socket& nl, const std::string& kind, const std::s
 }  // namespace
 
 Message build_create_ipvlan(const IpvlanSpec& spec) {
-  Message m = stacked_link(spec.name, spec.master_index, spec.mtu_bytes, spec.netns_fd);
-  {
-    Message::Nest linkinfo(m, IFLA_LINKINFO);
-    m.put_str(IFLA_INFO_KIND, "ipvlan");
-    Message::Nest data(m, IFLA_INFO_DATA);
-    m.put_u16(IFLA_IPVLAN_MODE, spec.mode);
-  }
-  return m;
+  return stacked_link(spec.name, spec.master_index, spec.mtu_bytes, spec.netns_fd, "ipvlan", IFLA_IPVLAN_MODE, spec.mode);
 }
 
 Status create_ipvlan(netlink::Socket& nl, const IpvlanSpec& spec) {
@@ -298,14 +299,7 @@ Status create_ipvlan(netlink::Socket& nl, const IpvlanSpec& spec) {
 }
 
 Message build_create_vlan(const VlanSpec& spec) {
-  Message m = stacked_link(spec.name, spec.master_index, spec.mtu_bytes, spec.netns_fd);
-  {
-    Message::Nest linkinfo(m, IFLA_LINKINFO);
-    m.put_str(IFLA_INFO_KIND, "vlan");
-    Message::Nest data(m, IFLA_INFO_DATA);
-    m.put_u16(IFLA_VLAN_ID, spec.vlan_id);
-  }
-  return m;
+  return stacked_link(spec.name, spec.master_index, spec.mtu_bytes, spec.netns_fd, "vlan", IFLA_VLAN_ID, spec.vlan_id);
 }
 
 Status create_vlan(netlink::Socket& nl, const VlanSpec& spec) {
@@ -313,31 +307,35 @@ Status create_vlan(netlink::Socket& nl, const VlanSpec& spec) {
   return create_stacked(nl, "vlan", spec.name, spec.master_index, spec.netns_fd, m);
 }
 
-Status create_dummy(netlink::Socket& nl, const std::string& name) {
-  std::string what = "create dummy " + name;
-  PLUMB_TRY(check_name(name, "dummy name", what));
-  Message m(RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL);
-  put_ifinfo(m, AF_UNSPEC, 0);
-  m.put_str(IFLA_IFNAME, name);
-  {
-    Message::Nest linkinfo(m, IFLA_LINKINFO);
-    m.put_str(IFLA_INFO_KIND, "dummy");
-  }
-  return classify_create(nl.request(m, what));
-}
+namespace {
 
-Message build_create_vrf(const std::string& name, uint32_t table) {
+/// A link without a lower device: ifinfomsg | IFLA_IFNAME name | IFLA_LINKINFO { IFLA_INFO_KIND
+/// kind [, IFLA_INFO_DATA { IFLA_VRF_TABLE u32 }] }.
+Message standalone_link(const std::string& name, const char* kind, std::optional<uint32_t> vrf_table) {
   Message m(RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL);
   put_ifinfo(m, AF_UNSPEC, 0);
   m.put_str(IFLA_IFNAME, name);
   {
     Message::Nest linkinfo(m, IFLA_LINKINFO);
-    m.put_str(IFLA_INFO_KIND, "vrf");
-    Message::Nest data(m, IFLA_INFO_DATA);
-    m.put_u32(IFLA_VRF_TABLE, table);
+    m.put_str(IFLA_INFO_KIND, kind);
+    if (vrf_table) {
+      Message::Nest data(m, IFLA_INFO_DATA);
+      m.put_u32(IFLA_VRF_TABLE, *vrf_table);
+    }
   }
   return m;
 }
+
+}  // namespace
+
+Status create_dummy(netlink::Socket& nl, const std::string& name) {
+  std::string what = "create dummy " + name;
+  PLUMB_TRY(check_name(name, "dummy name", what));
+  Message m = standalone_link(name, "dummy", std::nullopt);
+  return classify_create(nl.request(m, what));
+}
+
+Message build_create_vrf(const std::string& name, uint32_t table) { return standalone_link(name, "vrf", table); }
 
 Status create_vrf(netlink::Socket& nl, const std::string& name, uint32_t table) {
   std::string what = "create vrf " + name + " (table " + std::to_string(table) + ")";

@@ -12,15 +12,7 @@
 #include "tests/support/netns_view.hpp"
 #include "tests/support/pod_fixture.hpp"
 
-using plumb::test::global_addr;
-using plumb::test::ip_json;
-using plumb::test::link_detail;
-using plumb::test::link_names;
-using plumb::test::Node;
-using plumb::test::pings;
-using plumb::test::PodFixture;
-using plumb::test::Proc;
-using plumb::test::sh;
+using namespace plumb::test;
 
 namespace {
 
@@ -75,7 +67,6 @@ std::vector<std::string> port_vlans(const std::string& dev) {
   return out;
 }
 
-bool no_state(const PodFixture& fx) { return PodFixture::files_under(fx.state() + "/containers").empty(); }
 
 std::string nft_bridge_table() { return sh("nft list table bridge plumb 2>&1").out; }
 
@@ -88,7 +79,7 @@ TEST_CASE("bridge config: vlan, vlanTrunk, hairpin with promisc and IPAM with di
     Proc p = add_pod(fx, node, "p", keys, address);
     CHECK(p.exit_code != 0);
     CHECK(p.out.find(needle) != std::string::npos);
-    CHECK(no_state(fx));
+    CHECK(no_records(fx));
     node.del_netns("p");
   };
   expect(R"("vlan": 4095)", "", "p-net.vlan 4095 must be 0..4094");
@@ -105,7 +96,7 @@ TEST_CASE("bridge vlan on this machine's kernel: without bridge VLAN filtering t
   Node node;
   PodFixture fx(node);
   Proc p = add_pod(fx, node, "pod-a", R"("vlan": 100)", "198.51.100.10/24");
-  if (plumb::test::kernel_can_create("type bridge vlan_filtering 1")) {
+  if (kernel_can_create("type bridge vlan_filtering 1")) {
     MESSAGE("this kernel has bridge VLAN filtering: the case checks the working ADD instead of the missing-feature error");
     REQUIRE(p.exit_code == 0);
     CHECK(port_vlans(host_end("pod-a")) == std::vector<std::string>{"100PU"});
@@ -115,7 +106,7 @@ TEST_CASE("bridge vlan on this machine's kernel: without bridge VLAN filtering t
     CHECK(p.out.find("bridge brt: vlan 100 needs bridge VLAN filtering, which this kernel does not support") != std::string::npos);
     CHECK(link_names("pod-a") == std::set<std::string>{"lo"});
     CHECK(link_names("").count("brt") == 0);
-    CHECK(no_state(fx));
+    CHECK(no_records(fx));
   }
 }
 
@@ -131,7 +122,7 @@ TEST_CASE("bridge portIsolation: isolated pods cannot reach each other, both rea
   CHECK(pings("iso-a", "198.51.100.13", "net1"));
   CHECK(pings("iso-b", "198.51.100.13", "net1"));
   for (const char* pod : {"iso-a", "iso-b", "open"}) CHECK(del_pod(fx, pod).exit_code == 0);
-  CHECK(no_state(fx));
+  CHECK(no_records(fx));
 }
 
 TEST_CASE("bridge macspoofchk: only frames with the pod's MAC leave its port, checked in plumb's bridge table; DEL removes its elements") {
@@ -162,7 +153,7 @@ TEST_CASE("bridge macspoofchk: only frames with the pod's MAC leave its port, ch
   CHECK(nft_bridge_table().find("02:00:00:00:5c:01") == std::string::npos);
   CHECK(nft_bridge_table().find(port) == std::string::npos);
   CHECK(del_pod(fx, "plain").exit_code == 0);
-  CHECK(no_state(fx));
+  CHECK(no_records(fx));
 }
 
 TEST_CASE("bridge disableContainerInterface: the pod end exists and stays down, the host end is a port; CHECK passes; DEL") {
@@ -182,7 +173,7 @@ TEST_CASE("bridge disableContainerInterface: the pod end exists and stays down, 
   CHECK(link_detail("l2up", "net1")["operstate"].GetString() != std::string("DOWN"));
   CHECK(del_pod(fx, "l2").exit_code == 0);
   CHECK(del_pod(fx, "l2up").exit_code == 0);
-  CHECK(no_state(fx));
+  CHECK(no_records(fx));
 }
 
 FULL_KERNEL_CASE("bridge vlan: VLAN 100 pods reach each other and not VLAN 200 or the default VLAN; trunk and preserveDefaultVlan ports") {
@@ -220,7 +211,7 @@ FULL_KERNEL_CASE("bridge vlan: VLAN 100 pods reach each other and not VLAN 200 o
   CHECK(broken.exit_code != 0);
   CHECK(broken.out.find("lacks VLAN 100") != std::string::npos);
   for (const char* pod : {"v100a", "v100b", "v200", "untagged", "trunk", "keep1"}) CHECK(del_pod(fx, pod).exit_code == 0);
-  CHECK(no_state(fx));
+  CHECK(no_records(fx));
 }
 
 FULL_KERNEL_CASE("bridge vlan with isGateway: the gateway address is on <bridge>.<vlan>, a VLAN port of the bridge; pods reach it") {
@@ -236,7 +227,7 @@ FULL_KERNEL_CASE("bridge vlan with isGateway: the gateway address is on <bridge>
   Proc check = fx.run("CHECK", "ctr-gwa", "/run/netns/gwa", "default", "gwa", fx.config());
   INFO(check.out, check.err);
   CHECK(check.exit_code == 0);
-  CHECK(plumb::test::read_file(fx.state() + "/containers/ctr-gwa/1-net1.json").find("\"brt.100\"") != std::string::npos);
+  CHECK(read_file(fx.state() + "/containers/ctr-gwa/1-net1.json").find("\"brt.100\"") != std::string::npos);
   // brt.100's peer is a port of brt with VLAN 100 as PVID.
   const std::string peer_name = link_detail("", "brt.100")["link"].GetString();
   CHECK(std::string(link_detail("", peer_name)["master"].GetString()) == "brt");
@@ -246,5 +237,5 @@ FULL_KERNEL_CASE("bridge vlan with isGateway: the gateway address is on <bridge>
   CHECK(del_pod(fx, "gwa").exit_code == 0);
   CHECK(del_pod(fx, "gwb").exit_code == 0);
   CHECK(link_names("").count("brt.100") == 1);  // shared by the VLAN's pods, as the reference leaves it
-  CHECK(no_state(fx));
+  CHECK(no_records(fx));
 }

@@ -7,13 +7,7 @@
 #include "tests/support/netns_view.hpp"
 #include "tests/support/pod_fixture.hpp"
 
-using plumb::test::global_addr;
-using plumb::test::link_detail;
-using plumb::test::link_names;
-using plumb::test::Node;
-using plumb::test::pings;
-using plumb::test::PodFixture;
-using plumb::test::Proc;
+using namespace plumb::test;
 
 namespace {
 
@@ -24,7 +18,6 @@ std::string dummy_nad(const PodFixture& fx) {
             "routes": [{"dst": "192.0.2.0/24"}]}})";
 }
 
-bool no_state(const PodFixture& fx) { return PodFixture::files_under(fx.state() + "/containers").empty(); }
 
 }  // namespace
 
@@ -40,19 +33,8 @@ TEST_CASE("dummy: a config without ipam is refused as the reference does; on a k
   CHECK(p.out.find("dm: dummy interface requires an IPAM configuration") != std::string::npos);
 
   fx.add_nad("default", "dm", dummy_nad(fx));
-  Proc a = fx.run("ADD", "ctr-a", pod, "default", "pod-a", fx.config());
-  INFO(a.out, a.err);
-  if (plumb::test::kernel_can_create("type dummy")) {
-    MESSAGE("this kernel has dummy devices: the case checks the working ADD instead of the missing-feature error");
-    REQUIRE(a.exit_code == 0);
-    CHECK(link_names("pod-a").count("dm0") == 1);
-  } else {
-    CHECK(a.exit_code != 0);
-    CHECK(a.out.find("\"code\":104") != std::string::npos);
-    CHECK(a.out.find("no dummy devices (CONFIG_DUMMY") != std::string::npos);
-    CHECK(link_names("pod-a") == std::set<std::string>{"lo"});
-    CHECK(no_state(fx));
-  }
+  check_feature_or_error(fx.run("ADD", "ctr-a", pod, "default", "pod-a", fx.config()), "type dummy", "no dummy devices (CONFIG_DUMMY",
+                         "pod-a", "dm0", fx);
 }
 
 FULL_KERNEL_CASE("dummy: the pod gets a dummy device with the IPAM's addresses and routes; CHECK passes and fails once it is gone; DEL") {
@@ -70,7 +52,7 @@ FULL_KERNEL_CASE("dummy: the pod gets a dummy device with the IPAM's addresses a
   const std::string v4 = global_addr("pod-a", "dm0");
   CHECK(v4.rfind("198.51.100.", 0) == 0);
   CHECK(global_addr("pod-a", "dm0", "inet6").rfind("2001:db8:7:", 0) == 0);
-  auto routes = plumb::test::ip_json("-n pod-a route show 192.0.2.0/24");
+  auto routes = ip_json("-n pod-a route show 192.0.2.0/24");
   REQUIRE(routes.Size() == 1);
   CHECK(std::string(routes[0]["dev"].GetString()) == "dm0");
   CHECK(pings("pod-a", v4));
@@ -79,12 +61,12 @@ FULL_KERNEL_CASE("dummy: the pod gets a dummy device with the IPAM's addresses a
   Proc check = fx.run("CHECK", "ctr-a", pod, "default", "pod-a", check_conf);
   INFO(check.out, check.err);
   CHECK(check.exit_code == 0);
-  REQUIRE(plumb::test::sh("ip -n pod-a link del dm0").exit_code == 0);
+  REQUIRE(sh("ip -n pod-a link del dm0").exit_code == 0);
   Proc broken = fx.run("CHECK", "ctr-a", pod, "default", "pod-a", check_conf);
   CHECK(broken.exit_code != 0);
   CHECK(broken.out.find("dm0") != std::string::npos);
 
   CHECK(fx.run("DEL", "ctr-a", pod, "default", "pod-a", fx.config()).exit_code == 0);
   CHECK(link_names("pod-a") == std::set<std::string>{"lo"});
-  CHECK(no_state(fx));
+  CHECK(no_records(fx));
 }

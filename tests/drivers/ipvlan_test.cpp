@@ -10,14 +10,7 @@
 #include "tests/support/netns_view.hpp"
 #include "tests/support/pod_fixture.hpp"
 
-using plumb::test::global_addr;
-using plumb::test::link_detail;
-using plumb::test::link_names;
-using plumb::test::Node;
-using plumb::test::pings;
-using plumb::test::PodFixture;
-using plumb::test::Proc;
-using plumb::test::sh;
+using namespace plumb::test;
 
 namespace {
 
@@ -41,7 +34,6 @@ Proc add(const PodFixture& fx, Node& node, const std::string& pod) {
   return p;
 }
 
-bool no_state(const PodFixture& fx) { return PodFixture::files_under(fx.state() + "/containers").empty(); }
 
 }  // namespace
 
@@ -55,7 +47,7 @@ TEST_CASE("ipvlan config: bad mode, master and mtu are named; no addresses at al
     INFO(p.out, p.err);
     CHECK(p.exit_code != 0);
     CHECK(p.out.find(needle) != std::string::npos);
-    CHECK(no_state(fx));
+    CHECK(no_records(fx));
     node.del_netns("p");
   };
   expect(ipvlan_nad(R"("master": "eth0", "mode": "l4",)", fx), R"(unknown ipvlan mode \"l4\")");
@@ -70,18 +62,7 @@ TEST_CASE("ipvlan on this machine's kernel: without ipvlan support the ADD fails
   add_master_with_peer(node, "ipvm0", "peer", "198.51.100.200/24");
   fx.add_nad("default", "ipv", ipvlan_nad(R"("master": "ipvm0",)", fx));
   fx.add_pod("default", "pod-a", R"([{"name": "ipv", "interface": "ipv0"}])");
-  Proc a = add(fx, node, "pod-a");
-  if (plumb::test::kernel_can_create("link prbm0 type ipvlan mode l2")) {
-    MESSAGE("this kernel has ipvlan: the case checks the working ADD instead of the missing-feature error");
-    REQUIRE(a.exit_code == 0);
-    CHECK(link_names("pod-a").count("ipv0") == 1);
-  } else {
-    CHECK(a.exit_code != 0);
-    CHECK(a.out.find("\"code\":104") != std::string::npos);
-    CHECK(a.out.find("no ipvlan support (CONFIG_IPVLAN") != std::string::npos);
-    CHECK(link_names("pod-a") == std::set<std::string>{"lo"});
-    CHECK(no_state(fx));
-  }
+  check_feature_or_error(add(fx, node, "pod-a"), "link prbm0 type ipvlan mode l2", "no ipvlan support (CONFIG_IPVLAN", "pod-a", "ipv0", fx);
 }
 
 FULL_KERNEL_CASE("ipvlan l2: two pods and a namespace behind the master reach each other; CHECK passes; DEL removes everything") {
@@ -117,7 +98,7 @@ FULL_KERNEL_CASE("ipvlan l2: two pods and a namespace behind the master reach ea
     CHECK(link_names(pod) == std::set<std::string>{"lo"});
   }
   CHECK(link_names("").count("ipvm0") == 1);
-  CHECK(no_state(fx));
+  CHECK(no_records(fx));
 }
 
 FULL_KERNEL_CASE("ipvlan l3 and l3s: the mode is set as asked and pods on one master reach each other") {

@@ -7,13 +7,7 @@
 #include "tests/support/netns_view.hpp"
 #include "tests/support/pod_fixture.hpp"
 
-using plumb::test::link_detail;
-using plumb::test::link_names;
-using plumb::test::Node;
-using plumb::test::pings;
-using plumb::test::PodFixture;
-using plumb::test::Proc;
-using plumb::test::sh;
+using namespace plumb::test;
 
 namespace {
 
@@ -42,7 +36,6 @@ Proc add(const PodFixture& fx, Node& node, const std::string& pod) {
   return p;
 }
 
-bool no_state(const PodFixture& fx) { return PodFixture::files_under(fx.state() + "/containers").empty(); }
 
 }  // namespace
 
@@ -57,14 +50,14 @@ TEST_CASE("vlan config: master and ipam are required, vlanId and mtu are checked
     INFO(p.out, p.err);
     CHECK(p.exit_code != 0);
     CHECK(p.out.find(needle) != std::string::npos);
-    CHECK(no_state(fx));
+    CHECK(no_records(fx));
     CHECK(link_names("p") == std::set<std::string>{"lo"});
     node.del_netns("p");
   };
   expect(vlan_nad(R"("vlanId": 100,)", fx, "198.51.100.0/24"), "vl.master is required");
   expect(vlan_nad(R"("master": "trunk0", "vlanId": 4095,)", fx, "198.51.100.0/24"), "vl.vlanId 4095 is not a valid VLAN ID");
   expect(R"({"cniVersion": "1.0.0", "type": "vlan", "master": "trunk0", "vlanId": 100})", "needs an \\\"ipam\\\"");
-  expect(vlan_nad(R"("master": "trunk0", "vlanId": 100, "mtu": 9000,)", fx, "198.51.100.0/24"), "at most the MTU 1500 of master trunk0");
+  expect(vlan_nad(R"("master": "trunk0", "vlanId": 100, "mtu": 9000,)", fx, "198.51.100.0/24"), "vl.mtu 9000 is above the MTU 1500 of master trunk0");
   expect(vlan_nad(R"("master": "nosuch0", "vlanId": 100,)", fx, "198.51.100.0/24"), R"(vl.master \"nosuch0\" not found)");
 }
 
@@ -74,18 +67,7 @@ TEST_CASE("vlan on this machine's kernel: without 802.1Q support the ADD fails n
   add_trunk(node, false);
   fx.add_nad("default", "vl", vlan_nad(R"("master": "trunk0", "vlanId": 100,)", fx, "198.51.100.0/24"));
   fx.add_pod("default", "pod-a", R"([{"name": "vl", "interface": "vl0"}])");
-  Proc a = add(fx, node, "pod-a");
-  if (plumb::test::kernel_can_create("link prbm0 type vlan id 7")) {
-    MESSAGE("this kernel has 802.1Q: the case checks the working ADD instead of the missing-feature error");
-    REQUIRE(a.exit_code == 0);
-    CHECK(link_names("pod-a").count("vl0") == 1);
-  } else {
-    CHECK(a.exit_code != 0);
-    CHECK(a.out.find("\"code\":104") != std::string::npos);
-    CHECK(a.out.find("no 802.1Q VLAN support (CONFIG_VLAN_8021Q") != std::string::npos);
-    CHECK(link_names("pod-a") == std::set<std::string>{"lo"});
-    CHECK(no_state(fx));
-  }
+  check_feature_or_error(add(fx, node, "pod-a"), "link prbm0 type vlan id 7", "no 802.1Q VLAN support (CONFIG_VLAN_8021Q", "pod-a", "vl0", fx);
 }
 
 FULL_KERNEL_CASE("vlan: pods on VLANs 100 and 200 of one trunk reach their VLAN on the switch, a pod on VLAN 300 does not; CHECK; DEL") {
@@ -121,7 +103,7 @@ FULL_KERNEL_CASE("vlan: pods on VLANs 100 and 200 of one trunk reach their VLAN 
     CHECK(link_names(pod) == std::set<std::string>{"lo"});
   }
   CHECK(link_names("").count("trunk0") == 1);
-  CHECK(no_state(fx));
+  CHECK(no_records(fx));
 }
 
 FULL_KERNEL_CASE("vlan: linkInContainer creates the VLAN on a master of the pod's own namespace") {

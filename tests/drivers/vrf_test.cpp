@@ -9,14 +9,7 @@
 #include "tests/support/netns_view.hpp"
 #include "tests/support/pod_fixture.hpp"
 
-using plumb::test::ip_json;
-using plumb::test::link_detail;
-using plumb::test::link_names;
-using plumb::test::Node;
-using plumb::test::pings;
-using plumb::test::PodFixture;
-using plumb::test::Proc;
-using plumb::test::sh;
+using namespace plumb::test;
 
 namespace {
 
@@ -31,7 +24,6 @@ std::string vrf_nad(const PodFixture& fx, const std::string& bridge, const std::
     {"type": "vrf", )" + vrf_keys + "}]}";
 }
 
-bool no_state(const PodFixture& fx) { return PodFixture::files_under(fx.state() + "/containers").empty(); }
 
 }  // namespace
 
@@ -49,18 +41,7 @@ TEST_CASE("vrf config: vrfname is required and must be an interface name; a kern
   CHECK(run(R"("table": 10)").out.find("red.vrfname is required") != std::string::npos);
   CHECK(run(R"("vrfname": "a/b")").out.find(R"(red.vrfname \"a/b\")") != std::string::npos);
   CHECK(run(R"("vrfname": "red", "table": -1)").exit_code != 0);
-  Proc p = run(R"("vrfname": "red")");
-  if (plumb::test::kernel_can_create("type vrf table 10")) {
-    MESSAGE("this kernel has VRF: the case checks the working ADD instead of the missing-feature error");
-    REQUIRE(p.exit_code == 0);
-    CHECK(link_detail("pod-a", "net1")["master"].GetString() == std::string("red"));
-  } else {
-    CHECK(p.exit_code != 0);
-    CHECK(p.out.find("\"code\":104") != std::string::npos);
-    CHECK(p.out.find("no VRF support (CONFIG_NET_VRF") != std::string::npos);
-    CHECK(link_names("pod-a") == std::set<std::string>{"lo"});  // the bridge plugin's veth rolled back too
-    CHECK(no_state(fx));
-  }
+  check_feature_or_error(run(R"("vrfname": "red")"), "type vrf table 10", "no VRF support (CONFIG_NET_VRF", "pod-a", "net1", fx);
 }
 
 FULL_KERNEL_CASE("vrf: the interface is enslaved, its routes live in the VRF's table, traffic flows only through the VRF; DEL") {
@@ -83,7 +64,7 @@ FULL_KERNEL_CASE("vrf: the interface is enslaved, its routes live in the VRF's t
   CHECK(ip_json("-n pod-a route show table 1001 192.0.2.0/24").Size() == 1);
   CHECK(ip_json("-n pod-a route show table main 192.0.2.0/24").Size() == 0);
   // The second attachment's IPv6 address survived the change of master (put back as the reference).
-  CHECK(plumb::test::global_addr("pod-a", "net2", "inet6").rfind("2001:db8:8::", 0) == 0);
+  CHECK(global_addr("pod-a", "net2", "inet6").rfind("2001:db8:8::", 0) == 0);
   // Traffic to the gateways goes through the VRF: bound to it, it leaves by net1; unbound, the
   // main table knows only the default network (eth0).
   CHECK(pings("pod-a", "198.51.100.1", "red"));
@@ -96,7 +77,7 @@ FULL_KERNEL_CASE("vrf: the interface is enslaved, its routes live in the VRF's t
   CHECK(check.exit_code == 0);
   CHECK(fx.run("DEL", "ctr-a", pod, "default", "pod-a", fx.config()).exit_code == 0);
   CHECK(link_names("pod-a") == std::set<std::string>{"lo"});  // both interfaces and the VRF gone
-  CHECK(no_state(fx));
+  CHECK(no_records(fx));
 }
 
 FULL_KERNEL_CASE("vrf: an existing VRF with another table, or an interface that already has a master, fails the ADD and rolls back") {
@@ -111,5 +92,5 @@ FULL_KERNEL_CASE("vrf: an existing VRF with another table, or an interface that 
   CHECK(a.exit_code != 0);
   CHECK(a.out.find("VRF red already exists with a different routing table 5") != std::string::npos);
   CHECK(link_names("pod-a") == std::set<std::string>{"lo", "red"});  // the foreign VRF stays, nothing else
-  CHECK(no_state(fx));
+  CHECK(no_records(fx));
 }

@@ -10,9 +10,11 @@
 /// A doctest case in the "full-kernel" suite (tests/CMakeLists.txt finds files using it).
 #define FULL_KERNEL_CASE(name) TEST_CASE(name * doctest::test_suite("full-kernel"))
 
+#include <set>
 #include <string>
 
-#include "tests/support/private_node.hpp"
+#include "tests/support/netns_view.hpp"
+#include "tests/support/pod_fixture.hpp"
 
 namespace plumb::test {
 
@@ -25,6 +27,26 @@ inline bool kernel_can_create(const std::string& args) {
   const bool ok = sh("ip link add prb0 " + args).exit_code == 0;
   sh("ip link del prb0; ip link del prbm0");
   return ok;
+}
+
+/// The host case of a feature this machine's kernel may lack: `add` is the ADD of pod `pod` whose
+/// attachment `ifname` needs it. On a kernel that creates `ip link add prb0 <probe_args>` the ADD
+/// must have worked (the interface is there); otherwise it must have failed with code 104 naming
+/// `feature` and left nothing behind (only lo in the pod, no attachment record).
+inline void check_feature_or_error(const Proc& add, const std::string& probe_args, const std::string& feature,
+                                   const std::string& pod, const std::string& ifname, const PodFixture& fx) {
+  INFO(add.out, add.err);
+  if (kernel_can_create(probe_args)) {
+    MESSAGE("this kernel has ", probe_args, ": the case checks the working ADD instead of the missing-feature error");
+    REQUIRE(add.exit_code == 0);
+    CHECK(link_names(pod).count(ifname) == 1);
+    return;
+  }
+  CHECK(add.exit_code != 0);
+  CHECK(add.out.find("\"code\":104") != std::string::npos);
+  CHECK(add.out.find(feature) != std::string::npos);
+  CHECK(link_names(pod) == std::set<std::string>{"lo"});
+  CHECK(no_records(fx));
 }
 
 }  // namespace plumb::test

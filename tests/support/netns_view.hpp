@@ -7,6 +7,7 @@
 
 #include <doctest/doctest.h>
 
+#include "tests/support/pod_fixture.hpp"
 #include "tests/support/private_node.hpp"
 
 namespace plumb::test {
@@ -52,5 +53,8 @@ inline bool pings(const std::string& ns, const std::string& dst, const std::stri
   if (p.exit_code != 0) MESSAGE("ping ", dst, " from ", ns, ": ", p.out, p.err);
   return p.exit_code == 0;
 }
+
+/// True when plumb left no attachment record under the fixture's state directory.
+inline bool no_records(const PodFixture& fx) { return PodFixture::files_under(fx.state() + "/containers").empty(); }
 
 }  // namespace plumb::test
