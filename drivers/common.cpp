@@ -101,6 +101,13 @@ Status configure_pod_interface(netlink::Socket& pod, int index, const cni::CniRe
   return {};
 }
 
+Status finish_pod_interface(Context& ctx, const link::LinkInfo& pod_link, cni::CniResult& r) {
+  r.interfaces.clear();
+  r.interfaces.push_back({ctx.ifname, pod_link.mac() ? pod_link.mac()->str() : "", pod_link.mtu_bytes, ctx.netns_path, {}, {}});
+  for (auto& ip : r.ips) ip.interface = 0;
+  return configure_pod_interface(*ctx.pod, pod_link.index, r, /*dad=*/true);
+}
+
 Result<std::optional<Mac>> requested_mac(const json::Value& conf, const ParseInput& in) {
   const std::string& where = in.network;
   std::optional<std::string> mac = PLUMB_TRY(json::get_string(conf, "mac", where));

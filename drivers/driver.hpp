@@ -139,6 +139,11 @@ struct ParsedPlugin {
 /// pod interface `index` through ctx.pod. The reference plugins' ipam.ConfigureIface.
 [[nodiscard]] Status configure_pod_interface(netlink::Socket& pod, int index, const cni::CniResult& r, bool dad);
 
+/// Makes `r` the result of a driver whose only interface is the pod's `pod_link` (ctx.ifname in
+/// ctx.netns_path): interfaces = [it], every IP on interface 0; then configure_pod_interface
+/// (addresses, up, routes; IPv6 with DAD). Errors: configure_pod_interface's.
+[[nodiscard]] Status finish_pod_interface(Context& ctx, const link::LinkInfo& pod_link, cni::CniResult& r);
+
 /// The MAC the pod interface must get, from (lowest to highest priority) the config's "mac",
 /// CNI_ARGS MAC=, args.cni.mac and runtimeConfig.mac (the "mac" capability), as the reference
 /// plugins resolve it. nullopt when none is given. Errors: kInvalidConfig naming the value.
@@ -166,7 +171,8 @@ struct ParsedPlugin {
 [[nodiscard]] Result<link::LinkInfo> check_pod_interface(Context& ctx, const cni::CniResult& prev, std::string_view kind);
 /// Every address of prev.ips is on the pod interface `index`. Errors: kKernel naming the address.
 [[nodiscard]] Status check_pod_addresses(Context& ctx, int index, const cni::CniResult& prev);
-/// Every route of prev.routes is in the pod namespace. Errors: kKernel naming the route.
+/// Every route of prev.routes is in the pod namespace (in any routing table: a chained vrf moves
+/// them to its own). Errors: kKernel naming the route.
 [[nodiscard]] Status check_pod_routes(Context& ctx, const cni::CniResult& prev);
 
 // --- implementation of make_driver ---------------------------------------------------------------

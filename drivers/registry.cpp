@@ -18,6 +18,10 @@ const Driver* const kDrivers[] = {
     &kTap,
     &kSbr,
     &kFirewall,
+    &kIpvlan,
+    &kVlan,
+    &kDummy,
+    &kVrf,
 };
 }  // namespace
 

@@ -18,4 +18,8 @@ extern const Driver kPtp;
 extern const Driver kTap;
 extern const Driver kSbr;
 extern const Driver kFirewall;
+extern const Driver kIpvlan;
+extern const Driver kVlan;
+extern const Driver kDummy;
+extern const Driver kVrf;
 }  // namespace plumb::drivers

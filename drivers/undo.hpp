@@ -179,6 +179,23 @@ struct FirewallRemove {
   }
 };
 
+/// vrf: take pod interface `ifname` out of VRF `vrf` (when still in it), then delete the VRF once
+/// nothing is enslaved to it.
+struct VrfRelease {
+  static constexpr std::string_view kName = "vrf.release";
+  std::string vrf;
+  std::string ifname;
+  template <class V> void fields(V& v) { v("vrf", vrf); v("ifname", ifname); }
+};
+
+/// bridge macspoofchk: the port . MAC elements out of plumb's bridge table.
+struct MacspoofDel {
+  static constexpr std::string_view kName = "bridge.macspoof_del";
+  std::string port;  ///< host end of the pod's veth
+  std::string mac;   ///< the pod's MAC
+  template <class V> void fields(V& v) { v("port", port); v("mac", mac); }
+};
+
 /// The fields every VF operation carries: which driver and whose VF. The operation runs only
 /// while the VF's allocation record names this container and interface (a VF reclaimed by
 /// another pod is left alone).
@@ -226,7 +243,8 @@ struct RdmaReturn : VfOwner {
 };
 
 using Op = std::variant<LinkDel, BridgeDelIfUnused, IpamRelease, MasqDel, DevinfoRemove, TuningRestore, HostDeviceRestore,
-                        PortmapRemove, BandwidthRemove, VfRelease, VfRestore, VfReturnNetdev, RdmaReturn, SbrRestore, FirewallRemove>;
+                        PortmapRemove, BandwidthRemove, VfRelease, VfRestore, VfReturnNetdev, RdmaReturn, SbrRestore,
+                        FirewallRemove, VrfRelease, MacspoofDel>;
 
 /// The operation's JSON name: kName, or "<driver>.<verb>" for VF operations.
 [[nodiscard]] std::string name_of(const Op& op);
@@ -268,5 +286,7 @@ using Op = std::variant<LinkDel, BridgeDelIfUnused, IpamRelease, MasqDel, Devinf
 [[nodiscard]] Status run_op(Context& ctx, const RdmaReturn& op);         // vf_attach.cpp
 [[nodiscard]] Status run_op(Context& ctx, const SbrRestore& op);         // sbr.cpp
 [[nodiscard]] Status run_op(Context& ctx, const FirewallRemove& op);     // firewall.cpp
+[[nodiscard]] Status run_op(Context& ctx, const VrfRelease& op);         // vrf.cpp
+[[nodiscard]] Status run_op(Context& ctx, const MacspoofDel& op);        // bridge.cpp
 
 }  // namespace plumb::drivers::undo

@@ -26,9 +26,27 @@ const std::vector<AttrPolicy> kLinkInfoPolicy = {
     {IFLA_INFO_KIND, MNL_TYPE_NUL_STRING},
     {IFLA_INFO_DATA, MNL_TYPE_NESTED},
 };
-const std::vector<AttrPolicy> kMacvlanDataPolicy = {
-    {IFLA_MACVLAN_BC_QUEUE_LEN, MNL_TYPE_U32},
-};
+
+/// The kind-specific IFLA_INFO_DATA attributes LinkInfo reports.
+Status parse_info_data(const nlattr* data, LinkInfo& li) {
+  if (li.kind == "ipvlan") {
+    auto tb = PLUMB_TRY(netlink::parse_nested(data, IFLA_IPVLAN_MAX, {{IFLA_IPVLAN_MODE, MNL_TYPE_U16}}));
+    if (tb[IFLA_IPVLAN_MODE]) li.ipvlan_mode = mnl_attr_get_u16(tb[IFLA_IPVLAN_MODE]);
+  } else if (li.kind == "vlan") {
+    auto tb = PLUMB_TRY(netlink::parse_nested(data, IFLA_VLAN_MAX, {{IFLA_VLAN_ID, MNL_TYPE_U16}}));
+    if (tb[IFLA_VLAN_ID]) li.vlan_id = mnl_attr_get_u16(tb[IFLA_VLAN_ID]);
+  } else if (li.kind == "vrf") {
+    auto tb = PLUMB_TRY(netlink::parse_nested(data, IFLA_VRF_MAX, {{IFLA_VRF_TABLE, MNL_TYPE_U32}}));
+    if (tb[IFLA_VRF_TABLE]) li.vrf_table = mnl_attr_get_u32(tb[IFLA_VRF_TABLE]);
+  } else if (li.kind == "macvlan") {
+    auto tb = PLUMB_TRY(netlink::parse_nested(data, IFLA_MACVLAN_MAX, {{IFLA_MACVLAN_BC_QUEUE_LEN, MNL_TYPE_U32}}));
+    if (tb[IFLA_MACVLAN_BC_QUEUE_LEN]) li.macvlan_bc_queue_len = mnl_attr_get_u32(tb[IFLA_MACVLAN_BC_QUEUE_LEN]);
+  } else if (li.kind == "bridge") {
+    auto tb = PLUMB_TRY(netlink::parse_nested(data, IFLA_BR_MAX, {{IFLA_BR_VLAN_FILTERING, MNL_TYPE_U8}}));
+    if (tb[IFLA_BR_VLAN_FILTERING]) li.vlan_filtering = mnl_attr_get_u8(tb[IFLA_BR_VLAN_FILTERING]) != 0;
+  }
+  return {};
+}
 
 Result<LinkInfo> parse_link(const nlmsghdr* nlh) {
   auto tb = PLUMB_TRY(netlink::parse_attrs(nlh, sizeof(ifinfomsg), IFLA_MAX, kLinkPolicy));
@@ -49,10 +67,7 @@ Result<LinkInfo> parse_link(const nlmsghdr* nlh) {
   if (tb[IFLA_LINKINFO]) {
     auto info = PLUMB_TRY(netlink::parse_nested(tb[IFLA_LINKINFO], IFLA_INFO_MAX, kLinkInfoPolicy));
     if (info[IFLA_INFO_KIND]) li.kind = mnl_attr_get_str(info[IFLA_INFO_KIND]);
-    if (li.kind == "macvlan" && info[IFLA_INFO_DATA]) {
-      auto data = PLUMB_TRY(netlink::parse_nested(info[IFLA_INFO_DATA], IFLA_MACVLAN_MAX, kMacvlanDataPolicy));
-      if (data[IFLA_MACVLAN_BC_QUEUE_LEN]) li.macvlan_bc_queue_len = mnl_attr_get_u32(data[IFLA_MACVLAN_BC_QUEUE_LEN]);
-    }
+    if (info[IFLA_INFO_DATA]) PLUMB_TRY(parse_info_data(info[IFLA_INFO_DATA], li));
   }
   return li;
 }
@@ -244,6 +259,93 @@ Status create_macvlan(netlink::Socket& nl, const MacvlanSpec& spec) {
     return std::unexpected(Error{cni_code::kInvalidConfig, EINVAL, what + ": no master interface", {}});
   }
   Message m = build_create_macvlan(spec);
+  return classify_create(nl.request(m, what));
+}
+
+namespace {
+
+/// A stacked link whose kind takes one u16 attribute: ifinfomsg, name, lower device, MTU, target
+/// namespace, IFLA_LINKINFO { IFLA_INFO_KIND kind, IFLA_INFO_DATA { attr u16 value } }.
+Message stacked_link(const std::string& name, int master_index, uint32_t mtu_bytes, int netns_fd, const char* kind,
+                     uint16_t attr, uint16_t value) {
+  Message m(RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL);
+  put_ifinfo(m, AF_UNSPEC, 0);
+  m.put_str(IFLA_IFNAME, name);
+  m.put_u32(IFLA_LINK, static_cast<uint32_t>(master_index));
+  if (mtu_bytes != 0) m.put_u32(IFLA_MTU, mtu_bytes);
+  if (netns_fd >= 0) m.put_u32(IFLA_NET_NS_FD, static_cast<uint32_t>(netns_fd));
+  {
+    Message::Nest linkinfo(m, IFLA_LINKINFO);
+    m.put_str(IFLA_INFO_KIND, kind);
+    Message::Nest data(m, IFLA_INFO_DATA);
+    m.put_u16(attr, value);
+  }
+  return m;
+}
+
+Status create_stacked(netlink::Socket& nl, const std::string& kind, const std::string& name, int master_index, int netns_fd,
+                      Message& m) {
+  std::string what = "create " + kind + " " + name + " on master index " + std::to_string(master_index);
+  if (netns_fd >= 0) what += " (in netns fd " + std::to_string(netns_fd) + ")";
+  PLUMB_TRY(check_name(name, (kind + " name").c_str(), what));
+  if (master_index <= 0) return std::unexpected(Error{cni_code::kInvalidConfig, EINVAL, what + ": no master interface", {}});
+  return classify_create(nl.request(m, what));
+}
+
+}  // namespace
+
+Message build_create_ipvlan(const IpvlanSpec& spec) {
+  return stacked_link(spec.name, spec.master_index, spec.mtu_bytes, spec.netns_fd, "ipvlan", IFLA_IPVLAN_MODE, spec.mode);
+}
+
+Status create_ipvlan(netlink::Socket& nl, const IpvlanSpec& spec) {
+  Message m = build_create_ipvlan(spec);
+  return create_stacked(nl, "ipvlan", spec.name, spec.master_index, spec.netns_fd, m);
+}
+
+Message build_create_vlan(const VlanSpec& spec) {
+  return stacked_link(spec.name, spec.master_index, spec.mtu_bytes, spec.netns_fd, "vlan", IFLA_VLAN_ID, spec.vlan_id);
+}
+
+Status create_vlan(netlink::Socket& nl, const VlanSpec& spec) {
+  Message m = build_create_vlan(spec);
+  return create_stacked(nl, "vlan", spec.name, spec.master_index, spec.netns_fd, m);
+}
+
+namespace {
+
+/// A link without a lower device: ifinfomsg | IFLA_IFNAME name | IFLA_LINKINFO { IFLA_INFO_KIND
+/// kind [, IFLA_INFO_DATA { IFLA_VRF_TABLE u32 }] }.
+Message standalone_link(const std::string& name, const char* kind, std::optional<uint32_t> vrf_table) {
+  Message m(RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL);
+  put_ifinfo(m, AF_UNSPEC, 0);
+  m.put_str(IFLA_IFNAME, name);
+  {
+    Message::Nest linkinfo(m, IFLA_LINKINFO);
+    m.put_str(IFLA_INFO_KIND, kind);
+    if (vrf_table) {
+      Message::Nest data(m, IFLA_INFO_DATA);
+      m.put_u32(IFLA_VRF_TABLE, *vrf_table);
+    }
+  }
+  return m;
+}
+
+}  // namespace
+
+Status create_dummy(netlink::Socket& nl, const std::string& name) {
+  std::string what = "create dummy " + name;
+  PLUMB_TRY(check_name(name, "dummy name", what));
+  Message m = standalone_link(name, "dummy", std::nullopt);
+  return classify_create(nl.request(m, what));
+}
+
+Message build_create_vrf(const std::string& name, uint32_t table) { return standalone_link(name, "vrf", table); }
+
+Status create_vrf(netlink::Socket& nl, const std::string& name, uint32_t table) {
+  std::string what = "create vrf " + name + " (table " + std::to_string(table) + ")";
+  PLUMB_TRY(check_name(name, "vrf name", what));
+  Message m = build_create_vrf(name, table);
   return classify_create(nl.request(m, what));
 }
 

@@ -25,6 +25,11 @@ struct LinkInfo {
   std::optional<int32_t> link_netnsid;  // IFLA_LINK_NETNSID
   uint32_t txqlen = 0;
   std::optional<uint32_t> macvlan_bc_queue_len;  // IFLA_MACVLAN_BC_QUEUE_LEN of a macvlan (kernel >= 5.11)
+  // From IFLA_INFO_DATA, by kind (0 / nullopt for other kinds):
+  std::optional<uint16_t> ipvlan_mode;  // "ipvlan": IFLA_IPVLAN_MODE (IPVLAN_MODE_L2 0, L3 1, L3S 2)
+  uint16_t vlan_id = 0;                 // "vlan": IFLA_VLAN_ID
+  uint32_t vrf_table = 0;               // "vrf": IFLA_VRF_TABLE
+  std::optional<bool> vlan_filtering;   // "bridge": IFLA_BR_VLAN_FILTERING
   bool up() const;
   std::optional<Mac> mac() const;   // when hwaddr is 6 bytes
 };
@@ -90,6 +95,45 @@ struct MacvlanSpec {
 [[nodiscard]] Status create_macvlan(netlink::Socket& nl, const MacvlanSpec& spec);
 /// Builds the message create_macvlan sends (for golden-byte tests).
 [[nodiscard]] netlink::Message build_create_macvlan(const MacvlanSpec& spec);
+
+/// A link stacked on a lower device (`master_index`, resolved in the socket's namespace), created
+/// with NLM_F_CREATE|NLM_F_EXCL, optionally born directly in another namespace (IFLA_NET_NS_FD):
+///
+///   ifinfomsg | IFLA_IFNAME name | IFLA_LINK master_index | [IFLA_MTU] | [IFLA_NET_NS_FD netns_fd]
+///   IFLA_LINKINFO { IFLA_INFO_KIND "ipvlan", IFLA_INFO_DATA { IFLA_IPVLAN_MODE u16 mode } }
+///   IFLA_LINKINFO { IFLA_INFO_KIND "vlan",   IFLA_INFO_DATA { IFLA_VLAN_ID u16 vlan_id } }
+///
+/// ipvlan `mode`: IPVLAN_MODE_L2 0, L3 1, L3S 2 (linux/if_link.h); an ipvlan has its master's MAC.
+struct IpvlanSpec {
+  std::string name;
+  int master_index = 0;
+  uint16_t mode = 0;                // IPVLAN_MODE_L2
+  uint32_t mtu_bytes = 0;           // 0: the master's
+  int netns_fd = -1;                // -1: created in the socket's namespace
+};
+struct VlanSpec {
+  std::string name;
+  int master_index = 0;
+  uint16_t vlan_id = 0;             // 0..4094 (802.1Q VID)
+  uint32_t mtu_bytes = 0;           // 0: the master's
+  int netns_fd = -1;
+};
+/// Errors: EEXIST (kConflict) when the name is taken; EOPNOTSUPP (kKernelFeature) when the kernel
+/// has no such link kind ("Unknown device type": no ipvlan / 8021q module); EINVAL for an MTU
+/// above the master's or a mode the master cannot take.
+[[nodiscard]] Status create_ipvlan(netlink::Socket& nl, const IpvlanSpec& spec);
+[[nodiscard]] netlink::Message build_create_ipvlan(const IpvlanSpec& spec);
+[[nodiscard]] Status create_vlan(netlink::Socket& nl, const VlanSpec& spec);
+[[nodiscard]] netlink::Message build_create_vlan(const VlanSpec& spec);
+
+/// A dummy device `name` in the socket's namespace (IFLA_INFO_KIND "dummy").
+/// Errors: as create_ipvlan (EOPNOTSUPP without the dummy module).
+[[nodiscard]] Status create_dummy(netlink::Socket& nl, const std::string& name);
+
+/// A VRF device `name` bound to routing table `table` (IFLA_INFO_DATA { IFLA_VRF_TABLE u32 }).
+/// Errors: as create_ipvlan (EOPNOTSUPP without the vrf module).
+[[nodiscard]] Status create_vrf(netlink::Socket& nl, const std::string& name, uint32_t table);
+[[nodiscard]] netlink::Message build_create_vrf(const std::string& name, uint32_t table);
 
 /// Changes applied to an existing link in one RTM_NEWLINK (ifi_index set) message; unset fields
 /// are left alone.

@@ -65,19 +65,7 @@ const std::vector<AttrPolicy> kLinkVfPolicy = {
     {IFLA_VFINFO_LIST, MNL_TYPE_NESTED, 0},
 };
 
-/// Iterates the attributes nested in `nest` (mnl_attr_for_each_nested without its C casts).
-template <class F>
-Status for_each_nested(const nlattr* nest, F&& f) {
-  const auto* p = static_cast<const uint8_t*>(mnl_attr_get_payload(nest));
-  int len = static_cast<int>(mnl_attr_get_payload_len(nest));
-  const auto* a = reinterpret_cast<const nlattr*>(p);
-  while (mnl_attr_ok(a, len)) {
-    PLUMB_TRY(f(a));
-    len -= static_cast<int>(MNL_ALIGN(a->nla_len));
-    a = mnl_attr_next(a);
-  }
-  return {};
-}
+using netlink::for_each_nested;
 
 template <class T>
 T payload_as(const nlattr* a) {

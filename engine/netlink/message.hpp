@@ -93,6 +93,21 @@ using AttrTable = std::vector<const nlattr*>;
 [[nodiscard]] Result<AttrTable> parse_nested(const nlattr* nest, uint16_t max_type,
                                              const std::vector<AttrPolicy>& policy);
 
+/// Calls f(attr) for each attribute nested in `nest`, in order (mnl_attr_for_each_nested without
+/// its C casts); stops at the first error f returns.
+template <class F>
+Status for_each_nested(const nlattr* nest, F&& f) {
+  const auto* p = static_cast<const uint8_t*>(mnl_attr_get_payload(nest));
+  int len = static_cast<int>(mnl_attr_get_payload_len(nest));
+  const auto* a = reinterpret_cast<const nlattr*>(p);
+  while (mnl_attr_ok(a, len)) {
+    PLUMB_TRY(f(a));
+    len -= static_cast<int>(MNL_ALIGN(a->nla_len));
+    a = mnl_attr_next(a);
+  }
+  return {};
+}
+
 /// Reads an address attribute (IFA_ADDRESS, RTA_GATEWAY, CTA_IP_V4_SRC, ...) of `family`
 /// (AF_INET or AF_INET6): the payload must be exactly 4 or 16 bytes, in network order.
 /// Errors: EINVAL naming the attribute type and both lengths.

@@ -42,14 +42,15 @@ std::string rule_comment(nftnl_rule* rule) {
 
 // ---- Batch ---------------------------------------------------------------------------------
 
-Batch::Batch(uint32_t first_seq, size_t limit) : messages_(NFNL_SUBSYS_NFTABLES, first_seq, limit) {}
+Batch::Batch(uint32_t first_seq, size_t limit, uint16_t family)
+    : messages_(NFNL_SUBSYS_NFTABLES, first_seq, limit), family_(family) {}
 
 size_t Batch::add(uint16_t type, uint16_t flags, std::string what, std::string feature,
                   const std::function<void(nlmsghdr*)>& payload) {
   what_.push_back(std::move(what));
   feature_.push_back(std::move(feature));
   return messages_.add_raw([&](char* buf, uint32_t seq) {
-    payload(nftnl_nlmsg_build_hdr(buf, type, obj::kFamily, flags, seq));
+    payload(nftnl_nlmsg_build_hdr(buf, type, family_, flags, seq));
   });
 }
 
@@ -137,10 +138,10 @@ Result<Session> Session::open() {
   return Session(std::move(*s));
 }
 
-std::unique_ptr<Batch> Session::batch() {
+std::unique_ptr<Batch> Session::batch(uint16_t family) {
   constexpr size_t kLimit = netlink::Batch::kDefaultLimit;
   // BEGIN, at most max_messages(limit) messages, END: numbers no other request will use.
-  return std::make_unique<Batch>(socket_->reserve_seq(netlink::Batch::max_messages(kLimit) + 2), kLimit);
+  return std::make_unique<Batch>(socket_->reserve_seq(netlink::Batch::max_messages(kLimit) + 2), kLimit, family);
 }
 
 Result<Outcome> Session::send(const Batch& b) {

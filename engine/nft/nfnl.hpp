@@ -29,9 +29,11 @@ class Batch {
  public:
   /// first_seq: sequence number of BATCH_BEGIN; messages get first_seq+1, +2, ...
   /// limit: maximum batch size in bytes (every single message is far smaller).
-  explicit Batch(uint32_t first_seq, size_t limit = netlink::Batch::kDefaultLimit);
+  /// family: the nfgenmsg family of every message (NFPROTO_INET: plumb's table `inet plumb`;
+  /// NFPROTO_BRIDGE: `bridge plumb`).
+  explicit Batch(uint32_t first_seq, size_t limit = netlink::Batch::kDefaultLimit, uint16_t family = obj::kFamily);
 
-  /// Each add_* appends one NFT_MSG_* message `type` (e.g. NFT_MSG_NEWTABLE) of family inet with
+  /// Each add_* appends one NFT_MSG_* message `type` (e.g. NFT_MSG_NEWTABLE) of the batch's family with
   /// NLM_F_REQUEST|NLM_F_ACK|flags and returns its index.
   ///   what     names the operation in errors ("create chain inet plumb postrouting").
   ///   feature  when non-empty, ENOENT for this message means the kernel lacks this feature
@@ -64,6 +66,7 @@ class Batch {
              const std::function<void(nlmsghdr*)>& payload);
 
   netlink::Batch messages_;
+  uint16_t family_;
   std::vector<std::string> what_;
   std::vector<std::string> feature_;
 };
@@ -94,8 +97,8 @@ class Session {
   /// Errors: kKernelFeature when the kernel has no nfnetlink; errno otherwise.
   [[nodiscard]] static Result<Session> open();
 
-  /// A new empty batch numbered after everything sent so far on the socket.
-  [[nodiscard]] std::unique_ptr<Batch> batch();
+  /// A new empty batch of `family` numbered after everything sent so far on the socket.
+  [[nodiscard]] std::unique_ptr<Batch> batch(uint16_t family = obj::kFamily);
   /// Sends a finished batch in one sendmsg() and collects the ack of every message (or the
   /// batch-level error). Errors (transport only): as netlink::Socket::send_batch. Kernel refusals
   /// are in the Outcome.

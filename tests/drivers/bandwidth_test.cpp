@@ -46,6 +46,7 @@
 #include "engine/state/state.hpp"
 #include "engine/state/journal.hpp"
 #include "tests/support/driver_harness.hpp"
+#include "tests/support/full_kernel.hpp"
 #include "tests/support/pod_fixture.hpp"
 
 using plumb::test::Node;
@@ -550,4 +551,77 @@ TEST_CASE("bandwidth: bad values and missing prevResult are refused with clear e
   REQUIRE(pass);
   CHECK(pass->interfaces.size() == 1);
   CHECK_FALSE(std::filesystem::exists(fs.dir() + "/plumb"));
+}
+
+FULL_KERNEL_CASE("bandwidth in EDT mode (a kernel with sch_fq): what the pod receives is paced through fq, what it sends by the token bucket; both hold") {
+  // Debian's kernel has sch_fq: the node's programs are loaded in EDT mode, the host egress hook
+  // stamps departure times and an fq root qdisc on the host veth holds packets until then.
+  constexpr uint64_t kEdtLimit = 20'000'000;  // bits per second: within what the emulated guest sustains
+  Node node;
+  PrivateBpffs fs(node);
+  PodFixture fx(node);
+  plumb::test::write_file(fx.default_conflist(), conflist(fx));
+  const std::string bpffs = fs.dir() + "/plumb";
+  const std::string conf = fx.config(R"("bpffsDir": ")" + bpffs + R"(", )" + runtime_bandwidth(kEdtLimit, kBurst));
+  std::string pod = node.add_netns("edt-pod");
+  Proc add = fx.run("ADD", "edt-c", pod, "default", "edt-pod", conf);
+  INFO(add.out, add.err);
+  REQUIRE(add.exit_code == 0);
+  const std::string host = host_veth_of(add.out);
+
+  auto progs = plumb::ebpf::Programs::open_existing(bpffs);
+  REQUIRE(progs);
+  REQUIRE(progs->has_value());
+  CHECK((*progs)->mode() == plumb::ebpf::Mode::EdtFq);
+  CHECK(bpf_filters(host) == std::set<std::string>{"ingress:tb_host_ingress:" + kPrio, "egress:edt_host_egress:" + kPrio});
+  Proc qdisc = sh("tc -j qdisc show dev " + host + " root");
+  INFO(qdisc.out);
+  CHECK(qdisc.out.find("\"kind\":\"fq\"") != std::string::npos);
+  CHECK(fx.run("CHECK", "edt-c", pod, "default", "edt-pod", conf).exit_code == 0);
+
+  {
+    Iperf3Server server(kGateway, kPort);
+    for (bool reverse : {true, false}) {  // pod ingress (EDT + fq), then pod egress (token bucket)
+      std::vector<double> samples;
+      for (int i = 0; i < 3; ++i) {
+        samples.push_back(transfer_wire_bps("edt-pod", reverse));
+        if (samples.back() >= 0.9 * kEdtLimit && samples.back() <= 1.1 * kEdtLimit) break;
+      }
+      std::string text;
+      for (double v : samples) text += std::to_string(v / 1e6) + " ";
+      MESSAGE(std::string(reverse ? "pod ingress (EDT)" : "pod egress (token bucket)"), " Mbit/s on the wire (limit 20): ", text);
+      for (double v : samples) CHECK(v <= 1.1 * kEdtLimit);
+      CHECK(*std::max_element(samples.begin(), samples.end()) >= 0.9 * kEdtLimit);
+    }
+  }
+  // fq did the pacing: it held flows back until their departure times. `tc -s -j` prints two
+  // "throttled" keys: flows throttled now, then the total of throttle events (the one read here).
+  Proc stats = sh("tc -s -j qdisc show dev " + host + " root");
+  INFO(stats.out);
+  const size_t at = stats.out.rfind("\"throttled\":");
+  REQUIRE(at != std::string::npos);
+  CHECK(std::stoul(stats.out.substr(at + 12)) > 0);
+
+  // The recorded undo alone (what DEL runs first): fq and clsact leave the host veth, which stays.
+  auto record = plumb::json::parse(plumb::test::read_file(fx.state() + "/containers/edt-c/0-eth0.json"), "record");
+  REQUIRE(record);
+  const plumb::json::Value* op = nullptr;
+  for (auto& u : (*record)["undo"].GetArray()) {
+    if (std::string(u["op"].GetString()) == "bandwidth.remove") op = &u;
+  }
+  REQUIRE(op != nullptr);
+  CHECK((*op)["fq"].GetBool());
+  auto nl = plumb::netlink::Socket::open();
+  REQUIRE(nl);
+  plumb::drivers::Context ctx;
+  ctx.node = &*nl;
+  REQUIRE(plumb::test::run_undo(ctx, *op));
+  CHECK(sh("ip link show dev " + host).exit_code == 0);
+  CHECK(sh("tc -j qdisc show dev " + host + " root").out.find("\"kind\":\"fq\"") == std::string::npos);
+  CHECK_FALSE(has_clsact(host));
+  CHECK(state_entries(bpffs) == 0);
+
+  CHECK(fx.run("DEL", "edt-c", pod, "default", "edt-pod", conf).exit_code == 0);
+  CHECK(sh("ip link show dev " + host).exit_code != 0);
+  CHECK(state_entries(bpffs) == 0);
 }

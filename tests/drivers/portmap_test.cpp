@@ -27,6 +27,7 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
+#include "tests/support/full_kernel.hpp"
 #include "tests/support/pod_fixture.hpp"
 
 using plumb::test::Node;
@@ -781,7 +782,7 @@ TEST_CASE("portmap keys of the reference plugin are validated with clear errors 
   CHECK(elements(d, "portmap4-hostip").empty());
 }
 
-TEST_CASE("sctp host ports are forwarded (real SCTP sockets where the kernel has them, raw INIT chunks otherwise)") {
+TEST_CASE("sctp host ports are forwarded: a raw INIT chunk reaches the pod rewritten (real SCTP sockets: full-kernel/drivers/portmap)") {
   Node node;
   PodFixture fx(node);
   write_default_network(fx);
@@ -789,18 +790,6 @@ TEST_CASE("sctp host ports are forwarded (real SCTP sockets where the kernel has
   PodIps ip = add_pod(node, fx, "pod1", {mapping_json(9000, 90, "sctp")});
   const std::string pod = "/run/netns/pod1";
   CHECK(nft_text().find("sctp . 9000 comment \"ctr-pod1/eth0\" : " + ip.v4 + " . 90") != std::string::npos);
-
-  Sock probe("", AF_INET, SOCK_STREAM, IPPROTO_SCTP);
-  const bool have_sctp = probe.fd() >= 0;
-  if (have_sctp) {
-    Sock l = listener(pod, AF_INET, SOCK_STREAM, 90, IPPROTO_SCTP);
-    auto p = tcp_probe(client, kNodeV4, 9000, l, 0, IPPROTO_SCTP);
-    CHECK_MESSAGE(p.ok, "sctp association through the host port: ", errtext(p.err));
-    CHECK(p.peer == kClientV4);
-  } else {
-    MESSAGE("this kernel has no SCTP sockets (socket(AF_INET, SOCK_STREAM, IPPROTO_SCTP): ", errtext(errno),
-            "); SCTP forwarding is tested with raw INIT packets only");
-  }
 
   // A raw INIT from the client to the host port arrives in the pod addressed to the pod and the
   // container port, with a valid checksum (rewritten by NAT): conntrack tracked it and the DNAT
@@ -877,3 +866,33 @@ TEST_CASE("conditionsV4 in iptables and nftables syntax gate the DNAT: the match
   }
 }
 
+FULL_KERNEL_CASE("sctp host ports carry real SCTP associations from a client, v4 and v6, and from the node; DEL closes them") {
+  Node node;
+  PodFixture fx(node);
+  write_default_network(fx);
+  const std::string client = add_client(node);
+  const std::vector<std::string> maps = {mapping_json(9000, 90, "sctp")};
+  add_pod(node, fx, "pod1", maps);
+  const std::string pod = "/run/netns/pod1";
+  wait_ipv6_settled({{"", "plumb0"}, {"", "vclient"}, {"client", "eth0"}, {"pod1", "eth0"}});
+  Sock probe("", AF_INET, SOCK_STREAM, IPPROTO_SCTP);
+  REQUIRE_MESSAGE(probe.fd() >= 0, "this kernel has no SCTP sockets: ", errtext(errno));
+  for (int family : {AF_INET, AF_INET6}) {
+    CAPTURE(family);
+    Sock l = listener(pod, family, SOCK_STREAM, 90, IPPROTO_SCTP);
+    auto p = tcp_probe(client, family == AF_INET ? kNodeV4 : kNodeV6, 9000, l, 0, IPPROTO_SCTP);
+    CHECK_MESSAGE(p.ok, "sctp association through the host port: ", errtext(p.err));
+    CHECK(p.peer == (family == AF_INET ? kClientV4 : kClientV6));
+  }
+  {
+    Sock l = listener(pod, AF_INET, SOCK_STREAM, 90, IPPROTO_SCTP);
+    auto p = tcp_probe("", kNodeV4, 9000, l, 0, IPPROTO_SCTP);  // from the node itself (output hook)
+    CHECK_MESSAGE(p.ok, "sctp association from the node: ", errtext(p.err));
+  }
+  CHECK(conntrack_lines("sctp", 9000).size() >= 1);
+  REQUIRE(del_pod(fx, "pod1", maps).exit_code == 0);
+  // Nothing forwards the port any more: the client's association is refused or times out.
+  Sock l = listener("", AF_INET, SOCK_STREAM, 9001, IPPROTO_SCTP);  // unrelated listener: the probe needs one
+  CHECK_FALSE(tcp_probe(client, kNodeV4, 9000, l, 0, IPPROTO_SCTP).ok);
+  CHECK(nft_text().find("sctp . 9000") == std::string::npos);
+}

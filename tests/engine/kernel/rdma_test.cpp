@@ -1,11 +1,17 @@
 // RDMA netlink (engine/kernel/rdma.hpp): golden bytes of RDMA_NLDEV_CMD_SET / SYS_SET / SYS_GET and
-// the device dump against the uapi layouts (no privileges), and [kernel] this machine's kernel,
-// which has no RDMA netlink, giving clear errors (in a fresh private node namespace).
+// the device dump against the uapi layouts (no privileges), [kernel] this machine's kernel, which
+// has no RDMA netlink, giving clear errors (in a fresh private node namespace), and Debian's kernel
+// with a soft-RoCE (rdma_rxe) device answering the same messages (full-kernel tier).
 #include <doctest/doctest.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <vector>
 
 #include "engine/kernel/rdma.hpp"
+#include "tests/support/full_kernel.hpp"
 #include "tests/support/golden.hpp"
 #include "tests/support/private_node.hpp"
 
@@ -55,4 +61,55 @@ TEST_CASE("[kernel] this kernel has no RDMA netlink: socket(NETLINK_RDMA) gives 
   auto mv = ops.move("mlx5_0", -1, -1);
   REQUIRE_FALSE(mv);
   CHECK(mv.error().cni_code == cni_code::kKernelFeature);
+}
+
+FULL_KERNEL_CASE("[rdma_rxe] the netns mode is read back, SYS_SET is answered, a soft-RoCE device is found in the dump and its move refused clearly") {
+  Node node;
+  rdma::NetlinkOps ops;
+  auto mode = ops.netns_mode();
+  INFO((mode ? std::string() : mode.error().text()));
+  REQUIRE(mode);
+  CHECK(*mode == rdma::NetnsMode::Shared);  // the kernel's default; plumb never switches it
+  auto ex = rdma::ensure_exclusive(ops);
+  REQUIRE_FALSE(ex);
+  CHECK(ex.error().cni_code == cni_code::kKernelFeature);
+  CHECK(ex.error().msg.find("rdma system set netns exclusive") != std::string::npos);
+
+  // SYS_SET as `rdma system set netns ...` sends it: "shared" again is accepted (the kernel
+  // validated the attribute), "exclusive" is refused with EBUSY while other namespaces exist
+  // (this test's own): a malformed message would be EINVAL instead.
+  auto nl = rdma::open_socket();
+  REQUIRE(nl);
+  netlink::Message shared = rdma::build_sys_set(rdma::NetnsMode::Shared);
+  CHECK(nl->request(shared, "rdma system set netns shared"));
+  netlink::Message exclusive = rdma::build_sys_set(rdma::NetnsMode::Exclusive);
+  auto refused = nl->request(exclusive, "rdma system set netns exclusive");
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().sys_errno == EBUSY);
+  CHECK(plumb::test::sh("rdma system show").out.find("netns shared") != std::string::npos);
+
+  // A real RDMA device: soft-RoCE on a veth of this node.
+  REQUIRE(plumb::test::sh("ip link add rxev0 type veth peer name rxev1 && ip link set rxev0 up && ip link set rxev1 up").exit_code == 0);
+  plumb::test::Proc add = plumb::test::sh("rdma link add rxe0 type rxe netdev rxev0");
+  INFO(add.err);
+  REQUIRE(add.exit_code == 0);
+  std::string pod = node.add_netns("rdma-pod");
+  int here = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+  int there = open(pod.c_str(), O_RDONLY | O_CLOEXEC);
+  REQUIRE(here >= 0);
+  REQUIRE(there >= 0);
+  // The dump finds rxe0 (else kNotFound); the kernel refuses to move it (rxe cannot change
+  // namespace, and the mode is shared): EOPNOTSUPP, reported with the device's name.
+  auto mv = ops.move("rxe0", here, there);
+  REQUIRE_FALSE(mv);
+  CHECK(mv.error().cni_code != cni_code::kNotFound);
+  CHECK(mv.error().sys_errno == EOPNOTSUPP);
+  CHECK(mv.error().text().find("rxe0") != std::string::npos);
+  auto missing = ops.move("nosuch0", here, there);
+  REQUIRE_FALSE(missing);
+  CHECK(missing.error().cni_code == cni_code::kNotFound);
+  CHECK(plumb::test::sh("rdma dev show rxe0").exit_code == 0);  // still here
+  close(here);
+  close(there);
+  CHECK(plumb::test::sh("rdma link delete rxe0").exit_code == 0);
 }

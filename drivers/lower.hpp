@@ -1,0 +1,58 @@
+// Steps the drivers of links stacked on a master device share (macvlan, ipvlan, vlan): finding
+// the master (named, or the interface of the default route, as the reference plugins do), and
+// creating the link in the pod namespace under a temporary name, then renaming it there to the
+// attachment's name (a name taken in the node namespace cannot collide with it).
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "drivers/driver.hpp"
+#include "engine/kernel/link.hpp"
+
+namespace plumb::drivers::lower {
+
+/// The keys every stacked-link driver shares, validated as the reference plugins do.
+struct Keys {
+  std::string master;                ///< "master": "" when absent (each driver says what that means)
+  std::optional<uint32_t> mtu_bytes; ///< "mtu" (parse_mtu), at most the master's (checked at ADD)
+  bool link_in_container = false;    ///< "linkInContainer": the master lives in the pod namespace
+};
+/// Parses "master" (a valid interface name when given), "mtu" and "linkInContainer".
+/// Errors: kInvalidConfig naming "<network>.<key>" and the value.
+[[nodiscard]] Result<Keys> parse_keys(const json::Value& conf, const std::string& network);
+
+/// The socket of the namespace the master lives in (the pod's with linkInContainer, else the node's).
+[[nodiscard]] netlink::Socket& master_socket(const Context& ctx, const Keys& k);
+
+/// The master for a driver's ADD: `name` (or the default route's interface when empty, see
+/// find_master) in the namespace of master_socket, with k.mtu_bytes checked against its MTU.
+/// Errors: find_master's; kInvalidConfig "<network>.mtu N is above the MTU M of master X".
+[[nodiscard]] Result<link::LinkInfo> resolve_master(const Context& ctx, const Keys& k, const std::string& name);
+
+/// The master link in `nl`'s namespace: `name`, or when `name` is empty the interface of the
+/// first default route (IPv4 first, then IPv6). `where_ns` names the namespace in errors.
+/// Errors: kInvalidConfig "<network>.master "<name>" not found in <where_ns>", or no default
+/// route to take it from.
+[[nodiscard]] Result<link::LinkInfo> find_master(netlink::Socket& nl, const std::string& name, const std::string& where_ns,
+                                                 const std::string& network);
+
+/// Makes the pod interface: fails with kConflict when ctx.ifname already exists in the pod, then
+/// calls `create(tmp)` with a fresh temporary name "<prefix><8 hex digits>" (another name on
+/// EEXIST, up to 5 tries) — `create` must make the link so that it lands in the pod namespace —
+/// and renames it there to ctx.ifname. Undo operations (delete in the pod, under either name) are
+/// registered before each change. Returns the link as the pod sees it. `what` ("create ipvlan
+/// (mode l2) on master eth0") prefixes create's errors.
+[[nodiscard]] Result<link::LinkInfo> create_renamed(Context& ctx, std::string_view prefix, const std::string& what,
+                                                    const std::function<Status(const std::string& tmp)>& create);
+
+/// Writes a sysctl (e.g. "net/ipv4/conf/eth0/arp_notify") inside the pod namespace.
+[[nodiscard]] Status pod_sysctl(const Context& ctx, const std::string& key, const std::string& value);
+
+/// Sets arp_notify on ctx.ifname, and ndisc_notify when `r` has an IPv6 address, so neighbours
+/// learn the interface's MAC when it comes up (what the reference macvlan/ipvlan plugins set).
+[[nodiscard]] Status notify_neighbours(const Context& ctx, const cni::CniResult& r);
+
+}  // namespace plumb::drivers::lower

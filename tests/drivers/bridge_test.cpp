@@ -1,0 +1,241 @@
+// The bridge driver's port keys, through the real plumb binary in a private node, the kernel read
+// back with `ip -j`, `bridge -j` and `nft -j`, traffic with bounded pings: portIsolation,
+// macspoofchk (plumb's `bridge plumb` table), disableContainerInterface, configuration errors and
+// the clear error of a kernel without bridge VLAN filtering (host); vlan / vlanTrunk /
+// preserveDefaultVlan with real VLAN filtering and the VLAN gateway interface (full-kernel tier).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "tests/support/full_kernel.hpp"
+#include "tests/support/netns_view.hpp"
+#include "tests/support/pod_fixture.hpp"
+
+using namespace plumb::test;
+
+namespace {
+
+/// A bridge network "brt" with `keys`, and a static address (none: "") for one pod.
+std::string bridge_nad(const std::string& keys, const std::string& address) {
+  std::string ipam = address.empty() ? "" : R"(, "ipam": {"type": "static", "addresses": [{"address": ")" + address + R"("}]})";
+  return R"({"cniVersion": "1.0.0", "type": "bridge", "bridge": "brt")" + (keys.empty() ? "" : ", " + keys) + ipam + "}";
+}
+
+/// Adds pod `pod` attached (as net1) to its own NAD "<pod>-net" with `keys` and `address`.
+Proc add_pod(PodFixture& fx, Node& node, const std::string& pod, const std::string& keys, const std::string& address) {
+  fx.add_nad("default", pod + "-net", bridge_nad(keys, address));
+  fx.add_pod("default", pod, R"([{"name": ")" + pod + R"(-net", "interface": "net1"}])");
+  Proc p = fx.run("ADD", "ctr-" + pod, node.add_netns(pod), "default", pod, fx.config());
+  INFO(pod, ": ", p.out, p.err);
+  return p;
+}
+
+Proc del_pod(PodFixture& fx, const std::string& pod) {
+  return fx.run("DEL", "ctr-" + pod, "/run/netns/" + pod, "default", pod, fx.config());
+}
+
+/// The host end (in the node) of the pod's net1.
+std::string host_end(const std::string& pod) {
+  int peer = link_detail(pod, "net1")["link_index"].GetInt();
+  auto d = ip_json("link show");
+  for (auto& l : d.GetArray()) {
+    if (l["ifindex"].GetInt() == peer) return l["ifname"].GetString();
+  }
+  FAIL("no host end of " << pod);
+  return {};
+}
+
+/// The port's VLANs from `bridge -j vlan show dev`, as "vid[P][U]" strings.
+std::vector<std::string> port_vlans(const std::string& dev) {
+  std::vector<std::string> out;
+  Proc p = sh("bridge -j vlan show dev " + dev);
+  INFO(p.err);
+  REQUIRE(p.exit_code == 0);
+  rapidjson::Document d;
+  d.Parse(p.out.c_str());
+  REQUIRE(d.IsArray());
+  for (auto& port : d.GetArray()) {
+    for (auto& v : port["vlans"].GetArray()) {
+      std::string s = std::to_string(v["vlan"].GetInt());
+      if (v.HasMember("flags")) {
+        for (auto& f : v["flags"].GetArray()) s += std::string(f.GetString()) == "PVID" ? "P" : "U";
+      }
+      out.push_back(s);
+    }
+  }
+  return out;
+}
+
+
+std::string nft_bridge_table() { return sh("nft list table bridge plumb 2>&1").out; }
+
+}  // namespace
+
+TEST_CASE("bridge config: vlan, vlanTrunk, hairpin with promisc and IPAM with disableContainerInterface are refused naming the key") {
+  Node node;
+  PodFixture fx(node);
+  auto expect = [&](const std::string& keys, const std::string& address, const std::string& needle) {
+    Proc p = add_pod(fx, node, "p", keys, address);
+    CHECK(p.exit_code != 0);
+    CHECK(p.out.find(needle) != std::string::npos);
+    CHECK(no_records(fx));
+    node.del_netns("p");
+  };
+  expect(R"("vlan": 4095)", "", "p-net.vlan 4095 must be 0..4094");
+  expect(R"("vlanTrunk": [{"minID": 10}])", "", "p-net.vlanTrunk[0]: minID and maxID should be configured simultaneously, maxID is missing");
+  expect(R"("vlanTrunk": [{"minID": 20, "maxID": 10}])", "", "minID is greater than maxID in trunk parameter");
+  expect(R"("vlanTrunk": [{"id": 0}])", "", "incorrect trunk id parameter");
+  expect(R"("vlanTrunk": [{"id": 5}, {"minID": 1, "maxID": 4095}])", "", "p-net.vlanTrunk[1].maxID 4095");
+  expect(R"("hairpinMode": true, "promiscMode": true)", "", "cannot set hairpin mode and promiscuous mode at the same time");
+  expect(R"("disableContainerInterface": true)", "198.51.100.10/24", "cannot use IPAM when disableContainerInterface is set");
+  CHECK(link_names("").count("brt") == 0);  // refused while parsing: not even the bridge was made
+}
+
+TEST_CASE("bridge vlan on this machine's kernel: without bridge VLAN filtering the ADD fails naming it, leaving nothing") {
+  Node node;
+  PodFixture fx(node);
+  Proc p = add_pod(fx, node, "pod-a", R"("vlan": 100)", "198.51.100.10/24");
+  if (kernel_can_create("type bridge vlan_filtering 1")) {
+    MESSAGE("this kernel has bridge VLAN filtering: the case checks the working ADD instead of the missing-feature error");
+    REQUIRE(p.exit_code == 0);
+    CHECK(port_vlans(host_end("pod-a")) == std::vector<std::string>{"100PU"});
+  } else {
+    CHECK(p.exit_code != 0);
+    CHECK(p.out.find("\"code\":104") != std::string::npos);
+    CHECK(p.out.find("bridge brt: vlan 100 needs bridge VLAN filtering, which this kernel does not support") != std::string::npos);
+    CHECK(link_names("pod-a") == std::set<std::string>{"lo"});
+    CHECK(link_names("").count("brt") == 0);
+    CHECK(no_records(fx));
+  }
+}
+
+TEST_CASE("bridge portIsolation: isolated pods cannot reach each other, both reach a pod on a normal port") {
+  Node node;
+  PodFixture fx(node);
+  REQUIRE(add_pod(fx, node, "iso-a", R"("portIsolation": true)", "198.51.100.11/24").exit_code == 0);
+  REQUIRE(add_pod(fx, node, "iso-b", R"("portIsolation": true)", "198.51.100.12/24").exit_code == 0);
+  REQUIRE(add_pod(fx, node, "open", "", "198.51.100.13/24").exit_code == 0);
+  CHECK(link_detail("", host_end("iso-a"))["linkinfo"]["info_slave_data"]["isolated"].GetBool());
+  CHECK_FALSE(link_detail("", host_end("open"))["linkinfo"]["info_slave_data"]["isolated"].GetBool());
+  CHECK_FALSE(pings("iso-a", "198.51.100.12", "net1", 1));
+  CHECK(pings("iso-a", "198.51.100.13", "net1"));
+  CHECK(pings("iso-b", "198.51.100.13", "net1"));
+  for (const char* pod : {"iso-a", "iso-b", "open"}) CHECK(del_pod(fx, pod).exit_code == 0);
+  CHECK(no_records(fx));
+}
+
+TEST_CASE("bridge macspoofchk: only frames with the pod's MAC leave its port, checked in plumb's bridge table; DEL removes its elements") {
+  Node node;
+  PodFixture fx(node);
+  Proc a = add_pod(fx, node, "spoof", R"("macspoofchk": true, "mac": "02:00:00:00:5c:01")", "198.51.100.21/24");
+  REQUIRE(a.exit_code == 0);
+  REQUIRE(add_pod(fx, node, "plain", "", "198.51.100.22/24").exit_code == 0);
+  const std::string port = host_end("spoof");
+  const std::string table = nft_bridge_table();
+  INFO(table);
+  CHECK(table.find("iifname @macspoof-ports iifname . ether saddr != @macspoof-allowed drop") != std::string::npos);
+  CHECK(table.find("\"" + port + "\" . 02:00:00:00:5c:01 comment \"ctr-spoof/net1\"") != std::string::npos);
+  CHECK(pings("spoof", "198.51.100.22", "net1"));
+  // The unchecked pod may change its MAC.
+  REQUIRE(sh("ip -n plain link set net1 address 02:00:00:00:5c:98").exit_code == 0);
+  CHECK(pings("plain", "198.51.100.21", "net1"));
+  // Another source MAC from the checked pod is dropped at its port, until it is the pod's again.
+  REQUIRE(sh("ip -n spoof link set net1 address 02:00:00:00:5c:99 && ip -n spoof neigh flush dev net1").exit_code == 0);
+  CHECK_FALSE(pings("spoof", "198.51.100.22", "net1", 1));
+  REQUIRE(sh("ip -n spoof link set net1 address 02:00:00:00:5c:01").exit_code == 0);
+  CHECK(pings("spoof", "198.51.100.22", "net1"));
+
+  Proc check = fx.run("CHECK", "ctr-spoof", "/run/netns/spoof", "default", "spoof", fx.config(R"("prevResult": )" + a.out));
+  INFO(check.out, check.err);
+  CHECK(check.exit_code == 0);
+  CHECK(del_pod(fx, "spoof").exit_code == 0);
+  CHECK(nft_bridge_table().find("02:00:00:00:5c:01") == std::string::npos);
+  CHECK(nft_bridge_table().find(port) == std::string::npos);
+  CHECK(del_pod(fx, "plain").exit_code == 0);
+  CHECK(no_records(fx));
+}
+
+TEST_CASE("bridge disableContainerInterface: the pod end exists and stays down, the host end is a port; CHECK passes; DEL") {
+  Node node;
+  PodFixture fx(node);
+  Proc a = add_pod(fx, node, "l2", R"("disableContainerInterface": true)", "");
+  REQUIRE(a.exit_code == 0);
+  auto l = link_detail("l2", "net1");
+  CHECK(std::string(l["operstate"].GetString()) == "DOWN");
+  CHECK(global_addr("l2", "net1").empty());
+  CHECK(std::string(link_detail("", host_end("l2"))["master"].GetString()) == "brt");
+  Proc check = fx.run("CHECK", "ctr-l2", "/run/netns/l2", "default", "l2", fx.config(R"("prevResult": )" + a.out));
+  INFO(check.out, check.err);
+  CHECK(check.exit_code == 0);
+  // Without the key the L2-only pod end is up (the reference sets it up).
+  REQUIRE(add_pod(fx, node, "l2up", "", "").exit_code == 0);
+  CHECK(link_detail("l2up", "net1")["operstate"].GetString() != std::string("DOWN"));
+  CHECK(del_pod(fx, "l2").exit_code == 0);
+  CHECK(del_pod(fx, "l2up").exit_code == 0);
+  CHECK(no_records(fx));
+}
+
+FULL_KERNEL_CASE("bridge vlan: VLAN 100 pods reach each other and not VLAN 200 or the default VLAN; trunk and preserveDefaultVlan ports") {
+  Node node;
+  PodFixture fx(node);
+  Proc a = add_pod(fx, node, "v100a", R"("vlan": 100)", "198.51.100.31/24");
+  REQUIRE(a.exit_code == 0);
+  REQUIRE(add_pod(fx, node, "v100b", R"("vlan": 100)", "198.51.100.32/24").exit_code == 0);
+  REQUIRE(add_pod(fx, node, "v200", R"("vlan": 200)", "198.51.100.33/24").exit_code == 0);
+  REQUIRE(add_pod(fx, node, "untagged", "", "198.51.100.34/24").exit_code == 0);
+  REQUIRE(add_pod(fx, node, "trunk", R"("vlanTrunk": [{"id": 100}, {"minID": 300, "maxID": 302}])", "198.51.100.35/24").exit_code == 0);
+  REQUIRE(add_pod(fx, node, "keep1", R"("vlan": 100, "preserveDefaultVlan": true)", "198.51.100.36/24").exit_code == 0);
+
+  CHECK(link_detail("", "brt")["linkinfo"]["info_data"]["vlan_filtering"].GetInt() == 1);
+  CHECK(port_vlans(host_end("v100a")) == std::vector<std::string>{"100PU"});           // default VLAN 1 removed
+  CHECK(port_vlans(host_end("trunk")) == std::vector<std::string>{"1PU", "100", "300", "301", "302"});
+  CHECK(port_vlans(host_end("keep1")) == std::vector<std::string>{"1U", "100PU"});      // VID 1 kept, PVID moved to 100
+  CHECK(port_vlans(host_end("untagged")) == std::vector<std::string>{"1PU"});           // the kernel's default
+
+  CHECK(pings("v100a", "198.51.100.32", "net1"));
+  CHECK(pings("v100a", "198.51.100.36", "net1"));
+  CHECK_FALSE(pings("v100a", "198.51.100.33", "net1", 1));
+  CHECK_FALSE(pings("v100a", "198.51.100.34", "net1", 1));
+  CHECK(pings("untagged", "198.51.100.35", "net1"));  // the trunk's native VLAN 1
+  // Tagged VLAN 100 on the trunk pod: an 802.1Q link inside it reaches the VLAN 100 pods.
+  REQUIRE(sh("ip -n trunk link add link net1 name net1.100 type vlan id 100 && ip -n trunk addr add 192.0.2.35/24 dev net1.100 && "
+             "ip -n trunk link set net1.100 up && ip -n v100a addr add 192.0.2.31/24 dev net1").exit_code == 0);
+  CHECK(pings("trunk", "192.0.2.31", "net1.100"));
+
+  Proc check = fx.run("CHECK", "ctr-v100a", "/run/netns/v100a", "default", "v100a", fx.config(R"("prevResult": )" + a.out));
+  INFO(check.out, check.err);
+  CHECK(check.exit_code == 0);
+  REQUIRE(sh("bridge vlan del dev " + host_end("v100a") + " vid 100").exit_code == 0);
+  Proc broken = fx.run("CHECK", "ctr-v100a", "/run/netns/v100a", "default", "v100a", fx.config(R"("prevResult": )" + a.out));
+  CHECK(broken.exit_code != 0);
+  CHECK(broken.out.find("lacks VLAN 100") != std::string::npos);
+  for (const char* pod : {"v100a", "v100b", "v200", "untagged", "trunk", "keep1"}) CHECK(del_pod(fx, pod).exit_code == 0);
+  CHECK(no_records(fx));
+}
+
+FULL_KERNEL_CASE("bridge vlan with isGateway: the gateway address is on <bridge>.<vlan>, a VLAN port of the bridge; pods reach it") {
+  Node node;
+  PodFixture fx(node);
+  Proc a = add_pod(fx, node, "gwa", R"("vlan": 100, "isGateway": true)", "198.51.100.41/24");
+  INFO(a.out);
+  REQUIRE(a.exit_code == 0);
+  REQUIRE(add_pod(fx, node, "gwb", R"("vlan": 100, "isGateway": true)", "198.51.100.42/24").exit_code == 0);
+  CHECK(global_addr("", "brt.100") == "198.51.100.1");
+  CHECK(global_addr("", "brt").empty());
+  // Reported as an interface of the attachment's result (the network-status lists the pod's only).
+  Proc check = fx.run("CHECK", "ctr-gwa", "/run/netns/gwa", "default", "gwa", fx.config());
+  INFO(check.out, check.err);
+  CHECK(check.exit_code == 0);
+  CHECK(read_file(fx.state() + "/containers/ctr-gwa/1-net1.json").find("\"brt.100\"") != std::string::npos);
+  // brt.100's peer is a port of brt with VLAN 100 as PVID.
+  const std::string peer_name = link_detail("", "brt.100")["link"].GetString();
+  CHECK(std::string(link_detail("", peer_name)["master"].GetString()) == "brt");
+  CHECK(port_vlans(peer_name) == std::vector<std::string>{"100PU"});
+  CHECK(pings("gwa", "198.51.100.1", "net1"));
+  CHECK(pings("gwb", "198.51.100.1", "net1"));
+  CHECK(del_pod(fx, "gwa").exit_code == 0);
+  CHECK(del_pod(fx, "gwb").exit_code == 0);
+  CHECK(link_names("").count("brt.100") == 1);  // shared by the VLAN's pods, as the reference leaves it
+  CHECK(no_records(fx));
+}
