@@ -153,6 +153,8 @@ Result<cni::CniResult> macvlan_add(Context& ctx, const MacvlanConfig& c, const c
   r.interfaces.push_back({ctx.ifname, pod_link->mac() ? pod_link->mac()->str() : "", pod_link->mtu_bytes, ctx.netns_path, {}, {}});
   for (auto& ip : r.ips) ip.interface = 0;
   PLUMB_TRY(configure_pod_interface(*ctx.pod, pod_link->index, r, /*dad=*/true));
+  // As the reference macvlan: a gratuitous ARP per IPv4 address (IPv6 addresses are still in DAD).
+  if (auto m = pod_link->mac()) announce_addresses(ctx, pod_link->index, *m, r, std::chrono::milliseconds(0), false);
   return r;
 }
 

@@ -14,6 +14,7 @@ const Driver* const kDrivers[] = {
     &kIbSriov,
     &kVdpa,
     &kPortmap,
+    &kRdma,
 };
 }  // namespace
 

@@ -14,4 +14,5 @@ extern const Driver kSriov;
 extern const Driver kIbSriov;
 extern const Driver kVdpa;
 extern const Driver kPortmap;
+extern const Driver kRdma;
 }  // namespace plumb::drivers

@@ -48,7 +48,7 @@ TEST_CASE("[kernel] this kernel has no RDMA netlink: socket(NETLINK_RDMA) gives 
   CHECK(s.error().msg.find("no RDMA netlink") != std::string::npos);
   CHECK(s.error().details.find("Protocol not supported") != std::string::npos);
   rdma::NetlinkOps ops;
-  auto st = rdma::ensure_exclusive(ops);
+  auto st = rdma::ensure_exclusive(ops, "rdmaIsolation");
   REQUIRE_FALSE(st);
   CHECK(st.error().cni_code == cni_code::kKernelFeature);
   CHECK(st.error().msg.find("rdmaIsolation") != std::string::npos);
