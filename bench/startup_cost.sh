@@ -44,3 +44,15 @@ hyperfine -N -w 10 -r "$runs" \
   "sh -c 'CNI_COMMAND=ADD $old < $d/conf.json >/dev/null && CNI_COMMAND=DEL $old < $d/conf.json >/dev/null'" \
   "sh -c 'CNI_COMMAND=ADD $new < $d/conf.json >/dev/null && CNI_COMMAND=DEL $new < $d/conf.json >/dev/null'" 2>&1 |
   grep -E "Benchmark|Time|Range"
+if command -v perf >/dev/null; then
+  # CPU time and page faults are steadier than wall time on a shared machine (page faults count
+  # what start-up maps and touches: an embedded, unread shared object adds none).
+  for b in "$old" "$new"; do
+    echo "== perf stat: $b"
+    CNI_COMMAND=VERSION perf stat -r "$runs" -e task-clock,page-faults "$b" < "$d/version.json" 2>&1 >/dev/null |
+      grep -E "task-clock|page-faults" | sed 's/^/VERSION /'
+    perf stat -r "$runs" -e task-clock,page-faults sh -c \
+      "CNI_COMMAND=ADD $b < $d/conf.json >/dev/null && CNI_COMMAND=DEL $b < $d/conf.json >/dev/null" 2>&1 |
+      grep -E "task-clock|page-faults" | sed 's/^/ADD+DEL /'
+  done
+fi
