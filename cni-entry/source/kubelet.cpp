@@ -110,19 +110,21 @@ Result<PodDevices> pod_devices(const KubeletOptions& opts, const PodRef& pod) {
   const std::string& name = pod.name;
   PodDevices out;
   auto get_req = encode([&](char* b, size_t n) { return c->encode_get(ns.data(), ns.size(), name.data(), name.size(), b, n); });
-  grpc::Reply r = PLUMB_TRY(call(opts, deadline, kGet, get_req));
-  if (r.status == grpc::code::kOk) {
-    int rc = c->decode_get(r.payload.data(), r.payload.size(), ns.data(), ns.size(), name.data(), name.size(), collect, &out);
+  auto got = call(opts, deadline, kGet, get_req);
+  if (!got && Clock::now() >= deadline) return std::unexpected(got.error());
+  if (got && got->status == grpc::code::kOk) {
+    int rc = c->decode_get(got->payload.data(), got->payload.size(), ns.data(), ns.size(), name.data(), name.size(),
+                           collect, &out);
     PLUMB_TRY(decoded(rc, kGet, pod));
     if (rc == PLUMB_PR_OK) {
       for (auto& [res, ids] : out) std::sort(ids.begin(), ids.end());
       return out;
     }
-  } else if (r.status != grpc::code::kUnimplemented && r.status != grpc::code::kUnknown) {
-    return std::unexpected(bad_status(r, kGet).error());
   }
+  // Get is only a shortcut: whatever kept it from answering for the pod (Unimplemented from a
+  // kubelet before 1.27, Unknown with the gate off, a stream reset with that answer), List decides.
   auto list_req = encode([&](char* b, size_t n) { return c->encode_list(b, n); });
-  r = PLUMB_TRY(call(opts, deadline, kList, list_req));
+  grpc::Reply r = PLUMB_TRY(call(opts, deadline, kList, list_req));
   if (r.status != grpc::code::kOk) return std::unexpected(bad_status(r, kList).error());
   int rc = c->decode_list(r.payload.data(), r.payload.size(), ns.data(), ns.size(), name.data(), name.size(), collect, &out);
   PLUMB_TRY(decoded(rc, kList, pod));

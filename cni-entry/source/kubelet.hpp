@@ -38,13 +38,14 @@ struct KubeletOptions {
 using PodDevices = std::map<std::string, std::vector<std::string>>;
 
 /// The devices kubelet allocated to `pod`: v1 Get for the pod (Kubernetes 1.27+ with the
-/// KubeletPodResourcesGet feature gate, default on from 1.34); when kubelet answers Unimplemented
-/// (older kubelet) or Unknown (gate off: "Get method disabled"; or a pod Get does not know), v1
-/// List, keeping the entries of pod.namespace_/pod.name. A pod kubelet does not list has no
-/// devices (an empty map). Errors (messages name the socket and the pod):
+/// KubeletPodResourcesGet feature gate, default on from 1.34); when Get gives no answer for the pod
+/// (Unimplemented from an older kubelet, Unknown with the gate off or for a pod Get does not know,
+/// any other failure short of the timeout), v1 List, keeping the entries of
+/// pod.namespace_/pod.name. A pod kubelet does not list has no devices (an empty map).
+/// Errors (messages name the socket and the pod):
 ///   kTryAgainLater  the socket does not exist, refuses the connection, or kubelet does not answer
 ///                   within opts.timeout (the message names podResourcesSocket / podResourcesTimeoutSeconds)
-///   kIo             kubelet's answer is not a valid pod-resources reply, or another gRPC status
+///   kIo             List's answer is not a valid pod-resources reply, or another gRPC status
 ///   kInternal       plumb-podresources.so or a library it needs (libprotobuf-lite.so.32) cannot be loaded
 [[nodiscard]] Result<PodDevices> pod_devices(const KubeletOptions& opts, const PodRef& pod);
 

@@ -8,12 +8,14 @@ python3-grpcio with the messages protoc generated from cni-entry/source/podresou
       {"pods": [{"namespace": "default", "name": "pod-a",
                  "containers": [{"name": "c1",
                                  "devices": [{"resourceName": "intel.com/sriov", "deviceIds": ["0000:03:00.2"]}]}]}],
-       "get": "serve" | "unimplemented" | "disabled",
+       "get": "serve" | "unimplemented" | "disabled" | "absent",
        "delaySeconds": 0}
     get: "serve" answers Get as kubelet 1.27+ with the KubeletPodResourcesGet gate on (a pod it does
     not know is an error, like kubelet's "pod ... not found"); "unimplemented" as a kubelet older
     than 1.27 (gRPC UNIMPLEMENTED); "disabled" as kubelet with the gate off (UNKNOWN, "PodResources
-    API Get method disabled"). delaySeconds: every call waits that long first (a slow kubelet).
+    API Get method disabled"); "absent" serves no Get method at all, leaving the answer to grpcio's
+    own unknown-method handling (UNIMPLEMENTED, possibly followed by a stream reset before the
+    request is read, as a gRPC server may do). delaySeconds: every call waits that long first.
     Every answer also carries CPU ids, memory, topology and a DRA entry, as a real kubelet may.
   --socket PATH  the unix socket (removed and created at start)
   --log FILE     every call is appended as "<method> <namespace>/<name>"
@@ -109,11 +111,24 @@ def main():
         return grpc.unary_unary_rpc_method_handler(
             fn, request_deserializer=req_type.FromString, response_serializer=resp_type.SerializeToString)
 
-    service = grpc.method_handlers_generic_handler("v1.PodResourcesLister", {
+    handlers = {
         "Get": handler(get, pb.GetPodResourcesRequest, pb.GetPodResourcesResponse),
         "List": handler(list_, pb.ListPodResourcesRequest, pb.ListPodResourcesResponse),
         "GetAllocatableResources": handler(allocatable, pb.AllocatableResourcesRequest, pb.AllocatableResourcesResponse),
-    })
+    }
+
+    class Service(grpc.GenericRpcHandler):
+        def service(self, details):
+            prefix = "/v1.PodResourcesLister/"
+            if not details.method.startswith(prefix):
+                return None
+            method = details.method[len(prefix):]
+            if method == "Get" and state().get("get") == "absent":
+                log("Get (absent)")
+                return None
+            return handlers.get(method)
+
+    service = Service()
     if os.path.exists(args.socket):
         os.unlink(args.socket)
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))

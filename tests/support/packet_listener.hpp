@@ -62,14 +62,16 @@ class Listener {
 /// True for an Ethernet frame holding a gratuitous ARP request (RFC 5944 4.6) from `mac` for IPv4
 /// address `ip` (its first 4 bytes): broadcast destination, sender MAC = mac, sender and target IP = ip.
 inline bool is_garp(const std::vector<uint8_t>& f, const std::array<uint8_t, 6>& mac, const std::array<uint8_t, 16>& ip) {
-  if (f.size() < sizeof(ether_header) + 28) return false;
-  const auto* eth = reinterpret_cast<const ether_header*>(f.data());
-  const uint8_t* body = f.data() + sizeof(ether_header);
-  const auto* arp = reinterpret_cast<const arphdr*>(body);
-  const uint8_t* sha = body + sizeof(arphdr);
-  return ntohs(eth->ether_type) == ETHERTYPE_ARP && ntohs(arp->ar_op) == ARPOP_REQUEST &&
-         std::equal(mac.begin(), mac.end(), eth->ether_shost) &&
-         std::all_of(eth->ether_dhost, eth->ether_dhost + 6, [](uint8_t x) { return x == 0xff; }) &&
+  // Copied out of the frame: its headers are not aligned for the structs.
+  ether_header eth{};
+  arphdr arp{};
+  if (f.size() < sizeof eth + sizeof arp + 20) return false;
+  std::memcpy(&eth, f.data(), sizeof eth);
+  std::memcpy(&arp, f.data() + sizeof eth, sizeof arp);
+  const uint8_t* sha = f.data() + sizeof eth + sizeof arp;
+  return ntohs(eth.ether_type) == ETHERTYPE_ARP && ntohs(arp.ar_op) == ARPOP_REQUEST &&
+         std::equal(mac.begin(), mac.end(), eth.ether_shost) &&
+         std::all_of(eth.ether_dhost, eth.ether_dhost + 6, [](uint8_t x) { return x == 0xff; }) &&
          std::equal(mac.begin(), mac.end(), sha) && std::equal(ip.begin(), ip.begin() + 4, sha + 6) &&
          std::equal(ip.begin(), ip.begin() + 4, sha + 16);
 }
@@ -78,15 +80,17 @@ inline bool is_garp(const std::vector<uint8_t>& f, const std::array<uint8_t, 6>&
 /// `ip` from `mac`: hop limit 255, Override set, Solicited clear, a Target Link-Layer option = mac.
 inline bool is_unsolicited_na(const std::vector<uint8_t>& f, const std::array<uint8_t, 6>& mac,
                               const std::array<uint8_t, 16>& ip) {
-  if (f.size() < sizeof(ether_header) + sizeof(ip6_hdr) + 32) return false;
-  const auto* eth = reinterpret_cast<const ether_header*>(f.data());
-  const uint8_t* body = f.data() + sizeof(ether_header);
-  const auto* ip6 = reinterpret_cast<const ip6_hdr*>(body);
-  const auto* adv = reinterpret_cast<const nd_neighbor_advert*>(body + sizeof(ip6_hdr));
-  const uint8_t* opt = body + sizeof(ip6_hdr) + sizeof(nd_neighbor_advert);
-  return ntohs(eth->ether_type) == ETHERTYPE_IPV6 && ip6->ip6_nxt == IPPROTO_ICMPV6 && ip6->ip6_hlim == 255 &&
-         adv->nd_na_type == ND_NEIGHBOR_ADVERT && (adv->nd_na_flags_reserved & ND_NA_FLAG_OVERRIDE) != 0 &&
-         (adv->nd_na_flags_reserved & ND_NA_FLAG_SOLICITED) == 0 && std::memcmp(&adv->nd_na_target, ip.data(), 16) == 0 &&
+  ether_header eth{};
+  ip6_hdr ip6{};
+  nd_neighbor_advert adv{};
+  if (f.size() < sizeof eth + sizeof ip6 + sizeof adv + 8) return false;
+  std::memcpy(&eth, f.data(), sizeof eth);
+  std::memcpy(&ip6, f.data() + sizeof eth, sizeof ip6);
+  std::memcpy(&adv, f.data() + sizeof eth + sizeof ip6, sizeof adv);
+  const uint8_t* opt = f.data() + sizeof eth + sizeof ip6 + sizeof adv;
+  return ntohs(eth.ether_type) == ETHERTYPE_IPV6 && ip6.ip6_nxt == IPPROTO_ICMPV6 && ip6.ip6_hlim == 255 &&
+         adv.nd_na_type == ND_NEIGHBOR_ADVERT && (adv.nd_na_flags_reserved & ND_NA_FLAG_OVERRIDE) != 0 &&
+         (adv.nd_na_flags_reserved & ND_NA_FLAG_SOLICITED) == 0 && std::memcmp(&adv.nd_na_target, ip.data(), 16) == 0 &&
          opt[0] == ND_OPT_TARGET_LINKADDR && opt[1] == 1 && std::equal(mac.begin(), mac.end(), opt + 2);
 }
 

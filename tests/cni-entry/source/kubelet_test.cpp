@@ -56,15 +56,17 @@ TEST_CASE("[fake kubelet] Get answers for the pod: its devices by resource, ever
   CHECK(k.calls() == std::vector<std::string>{"Get default/pod-a"});
 }
 
-TEST_CASE("[fake kubelet] a kubelet without Get (Unimplemented) or with its gate off (Unknown): List, filtered to the pod") {
+TEST_CASE("[fake kubelet] a kubelet without Get (Unimplemented, or no Get method at all) or with its gate off (Unknown): "
+          "List, filtered to the pod") {
   Node node;
-  for (const char* mode : {"unimplemented", "disabled"}) {
+  for (const char* mode : {"unimplemented", "disabled", "absent"}) {
     CAPTURE(mode);
     FakeKubelet k(node.dir() + "/kubelet-" + mode, two_pods(mode));
     auto d = source::pod_devices(at(k.socket()), pod_a());
     REQUIRE_MESSAGE(d.has_value(), (d ? "" : d.error().text()));
     CHECK(*d == kPodA);  // pod-b's VF is not among them
-    CHECK(k.calls() == std::vector<std::string>{"Get default/pod-a", "List"});
+    const std::string get = std::string(mode) == "absent" ? "Get (absent)" : "Get default/pod-a";
+    CHECK(k.calls() == std::vector<std::string>{get, "List"});
   }
 }
 

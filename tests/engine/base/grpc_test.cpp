@@ -61,8 +61,7 @@ TEST_CASE("[fake kubelet] grpc: a unary call's message, and error statuses with 
   r = grpc::unary(c, "http://localhost", "/v1.PodResourcesLister/Get", kGetPodA);
   REQUIRE_MESSAGE(r.has_value(), (r ? "" : r.error().text()));
   CHECK(r->status == grpc::code::kUnimplemented);
-
-  r = grpc::unary(c, "http://localhost", "/v1.NoSuchService/Get", kGetPodA);  // grpcio's own answer
-  REQUIRE_MESSAGE(r.has_value(), (r ? "" : r.error().text()));
-  CHECK(r->status == grpc::code::kUnimplemented);
+  // (A method the server does not have is answered by grpcio itself, sometimes with a stream
+  // reset that libcurl 7.88 reports as a transport error: the kubelet client does not rely on
+  // that answer, see tests/cni-entry/source/kubelet_test.cpp "absent".)
 }
