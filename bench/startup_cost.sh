@@ -46,13 +46,29 @@ hyperfine -N -w 10 -r "$runs" \
   grep -E "Benchmark|Time|Range"
 if command -v perf >/dev/null; then
   # CPU time and page faults are steadier than wall time on a shared machine (page faults count
-  # what start-up maps and touches: an embedded, unread shared object adds none).
-  for b in "$old" "$new"; do
-    echo "== perf stat: $b"
-    CNI_COMMAND=VERSION perf stat -r "$runs" -e task-clock,page-faults "$b" < "$d/version.json" 2>&1 >/dev/null |
-      grep -E "task-clock|page-faults" | sed 's/^/VERSION /'
-    perf stat -r "$runs" -e task-clock,page-faults sh -c \
-      "CNI_COMMAND=ADD $b < $d/conf.json >/dev/null && CNI_COMMAND=DEL $b < $d/conf.json >/dev/null" 2>&1 |
-      grep -E "task-clock|page-faults" | sed 's/^/ADD+DEL /'
+  # what start-up maps and touches: an embedded, unread shared object adds none). Interleaved in
+  # five rounds so a change of load hits both binaries alike; the mean of the rounds is printed.
+  per_round=$(( runs / 5 > 1 ? runs / 5 : 2 ))
+  for what in VERSION ADD+DEL; do
+    : > "$d/perf.$what.old"
+    : > "$d/perf.$what.new"
+    for round in 1 2 3 4 5; do
+      for which in old new; do
+        b=$old
+        [ "$which" = new ] && b=$new
+        if [ "$what" = VERSION ]; then
+          CNI_COMMAND=VERSION perf stat -r "$per_round" -e task-clock,page-faults "$b" < "$d/version.json" 2>&1 >/dev/null
+        else
+          perf stat -r "$per_round" -e task-clock,page-faults sh -c \
+            "CNI_COMMAND=ADD $b < $d/conf.json >/dev/null && CNI_COMMAND=DEL $b < $d/conf.json >/dev/null" 2>&1
+        fi | awk '/task-clock/ {t=$1} /page-faults/ {p=$1} END {print t, p}' >> "$d/perf.$what.$which"
+      done
+    done
+    for which in old new; do
+      b=$old
+      [ "$which" = new ] && b=$new
+      awk -v w="$what" -v b="$b" '{t+=$1; p+=$2; n++} END {printf "%-8s %s: task-clock %.2f ms, page faults %.0f (mean of %d rounds)\n", w, b, t/n, p/n, n}' \
+        "$d/perf.$what.$which"
+    done
   done
 fi
