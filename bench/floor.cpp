@@ -1,4 +1,4 @@
-// plumb-floor: the kernel floor of one pod's attachments, for the latency bench (bench/latency.cpp).
+// plumb-floor: the kernel floor of one pod's attachments, for the latency bench (bench/, plumb-bench).
 // It does only the kernel operations the bench's scenarios need, with no config parsing, no
 // state, no IPAM files, no journal: names, addresses and ports come from argv, objects plumb
 // set up once per node (bridges with their gateway address, table `inet plumb` with its maps and

@@ -1,0 +1,181 @@
+// plumb-bench: what is measured (scenarios, the three ways, pods, samples) and the run that
+// measures it (class Bench: set-up, preflight, the latency / throughput / fill phases).
+//
+// Everything happens inside a private network + mount namespace the harness creates at start
+// (enter_private_root): two "node" namespaces (one for plumb and the floor, one for the reference
+// chain, so each way fills its own node with its own pods) and one namespace per pod. Nothing is
+// created in the machine's own network namespace.
+//
+// Three ways, interleaved sample by sample (the order rotates every iteration):
+//   plumb      the real binary, run exactly as a runtime runs it (CNI_* environment, config on
+//              stdin; secondary networks from NADs and pod annotations in plumb's local store).
+//   reference  Debian's containernetworking-plugins driven the way Multus delegates: one
+//              conflist per attachment, cniVersion/name injected, prevResult chained,
+//              capabilities turned into runtimeConfig, each plugin executed with CNI_* env.
+//   floor      plumb-floor (bench/floor.cpp): only the kernel operations the attachment needs.
+// Every ADD is verified from the kernel (each interface present, up, with its addresses) before
+// it is counted and every DEL verified (only lo left); any failure stops the run with the
+// plugin's output. ways.cpp runs the ways, bench.cpp the phases, report.cpp the output.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bench/harness.hpp"
+#include "bench/options.hpp"
+#include "engine/base/ip.hpp"
+#include "engine/kernel/netns.hpp"
+
+namespace bench {
+
+enum class Way { Plumb = 0, Reference = 1, Floor = 2 };
+inline constexpr Way kWays[] = {Way::Plumb, Way::Reference, Way::Floor};
+/// "plumb", "reference", "floor".
+const char* way_name(Way w);
+
+/// One invocation's cost: for the reference chain, the sum of wall time of its plugin
+/// executions, the largest peak RSS among them and the sum of their CPU time.
+struct Cost {
+  int64_t ns = 0;
+  long rss_kib = 0;
+  int64_t cpu_us = 0;
+  int procs = 0;
+  void add(const Proc& p);
+};
+
+/// One measured ADD+DEL pair.
+struct Sample {
+  std::string phase;  ///< "latency", "fill", "throughput", "preflight"
+  char scenario = 'a';
+  Way way = Way::Plumb;
+  int fill = 0;       ///< pods already on the node
+  int iter = 0;       ///< iteration (pairs of the same iteration ran back to back)
+  bool warmup = false;
+  Cost add, del;
+};
+
+/// One throughput run: `pods` ADDs of one way on `workers` threads.
+struct Tput {
+  Way way;
+  int workers;
+  int pods;
+  int64_t wall_ns;
+  std::vector<int64_t> add_ns;
+};
+
+/// One pod being attached.
+struct Pod {
+  std::string netns;  ///< name under /run/netns
+  std::string cid;
+  std::string name;
+  char scenario = 'a';
+  Way way = Way::Plumb;
+  int host_port = 0;
+  unsigned slot = 0;                     ///< floor addressing
+  std::string plumb_result;              ///< plumb's ADD stdout (prevResult of its DEL)
+  std::vector<std::string> ref_results;  ///< reference: the final result of each attachment
+  std::map<std::string, std::vector<plumb::IpAddr>> expect;  ///< pod interface -> its addresses
+};
+
+// The networks (scenarios.cpp). Addresses are IPv6 documentation addresses only: the IPv4
+// documentation /24s cannot hold 1000 pods per network. The floor uses ::1:0 + slot, outside
+// host-local's range.
+inline constexpr const char* kSubnet[4] = {"", "2001:db8:0:1::/64", "2001:db8:0:2::/64", "2001:db8:0:3::/64"};
+/// host-local IPAM of network `net` (1..3) with its files in `data_dir`.
+std::string ipam_json(const std::string& data_dir, int net);
+/// The default network's conflist for a scenario: bridge + host-local; in c also portmap and
+/// bandwidth (capabilities portMappings and bandwidth).
+std::string default_conflist(const std::string& data_dir, char scenario);
+/// net1: a second bridge (br1) with host-local.
+std::string sec_bridge_json(const std::string& data_dir);
+/// net2: a bridge-mode macvlan on mst0 with host-local.
+std::string sec_macvlan_json(const std::string& data_dir);
+/// The runtime's runtimeConfig for a pod of scenario c (what containerd derives from the pod
+/// spec): one host port and a bandwidth limit of 100 Mbit/s each way.
+std::string runtime_config(const Pod& p);
+
+/// A node namespace and its scratch directory (store, state, IPAM data of this node).
+struct NodeNs {
+  std::string name;
+  std::string dir;
+  std::optional<plumb::netns::Netns> ns;
+};
+
+/// Everything a run measured, for report().
+struct Results {
+  const Options* options = nullptr;
+  std::vector<Sample> samples;
+  std::vector<Tput> tput;
+  std::string started_utc, load_start;
+  std::map<std::string, double> phase_secs;
+  int64_t elapsed_ns = 0;
+};
+
+class Bench {
+ public:
+  Bench(Options o, std::string scratch) : o_(std::move(o)), scratch_(std::move(scratch)) {}
+
+  /// Node namespaces, their macvlan master, plumb's store and default network configs.
+  void setup();
+  /// One pod per scenario and way; throws naming every scenario that cannot run.
+  void preflight();
+  void phase_latency();
+  void phase_throughput();
+  void phase_fill();
+  /// What was measured (the report's input).
+  [[nodiscard]] Results results() const;
+  Progress& progress() { return progress_; }
+
+ private:
+  // One pod: make its sandbox, ADD (timed), verify, DEL (timed), verify, remove the sandbox.
+  Sample one_sample(const std::string& phase, char scenario, Way w, int fill, int iter, bool warmup);
+  Pod new_pod(char scenario, Way w, const std::string& tag);
+  void make_sandbox(Pod& p);
+  void drop_sandbox(Pod& p);
+  void fill_nodes(std::map<Way, std::vector<Pod>>& fill, int current, int level);
+  // ways.cpp
+  Cost add(Pod& p);
+  Cost del(Pod& p);
+  Cost add_plumb(Pod& p);
+  Cost del_plumb(Pod& p);
+  Cost add_reference(Pod& p);
+  Cost del_reference(Pod& p);
+  Cost add_floor(Pod& p);
+  Cost del_floor(Pod& p);
+  void verify_added(const Pod& p);
+  void verify_deleted(const Pod& p);
+  NodeNs& node_of(Way w) { return w == Way::Reference ? ref_ : plumb_; }
+  std::vector<std::string> cni_env(const std::string& verb, const Pod& p, const std::string& ifname) const;
+  std::string plumb_config(const Pod& p, const std::string& prev_result) const;
+  /// Runs fn(i) for i in [0, n) on `workers` threads, each inside `node`; returns wall time.
+  int64_t parallel(int n, int workers, NodeNs& node, const std::function<void(int)>& fn);
+  std::vector<Way> order(int iter) const;
+  void record(const Sample& s);
+
+  Options o_;
+  std::string scratch_;
+  NodeNs plumb_{"node-plumb", {}, {}}, ref_{"node-ref", {}, {}};
+  std::string bpffs_;
+  std::atomic<int> seq_{0};
+  std::atomic<unsigned> slot_{0};
+  std::atomic<int> port_{40000};
+  Progress progress_;
+  std::mutex mu_;
+  std::vector<Sample> samples_;
+  std::vector<Tput> tput_;
+  std::map<Way, int> filled_;
+  std::string started_utc_, load_start_;
+  std::map<std::string, double> phase_secs_;
+};
+
+/// Writes results.json, results.md and the latency-vs-pods plot to options->out_dir and prints
+/// results.md on stdout (bench/README.md describes them). Throws if a file or gnuplot fails.
+void report(const Results& r);
+
+}  // namespace bench

@@ -1,0 +1,51 @@
+// plumb-bench: pod set-up latency of plumb against the reference CNI plugins and the kernel
+// floor, measured in one run on one machine (bench/README.md explains the output; bench.hpp
+// what is measured and how).
+//   harness.*    clocks, files, progress, timed child processes, namespaces
+//   options.*    the command line
+//   scenarios.cpp the networks of scenarios a/b/c
+//   ways.cpp     plumb, the reference chain and the floor, and the ADD/DEL verification
+//   bench.cpp    set-up, preflight and the latency / throughput / fill phases
+//   report.cpp   results.json, results.md, the plot
+#include <sys/mount.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+
+#include "bench/bench.hpp"
+
+int main(int argc, char** argv) {
+  namespace fs = std::filesystem;
+  using namespace bench;
+  std::string scratch;
+  int rc = 0;
+  try {
+    Options o = parse_options(argc, argv);
+    o.out_dir = fs::absolute(o.out_dir).string();
+    std::string tmpl = o.scratch_parent + "/plumb-bench.XXXXXX";
+    if (mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp in " + o.scratch_parent + ": " + std::strerror(errno));
+    scratch = tmpl;
+    enter_private_root(scratch + "/bpf");
+    Bench b(o, scratch);
+    b.setup();
+    b.preflight();
+    b.phase_latency();
+    b.phase_throughput();
+    b.phase_fill();
+    report(b.results());
+    b.progress().line("wrote " + o.out_dir + "/results.json, results.md, latency_vs_pods.png");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "\nplumb-bench: FAILED: %s\n", e.what());
+    rc = 1;
+  }
+  if (!scratch.empty()) {
+    umount2((scratch + "/bpf").c_str(), MNT_DETACH);
+    std::error_code ec;
+    fs::remove_all(scratch, ec);
+  }
+  return rc;
+}

@@ -1,0 +1,40 @@
+// plumb-bench's settings and their command line (bench/README.md lists them).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#ifndef PLUMB_BENCH_PLUMB
+#define PLUMB_BENCH_PLUMB "plumb"
+#endif
+#ifndef PLUMB_BENCH_FLOOR
+#define PLUMB_BENCH_FLOOR "plumb-floor"
+#endif
+
+namespace bench {
+
+/// Every setting of one run.
+struct Options {
+  bool quick = false;
+  int samples = 40;                    // measured ADD+DEL pairs per scenario and way
+  int warmup = 3;                      // discarded iterations before them
+  std::string scenarios = "abc";
+  std::vector<int> fill_levels = {0, 100, 500, 1000};
+  int fill_samples = 10;               // per fill level and way
+  char fill_scenario = 'c';            // shape of the measured and resident pods (richest of --scenarios)
+  int fill_workers = 4;                // concurrent ADDs while filling (untimed)
+  std::vector<int> workers = {1, 2, 4};
+  int tput_pods = 16;                  // pods ADDed per (way, worker count)
+  char tput_scenario = 'c';            // richest of --scenarios
+  std::string out_dir = "bench/out";
+  std::string plumb = PLUMB_BENCH_PLUMB;
+  std::string floor = PLUMB_BENCH_FLOOR;
+  std::string cni_path = "/usr/lib/cni";
+  std::string scratch_parent = "/var/tmp";
+};
+
+/// Parses the command line (--quick first, so explicit settings given with it win). Prints usage
+/// and exits on -h/--help or an unknown flag; throws on invalid values.
+Options parse_options(int argc, char** argv);
+
+}  // namespace bench

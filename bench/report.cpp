@@ -1,0 +1,419 @@
+// The bench's output (bench.hpp report()): results.json (settings, summaries, every sample),
+// results.md (the tables of bench/README.md) and the latency-vs-pods plot through gnuplot.
+#include <sys/utsname.h>
+
+#include <rapidjson/prettywriter.h>
+#include <rapidjson/stringbuffer.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+#include <thread>
+#include <tuple>
+
+#include "bench/bench.hpp"
+#include "engine/base/text.hpp"
+
+namespace bench {
+namespace {
+
+namespace rj = rapidjson;
+
+/// Nearest-rank percentile q (0..1) of v; NaN when empty.
+double pct(std::vector<double> v, double q) {
+  if (v.empty()) return NAN;
+  std::sort(v.begin(), v.end());
+  size_t rank = static_cast<size_t>(std::ceil(q * static_cast<double>(v.size())));
+  return v[std::min(v.size(), std::max<size_t>(rank, 1)) - 1];
+}
+
+struct Dist {
+  double p50 = NAN, p90 = NAN, p99 = NAN, mean = NAN, min = NAN, max = NAN;
+  size_t n = 0;
+};
+
+Dist dist(const std::vector<double>& v) {
+  Dist d;
+  d.n = v.size();
+  if (v.empty()) return d;
+  d.p50 = pct(v, 0.5);
+  d.p90 = pct(v, 0.9);
+  d.p99 = pct(v, 0.99);
+  double sum = 0;
+  for (double x : v) sum += x;
+  d.mean = sum / static_cast<double>(v.size());
+  d.min = *std::min_element(v.begin(), v.end());
+  d.max = *std::max_element(v.begin(), v.end());
+  return d;
+}
+
+std::string ms(double v) {
+  if (std::isnan(v)) return "-";
+  return fmt(v < 10 ? 2 : v < 100 ? 1 : 0, v);
+}
+
+std::string ratio(double v) { return std::isnan(v) ? "-" : fmt(v < 10 ? 2 : 1, v) + "×"; }
+
+/// "<cpu model>, N CPUs, M GiB, Linux <release>".
+std::string machine_text() {
+  std::string model;
+  std::istringstream cpu(read_text("/proc/cpuinfo"));
+  for (std::string line; std::getline(cpu, line);) {
+    if (line.rfind("model name", 0) == 0) {
+      model = line.substr(line.find(':') + 2);
+      break;
+    }
+  }
+  long mem_kib = 0;
+  std::istringstream mem(read_text("/proc/meminfo"));
+  for (std::string line; std::getline(mem, line);) {
+    if (line.rfind("MemTotal:", 0) == 0) mem_kib = std::stol(line.substr(9));
+  }
+  utsname u{};
+  uname(&u);
+  return model + ", " + std::to_string(std::thread::hardware_concurrency()) + " CPUs, " +
+         std::to_string(mem_kib / 1024 / 1024) + " GiB, Linux " + u.release;
+}
+
+/// Which figure of a Cost: wall milliseconds, peak RSS MiB or CPU milliseconds.
+enum class Figure { Ms, RssMib, CpuMs };
+
+/// One report: the JSON document and the Markdown text built side by side, table by table.
+class Report {
+ public:
+  explicit Report(const Results& r) : r_(r), o_(*r.options), doc_(rj::kObjectType), al_(doc_.GetAllocator()) {}
+  void run();
+
+ private:
+  std::vector<const Sample*> sel(const std::string& phase, char s, Way w, int fill) const;
+  static std::vector<double> vals(const std::vector<const Sample*>& v, bool add, Figure what);
+  std::vector<double> pair_ratios(const std::string& phase, char s, int fill, Way num, Way den, bool add) const;
+  rj::Value str(const std::string& s) { return rj::Value(s.c_str(), al_); }
+  rj::Value dist_json(const Dist& d);
+  void header(const std::string& load_end);
+  rj::Value samples();
+  rj::Value latency();
+  rj::Value ratios();
+  rj::Value fill();
+  rj::Value throughput();
+  void goals();
+  void write_files();
+  void plot();
+
+  const Results& r_;
+  const Options& o_;
+  rj::Document doc_;
+  rj::Document::AllocatorType& al_;
+  std::ostringstream md_;
+  std::map<char, std::array<double, 4>> med_;          // per scenario: the four ratio medians
+  std::map<Way, std::map<int, double>> fill_p50_;      // per way and fill level: p50 ADD ms
+};
+
+std::vector<const Sample*> Report::sel(const std::string& phase, char s, Way w, int fill) const {
+  std::vector<const Sample*> v;
+  for (auto& x : r_.samples) {
+    if (x.phase == phase && x.scenario == s && x.way == w && x.fill == fill && !x.warmup) v.push_back(&x);
+  }
+  return v;
+}
+
+std::vector<double> Report::vals(const std::vector<const Sample*>& v, bool add, Figure what) {
+  std::vector<double> out;
+  for (auto* s : v) {
+    const Cost& c = add ? s->add : s->del;
+    out.push_back(what == Figure::Ms       ? static_cast<double>(c.ns) / 1e6
+                  : what == Figure::RssMib ? static_cast<double>(c.rss_kib) / 1024.0
+                                           : static_cast<double>(c.cpu_us) / 1e3);
+  }
+  return out;
+}
+
+/// Ratios pair by pair: samples of the same iteration (and scenario, fill level).
+std::vector<double> Report::pair_ratios(const std::string& phase, char s, int fill, Way num, Way den, bool add) const {
+  std::map<int, double> a, b;
+  for (auto* x : sel(phase, s, num, fill)) a[x->iter] = static_cast<double>((add ? x->add : x->del).ns);
+  for (auto* x : sel(phase, s, den, fill)) b[x->iter] = static_cast<double>((add ? x->add : x->del).ns);
+  std::vector<double> r;
+  for (auto& [it, v] : a) {
+    if (b.count(it) && b[it] > 0) r.push_back(v / b[it]);
+  }
+  return r;
+}
+
+rj::Value Report::dist_json(const Dist& d) {
+  rj::Value o(rj::kObjectType);
+  auto num = [](double v) { return std::isnan(v) ? rj::Value() : rj::Value(v); };
+  o.AddMember("p50", num(d.p50), al_);
+  o.AddMember("p90", num(d.p90), al_);
+  o.AddMember("p99", num(d.p99), al_);
+  o.AddMember("mean", num(d.mean), al_);
+  o.AddMember("min", num(d.min), al_);
+  o.AddMember("max", num(d.max), al_);
+  o.AddMember("n", static_cast<uint64_t>(d.n), al_);
+  return o;
+}
+
+/// The run's date, machine and settings (JSON) and the Markdown preamble.
+void Report::header(const std::string& load_end) {
+  const std::string load_start = std::string(plumb::text::trim(r_.load_start));
+  rj::Value machine(rj::kObjectType);
+  machine.AddMember("description", str(machine_text()), al_);
+  machine.AddMember("loadavg_start", str(load_start), al_);
+  machine.AddMember("loadavg_end", str(load_end), al_);
+  doc_.AddMember("date", str(r_.started_utc), al_);
+  doc_.AddMember("machine", machine, al_);
+  rj::Value settings(rj::kObjectType);
+  settings.AddMember("quick", o_.quick, al_);
+  settings.AddMember("samples", o_.samples, al_);
+  settings.AddMember("warmup", o_.warmup, al_);
+  settings.AddMember("scenarios", str(o_.scenarios), al_);
+  rj::Value levels(rj::kArrayType);
+  for (int l : o_.fill_levels) levels.PushBack(l, al_);
+  settings.AddMember("fill_levels", levels, al_);
+  settings.AddMember("fill_samples", o_.fill_samples, al_);
+  settings.AddMember("fill_scenario", str(std::string(1, o_.fill_scenario)), al_);
+  settings.AddMember("throughput_pods", o_.tput_pods, al_);
+  settings.AddMember("plumb", str(o_.plumb), al_);
+  settings.AddMember("cni_path", str(o_.cni_path), al_);
+  doc_.AddMember("settings", settings, al_);
+  rj::Value phases(rj::kObjectType);
+  for (auto& [k, v] : r_.phase_secs) phases.AddMember(str(k), rj::Value(v), al_);
+  doc_.AddMember("phase_seconds", phases, al_);
+  md_ << "# plumb pod set-up latency bench\n\n"
+      << "Run " << r_.started_utc << " on " << machine_text() << ". Load average at start " << load_start << ", at end "
+      << load_end << (o_.quick ? ". **--quick run: few samples.**" : ".") << "\n"
+      << "Milliseconds of wall time per CNI invocation (posix_spawn to wait4), warm-up discarded; ratios are medians of "
+         "per-pair ratios (the samples of one iteration). IPv6 pods, DAD off in pod namespaces.\n\n";
+}
+
+/// Every sample, as measured.
+rj::Value Report::samples() {
+  rj::Value all(rj::kArrayType);
+  for (auto& s : r_.samples) {
+    rj::Value o(rj::kObjectType);
+    o.AddMember("phase", str(s.phase), al_);
+    o.AddMember("scenario", str(std::string(1, s.scenario)), al_);
+    o.AddMember("way", str(way_name(s.way)), al_);
+    o.AddMember("pods_on_node", s.fill, al_);
+    o.AddMember("iteration", s.iter, al_);
+    o.AddMember("warmup", s.warmup, al_);
+    for (auto [key, c] : {std::pair<const char*, const Cost*>{"add", &s.add}, {"del", &s.del}}) {
+      rj::Value co(rj::kObjectType);
+      co.AddMember("ms", static_cast<double>(c->ns) / 1e6, al_);
+      co.AddMember("peak_rss_kib", static_cast<int64_t>(c->rss_kib), al_);
+      co.AddMember("cpu_ms", static_cast<double>(c->cpu_us) / 1e3, al_);
+      co.AddMember("processes", c->procs, al_);
+      o.AddMember(rj::StringRef(key), co, al_);
+    }
+    all.PushBack(o, al_);
+  }
+  return all;
+}
+
+/// The latency table: p50/p90/p99 of ADD and DEL per scenario and way, empty node.
+rj::Value Report::latency() {
+  rj::Value lat(rj::kArrayType);
+  md_ << "## Latency (pods on the node: 0)\n\n"
+      << "| scenario | way | ADD p50 | ADD p90 | ADD p99 | DEL p50 | DEL p90 | DEL p99 | peak RSS MiB (ADD, max) | CPU ms (ADD p50) | plugin execs per ADD |\n"
+      << "|---|---|---|---|---|---|---|---|---|---|---|\n";
+  for (char s : o_.scenarios) {
+    for (Way w : kWays) {
+      auto v = sel("latency", s, w, 0);
+      Dist a = dist(vals(v, true, Figure::Ms)), d = dist(vals(v, false, Figure::Ms));
+      Dist rss = dist(vals(v, true, Figure::RssMib)), cpu = dist(vals(v, true, Figure::CpuMs));
+      md_ << "| " << s << " | " << way_name(w) << " | " << ms(a.p50) << " | " << ms(a.p90) << " | " << ms(a.p99) << " | "
+          << ms(d.p50) << " | " << ms(d.p90) << " | " << ms(d.p99) << " | " << fmt(1, rss.max) << " | " << ms(cpu.p50)
+          << " | " << (v.empty() ? 0 : v.front()->add.procs) << " |\n";
+      rj::Value o(rj::kObjectType);
+      o.AddMember("scenario", str(std::string(1, s)), al_);
+      o.AddMember("way", str(way_name(w)), al_);
+      o.AddMember("add_ms", dist_json(a), al_);
+      o.AddMember("del_ms", dist_json(d), al_);
+      o.AddMember("add_peak_rss_mib", dist_json(rss), al_);
+      o.AddMember("del_peak_rss_mib", dist_json(dist(vals(v, false, Figure::RssMib))), al_);
+      o.AddMember("add_cpu_ms", dist_json(cpu), al_);
+      lat.PushBack(o, al_);
+    }
+  }
+  return lat;
+}
+
+/// reference/plumb and plumb/floor, ADD and DEL, per scenario (medians of pair ratios).
+rj::Value Report::ratios() {
+  rj::Value ratios(rj::kArrayType);
+  md_ << "\n## Ratios (median of pair-by-pair ratios, [p10, p90])\n\n"
+      << "| scenario | ADD reference/plumb | DEL reference/plumb | ADD plumb/floor | DEL plumb/floor |\n|---|---|---|---|---|\n";
+  for (char s : o_.scenarios) {
+    md_ << "| " << s;
+    rj::Value o(rj::kObjectType);
+    o.AddMember("scenario", str(std::string(1, s)), al_);
+    size_t k = 0;
+    for (auto [num, den, add, key] : {std::tuple{Way::Reference, Way::Plumb, true, "add_reference_over_plumb"},
+                                      std::tuple{Way::Reference, Way::Plumb, false, "del_reference_over_plumb"},
+                                      std::tuple{Way::Plumb, Way::Floor, true, "add_plumb_over_floor"},
+                                      std::tuple{Way::Plumb, Way::Floor, false, "del_plumb_over_floor"}}) {
+      auto r = pair_ratios("latency", s, 0, num, den, add);
+      Dist d = dist(r);
+      med_[s][k++] = d.p50;
+      md_ << " | " << ratio(d.p50) << " [" << ratio(pct(r, 0.1)) << ", " << ratio(pct(r, 0.9)) << "]";
+      rj::Value ro = dist_json(d);
+      ro.AddMember("p10", std::isnan(pct(r, 0.1)) ? rj::Value() : rj::Value(pct(r, 0.1)), al_);
+      o.AddMember(rj::StringRef(key), ro, al_);
+    }
+    md_ << " |\n";
+    ratios.PushBack(o, al_);
+  }
+  return ratios;
+}
+
+/// p50 ADD/DEL per way as the node fills, and each way's growth from the first to the last level.
+rj::Value Report::fill() {
+  rj::Value fillj(rj::kArrayType);
+  md_ << "\n## p50 ADD as the node fills (scenario " << o_.fill_scenario << ", " << o_.fill_samples
+      << " samples per level; fill pods of the same shape, made by plumb on plumb's node and by the reference chain on "
+         "the reference node)\n\n| pods on the node |";
+  for (Way w : kWays) md_ << " " << way_name(w) << " ADD p50 | " << way_name(w) << " DEL p50 |";
+  md_ << " reference/plumb ADD |\n|---|";
+  for (size_t i = 0; i < 7; ++i) md_ << "---|";
+  md_ << "\n";
+  for (int level : o_.fill_levels) {
+    md_ << "| " << level << " |";
+    rj::Value o(rj::kObjectType);
+    o.AddMember("pods_on_node", level, al_);
+    for (Way w : kWays) {
+      auto v = sel("fill", o_.fill_scenario, w, level);
+      Dist a = dist(vals(v, true, Figure::Ms)), d = dist(vals(v, false, Figure::Ms));
+      fill_p50_[w][level] = a.p50;
+      md_ << " " << ms(a.p50) << " | " << ms(d.p50) << " |";
+      rj::Value wo(rj::kObjectType);
+      wo.AddMember("add_ms", dist_json(a), al_);
+      wo.AddMember("del_ms", dist_json(d), al_);
+      o.AddMember(str(way_name(w)), wo, al_);
+    }
+    md_ << " " << ratio(dist(pair_ratios("fill", o_.fill_scenario, level, Way::Reference, Way::Plumb, true)).p50) << " |\n";
+    fillj.PushBack(o, al_);
+  }
+  const int lo = o_.fill_levels.front(), hi = o_.fill_levels.back();
+  md_ << "\nGrowth of p50 ADD from " << lo << " to " << hi << " pods:";
+  for (Way w : kWays) md_ << " " << way_name(w) << " " << ratio(fill_p50_[w][hi] / fill_p50_[w][lo]) << ";";
+  md_ << "\n";
+  return fillj;
+}
+
+/// Pods/s and p50 ADD per way and worker count.
+rj::Value Report::throughput() {
+  rj::Value tputj(rj::kArrayType);
+  md_ << "\n## ADD throughput (scenario " << o_.tput_scenario << ", " << o_.tput_pods
+      << " pods per run, pods/s = pods / wall time of the run)\n\n| workers |";
+  for (Way w : kWays) md_ << " " << way_name(w) << " pods/s | " << way_name(w) << " ADD p50 |";
+  md_ << "\n|---|---|---|---|---|---|---|\n";
+  for (int workers : o_.workers) {
+    md_ << "| " << workers << " |";
+    for (Way w : kWays) {
+      for (auto& t : r_.tput) {
+        if (t.way != w || t.workers != workers) continue;
+        std::vector<double> l;
+        for (auto x : t.add_ns) l.push_back(static_cast<double>(x) / 1e6);
+        const double pps = static_cast<double>(t.pods) / (static_cast<double>(t.wall_ns) / 1e9);
+        md_ << " " << fmt(1, pps) << " | " << ms(dist(l).p50) << " |";
+        rj::Value o(rj::kObjectType);
+        o.AddMember("way", str(way_name(w)), al_);
+        o.AddMember("workers", workers, al_);
+        o.AddMember("pods", t.pods, al_);
+        o.AddMember("wall_s", static_cast<double>(t.wall_ns) / 1e9, al_);
+        o.AddMember("pods_per_s", pps, al_);
+        o.AddMember("add_ms", dist_json(dist(l)), al_);
+        tputj.PushBack(o, al_);
+      }
+    }
+    md_ << "\n";
+  }
+  return tputj;
+}
+
+/// The goals (issue 8), scenario c, met or not; the phases' durations.
+void Report::goals() {
+  md_ << "\n## Goals (issue 8)\n\n";
+  auto goal = [&](const std::string& what, double v, bool met) {
+    md_ << "- " << what << ": " << (std::isnan(v) ? std::string("not measured") : ratio(v)) << " — "
+        << (std::isnan(v) ? "n/a" : met ? "**met**" : "**not met**") << "\n";
+  };
+  if (med_.count('c')) {
+    goal("scenario c ADD ≥ 25× faster than the reference chain", med_['c'][0], med_['c'][0] >= 25);
+    goal("scenario c ADD ≤ 1.5× the kernel floor", med_['c'][2], med_['c'][2] <= 1.5);
+    goal("scenario c DEL ≥ 50× faster than the reference chain", med_['c'][1], med_['c'][1] >= 50);
+  } else {
+    md_ << "- scenario c was not run (--scenarios)\n";
+  }
+  const int lo = o_.fill_levels.front(), hi = o_.fill_levels.back();
+  const double growth = fill_p50_[Way::Plumb][hi] / fill_p50_[Way::Plumb][lo];
+  goal("plumb p50 ADD flat (≤ 1.2×) from " + std::to_string(lo) + " to " + std::to_string(hi) + " pods (scenario " +
+           std::string(1, o_.fill_scenario) + ")",
+       growth, growth <= 1.2);
+  md_ << "\nPhases: ";
+  for (auto& [k, v] : r_.phase_secs) md_ << k << " " << fmt(0, v) << " s; ";
+  md_ << "total " << fmt(0, static_cast<double>(r_.elapsed_ns) / 1e9) << " s.\n";
+}
+
+void Report::write_files() {
+  std::filesystem::create_directories(o_.out_dir);
+  rj::StringBuffer sb;
+  rj::PrettyWriter<rj::StringBuffer> writer(sb);
+  writer.SetMaxDecimalPlaces(4);
+  doc_.Accept(writer);
+  write_text(o_.out_dir + "/results.json", std::string(sb.GetString()) + "\n");
+  write_text(o_.out_dir + "/results.md", md_.str());
+}
+
+/// p50 ADD against pods on the node, one line per way (log scale: the ways differ by orders of
+/// magnitude).
+void Report::plot() {
+  std::ostringstream dat;
+  dat << "# pods_on_node plumb_p50_ms reference_p50_ms floor_p50_ms\n";
+  for (int level : o_.fill_levels) {
+    dat << level;
+    for (Way w : kWays) dat << " " << fmt(4, fill_p50_[w][level]);
+    dat << "\n";
+  }
+  write_text(o_.out_dir + "/latency_vs_pods.dat", dat.str());
+  std::string gp = "set terminal pngcairo size 960,600 font 'sans,11'\n"
+                   "set output '" + o_.out_dir + "/latency_vs_pods.png'\n"
+                   "set title 'Pod ADD latency (scenario " + std::string(1, o_.fill_scenario) + ", p50) as the node fills — " +
+                   r_.started_utc + "'\n"
+                   "set xlabel 'pods already on the node'\nset ylabel 'p50 ADD latency (ms, log scale)'\n"
+                   "set logscale y\nset grid\nset key top left\nset xtics (";
+  for (size_t i = 0; i < o_.fill_levels.size(); ++i) gp += (i ? "," : "") + std::to_string(o_.fill_levels[i]);
+  gp += ")\nplot '" + o_.out_dir + "/latency_vs_pods.dat' using 1:3 with linespoints lw 2 title 'reference chain', \\\n"
+        "     '' using 1:2 with linespoints lw 2 title 'plumb', \\\n"
+        "     '' using 1:4 with linespoints lw 2 title 'kernel floor'\n";
+  write_text(o_.out_dir + "/latency_vs_pods.gp", gp);
+  Proc g = spawn({"/usr/bin/gnuplot", o_.out_dir + "/latency_vs_pods.gp"}, {"PATH=/usr/bin:/bin"}, "");
+  if (!g.ok()) throw std::runtime_error("gnuplot failed (install gnuplot-nox; scripts/bench does): " + g.describe());
+}
+
+void Report::run() {
+  header(std::string(plumb::text::trim(read_text("/proc/loadavg"))));
+  rj::Value summary(rj::kObjectType);
+  summary.AddMember("latency", latency(), al_);
+  summary.AddMember("ratios", ratios(), al_);
+  summary.AddMember("fill", fill(), al_);
+  summary.AddMember("throughput", throughput(), al_);
+  goals();
+  doc_.AddMember("summary", summary, al_);
+  doc_.AddMember("samples", samples(), al_);
+  write_files();
+  plot();
+  std::fputs(md_.str().c_str(), stdout);
+}
+
+}  // namespace
+
+void report(const Results& r) {
+  Report rep(r);
+  rep.run();
+}
+
+}  // namespace bench
