@@ -11,6 +11,7 @@
 #include "drivers/undo.hpp"
 #include "engine/devinfo/devinfo.hpp"
 #include "engine/kernel/addr.hpp"
+#include "engine/kernel/announce.hpp"
 #include "engine/kernel/link.hpp"
 #include "engine/kernel/route.hpp"
 #include "engine/nft/nft.hpp"
@@ -241,4 +242,16 @@ Status run_op(Context&, const DevinfoRemove& op) {
 }
 
 }  // namespace undo
+void announce_addresses(Context& ctx, int index, const Mac& mac, const cni::CniResult& r,
+                        std::chrono::milliseconds carrier_wait, bool ipv6) {
+  if (ctx.pod == nullptr || ctx.pod_ns == nullptr) return;
+  std::vector<IpAddr> addrs;
+  for (const auto& ip : r.ips) {
+    if (ip.address.addr.is_v4() || ipv6) addrs.push_back(ip.address.addr);
+  }
+  if (addrs.empty()) return;
+  if (carrier_wait.count() > 0) (void)announce::wait_for_carrier(*ctx.pod, index, carrier_wait);
+  (void)announce::send(*ctx.pod_ns, ctx.ifname, index, mac, addrs);
+}
+
 }  // namespace plumb::drivers

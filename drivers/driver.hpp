@@ -17,6 +17,7 @@
 // vf_attach.hpp (sriov, ib-sriov, vdpa).
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -143,6 +144,13 @@ struct ParsedPlugin {
 /// ctx.netns_path): interfaces = [it], every IP on interface 0; then configure_pod_interface
 /// (addresses, up, routes; IPv6 with DAD). Errors: configure_pod_interface's.
 [[nodiscard]] Status finish_pod_interface(Context& ctx, const link::LinkInfo& pod_link, cni::CniResult& r);
+/// Announces the result's addresses on pod interface `index` (MAC `mac`) once it is up:
+/// engine/kernel/announce.hpp's gratuitous ARP per IPv4 address and, with `ipv6`, unsolicited
+/// Neighbor Advertisement per IPv6 address, after waiting up to `carrier_wait` for carrier (as
+/// sriov-cni waits 200 ms; 0 = no wait). Best effort, as in sriov-cni and the reference macvlan: a
+/// failure changes nothing and is not reported (announcing only speeds up neighbours' learning).
+void announce_addresses(Context& ctx, int index, const Mac& mac, const cni::CniResult& r,
+                        std::chrono::milliseconds carrier_wait, bool ipv6);
 
 /// The MAC the pod interface must get, from (lowest to highest priority) the config's "mac",
 /// CNI_ARGS MAC=, args.cni.mac and runtimeConfig.mac (the "mac" capability), as the reference

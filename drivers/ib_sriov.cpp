@@ -1,6 +1,8 @@
 // ib-sriov-cni, natively. Keys: deviceID (or runtimeConfig.deviceID), guid through
 // runtimeConfig.infinibandGUID (the selection annotation's "infiniband-guid") or args.cni.guid,
-// link_state (auto/enable/disable), rdmaIsolation, ibKubernetesEnabled, vfioPciMode, ipam.
+// link_state (auto/enable/disable), rdmaIsolation, ibKubernetesEnabled, vfioPciMode, pkey (a string,
+// accepted and kept in the recorded config as ib-sriov-cni keeps it: ib-kubernetes reads it from the
+// NAD and programs the subnet manager; the plugin itself never uses it), ipam.
 //
 // ADD: VF from sysfs; with ibKubernetesEnabled, args.cni["mellanox.infiniband.app"] must be
 // "configured" and a GUID given; with rdmaIsolation the RDMA subsystem must be in exclusive netns
@@ -10,7 +12,9 @@
 // effect; link_state likewise. With rdmaIsolation the VF's RDMA device (sysfs infiniband/) moves
 // into the pod over RDMA netlink before the netdev (moving an RDMA device recreates its IPoIB
 // netdevs in the source namespace). The netdev then moves like an SR-IOV VF; IPAM.
-// vfioPciMode: the VF must be bound to vfio-pci; no netdev, no RDMA move; GUID and IPAM only.
+// vfioPciMode: the VF must be bound to vfio-pci; no netdev, no RDMA move; GUID and IPAM only. As in
+// ib-sriov-cni, a device bound to vfio-pci is in this mode even without the key, and a PF (no
+// physfn) is passed through only in it (PF passthrough: claimed, no VF settings).
 // DEL: netdev back, RDMA device back, previous GUIDs and link state restored and the VF rebound,
 // VF released. The VF steps shared with sriov and vdpa are drivers/vf_attach.hpp's.
 #include "drivers/registry.hpp"
@@ -37,6 +41,7 @@ struct IbConfig : Config {
   bool rdma_isolation = false;
   bool ib_kubernetes = false;
   bool vfio_pci_mode = false;
+  std::optional<std::string> pkey;  ///< "pkey": carried for ib-kubernetes (it reads it from the NAD); not programmed here
 };
 
 /// The GUID to set, lowest to highest priority: args.cni.guid, runtimeConfig.infinibandGUID; and
@@ -68,6 +73,7 @@ Result<IbConfig> parse_config(const json::Value& conf, const ParseInput& in) {
   c.rdma_isolation = PLUMB_TRY(json::get_bool(conf, "rdmaIsolation", where)).value_or(false);
   c.ib_kubernetes = PLUMB_TRY(json::get_bool(conf, "ibKubernetesEnabled", where)).value_or(false);
   c.vfio_pci_mode = PLUMB_TRY(json::get_bool(conf, "vfioPciMode", where)).value_or(false);
+  c.pkey = PLUMB_TRY(json::get_string(conf, "pkey", where));
   c.link_state = PLUMB_TRY(vf_attach::parse_link_state(conf, where));
   std::optional<std::string> ib_status;
   c.guid = PLUMB_TRY(parse_guid_keys(conf, where, ib_status));
@@ -109,7 +115,7 @@ Status check_vf(Context& ctx, const IbConfig& c, vf_attach::Backends& b, const p
   }
   if (c.rdma_isolation) {
     if (b.rdma == nullptr) return fail(cni_code::kInternal, "ib-sriov: no RDMA backend");
-    PLUMB_TRY(rdma::ensure_exclusive(*b.rdma));
+    PLUMB_TRY(rdma::ensure_exclusive(*b.rdma, "rdmaIsolation"));
     if (dev.rdma_device.empty()) {
       return fail(cni_code::kNotFound,
                   ctx.network + ": rdmaIsolation is set but VF " + dev.pci + " has no RDMA device (sysfs infiniband/)");
@@ -194,13 +200,33 @@ Status move_rdma(Context& ctx, vf_attach::Backends& b, const pci::VfDevice& dev)
   return {};
 }
 
-Result<cni::CniResult> ib_sriov_add(Context& ctx, const IbConfig& c, const cni::CniResult*) {
+/// The config with vfioPciMode as ib-sriov-cni takes it: a device bound to vfio-pci is in VFIO mode
+/// even when the key is not set; a PF (no physfn) passes through only in VFIO mode.
+Result<IbConfig> effective(const Context& ctx, const IbConfig& conf, const pci::VfDevice& dev) {
+  IbConfig c = conf;
+  if (dev.driver == "vfio-pci") c.vfio_pci_mode = true;
+  if (c.vfio_pci_mode && c.rdma_isolation) {
+    return fail(cni_code::kInvalidConfig, ctx.network + ": rdmaIsolation cannot be used with " + dev.pci +
+                                              ", which is bound to vfio-pci (a vfio-pci device has no RDMA device)");
+  }
+  if (dev.pf_pci.empty() && !c.vfio_pci_mode) {
+    return fail(cni_code::kInvalidConfig, ctx.network + ".deviceID: " + dev.pci +
+                                              " is a PF (no physfn link); ib-sriov passes a PF through only bound to "
+                                              "vfio-pci (vfioPciMode), as ib-sriov-cni does");
+  }
+  return c;
+}
+
+Result<cni::CniResult> ib_sriov_add(Context& ctx, const IbConfig& conf, const cni::CniResult*) {
   vf_attach::DefaultBackends defaults(ctx);
   vf_attach::Backends& b = vf_attach::backends_of(ctx, defaults);
-  pci::VfDevice dev = PLUMB_TRY(pci::lookup_device(ctx.sysfs_root, c.device_id, true, ctx.network + ".deviceID"));
+  pci::VfDevice dev = PLUMB_TRY(pci::lookup_device(ctx.sysfs_root, conf.device_id, false, ctx.network + ".deviceID"));
+  const IbConfig c = PLUMB_TRY(effective(ctx, conf, dev));
+  const bool pf_passthrough = dev.pf_pci.empty();
   PLUMB_TRY(check_vf(ctx, c, b, dev));
   vf_attach::Claim cl = PLUMB_TRY(vf_attach::claim(ctx, b, "ib-sriov", dev, c.vfio_pci_mode ? "userspace" : "netdev"));
-  if (c.guid || c.link_state) PLUMB_TRY(set_pf_side(ctx, c, b, cl, dev));
+  // A passed-through PF gets no VF settings (ib-sriov-cni skips them; its GUID is its own).
+  if (!pf_passthrough && (c.guid || c.link_state)) PLUMB_TRY(set_pf_side(ctx, c, b, cl, dev));
   // Before the netdev: moving an RDMA device recreates its IPoIB netdevs in the source namespace.
   if (c.rdma_isolation) PLUMB_TRY(move_rdma(ctx, b, dev));
   if (c.vfio_pci_mode) return vf_attach::finish_pci_vf(ctx, c.ipam, dev, nullptr, "");

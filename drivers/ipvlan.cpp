@@ -77,6 +77,7 @@ Result<cni::CniResult> ipvlan_add(Context& ctx, const IpvlanConfig& c, const cni
   if (r.ips.empty()) return fail(cni_code::kInvalidConfig, ctx.network + ": IPAM plugin returned missing IP config");
   PLUMB_TRY(lower::notify_neighbours(ctx, r));
   PLUMB_TRY(finish_pod_interface(ctx, pod_link, r));
+  lower::announce(ctx, pod_link, r);
   return r;
 }
 

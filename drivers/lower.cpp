@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <chrono>
 
 #include "drivers/undo.hpp"
 #include "engine/kernel/route.hpp"
@@ -98,6 +99,10 @@ Status notify_neighbours(const Context& ctx, const cni::CniResult& r) {
   bool v6 = std::any_of(r.ips.begin(), r.ips.end(), [](const cni::IpConfig& ip) { return !ip.address.addr.is_v4(); });
   if (v6) PLUMB_TRY(pod_sysctl(ctx, "net/ipv6/conf/" + ctx.ifname + "/ndisc_notify", "1"));
   return {};
+}
+
+void announce(Context& ctx, const link::LinkInfo& pod_link, const cni::CniResult& r) {
+  if (auto m = pod_link.mac()) announce_addresses(ctx, pod_link.index, *m, r, std::chrono::milliseconds(0), false);
 }
 
 }  // namespace plumb::drivers::lower

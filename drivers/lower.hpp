@@ -55,4 +55,9 @@ struct Keys {
 /// learn the interface's MAC when it comes up (what the reference macvlan/ipvlan plugins set).
 [[nodiscard]] Status notify_neighbours(const Context& ctx, const cni::CniResult& r);
 
+/// Once `pod_link` is up with `r`'s addresses: a gratuitous ARP per IPv4 address (IPv6 addresses
+/// are still in DAD), as the reference macvlan plugin and sriov-cni do, so switches and neighbours
+/// learn the moved MAC at once. Best effort (announce_addresses).
+void announce(Context& ctx, const link::LinkInfo& pod_link, const cni::CniResult& r);
+
 }  // namespace plumb::drivers::lower

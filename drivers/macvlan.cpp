@@ -95,6 +95,7 @@ Result<cni::CniResult> macvlan_add(Context& ctx, const MacvlanConfig& c, const c
   // Neighbours learn the new MAC when the link comes up (the reference sets these too).
   PLUMB_TRY(lower::notify_neighbours(ctx, r));
   PLUMB_TRY(finish_pod_interface(ctx, pod_link, r));
+  lower::announce(ctx, pod_link, r);
   return r;
 }
 

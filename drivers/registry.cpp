@@ -22,6 +22,7 @@ const Driver* const kDrivers[] = {
     &kVlan,
     &kDummy,
     &kVrf,
+    &kRdma,
 };
 }  // namespace
 

@@ -22,4 +22,5 @@ extern const Driver kIpvlan;
 extern const Driver kVlan;
 extern const Driver kDummy;
 extern const Driver kVrf;
+extern const Driver kRdma;
 }  // namespace plumb::drivers

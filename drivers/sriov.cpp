@@ -8,6 +8,9 @@
 // the VF netdev moved into the pod and renamed in one message, MAC/MTU set, up; IPAM.
 // A VF bound to vfio-pci, uio_pci_generic or igb_uio has no netdev: PF settings and IPAM only, and
 // that mode is what the recorded undo operations describe, so DEL never looks for a netdev.
+// A VF whose PF is not reachable (no physfn link: a VF passed through into a VM, sriov-cni PR #121)
+// attaches like host-device (netdev moved, MAC/MTU on the netdev, IPAM); the PF-side keys asked for
+// (vlan, vlanQoS, vlanProto, spoofchk, trust, link_state, min_tx_rate, max_tx_rate) are refused, each by name.
 // DEL (the undo log, newest first): addresses released, saved VF settings restored through the PF
 // (in sriov-cni's reset order: vlan, spoofchk, mac, trust, rate, link state), netdev returned
 // under its original name, MAC and MTU, VF released. The VF steps shared with ib-sriov and vdpa
@@ -154,10 +157,34 @@ std::vector<VfSetting> restore_list(const std::vector<VfSetting>& applied, const
   return out;
 }
 
+/// A VF without a reachable PF (no physfn: a VF passed into a VM) attaches like host-device: the
+/// settings only its PF can make are refused, each by its key.
+Status refuse_pf_side(const Context& ctx, const SriovConfig& c, const pci::VfDevice& dev) {
+  std::vector<std::string> asked;
+  if (c.mac && dev.userspace()) asked.emplace_back("mac");  // no netdev to set it on either
+  if (c.vlan) asked.emplace_back("vlan");
+  if (c.vlan_qos != 0) asked.emplace_back("vlanQoS");
+  if (c.vlan_proto) asked.emplace_back("vlanProto");
+  if (c.spoofchk) asked.emplace_back("spoofchk");
+  if (c.trust) asked.emplace_back("trust");
+  if (c.link_state) asked.emplace_back("link_state");
+  if (c.min_tx_rate) asked.emplace_back("min_tx_rate");
+  if (c.max_tx_rate) asked.emplace_back("max_tx_rate");
+  if (asked.empty()) return {};
+  std::string keys;
+  for (const auto& k : asked) keys += (keys.empty() ? "" : ", ") + ctx.network + "." + k;
+  return fail(cni_code::kInvalidConfig, keys + ": VF " + dev.pci +
+                                            " has no reachable PF (no physfn in sysfs, e.g. a VF passed into a VM), and " +
+                                            (asked.size() == 1 ? "this is a setting" : "these are settings") +
+                                            " only the PF can make; without them the VF attaches like host-device");
+}
+
 Result<cni::CniResult> sriov_add(Context& ctx, const SriovConfig& c, const cni::CniResult*) {
   vf_attach::DefaultBackends defaults(ctx);
   vf_attach::Backends& b = vf_attach::backends_of(ctx, defaults);
-  pci::VfDevice dev = PLUMB_TRY(pci::lookup_device(ctx.sysfs_root, c.device_id, true, ctx.network + ".deviceID"));
+  pci::VfDevice dev = PLUMB_TRY(pci::lookup_device(ctx.sysfs_root, c.device_id, false, ctx.network + ".deviceID"));
+  const bool no_pf = dev.pf_pci.empty();
+  if (no_pf) PLUMB_TRY(refuse_pf_side(ctx, c, dev));
   const bool userspace = dev.userspace();
   if (!userspace) {
     if (dev.netdev.empty()) {
@@ -166,7 +193,8 @@ Result<cni::CniResult> sriov_add(Context& ctx, const SriovConfig& c, const cni::
     }
     PLUMB_TRY(vf_attach::ensure_ifname_free(ctx));
   }
-  std::vector<VfSetting> apply = c.pf_settings(dev.vf_index);
+  // Without a PF, a requested MAC is set on the VF netdev only (move_netdev), like host-device would.
+  std::vector<VfSetting> apply = no_pf ? std::vector<VfSetting>{} : c.pf_settings(dev.vf_index);
   if (!apply.empty() && dev.pf_netdev.empty()) {
     return fail(cni_code::kNotFound,
                 "PF " + dev.pf_pci + " of VF " + dev.pci + " has no network interface to set VF settings through");

@@ -185,7 +185,7 @@ Result<Op> decode_named(const json::Value& v, const std::string& name, const std
   } else {
     using T = std::variant_alternative_t<I, Op>;
     if constexpr (VfOp<T>) {
-      for (std::string_view driver : {"sriov", "ib-sriov", "vdpa"}) {
+      for (std::string_view driver : {"sriov", "ib-sriov", "vdpa", "rdma"}) {
         if (name == std::string(driver) + "." + std::string(T::kVerb)) return decode_as<T>(v, where, std::string(driver));
       }
     } else {

@@ -10,6 +10,7 @@
 #include "drivers/undo.hpp"
 #include "engine/base/file.hpp"
 #include "engine/devinfo/devinfo.hpp"
+#include "engine/kernel/announce.hpp"
 #include "engine/kernel/netns.hpp"
 
 namespace plumb::drivers::vf_attach {
@@ -117,9 +118,9 @@ Result<std::string> device_id(const json::Value& conf, const ParseInput& in, std
   return fail(
       cni_code::kInvalidConfig,
       "network " + in.network + " (type " + std::string(type) +
-          ") has no device: set \"deviceID\" (the VF's PCI address) in the NetworkAttachmentDefinition's config, or "
-          "have the runtime pass runtimeConfig.deviceID (looking the device up through kubelet's pod-resources API "
-          "is not implemented yet)");
+          ") has no device: annotate its NetworkAttachmentDefinition with k8s.v1.cni.cncf.io/resourceName (plumb "
+          "then asks kubelet which device the pod was allocated), or set \"deviceID\" (the VF's PCI address) in its "
+          "config, or have the runtime pass runtimeConfig.deviceID");
 }
 
 Result<std::optional<vf::LinkState>> parse_link_state(const json::Value& conf, const std::string& where) {
@@ -238,7 +239,13 @@ Result<cni::CniResult> pod_result(Context& ctx, const IpamUse& ipam, const std::
     r.interfaces = {{ctx.ifname, mac, std::nullopt, ctx.netns_path, "", pci}};
   }
   for (auto& ip : r.ips) ip.interface = 0;
-  if (moved != nullptr) PLUMB_TRY(configure_pod_interface(*ctx.pod, moved->index, r, false));
+  if (moved != nullptr) {
+    PLUMB_TRY(configure_pod_interface(*ctx.pod, moved->index, r, false));
+    // The VF's MAC now owns these addresses: tell the switch and neighbours, and let the kernel
+    // repeat it on later link flaps (sriov-cni does both; best effort).
+    if (ctx.pod_ns != nullptr) (void)announce::enable_notify(*ctx.pod_ns, ctx.ifname);
+    if (auto m = moved->mac()) announce_addresses(ctx, moved->index, *m, r, std::chrono::milliseconds(200), true);
+  }
   return r;
 }
 

@@ -84,7 +84,8 @@ struct DefaultBackends {
 /// The attachment's VF PCI address (parse time): runtimeConfig.deviceID (from the runtime or device
 /// plugin) wins over the config's "deviceID". `type` names the driver in errors. Errors:
 /// kInvalidConfig naming the key when it is not a PCI address, or naming the network when neither
-/// is set (plumb does not look devices up through kubelet's pod-resources API yet).
+/// is set (a NAD with k8s.v1.cni.cncf.io/resourceName gets kubelet's device injected by the plan,
+/// cni-entry/pod/devices.hpp, so this means a NAD without it).
 [[nodiscard]] Result<std::string> device_id(const json::Value& conf, const ParseInput& in, std::string_view type);
 /// The config's "link_state" ("auto", "enable", "disable"); nullopt when absent. Errors:
 /// kInvalidConfig "<where>.link_state \"<value>\" must be ...".

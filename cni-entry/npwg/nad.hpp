@@ -91,6 +91,7 @@ struct ResolvedNetwork {
   std::string cni_version;   // the list's cniVersion
   json::Document conflist;   // {"cniVersion","name","plugins":[...], ...}
   std::string origin;        // where it came from, for messages: "NAD ns/name" or a file path
+  std::string resource_name; // the NAD's k8s.v1.cni.cncf.io/resourceName annotation, "" if none (or not a NAD)
 };
 
 /// Turns one CNI config (.conf shape, with "type") or config list (.conflist shape, with
@@ -104,7 +105,7 @@ struct ResolvedNetwork {
 
 /// Resolves a NAD per spec 3.4.1: spec.config if present; else a *.conflist file in `conf_dir`
 /// whose "name" equals the NAD name; else a *.conf/*.json file with that name; else kNotFound
-/// naming the NAD and the directory.
+/// naming the NAD and the directory. The NAD's resourceName annotation is kept (resource_name).
 [[nodiscard]] Result<ResolvedNetwork> resolve(const NetworkAttachmentDefinition& nad, const std::string& conf_dir);
 
 /// Loads a network from a file (.conf/.json/.conflist) or, for a directory, its first config

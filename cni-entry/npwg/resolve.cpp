@@ -144,7 +144,10 @@ Result<ResolvedNetwork> normalize(std::string_view config_json, const std::strin
   return net;
 }
 
-Result<ResolvedNetwork> resolve(const NetworkAttachmentDefinition& nad, const std::string& conf_dir) {
+namespace {
+
+/// Spec 3.4.1's three rules (resolve() without the annotations).
+Result<ResolvedNetwork> resolve_config(const NetworkAttachmentDefinition& nad, const std::string& conf_dir) {
   const std::string who = nad.namespace_ + "/" + nad.name;
   if (!nad.config.empty()) return normalize(nad.config, nad.name, "NAD " + who);  // 3.4.1 rule 1
 
@@ -184,6 +187,16 @@ Result<ResolvedNetwork> resolve(const NetworkAttachmentDefinition& nad, const st
               "NetworkAttachmentDefinition " + who + " has no spec.config and no CNI config named \"" + nad.name +
                   "\" in " + conf_dir,
               details);
+}
+
+}  // namespace
+
+Result<ResolvedNetwork> resolve(const NetworkAttachmentDefinition& nad, const std::string& conf_dir) {
+  ResolvedNetwork net = PLUMB_TRY(resolve_config(nad, conf_dir));
+  if (auto rn = nad.annotations.find(std::string(kResourceNameAnnotation)); rn != nad.annotations.end()) {
+    net.resource_name = rn->second;
+  }
+  return net;
 }
 
 Result<ResolvedNetwork> load_file_or_dir(const std::string& path) {

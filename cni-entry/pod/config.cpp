@@ -41,6 +41,24 @@ Result<std::vector<std::pair<std::string, std::string>>> attachments(const json:
   return out;
 }
 
+/// podResourcesSocket (an absolute path) and podResourcesTimeoutSeconds (in (0, 300]).
+Status parse_pod_resources(const json::Value& d, PlumbConfig& c) {
+  if (auto v = PLUMB_TRY(json::get_string(d, "podResourcesSocket", "plumb config"))) {
+    if (v->empty() || v->front() != '/') {
+      return fail(cni_code::kInvalidConfig, "plumb config.podResourcesSocket \"" + *v + "\" must be an absolute path");
+    }
+    c.pod_resources_socket = *v;
+  }
+  if (const json::Value* t = json::find(d, "podResourcesTimeoutSeconds")) {
+    if (!t->IsNumber() || !(t->GetDouble() > 0) || t->GetDouble() > 300) {
+      return fail(cni_code::kInvalidConfig, "plumb config.podResourcesTimeoutSeconds " + json::dump(*t) +
+                                                " must be a number of seconds in (0, 300]");
+    }
+    c.pod_resources_timeout_seconds = t->GetDouble();
+  }
+  return {};
+}
+
 }  // namespace
 
 Result<PlumbConfig> parse_config(std::string_view text) {
@@ -89,6 +107,7 @@ Result<PlumbConfig> parse_config(std::string_view text) {
     c.api_retries = static_cast<int>(*v);
   }
   c.status_errors_fatal = PLUMB_TRY(json::get_bool(d, "statusErrorsFatal", w)).value_or(false);
+  PLUMB_TRY(parse_pod_resources(d, c));
   for (const auto* key : {"storeDir", "stateDir"}) {
     const std::string& p = std::string_view(key) == "storeDir" ? c.store_dir : c.state_dir;
     if (p.empty() || p.front() != '/') return fail(cni_code::kInvalidConfig, std::string("plumb config.") + key + " \"" + p + "\" must be an absolute path");

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "cni-entry/source/kubelet.hpp"
 #include "engine/base/json.hpp"
 #include "engine/base/result.hpp"
 
@@ -39,6 +40,9 @@ struct PlumbConfig {
   double api_timeout_seconds = 30;      // apiTimeoutSeconds: one request attempt, connect included
   int api_retries = 3;                  // apiRetries: extra attempts after transient errors (backoff 0.5 s doubling, max 4 s)
   bool status_errors_fatal = false;     // statusErrorsFatal: a failed network-status write fails (and undoes) the ADD
+  // kubelet's pod-resources API (cni-entry/source/kubelet.hpp): device IDs of NADs with resourceName.
+  std::string pod_resources_socket = source::kDefaultPodResourcesSocket;  // podResourcesSocket
+  double pod_resources_timeout_seconds = 10;  // podResourcesTimeoutSeconds: the whole lookup (Multus: 10 s)
 
   json::Document runtime_config;        // canonicalised runtimeConfig (object, possibly empty)
   std::optional<std::map<std::string, std::string>> pod_annotations;  // io.kubernetes.cri.pod-annotations

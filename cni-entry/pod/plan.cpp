@@ -1,6 +1,8 @@
 // Planning a pod's ADD (plan.hpp): resolve, name, build and parse every attachment first.
 #include "cni-entry/pod/plan.hpp"
 
+#include "cni-entry/pod/devices.hpp"
+
 #include <algorithm>
 #include <set>
 
@@ -182,10 +184,6 @@ Result<Attachment> plan_element(const PlumbConfig& conf, source::PodSource& stor
   }
   auto def = PLUMB_TRY(store.network_attachment(ns, e.name));
   att.net = PLUMB_TRY(nad::resolve(def, conf.conf_dir));
-  // A NAD annotated with k8s.v1.cni.cncf.io/resourceName gets device-info (spec 5.3.8).
-  if (auto rn = def.annotations.find(std::string(nad::kResourceNameAnnotation)); rn != def.annotations.end()) {
-    att.device_info.resource_name = rn->second;
-  }
   att.selection = ns + "/" + e.name;
   att.status_name = att.selection;
   att.element = &e;
@@ -204,6 +202,9 @@ Result<Attachment> plan_element(const PlumbConfig& conf, source::PodSource& stor
 Status complete(Attachment& att, const cni::Env& env, const PlumbConfig& conf, source::PodSource& store,
                 const source::PodRef& pod, Log& log) {
   PLUMB_TRY(build_plugins(att, conf));
+  // A NAD annotated with k8s.v1.cni.cncf.io/resourceName gets kubelet's device and device-info (5.3.8).
+  att.device_info.resource_name = att.net.resource_name;
+  inject_device_id(att);
   // The device-info file path, handed as runtimeConfig.CNIDeviceInfoFile where declared.
   PLUMB_TRY(devinfo::plan(att.plugins, att.device_info, conf.device_info_dir, env.container_id, att.ifname));
   auto parsed = parse_plugins(att.plugins, att.net.name, att.ifname, env.args);
@@ -250,6 +251,7 @@ Result<PodPlan> plan(const cni::Env& env, const PlumbConfig& conf, source::PodSo
     out.attachments.push_back(std::move(att));
   }
   for (auto& e : out.elements) out.attachments.push_back(PLUMB_TRY(plan_element(conf, store, pod, e, names)));
+  PLUMB_TRY(assign_device_ids(out.attachments, conf, pod));
   for (size_t i = 0; i < out.attachments.size(); ++i) {
     out.attachments[i].index = static_cast<int>(i);
     PLUMB_TRY(complete(out.attachments[i], env, conf, store, pod, log));

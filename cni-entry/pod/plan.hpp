@@ -33,6 +33,7 @@ struct Attachment {
   std::vector<drivers::ParsedPlugin> parsed;  ///< one per plugin, same order
   std::optional<claims::Use> claim;  ///< the IPAMClaim its addresses belong to (spec 8)
   devinfo::Plan device_info;         ///< its device-info file (spec 5.3.8); "" file = none
+  std::string device_id;             ///< the device kubelet allocated for its resourceName (devices.hpp), "" if none
 
   /// "network <selection or name> (<ifname>)", the prefix of every error about it.
   [[nodiscard]] std::string where() const;

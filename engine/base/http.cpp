@@ -259,6 +259,14 @@ Result<Response> Client::send(const Request& req) {
   curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
   curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
   curl_easy_setopt(h, CURLOPT_WRITEDATA, &resp.body);
+  if (!opts_.unix_socket.empty()) curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, opts_.unix_socket.c_str());
+  if (opts_.http2_prior_knowledge) {
+    curl_easy_setopt(h, CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE));
+    // libcurl before 8.0 breaks a reused prior-knowledge connection ("Error in the HTTP2 framing
+    // layer", curl/curl #10634, fixed by #10643; Debian 12 has 7.88): one connection per request.
+    curl_easy_setopt(h, CURLOPT_FORBID_REUSE, 1L);
+  }
+  // Trailers (HTTP/2, e.g. grpc-status) reach the header callback after the body, like headers.
   if (!want.empty()) {
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(h, CURLOPT_HEADERDATA, &sink);

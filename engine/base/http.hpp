@@ -57,6 +57,9 @@ struct Options {
   std::chrono::milliseconds connect_timeout{0};  // connection set-up alone; 0 = `timeout`
   RetryPolicy retry;                             // what request() does on transient failures
   std::string peer = "the server";               // named in messages: "<peer> cannot be reached"
+  std::string unix_socket;                       // connect to this unix socket instead of the URL's host ("" = TCP)
+  bool http2_prior_knowledge = false;            // speak HTTP/2 from the first byte (h2c, e.g. gRPC over a unix
+                                                 // socket); each request then opens its own connection
 };
 
 /// One request.
@@ -66,14 +69,14 @@ struct Request {
   std::vector<std::string> headers;       // extra "Name: value" lines (no CR/LF inside)
   std::string body;                       // sent unless method is GET or HEAD
   std::string content_type;               // Content-Type of `body`; "" = none
-  std::vector<std::string> want_headers;  // response headers to return (names, any case)
+  std::vector<std::string> want_headers;  // response headers or trailers to return (names, any case)
 };
 
 /// One answer, whatever its status.
 struct Response {
   long status = 0;  // HTTP status code
   std::string body;
-  std::map<std::string, std::string> headers;  // the wanted headers present, by lower-case name
+  std::map<std::string, std::string> headers;  // the wanted headers (and trailers) present, by lower-case name
 };
 
 /// True for the HTTP statuses worth retrying: 429, 500, 502, 503, 504.

@@ -135,6 +135,16 @@ struct curl_slist* curl_slist_append(struct curl_slist* list, const char* s) {
   return real != nullptr ? real(list, s) : nullptr;
 }
 
+char* curl_easy_unescape(CURL* curl, const char* url, int inlength, int* outlength) {
+  PLUMB_CURL(curl_easy_unescape, char* (*)(CURL*, const char*, int, int*));
+  return real != nullptr ? real(curl, url, inlength, outlength) : nullptr;
+}
+
+void curl_free(void* p) {
+  PLUMB_CURL(curl_free, void (*)(void*));
+  if (real != nullptr) real(p);
+}
+
 void curl_slist_free_all(struct curl_slist* list) {
   PLUMB_CURL(curl_slist_free_all, void (*)(struct curl_slist*));
   if (real != nullptr) real(list);

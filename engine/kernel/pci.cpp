@@ -118,6 +118,38 @@ Result<VfDevice> lookup_device(const std::string& sysfs_root, const std::string&
   return d;
 }
 
+Result<std::vector<PfVf>> list_vfs(const std::string& sysfs_root) {
+  const fs::path devices = fs::path(sysfs_root) / "bus/pci/devices";
+  std::vector<PfVf> out;
+  for (auto& pf : PLUMB_TRY(entries(devices))) {
+    if (!valid_pci_address(pf)) continue;
+    std::string netdev;
+    for (auto& e : PLUMB_TRY(entries(devices / pf))) {
+      uint32_t n = 0;
+      if (e.rfind("virtfn", 0) != 0 || e.size() == 6) continue;
+      auto [ptr, ec] = std::from_chars(e.data() + 6, e.data() + e.size(), n, 10);
+      if (ec != std::errc{} || ptr != e.data() + e.size()) continue;
+      if (netdev.empty()) netdev = PLUMB_TRY(first_entry(devices / pf / "net"));
+      out.push_back(PfVf{pf, netdev, n, link_basename(devices / pf / e)});
+    }
+  }
+  return out;
+}
+
+Result<std::vector<std::string>> rdma_devices(const std::string& sysfs_root, const std::string& device) {
+  const bool is_pci = valid_pci_address(device);
+  if (!is_pci && (device.empty() || device.find('/') != std::string::npos || device == "." || device == "..")) {
+    return fail(cni_code::kInvalidConfig, "\"" + device + "\" is neither a PCI address nor an auxiliary device name");
+  }
+  const fs::path dev = fs::path(sysfs_root) / (is_pci ? "bus/pci/devices" : "bus/auxiliary/devices") / device;
+  std::error_code ec;
+  if (!fs::is_directory(dev, ec)) {
+    return fail(cni_code::kNotFound, std::string(is_pci ? "PCI" : "auxiliary") + " device " + device + " does not exist (" +
+                                         dev.string() + ")");
+  }
+  return entries(dev / "infiniband");
+}
+
 Status rebind(const std::string& sysfs_root, const std::string& pci, const std::string& driver) {
   for (const char* verb : {"unbind", "bind"}) {
     std::string path = sysfs_root + "/bus/pci/drivers/" + driver + "/" + verb;

@@ -9,11 +9,14 @@
 //   <root>/bus/pci/devices/<dev>/net/<netdev>                   its network interface, if any
 //   <root>/bus/pci/devices/<dev>/infiniband/<rdma device>       its RDMA device, if any
 //   <root>/bus/pci/drivers/<name>/{unbind,bind}                 write an address to (un)bind it
+//   <root>/bus/auxiliary/devices/<name>/infiniband/<rdma dev>   an auxiliary device's (e.g. a
+//                                                               mlx5 sub-function, "mlx5_core.sf.4") RDMA device
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "engine/base/result.hpp"
 
@@ -44,6 +47,23 @@ struct VfDevice {
 /// the device is not in sysfs; kIo when a directory cannot be read.
 [[nodiscard]] Result<VfDevice> lookup_device(const std::string& sysfs_root, const std::string& pci, bool require_vf,
                                              const std::string& what);
+
+/// One VF as its PF lists it (a virtfnN link).
+struct PfVf {
+  std::string pf_pci;
+  std::string pf_netdev;  ///< first entry (sorted) of <pf>/net/, "" if none
+  uint32_t vf_index = 0;
+  std::string vf_pci;
+};
+/// Every VF of every PF under <root>/bus/pci/devices, by PF then index. Errors: kIo when a
+/// directory cannot be read.
+[[nodiscard]] Result<std::vector<PfVf>> list_vfs(const std::string& sysfs_root);
+
+/// The RDMA devices (sorted entries of infiniband/) of `device`: a PCI address, or else the name of
+/// an auxiliary device (bus/auxiliary/devices/<name>), as rdma-cni accepts. Empty when it has none.
+/// Errors: kInvalidConfig for a name that is neither (or holds '/'); kNotFound when the device is
+/// not in sysfs; kIo.
+[[nodiscard]] Result<std::vector<std::string>> rdma_devices(const std::string& sysfs_root, const std::string& device);
 
 /// Unbinds device `pci` from `driver` and binds it again (writes the address to
 /// <root>/bus/pci/drivers/<driver>/unbind, then .../bind), as ib-sriov-cni does so a new GUID

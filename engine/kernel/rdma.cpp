@@ -89,12 +89,12 @@ Status NetlinkOps::move(const std::string& dev, int from_netns_fd, int to_netns_
   return nl.request(m, "move RDMA device " + dev + " to another network namespace");
 }
 
-Status ensure_exclusive(Ops& ops) {
+Status ensure_exclusive(Ops& ops, std::string_view who) {
   auto mode = ops.netns_mode();
-  if (!mode) return std::unexpected(mode.error().within("rdmaIsolation"));
+  if (!mode) return std::unexpected(mode.error().within(std::string(who)));
   if (*mode != NetnsMode::Exclusive) {
     return fail(cni_code::kKernelFeature,
-                "rdmaIsolation needs the RDMA subsystem in exclusive netns mode, but it is shared "
+                std::string(who) + " needs the RDMA subsystem in exclusive netns mode, but it is shared "
                 "(switch it with `rdma system set netns exclusive` while no pod uses RDMA)");
   }
   return {};

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "engine/base/result.hpp"
 #include "engine/netlink/socket.hpp"
@@ -62,7 +63,8 @@ class NetlinkOps final : public Ops {
 /// ib_core), the errno otherwise.
 [[nodiscard]] Result<netlink::Socket> open_socket(int netns_fd = -1);
 
-/// Fails with a clear kKernelFeature error unless the mode is exclusive (rdmaIsolation needs it).
-[[nodiscard]] Status ensure_exclusive(Ops& ops);
+/// Fails with a clear kKernelFeature error naming `who` (what needs it: "rdmaIsolation", "the rdma
+/// plugin") unless the mode is exclusive; the mode query's errors prefixed with `who`.
+[[nodiscard]] Status ensure_exclusive(Ops& ops, std::string_view who);
 
 }  // namespace plumb::rdma

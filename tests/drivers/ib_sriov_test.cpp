@@ -123,3 +123,52 @@ TEST_CASE("[kernel netdevs, recorded PF] IB GUID checks: bad or all-zero GUID, i
   CHECK_FALSE(read_allocation(b.state(), "0000:81:00.2")->has_value());
   CHECK(b.pf.log == std::vector<std::string>{"get ibp0 vf 0"});
 }
+
+TEST_CASE("[recorded PF] ib-sriov pkey: a string is accepted and kept in the config as ib-sriov-cni keeps it (for "
+          "ib-kubernetes), anything else is an error naming the key") {
+  Node node;
+  Bench b(node);
+  ib_tree(b);
+  node.add_netns("pod1");
+  {
+    Att a(b, "ctr1", "ib1", "pod1");
+    auto r = a.add("ib-sriov", ib_conf(R"("pkey":"0x5")", b.ipam("192.0.2.0/24")));
+    REQUIRE_MESSAGE(r, (r ? "" : r.error().text()));
+    CHECK(b.pf.log.empty());  // the plugin programs nothing for a pkey: ib-kubernetes does
+    REQUIRE(a.unwind(true));
+  }
+  Att a(b, "ctr1", "ib1", "pod1");
+  auto r = a.add("ib-sriov", ib_conf(R"("pkey":5)", b.ipam("192.0.2.0/24")));
+  REQUIRE_FALSE(r);
+  CHECK(r.error().cni_code == cni_code::kInvalidConfig);
+  CHECK(r.error().msg.find("pkey") != std::string::npos);
+}
+
+TEST_CASE("[recorded PF, fake sysfs] ib-sriov PF passthrough (ib-sriov-cni): a PF bound to vfio-pci is claimed and reported "
+          "with no VF settings (vfioPciMode auto-detected from the driver); a PF on a kernel driver is refused") {
+  Node node;
+  Bench b(node);
+  b.sys.add_pf("0000:82:00.0", "", 0, "vfio-pci");
+  b.sys.add_pf("0000:83:00.0", "ibp3", 0, "mlx5_core");
+  node.add_netns("pod1");
+  {
+    Att a(b, "ctr1", "ib1", "pod1");
+    a.with_device_info("mellanox.com/ib_pf", "0000:82:00.0");
+    auto r = a.add("ib-sriov", R"({"cniVersion":"1.1.0","name":"ib-net","type":"ib-sriov","deviceID":"0000:82:00.0",
+                                   "runtimeConfig":{"infinibandGUID":"02:00:00:00:00:00:00:aa"}})");
+    REQUIRE_MESSAGE(r, (r ? "" : r.error().text()));
+    CHECK(b.pf.log.empty());
+    REQUIRE(r->interfaces.size() == 1);
+    CHECK(r->interfaces[0].pci_id == "0000:82:00.0");
+    CHECK((*read_allocation(b.state(), "0000:82:00.0"))->mode == "userspace");
+    CHECK(test::read_file(a.plan.file) == R"({"type":"pci","version":"1.1.0","pci":{"pci-address":"0000:82:00.0"}})");
+    REQUIRE(a.unwind(true));
+    CHECK_FALSE(read_allocation(b.state(), "0000:82:00.0")->has_value());
+  }
+  Att a(b, "ctr1", "ib1", "pod1");
+  auto r = a.add("ib-sriov", R"({"cniVersion":"1.1.0","name":"ib-net","type":"ib-sriov","deviceID":"0000:83:00.0"})");
+  REQUIRE_FALSE(r);
+  CHECK(r.error().cni_code == cni_code::kInvalidConfig);
+  CHECK(r.error().msg.find("0000:83:00.0 is a PF (no physfn link)") != std::string::npos);
+  CHECK(a.rec.undo.Empty());
+}

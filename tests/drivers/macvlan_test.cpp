@@ -6,6 +6,8 @@
 #include <tuple>
 #include <vector>
 
+#include "engine/base/ip.hpp"
+#include "tests/support/packet_listener.hpp"
 #include "tests/support/pod_fixture.hpp"
 
 using plumb::test::ip_json;
@@ -285,4 +287,26 @@ TEST_CASE("macvlan: bcqueuelen sets the broadcast queue length (IFLA_MACVLAN_BC_
   Proc bad = fx.run("ADD", "ctr-a", pa, "default", "pod-a", fx.config());
   CHECK(bad.exit_code != 0);
   CHECK(bad.out.find("bcqueuelen") != std::string::npos);
+}
+
+TEST_CASE("macvlan: once up with its address the pod interface sends a gratuitous ARP for it (as the reference plugin), "
+          "seen on the master's veth peer") {
+  Node node;
+  PodFixture fx(node);
+  add_master("mst0");
+  plumb::test::Listener peer("mst0p");
+  fx.add_nad("default", "mv", macvlan_nad(R"("master": "mst0", )", fx.ipam_dir()));
+  std::string pa = node.add_netns("pod-g");
+  fx.add_pod("default", "pod-g", R"([{"name": "mv", "interface": "mv0", "mac": "02:00:00:00:0a:07"}])");
+  Proc a = fx.run("ADD", "ctr-g", pa, "default", "pod-g", fx.config());
+  INFO(a.out, a.err);
+  REQUIRE(a.exit_code == 0);
+  auto ip = plumb::IpAddr::parse(first_addr("pod-g", "mv0"));
+  REQUIRE(ip);
+  const std::array<uint8_t, 6> mac{0x02, 0, 0, 0, 0x0a, 0x07};
+  bool garp = false;
+  for (auto& f : peer.frames(std::chrono::milliseconds(1000))) garp |= plumb::test::is_garp(f, mac, ip->bytes);
+  CHECK_MESSAGE(garp, "no gratuitous ARP for " << ip->str());
+  CHECK(pod_sysctl("pod-g", "net/ipv4/conf/mv0/arp_notify") == "1");
+  CHECK(fx.run("DEL", "ctr-g", pa, "default", "pod-g", fx.config()).exit_code == 0);
 }

@@ -2,14 +2,18 @@
 // netdevs are real veth ends in the node namespace, so moves, renames, MAC/MTU restores and
 // rollbacks run against the real kernel ([kernel netdevs]); the PF side goes through a recording
 // PfOps ([recorded PF]) because this kernel has no SR-IOV; the sysfs tree is a fake one per case
-// (tests/support/vf_harness.hpp). Kernel state is read back independently with `ip -j`.
+// (tests/support/vf_harness.hpp). Kernel state is read back independently with `ip -j`; the
+// announcements after the VF comes up are read off the veth peer with an AF_PACKET listener.
 #include <doctest/doctest.h>
 #include <unistd.h>
+
+#include <chrono>
 
 #include <filesystem>
 #include <string>
 #include <vector>
 
+#include "tests/support/packet_listener.hpp"
 #include "tests/support/pod_fixture.hpp"
 #include "tests/support/vf_harness.hpp"
 
@@ -274,5 +278,86 @@ TEST_CASE("[recorded PF] config: sriov-cni's validation rules, each a clear erro
   REQUIRE_FALSE(r);
   CHECK(r.error().cni_code == cni_code::kInvalidConfig);
   CHECK(r.error().msg.find("network net-net1 (type sriov) has no device") != std::string::npos);
-  CHECK(r.error().msg.find("pod-resources") != std::string::npos);
+  CHECK(r.error().msg.find("k8s.v1.cni.cncf.io/resourceName") != std::string::npos);
+}
+
+TEST_CASE("[kernel netdevs, fake sysfs] a VF without a reachable PF (no physfn, as in a VM): attached like host-device "
+          "(netdev moved, MAC and MTU on the netdev), no PF message; DEL restores it") {
+  Node node;
+  Bench b(node);
+  b.sys.add_pf("0000:06:00.1", "vmvf0", 0, "iavf");  // a PCI device with a netdev and no physfn link
+  veth("vmvf0", "02:66:00:00:00:01", 1500);
+  node.add_netns("pod1");
+  Att a(b, "ctr1", "net1", "pod1");
+  a.with_device_info("intel.com/sriov_vm", "0000:06:00.1");
+  auto r = a.add("sriov", sriov_conf(R"("deviceID":"0000:06:00.1","mac":"02:66:00:00:00:99","mtu":1400)",
+                                      b.ipam("198.51.100.0/24")));
+  REQUIRE_MESSAGE(r, (r ? "" : r.error().text()));
+  CHECK(b.pf.log.empty());
+  CHECK_FALSE(ip_link("", "vmvf0"));
+  auto l = ip_link("pod1", "net1");
+  REQUIRE(l);
+  CHECK(l->mac == "02:66:00:00:00:99");
+  CHECK(l->mtu == 1400);
+  CHECK(test::read_file(a.plan.file) == R"({"type":"pci","version":"1.1.0","pci":{"pci-address":"0000:06:00.1"}})");
+  CHECK((*read_allocation(b.state(), "0000:06:00.1"))->pf.empty());
+  REQUIRE(a.unwind(true));
+  auto back = ip_link("", "vmvf0");
+  REQUIRE(back);
+  CHECK(back->mac == "02:66:00:00:00:01");
+  CHECK(back->mtu == 1500);
+  CHECK(b.pf.log.empty());
+}
+
+TEST_CASE("[kernel netdevs, fake sysfs] a VF without a reachable PF: each PF-side setting asked for is refused by name, "
+          "nothing changes") {
+  Node node;
+  Bench b(node);
+  b.sys.add_pf("0000:06:00.1", "vmvf0", 0, "iavf");
+  b.sys.add_pf("0000:06:00.2", "", 0, "vfio-pci");
+  veth("vmvf0", "02:66:00:00:00:01", 1500);
+  node.add_netns("pod1");
+  for (auto [body, says] : std::vector<std::pair<std::string, std::string>>{
+           {R"("deviceID":"0000:06:00.1","vlan":100,"spoofchk":"on")", "net-net1.vlan, net-net1.spoofchk: VF 0000:06:00.1 has no reachable PF"},
+           {R"("deviceID":"0000:06:00.1","trust":"on","link_state":"enable","min_tx_rate":1,"max_tx_rate":2)",
+            "net-net1.trust, net-net1.link_state, net-net1.min_tx_rate, net-net1.max_tx_rate: VF"},
+           {R"("deviceID":"0000:06:00.2","mac":"02:00:00:00:00:01")", "net-net1.mac: VF 0000:06:00.2 has no reachable PF"}}) {
+    CAPTURE(body);
+    Att a(b, "ctr1", "net1", "pod1");
+    auto r = a.add("sriov", sriov_conf(body, b.ipam("198.51.100.0/24")));
+    REQUIRE_FALSE(r);
+    CHECK(r.error().cni_code == cni_code::kInvalidConfig);
+    CHECK_MESSAGE(r.error().msg.find(says) != std::string::npos, r.error().msg);
+    CHECK(a.rec.undo.Empty());
+  }
+  CHECK(ip_link("", "vmvf0"));
+  CHECK(b.pf.log.empty());
+}
+
+
+TEST_CASE("[kernel netdevs] once the VF netdev is up with its addresses, a gratuitous ARP and an unsolicited neighbour "
+          "advertisement for them reach the link (a listener on the veth peer sees both)") {
+  Node node;
+  Bench b(node);
+  sriov_tree(b);
+  REQUIRE(sh("ip link set vfnd1p up").exit_code == 0);
+  node.add_netns("pod1");
+  Listener peer("vfnd1p");
+  Att a(b, "ctr1", "net1", "pod1");
+  auto r = a.add("sriov", sriov_conf(R"("deviceID":"0000:03:00.2")",
+                                      R"({"type":"host-local","dataDir":")" + node.dir() +
+                                          R"(/ipam","ranges":[[{"subnet":"198.51.100.0/24"}],[{"subnet":"2001:db8:14::/64"}]]})"));
+  REQUIRE_MESSAGE(r, (r ? "" : r.error().text()));
+  REQUIRE(r->ips.size() == 2);
+  const IpAddr v4 = r->ips[0].address.addr.is_v4() ? r->ips[0].address.addr : r->ips[1].address.addr;
+  const IpAddr v6 = r->ips[0].address.addr.is_v4() ? r->ips[1].address.addr : r->ips[0].address.addr;
+  const auto mac = *Mac::parse("02:aa:00:00:00:01");
+  bool garp = false, na = false;
+  for (auto& f : peer.frames(std::chrono::milliseconds(1500))) {
+    garp |= is_garp(f, mac.bytes, v4.bytes);
+    na |= is_unsolicited_na(f, mac.bytes, v6.bytes);
+  }
+  CHECK_MESSAGE(garp, "no gratuitous ARP for " << v4.str());
+  CHECK_MESSAGE(na, "no unsolicited NA for " << v6.str());
+  REQUIRE(a.unwind(true));
 }

@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/support/child_process.hpp"
 #include "tests/support/pod_fixture.hpp"
 
 namespace plumb::test {
@@ -33,21 +34,7 @@ class KubeApiServer {
   KubeApiServer& operator=(const KubeApiServer&) = delete;
 
   /// Kills the server (SIGTERM, then SIGKILL) and reaps it. Idempotent.
-  void stop() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGTERM);
-    for (int i = 0; i < 50; ++i) {
-      int st = 0;
-      if (::waitpid(pid_, &st, WNOHANG) == pid_) {
-        pid_ = -1;
-        return;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
+  void stop() { stop_child(pid_); }
   /// Starts it again on the same port (after stop()).
   void restart() {
     stop();
@@ -81,18 +68,7 @@ class KubeApiServer {
   void set_faults(const std::string& json_list) const { write_file(dir_ + "/faults.json", json_list); }
 
   /// Every request so far: "METHOD /path STATUS AUTH".
-  std::vector<std::string> requests() const {
-    std::vector<std::string> out;
-    std::string all = read_file(dir_ + "/requests.log");
-    size_t pos = 0;
-    while (pos < all.size()) {
-      size_t nl = all.find('\n', pos);
-      if (nl == std::string::npos) nl = all.size();
-      if (nl > pos) out.push_back(all.substr(pos, nl - pos));
-      pos = nl + 1;
-    }
-    return out;
-  }
+  std::vector<std::string> requests() const { return lines_of(read_file(dir_ + "/requests.log")); }
   /// Requests whose method and path (query excluded) are exactly these; status "" = any.
   size_t count(const std::string& method, const std::string& path, const std::string& status = "") const {
     size_t n = 0;

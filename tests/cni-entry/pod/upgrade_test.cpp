@@ -19,6 +19,7 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
+#include "tests/support/fake_kubelet.hpp"
 #include "tests/support/pod_fixture.hpp"
 #include "tests/support/sriov_fakes.hpp"
 
@@ -110,9 +111,18 @@ struct V1Pod {
   PodFixture fx;
   plumb::test::FakeSysfs sys;
   plumb::test::PrivateBpffs bpf;
+  plumb::test::FakeKubelet kubelet;  // allocated the VFs the NADs name (resourceName)
   std::string pod;
 
-  explicit V1Pod(Node& n) : node(n), fx(n), sys(n.dir() + "/sys"), bpf(n) {
+  explicit V1Pod(Node& n)
+      : node(n), fx(n), sys(n.dir() + "/sys"), bpf(n),
+        kubelet(n.dir() + "/kubelet",
+                R"({"pods":[)" +
+                    plumb::test::FakeKubelet::pod("default", "pod-v1",
+                                                  {{"intel.com/sriov_netdevice", {"0000:03:00.2"}},
+                                                   {"intel.com/sriov_dpdk", {"0000:03:00.3"}},
+                                                   {"mellanox.com/mlnx_ib", {"0000:81:00.2"}}}) +
+                    "]}") {
     sys.add_pf("0000:03:00.0", "pf0", 4, "ice");
     sys.add_vf("0000:03:00.0", 1, "0000:03:00.2", "iavf", "vfnd1");
     sys.add_vf("0000:03:00.0", 2, "0000:03:00.3", "vfio-pci");
@@ -155,7 +165,8 @@ struct V1Pod {
     fx.write_nad_file("default-" + name, yaml);
   }
   std::string config() const {
-    return fx.config(R"("sysfsRoot": ")" + sys.root() + R"(", "deviceInfoDir": ")" + node.dir() + R"(/devinfo", "bpffsDir": ")" +
+    return fx.config(R"("sysfsRoot": ")" + sys.root() + R"(", "deviceInfoDir": ")" + node.dir() + R"(/devinfo", "podResourcesSocket": ")" +
+                     kubelet.socket() + R"(", "bpffsDir": ")" +
                      bpf.dir() + R"(/plumb", "runtimeConfig": {"portMappings": [{"hostPort": 8080, "containerPort": 80, "protocol": "tcp"}],
                      "bandwidth": {"ingressRate": 8000000, "ingressBurst": 80000, "egressRate": 8000000, "egressBurst": 80000}})");
   }

@@ -54,7 +54,7 @@ TEST_CASE("[kernel] this kernel has no RDMA netlink: socket(NETLINK_RDMA) gives 
   CHECK(s.error().msg.find("no RDMA netlink") != std::string::npos);
   CHECK(s.error().details.find("Protocol not supported") != std::string::npos);
   rdma::NetlinkOps ops;
-  auto st = rdma::ensure_exclusive(ops);
+  auto st = rdma::ensure_exclusive(ops, "rdmaIsolation");
   REQUIRE_FALSE(st);
   CHECK(st.error().cni_code == cni_code::kKernelFeature);
   CHECK(st.error().msg.find("rdmaIsolation") != std::string::npos);
@@ -70,7 +70,7 @@ FULL_KERNEL_CASE("[rdma_rxe] the netns mode is read back, SYS_SET is answered, a
   INFO((mode ? std::string() : mode.error().text()));
   REQUIRE(mode);
   CHECK(*mode == rdma::NetnsMode::Shared);  // the kernel's default; plumb never switches it
-  auto ex = rdma::ensure_exclusive(ops);
+  auto ex = rdma::ensure_exclusive(ops, "rdmaIsolation");
   REQUIRE_FALSE(ex);
   CHECK(ex.error().cni_code == cni_code::kKernelFeature);
   CHECK(ex.error().msg.find("rdma system set netns exclusive") != std::string::npos);

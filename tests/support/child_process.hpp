@@ -1,0 +1,47 @@
+// Small pieces the tests' helper servers share (kube_api_server.hpp, fake_kubelet.hpp): stopping a
+// child by its pid, and a log file as lines.
+#pragma once
+
+#include <signal.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace plumb::test {
+
+/// SIGTERM to `pid`, up to `grace` for it to exit, then SIGKILL; reaps it and sets pid to -1.
+/// Nothing when pid <= 0.
+inline void stop_child(pid_t& pid, std::chrono::milliseconds grace = std::chrono::milliseconds(1000)) {
+  if (pid <= 0) return;
+  ::kill(pid, SIGTERM);
+  const auto end = std::chrono::steady_clock::now() + grace;
+  while (std::chrono::steady_clock::now() < end) {
+    if (::waitpid(pid, nullptr, WNOHANG) == pid) {
+      pid = -1;
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+  pid = -1;
+}
+
+/// The non-empty lines of `text`.
+inline std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t nl = text.find('\n', pos);
+    if (nl == std::string::npos) nl = text.size();
+    if (nl > pos) out.push_back(text.substr(pos, nl - pos));
+    pos = nl + 1;
+  }
+  return out;
+}
+
+}  // namespace plumb::test
