@@ -14,4 +14,6 @@ extern const Driver kSriov;
 extern const Driver kIbSriov;
 extern const Driver kVdpa;
 extern const Driver kPortmap;
+/// Every type plumb does not implement (drivers/delegate.cpp); not in find()'s list.
+extern const Driver kDelegate;
 }  // namespace plumb::drivers
