@@ -155,6 +155,7 @@ Result<cni::CniResult> bridge_add(Context& ctx, const BridgeConfig& c, const cni
   if (c.hairpin) PLUMB_TRY(link::set_bridge_port_hairpin(*ctx.node, host_link->index, true));
 
   cni::CniResult r = PLUMB_TRY(run_ipam(ctx, c.ipam));
+  apply_config_dns(r, c.dns, /*always=*/false);  // as the reference bridge: a non-empty config "dns" replaces the IPAM's
   r.interfaces.clear();
   r.interfaces.push_back({br.name, br.mac() ? br.mac()->str() : "", std::nullopt, "", {}, {}});
   r.interfaces.push_back({host, host_link->mac() ? host_link->mac()->str() : "", std::nullopt, "", {}, {}});

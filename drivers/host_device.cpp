@@ -184,6 +184,7 @@ Result<cni::CniResult> host_device_add(Context& ctx, const HostDeviceConfig& c, 
   if (!pod_link) return fail(cni_code::kKernel, ctx.ifname + " not found in " + ctx.netns_path + " after moving " + dev.name);
 
   cni::CniResult r = PLUMB_TRY(run_ipam(ctx, c.ipam));
+  apply_config_dns(r, c.dns, /*always=*/true);  // as the reference macvlan/host-device: the config's "dns" replaces the IPAM's
   r.interfaces.clear();
   cni::Interface iface{ctx.ifname, pod_link->mac() ? pod_link->mac()->str() : "", pod_link->mtu_bytes, ctx.netns_path, {}, {}};
   if (!c.pci_bus_id.empty()) iface.pci_id = c.pci_bus_id;

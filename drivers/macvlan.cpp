@@ -147,6 +147,7 @@ Result<cni::CniResult> macvlan_add(Context& ctx, const MacvlanConfig& c, const c
   PLUMB_TRY(pod_sysctl(ctx, "net/ipv4/conf/" + ctx.ifname + "/arp_notify", "1"));
 
   cni::CniResult r = PLUMB_TRY(run_ipam(ctx, c.ipam));
+  apply_config_dns(r, c.dns, /*always=*/true);  // as the reference macvlan/host-device: the config's "dns" replaces the IPAM's
   bool v6 = std::any_of(r.ips.begin(), r.ips.end(), [](const cni::IpConfig& ip) { return !ip.address.addr.is_v4(); });
   if (v6) PLUMB_TRY(pod_sysctl(ctx, "net/ipv6/conf/" + ctx.ifname + "/ndisc_notify", "1"));
   r.interfaces.clear();
