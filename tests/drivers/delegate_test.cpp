@@ -22,34 +22,21 @@
 using plumb::test::FakeCall;
 using plumb::test::ForeignBin;
 using plumb::test::ip_json;
+using plumb::test::ipv4_of;
+using plumb::test::link_names;
 using plumb::test::Node;
 using plumb::test::PodFixture;
 using plumb::test::Proc;
 
 namespace {
 
-std::set<std::string> links(const std::string& ns) {
-  auto d = ip_json((ns.empty() ? std::string() : "-n " + ns + " ") + "link show");
-  std::set<std::string> out;
-  for (auto& l : d.GetArray()) out.insert(l["ifname"].GetString());
-  return out;
-}
-
 /// Host ends the fake plugin made ("fk" + 10 hex digits).
 std::set<std::string> fake_links() {
   std::set<std::string> out;
-  for (auto& l : links("")) {
+  for (auto& l : link_names("")) {
     if (l.size() == 12 && l.rfind("fk", 0) == 0) out.insert(l);
   }
   return out;
-}
-
-std::string addr_of(const std::string& ns, const std::string& dev) {
-  auto d = ip_json("-n " + ns + " addr show dev " + dev);
-  for (auto& a : d[0]["addr_info"].GetArray()) {
-    if (std::string(a["family"].GetString()) == "inet") return std::string(a["local"].GetString()) + "/" + std::to_string(a["prefixlen"].GetInt());
-  }
-  return {};
 }
 
 std::string bridge_plugin(const std::string& bridge, const std::string& subnet, const std::string& ipam_dir) {
@@ -75,7 +62,7 @@ bool process_alive(int pid) {
 void check_clean(const PodFixture& fx, const std::string& pod_ns) {
   CHECK(fake_links().empty());
   CHECK(ip_json("link show type veth").Size() == 0);
-  CHECK(links(pod_ns) == std::set<std::string>{"lo"});
+  CHECK(link_names(pod_ns) == std::set<std::string>{"lo"});
   CHECK(PodFixture::files_under(fx.state() + "/containers").empty());
   for (auto& f : PodFixture::files_under(fx.ipam_dir())) {
     auto base = std::filesystem::path(f).filename().string();
@@ -118,9 +105,9 @@ TEST_CASE("a foreign default network (its conflist as clusterNetwork) with a nat
   rapidjson::Document result;
   result.Parse(add.out.c_str());
   CHECK(std::string(result["ips"][0]["address"].GetString()) == "203.0.113.20/24");
-  CHECK(links("web") == std::set<std::string>{"lo", "eth0", "net1"});
-  CHECK(addr_of("web", "eth0") == "203.0.113.20/24");
-  CHECK(addr_of("web", "net1") == "198.51.100.2/24");
+  CHECK(link_names("web") == std::set<std::string>{"lo", "eth0", "net1"});
+  CHECK(ipv4_of("web", "eth0") == "203.0.113.20/24");
+  CHECK(ipv4_of("web", "net1") == "198.51.100.2/24");
   CHECK(fake_links().size() == 1);
   std::string status = f.fx.status_of("default", "web");
   CHECK(status.rfind(R"([{"name":"calico-like","interface":"eth0","ips":["203.0.113.20"])", 0) == 0);
@@ -174,8 +161,8 @@ TEST_CASE("a foreign plugin chained between native ones: prevResult flows from b
   Proc add = f.fx.run("ADD", "ctr-web", pod, "default", "web", f.config());
   INFO("ADD: ", add.out, add.err);
   REQUIRE(add.exit_code == 0);
-  CHECK(links("web") == std::set<std::string>{"lo", "eth0", "net1", "side0"});
-  CHECK(addr_of("web", "side0") == "192.0.2.9/24");
+  CHECK(link_names("web") == std::set<std::string>{"lo", "eth0", "net1", "side0"});
+  CHECK(ipv4_of("web", "side0") == "192.0.2.9/24");
   // native -> foreign: the fake plugin got the bridge's result.
   auto adds = f.bin.calls("ADD");
   REQUIRE(adds.size() == 2);
@@ -243,8 +230,8 @@ TEST_CASE("DEL, CHECK and GC reach a foreign plugin after its NetworkAttachmentD
   auto gcs = bin.calls("GC");
   REQUIRE(gcs.size() == 1);
   CHECK(plumb::json::dump(gcs[0].stdin["cni.dev/valid-attachments"]) == R"([{"containerID":"ctr-p1","ifname":"net1"}])");
-  CHECK(links("p2") == std::set<std::string>{"lo"});  // the whole container is gone
-  CHECK(links("p1") == std::set<std::string>{"lo", "eth0", "net1"});
+  CHECK(link_names("p2") == std::set<std::string>{"lo"});  // the whole container is gone
+  CHECK(link_names("p1") == std::set<std::string>{"lo", "eth0", "net1"});
   CHECK(fake_links().size() == 1);
 
   REQUIRE(fx.run("DEL", "ctr-p1", pods[0], "default", "p1", conf).exit_code == 0);
@@ -289,7 +276,7 @@ TEST_CASE("a missing plugin binary fails the ADD before any change, naming the t
   CHECK(add.exit_code != 0);
   CHECK(add.out.find(R"("code":102)") != std::string::npos);
   CHECK(add.out.find("CNI plugin type \\\"calico\\\" not found in " + bin.dir() + ", /usr/lib/cni") != std::string::npos);
-  CHECK(links("") == std::set<std::string>{"lo"});  // not even the default network's bridge
+  CHECK(link_names("") == std::set<std::string>{"lo"});  // not even the default network's bridge
   CHECK(PodFixture::files_under(fx.state() + "/containers").empty());
 }
 
@@ -318,7 +305,7 @@ TEST_CASE("Debian's reference tuning under a foreign type name (ref-tuning), cha
   INFO("DEL: ", del.out, del.err);
   REQUIRE(del.exit_code == 0);
   CHECK(PodFixture::files_under(data).empty());  // restored and dropped by its DEL
-  CHECK(links("web") == std::set<std::string>{"lo"});
+  CHECK(link_names("web") == std::set<std::string>{"lo"});
 }
 
 TEST_CASE("SIGKILL after every persisted intent of an ADD with delegated plugins (plumb-faulty): DEL removes everything") {
@@ -337,7 +324,7 @@ TEST_CASE("SIGKILL after every persisted intent of an ADD with delegated plugins
     INFO(del.out, del.err);
     REQUIRE(del.exit_code == 0);
     CHECK(fake_links().empty());
-    CHECK(links("crash") == std::set<std::string>{"lo"});
+    CHECK(link_names("crash") == std::set<std::string>{"lo"});
     CHECK(PodFixture::files_under(f.fx.state() + "/containers").empty());
     if (add.exit_code == 0) break;
     REQUIRE(add.exit_code == 128 + SIGKILL);

@@ -16,6 +16,8 @@
 
 using plumb::test::ForeignBin;
 using plumb::test::ip_json;
+using plumb::test::ipv4_of;
+using plumb::test::link_names;
 using plumb::test::Node;
 using plumb::test::PodFixture;
 using plumb::test::Proc;
@@ -31,12 +33,13 @@ std::set<std::string> held(const std::string& dir) {
   return out;
 }
 
-std::string net_addr(const std::string& ns, const std::string& dev) {
-  auto d = ip_json("-n " + ns + " addr show dev " + dev);
-  for (auto& a : d[0]["addr_info"].GetArray()) {
-    if (std::string(a["family"].GetString()) == "inet") return std::string(a["local"].GetString()) + "/" + std::to_string(a["prefixlen"].GetInt());
-  }
-  return {};
+/// NAD default/blue: a native bridge whose IPAM is Debian's host-local copied as ref-host-local,
+/// its data in `data` (returned).
+std::string reference_host_local_nad(const PodFixture& fx, const ForeignBin& bin, const std::string& data) {
+  bin.install_reference("host-local", "ref-host-local");
+  fx.add_nad("default", "blue", R"({"cniVersion": "1.0.0", "name": "blue", "type": "bridge", "bridge": "br-blue",
+    "ipam": {"type": "ref-host-local", "dataDir": ")" + data + R"(", "ranges": [[{"subnet": "198.51.100.0/24"}]]}})");
+  return data;
 }
 
 }  // namespace
@@ -45,17 +48,14 @@ TEST_CASE("the reference host-local (copied as ref-host-local) as a native bridg
   Node node;
   PodFixture fx(node);
   ForeignBin bin(node);
-  bin.install_reference("host-local", "ref-host-local");
-  const std::string data = node.dir() + "/ref-ipam";
-  fx.add_nad("default", "blue", R"({"cniVersion": "1.0.0", "name": "blue", "type": "bridge", "bridge": "br-blue",
-    "ipam": {"type": "ref-host-local", "dataDir": ")" + data + R"(", "ranges": [[{"subnet": "198.51.100.0/24"}]]}})");
+  const std::string data = reference_host_local_nad(fx, bin, node.dir() + "/ref-ipam");
   fx.add_pod("default", "web", "blue");
   std::string pod = node.add_netns("web");
   const std::string conf = fx.config(bin.bin_dir_key());
   Proc add = fx.run("ADD", "ctr-web", pod, "default", "web", conf);
   INFO("ADD: ", add.out, add.err);
   REQUIRE(add.exit_code == 0);
-  CHECK(net_addr("web", "net1") == "198.51.100.2/24");
+  CHECK(ipv4_of("web", "net1") == "198.51.100.2/24");
   CHECK(held(data) == std::set<std::string>{"198.51.100.2"});
   CHECK(plumb::test::read_file(data + "/blue/198.51.100.2").rfind("ctr-web", 0) == 0);
   CHECK(fx.run("CHECK", "ctr-web", pod, "default", "web", conf).exit_code == 0);
@@ -82,7 +82,7 @@ TEST_CASE("a delegated IPAM gets the whole plugin config and the attachment's CN
   Proc add = fx.run("ADD", "ctr-web", pod, "default", "web", fx.config(bin.bin_dir_key()));
   INFO("ADD: ", add.out, add.err);
   REQUIRE(add.exit_code == 0);
-  CHECK(net_addr("web", "net1") == "198.51.100.77/24");
+  CHECK(ipv4_of("web", "net1") == "198.51.100.77/24");
   auto adds = bin.calls("ADD");
   REQUIRE(adds.size() == 1);
   CHECK(std::string(adds[0].stdin["type"].GetString()) == "bridge");  // the plugin's config, not just "ipam"
@@ -101,10 +101,7 @@ TEST_CASE("SIGKILL at every intent of an ADD whose IPAM is delegated (plumb-faul
   Node node;
   PodFixture fx(node);
   ForeignBin bin(node);
-  bin.install_reference("host-local", "ref-host-local");
-  const std::string data = node.dir() + "/ref-ipam";
-  fx.add_nad("default", "blue", R"({"cniVersion": "1.0.0", "name": "blue", "type": "bridge", "bridge": "br-blue",
-    "ipam": {"type": "ref-host-local", "dataDir": ")" + data + R"(", "ranges": [[{"subnet": "198.51.100.0/24"}]]}})");
+  const std::string data = reference_host_local_nad(fx, bin, node.dir() + "/ref-ipam");
   fx.add_pod("default", "crash", "blue");
   std::string pod = node.add_netns("crash");
   const std::string conf = fx.config(bin.bin_dir_key());

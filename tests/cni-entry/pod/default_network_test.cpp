@@ -11,26 +11,13 @@
 #include "tests/support/pod_fixture.hpp"
 
 using plumb::test::ip_json;
+using plumb::test::ipv4_of;
+using plumb::test::link_names;
 using plumb::test::Node;
 using plumb::test::PodFixture;
 using plumb::test::Proc;
 
 namespace {
-
-std::set<std::string> links(const std::string& ns) {
-  auto d = ip_json("-n " + ns + " link show");
-  std::set<std::string> out;
-  for (auto& l : d.GetArray()) out.insert(l["ifname"].GetString());
-  return out;
-}
-
-std::string addr4(const std::string& ns, const std::string& dev) {
-  auto d = ip_json("-n " + ns + " addr show dev " + dev);
-  for (auto& a : d[0]["addr_info"].GetArray()) {
-    if (std::string(a["family"].GetString()) == "inet") return std::string(a["local"].GetString()) + "/" + std::to_string(a["prefixlen"].GetInt());
-  }
-  return {};
-}
 
 std::string bridge_conf(const std::string& name, const std::string& bridge, const std::string& subnet, const std::string& ipam_dir) {
   return R"({"cniVersion": "1.0.0", "name": ")" + name + R"(", "type": "bridge", "bridge": ")" + bridge +
@@ -66,7 +53,7 @@ TEST_CASE("clusterNetwork names a CNI config in confDir by its \"name\"; a NAD o
   Proc add = fx.run("ADD", "ctr-1", pod, "default", "web", conf);
   INFO(add.out, add.err);
   REQUIRE(add.exit_code == 0);
-  CHECK(addr4("web", "eth0") == "192.0.2.2/24");
+  CHECK(ipv4_of("web", "eth0") == "192.0.2.2/24");
   CHECK(status_names(fx, "default", "web") == std::vector<std::string>{"primary@eth0"});
   REQUIRE(fx.run("DEL", "ctr-1", pod, "default", "web", conf).exit_code == 0);
 
@@ -76,7 +63,7 @@ TEST_CASE("clusterNetwork names a CNI config in confDir by its \"name\"; a NAD o
   Proc add2 = fx.run("ADD", "ctr-2", pod, "default", "web", conf);
   INFO(add2.out, add2.err);
   REQUIRE(add2.exit_code == 0);
-  CHECK(addr4("web", "eth0") == "203.0.113.2/24");
+  CHECK(ipv4_of("web", "eth0") == "203.0.113.2/24");
   CHECK(status_names(fx, "default", "web") == std::vector<std::string>{"kube-system/primary@eth0"});
   REQUIRE(fx.run("DEL", "ctr-2", pod, "default", "web", conf).exit_code == 0);
 
@@ -100,8 +87,8 @@ TEST_CASE("the v1.multus-cni.io/default-network annotation replaces the cluster 
   Proc add = fx.run("ADD", "ctr-1", pod, "default", "web", fx.config());
   INFO(add.out, add.err);
   REQUIRE(add.exit_code == 0);
-  CHECK(addr4("web", "eth0") == "198.51.100.2/24");  // from kube-system/alt, not the cluster default
-  CHECK(addr4("web", "net1") == "192.0.2.2/24");
+  CHECK(ipv4_of("web", "eth0") == "198.51.100.2/24");  // from kube-system/alt, not the cluster default
+  CHECK(ipv4_of("web", "net1") == "192.0.2.2/24");
   CHECK(status_names(fx, "default", "web") == std::vector<std::string>{"kube-system/alt@eth0", "default/blue@net1"});
   CHECK(fx.status_of("default", "web").find(R"("name":"kube-system/alt","interface":"eth0")") != std::string::npos);
   REQUIRE(fx.run("DEL", "ctr-1", pod, "default", "web", fx.config()).exit_code == 0);
@@ -126,9 +113,9 @@ TEST_CASE("Multus's delegates: the first is the default network, the others atta
   Proc add = fx.run("ADD", "ctr-1", pod, "default", "web", conf);
   INFO(add.out, add.err);
   REQUIRE(add.exit_code == 0);
-  CHECK(links("web") == std::set<std::string>{"lo", "eth0", "net1"});
-  CHECK(addr4("web", "eth0") == "192.0.2.2/24");
-  CHECK(addr4("web", "net1") == "198.51.100.2/24");
+  CHECK(link_names("web") == std::set<std::string>{"lo", "eth0", "net1"});
+  CHECK(ipv4_of("web", "eth0") == "192.0.2.2/24");
+  CHECK(ipv4_of("web", "net1") == "198.51.100.2/24");
   CHECK(status_names(fx, "default", "web") == std::vector<std::string>{"d0@eth0", "d1@net1"});
   REQUIRE(fx.run("DEL", "ctr-1", pod, "default", "web", conf).exit_code == 0);
 
@@ -136,8 +123,8 @@ TEST_CASE("Multus's delegates: the first is the default network, the others atta
   std::string both = fx.config(delegates);
   Proc add2 = fx.run("ADD", "ctr-2", pod, "default", "web", both);
   REQUIRE(add2.exit_code == 0);
-  CHECK(links("web") == std::set<std::string>{"lo", "eth0"});
-  CHECK(addr4("web", "eth0") == "203.0.113.2/24");
+  CHECK(link_names("web") == std::set<std::string>{"lo", "eth0"});
+  CHECK(ipv4_of("web", "eth0") == "203.0.113.2/24");
   REQUIRE(fx.run("DEL", "ctr-2", pod, "default", "web", both).exit_code == 0);
 
   Proc none = fx.run("ADD", "ctr-3", pod, "default", "web", conf_with(fx, node, R"("defaultNetworks": [])"));
@@ -154,11 +141,11 @@ TEST_CASE("defaultNetworks are attached to every pod but those in systemNamespac
   fx.add_pod("infra", "dns", "");
   std::string app = node.add_netns("app"), dns = node.add_netns("dns");
   REQUIRE(fx.run("ADD", "ctr-app", app, "default", "app", conf).exit_code == 0);
-  CHECK(links("app") == std::set<std::string>{"lo", "eth0", "net1"});
+  CHECK(link_names("app") == std::set<std::string>{"lo", "eth0", "net1"});
   Proc sys = fx.run("ADD", "ctr-dns", dns, "infra", "dns", conf);
   INFO(sys.out, sys.err);
   REQUIRE(sys.exit_code == 0);
-  CHECK(links("dns") == std::set<std::string>{"lo", "eth0"});  // Multus adds no defaultNetworks here
+  CHECK(link_names("dns") == std::set<std::string>{"lo", "eth0"});  // Multus adds no defaultNetworks here
   REQUIRE(fx.run("DEL", "ctr-app", app, "default", "app", conf).exit_code == 0);
   REQUIRE(fx.run("DEL", "ctr-dns", dns, "infra", "dns", conf).exit_code == 0);
 }
@@ -196,13 +183,13 @@ TEST_CASE("interface names are net<N> by the element's position in the pod, as M
   fx.add_pod("default", "web", R"([{"name":"a","interface":"x0"},{"name":"b"}])");
   std::string pod = node.add_netns("web");
   REQUIRE(fx.run("ADD", "ctr-1", pod, "default", "web", fx.config()).exit_code == 0);
-  CHECK(links("web") == std::set<std::string>{"lo", "eth0", "x0", "net2"});  // the issue's example
+  CHECK(link_names("web") == std::set<std::string>{"lo", "eth0", "x0", "net2"});  // the issue's example
   REQUIRE(fx.run("DEL", "ctr-1", pod, "default", "web", fx.config()).exit_code == 0);
 
   // defaultNetworks count too: side is net1, a is x0, b is net3.
   const std::string with_default = fx.config(R"("defaultNetworks": ["side"])");
   REQUIRE(fx.run("ADD", "ctr-2", pod, "default", "web", with_default).exit_code == 0);
-  CHECK(links("web") == std::set<std::string>{"lo", "eth0", "net1", "x0", "net3"});
+  CHECK(link_names("web") == std::set<std::string>{"lo", "eth0", "net1", "x0", "net3"});
   REQUIRE(fx.run("DEL", "ctr-2", pod, "default", "web", with_default).exit_code == 0);
 
   // A generated name another element asks for explicitly: refused before anything is made.

@@ -13,6 +13,8 @@
 
 using plumb::test::ForeignBin;
 using plumb::test::ip_json;
+using plumb::test::ipv4_of;
+using plumb::test::link_names;
 using plumb::test::Node;
 using plumb::test::PodFixture;
 using plumb::test::Proc;
@@ -26,13 +28,6 @@ Proc run_verb(const std::string& command, const std::string& conf) {
 std::string with_valid(std::string conf, const std::string& valid) {
   conf.insert(conf.size() - 1, R"(, "cni.dev/valid-attachments": )" + valid);
   return conf;
-}
-
-std::set<std::string> links(const std::string& ns) {
-  auto d = ip_json("-n " + ns + " link show");
-  std::set<std::string> out;
-  for (auto& l : d.GetArray()) out.insert(l["ifname"].GetString());
-  return out;
 }
 
 }  // namespace
@@ -66,9 +61,9 @@ TEST_CASE("GC leaves the attachments of a network whose conflist has disableGC; 
   Proc gc = run_verb("GC", with_valid(fx.config({}, "1.1.0"), "[]"));
   INFO(gc.out, gc.err);
   CHECK(gc.exit_code == 0);
-  CHECK(links("web") == std::set<std::string>{"lo", "net1"});  // the default network went, "pinned" stayed
+  CHECK(link_names("web") == std::set<std::string>{"lo", "net1"});  // the default network went, "pinned" stayed
   REQUIRE(fx.run("DEL", "ctr-1", pod, "default", "web", fx.config()).exit_code == 0);
-  CHECK(links("web") == std::set<std::string>{"lo"});
+  CHECK(link_names("web") == std::set<std::string>{"lo"});
   CHECK(PodFixture::files_under(fx.state() + "/containers").empty());
 }
 
