@@ -59,6 +59,19 @@ Status gc_ipams(const PlumbConfig& conf, const state::StateDir& state, const Ipa
   return first;
 }
 
+/// The type a plugin config delegates to: its own type when plumb does not implement it, else
+/// the type of its "ipam" when plumb does not implement that (the reference plugins pass GC and
+/// STATUS on to their IPAM); "" when both are plumb's.
+std::string delegated_type(const json::Value& plugin) {
+  const json::Value* type = json::find(plugin, "type");
+  if (type == nullptr || !type->IsString()) return {};
+  if (drivers::find(type->GetString()) == nullptr) return type->GetString();
+  const json::Value* ipam = json::find(plugin, "ipam");
+  const json::Value* it = ipam != nullptr && ipam->IsObject() ? json::find(*ipam, "type") : nullptr;
+  if (it == nullptr || !it->IsString() || ipam::implemented(it->GetString())) return {};
+  return it->GetString();
+}
+
 /// One delegated plugin (or delegated IPAM of a native plugin) of one network, as recorded, and
 /// the attachments of that network GC keeps.
 struct DelegatedGc {
@@ -75,15 +88,8 @@ void collect_delegated(const state::AttachmentRecord& rec, bool kept, DelegatedG
   for (const auto& plugin : rec.config.GetArray()) {
     const json::Value* v = json::find(plugin, "cniVersion");
     if (v == nullptr || !v->IsString() || cni::compare_versions(v->GetString(), "1.1.0") < 0) continue;
-    const json::Value* type = json::find(plugin, "type");
-    if (type == nullptr || !type->IsString()) continue;
-    std::string t = type->GetString();
-    if (drivers::find(t) != nullptr) {  // native: its delegated IPAM gets the GC (the reference bridge's cmdGC)
-      const json::Value* ipam = json::find(plugin, "ipam");
-      const json::Value* it = ipam != nullptr ? json::find(*ipam, "type") : nullptr;
-      if (it == nullptr || !it->IsString() || ipam::implemented(it->GetString())) continue;
-      t = it->GetString();
-    }
+    const std::string t = delegated_type(plugin);
+    if (t.empty()) continue;
     auto [entry, added] = out.try_emplace(rec.network + "\n" + t);
     if (added) {
       entry->second.type = t;
@@ -124,10 +130,6 @@ Status gc_delegated(const cni::Env& env, const PlumbConfig& conf, const Delegate
   }
   return first;
 }
-
-}  // namespace
-
-namespace {
 
 /// GC of one container: unless cni.dev/valid-attachments lists it, its attachments are torn down
 /// (those of networks whose conflist says "disableGC" stay, as libcni leaves them) and the pod's
@@ -209,15 +211,8 @@ Status status_of_delegated(const cni::Env& env, const PlumbConfig& conf, const n
   const json::Value* plugins = json::find(net.conflist, "plugins");
   if (plugins == nullptr || !plugins->IsArray()) return {};
   for (const auto& plugin : plugins->GetArray()) {
-    const json::Value* type = json::find(plugin, "type");
-    if (type == nullptr || !type->IsString()) continue;
-    std::string t = type->GetString();
-    if (drivers::find(t) != nullptr) {
-      const json::Value* ipam = json::find(plugin, "ipam");
-      const json::Value* it = ipam != nullptr ? json::find(*ipam, "type") : nullptr;
-      if (it == nullptr || !it->IsString() || ipam::implemented(it->GetString())) continue;
-      t = it->GetString();
-    }
+    const std::string t = delegated_type(plugin);
+    if (t.empty()) continue;
     auto binary = cni::find_plugin(t, search);
     if (!binary) return fail(cni_code::kPluginNotAvailable, "default network " + net.name + ": " + binary.error().msg);
     PLUMB_TRY(cni::exec_plugin(t, *binary, cni::Invocation{"STATUS", "", "", "", ""}, json::dump(plugin), search));
