@@ -156,5 +156,6 @@ TEST_CASE("refused keys fail ADD, CHECK, GC and STATUS naming the key; DEL still
   Proc aux = plumb::test::run({plumb::test::plumb_binary()}, {{"CNI_COMMAND", "STATUS"}},
                               fx.config(R"("auxiliaryCNIChainName": "cni-chain-config")", "1.1.0"));
   CHECK(aux.exit_code != 0);
+  CHECK(aux.out.find(R"("code":50)") != std::string::npos);  // STATUS: plugin not available
   CHECK(aux.out.find("auxiliaryCNIChainName \\\"cni-chain-config\\\" is not supported") != std::string::npos);
 }
