@@ -80,7 +80,7 @@ Result<cni::CniResult> run_ipam(Context& ctx, const IpamUse& use) {
   if (std::string type = use.ipam->delegated_type(); !type.empty()) {
     // CNI IPAM delegation: DEL of the IPAM with the whole plugin config, recorded first; the
     // IPAM's process recorded once started (a killed ADD leaves no IPAM still running).
-    PLUMB_TRY(undo::will(ctx, undo::DelegateDel{type, json::clone(*use.network_config), ctx.ifname, cni::join_args(ctx.cni_args)}));
+    PLUMB_TRY(undo::will(ctx, undo::DelegateDel{type, json::clone(*use.network_config), ctx.ifname, cni::delegate_args(ctx.cni_args)}));
     req.network_config = use.network_config.get();
     req.netns = ctx.netns_path;
     req.on_delegate_started = [&ctx](const process::Child& c) { return undo::will(ctx, undo::DelegateEndProcess{c.pid, c.start_time}); };

@@ -33,7 +33,7 @@ Result<std::unique_ptr<Config>> delegate_parse(const json::Value& conf, const Pa
 
 Result<cni::CniResult> delegate_add(Context& ctx, const Config& conf, const cni::CniResult* prev) {
   const auto& c = static_cast<const DelegateConfig&>(conf);
-  const std::string args = cni::join_args(ctx.cni_args);
+  const std::string args = cni::delegate_args(ctx.cni_args);
   // Write-ahead: a DEL with this exact config, before the plugin can change anything.
   PLUMB_TRY(undo::will(ctx, undo::DelegateDel{c.type, json::clone(c.config), ctx.ifname, args}));
   json::Document sent = PLUMB_TRY(cni::with_prev_result(c.config, prev, c.version));
@@ -48,7 +48,7 @@ Status delegate_check(Context& ctx, const Config& conf, const cni::CniResult& pr
   // CHECK exists from CNI 0.4.0 on; libcni never sends it to older configs.
   if (cni::compare_versions(c.version, "0.4.0") < 0) return {};
   json::Document sent = PLUMB_TRY(cni::with_prev_result(c.config, &prev, c.version));
-  cni::Invocation inv{"CHECK", ctx.container_id, ctx.netns_path, ctx.ifname, cni::join_args(ctx.cni_args)};
+  cni::Invocation inv{"CHECK", ctx.container_id, ctx.netns_path, ctx.ifname, cni::delegate_args(ctx.cni_args)};
   PLUMB_TRY(cni::exec_plugin(c.type, c.binary, inv, json::dump(sent), ctx.plugin_search));
   return {};
 }

@@ -40,7 +40,7 @@ class DelegatedIpam final : public Ipam {
       return fail(cni_code::kInternal, "delegated IPAM " + type_ + ": no network config to delegate with");
     }
     json::Document sent = PLUMB_TRY(cni::with_prev_result(*req.network_config, prev, version(req)));
-    cni::Invocation inv{command, req.container_id, req.netns, req.ifname, cni::join_args(req.cni_args)};
+    cni::Invocation inv{command, req.container_id, req.netns, req.ifname, cni::delegate_args(req.cni_args)};
     auto out = cni::exec_plugin(type_, binary_, inv, json::dump(sent), search_, started);
     if (!out) return std::unexpected(out.error().within("ipam"));
     return std::move(*out);

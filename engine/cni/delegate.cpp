@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
@@ -89,7 +90,18 @@ Result<std::string> find_plugin(std::string_view type, const PluginSearch& searc
                                        (searched.empty() ? std::string("(no directory: set binDir or CNI_PATH)") : searched));
 }
 
-std::string join_args(const std::vector<std::pair<std::string, std::string>>& args) {
+std::string delegate_args(const std::vector<std::pair<std::string, std::string>>& runtime_args) {
+  std::vector<std::pair<std::string, std::string>> args = {
+      {"IgnoreUnknown", "true"}, {"K8S_POD_NAMESPACE", ""}, {"K8S_POD_NAME", ""}, {"K8S_POD_INFRA_CONTAINER_ID", ""}, {"K8S_POD_UID", ""}};
+  const size_t fixed = args.size();
+  for (const auto& [k, v] : runtime_args) {
+    auto it = std::find_if(args.begin(), args.begin() + static_cast<std::ptrdiff_t>(fixed), [&](const auto& a) { return a.first == k; });
+    if (it == args.begin() + static_cast<std::ptrdiff_t>(fixed)) {
+      args.emplace_back(k, v);
+    } else if (it->second.empty()) {
+      it->second = v;
+    }
+  }
   std::string out;
   for (const auto& [k, v] : args) out += (out.empty() ? "" : ";") + k + "=" + v;
   return out;

@@ -46,8 +46,11 @@ struct Invocation {
   std::string args;          ///< CNI_ARGS ("K=V;K=V")
 };
 
-/// CNI_ARGS text of (key, value) pairs: "K=V;K=V".
-[[nodiscard]] std::string join_args(const std::vector<std::pair<std::string, std::string>>& args);
+/// The CNI_ARGS a delegated plugin gets, built as Multus builds them (CreateCNIRuntimeConf):
+/// "IgnoreUnknown=true;K8S_POD_NAMESPACE=..;K8S_POD_NAME=..;K8S_POD_INFRA_CONTAINER_ID=..;
+/// K8S_POD_UID=.." (values from the runtime's CNI_ARGS, empty when it has none), then the runtime's
+/// other items in order. Without IgnoreUnknown the reference plugins refuse the K8S_* keys.
+[[nodiscard]] std::string delegate_args(const std::vector<std::pair<std::string, std::string>>& runtime_args);
 
 /// Runs plugin `type` (executable `binary`) with `config` (JSON text) on stdin and an
 /// environment of exactly CNI_COMMAND, CNI_CONTAINERID, CNI_NETNS, CNI_IFNAME, CNI_ARGS,

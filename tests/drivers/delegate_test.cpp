@@ -124,7 +124,7 @@ TEST_CASE("a foreign default network (its conflist as clusterNetwork) with a nat
   CHECK(std::string(adds[0].env["CNI_CONTAINERID"].GetString()) == "ctr-web");
   CHECK(std::string(adds[0].env["CNI_PATH"].GetString()) == f.bin.dir() + ":/usr/lib/cni");
   CHECK(std::string(adds[0].env["CNI_ARGS"].GetString()) ==
-        "IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=web;K8S_POD_INFRA_CONTAINER_ID=ctr-web");
+        "IgnoreUnknown=true;K8S_POD_NAMESPACE=default;K8S_POD_NAME=web;K8S_POD_INFRA_CONTAINER_ID=ctr-web;K8S_POD_UID=");
   CHECK(std::string(adds[0].stdin["name"].GetString()) == "calico-like");
   CHECK(std::string(adds[0].stdin["cniVersion"].GetString()) == "1.0.0");
   CHECK_FALSE(adds[0].stdin.HasMember("prevResult"));

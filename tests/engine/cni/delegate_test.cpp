@@ -40,6 +40,13 @@ TEST_CASE("make_search: binDir first, then CNI_PATH's entries, without duplicate
   CHECK(s.timeout == 2s);
 }
 
+TEST_CASE("delegate_args: CNI_ARGS as Multus builds them for its delegates") {
+  CHECK(cni::delegate_args({}) == "IgnoreUnknown=true;K8S_POD_NAMESPACE=;K8S_POD_NAME=;K8S_POD_INFRA_CONTAINER_ID=;K8S_POD_UID=");
+  CHECK(cni::delegate_args({{"K8S_POD_NAME", "web"}, {"IgnoreUnknown", "1"}, {"MAC", "02:00:00:00:00:01"}, {"K8S_POD_NAMESPACE", "ns"},
+                            {"K8S_POD_UID", "u-1"}}) ==
+        "IgnoreUnknown=true;K8S_POD_NAMESPACE=ns;K8S_POD_NAME=web;K8S_POD_INFRA_CONTAINER_ID=;K8S_POD_UID=u-1;MAC=02:00:00:00:00:01");
+}
+
 TEST_CASE("find_plugin: the first directory that has it; a missing type names itself and every directory") {
   plumb::test::Node node;
   std::string a = node.dir() + "/a", b = node.dir() + "/b";
