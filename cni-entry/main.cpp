@@ -63,7 +63,7 @@ int main(int argc, char** argv) {
 
   auto conf = plumb::pod::parse_config(input);
   if (!conf) return report(conf.error(), version_of(input), log);
-  log.configure(conf->log_level, conf->log_file);
+  log.configure(conf->log_level, conf->log_file, conf->log_to_stderr);
 
   auto out = plumb::pod::run(*env, *conf, log);
   if (!out) return report(out.error(), conf->cni_version, log);

@@ -303,6 +303,7 @@ Result<cni::CniResult> bridge_add(Context& ctx, const BridgeConfig& c, const cni
   }
 
   cni::CniResult r = PLUMB_TRY(run_ipam(ctx, c.ipam));
+  apply_config_dns(r, c.dns, /*always=*/false);  // as the reference bridge: a non-empty config "dns" replaces the IPAM's
   r.interfaces.clear();
   r.interfaces.push_back({br.name, br.mac() ? br.mac()->str() : "", std::nullopt, "", {}, {}});
   r.interfaces.push_back({host_link.name, host_link.mac() ? host_link.mac()->str() : "", std::nullopt, "", {}, {}});

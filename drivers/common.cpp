@@ -33,12 +33,34 @@ Result<IpamUse> parse_ipam(const json::Value& conf, const ParseInput& in) {
   PLUMB_TRY(json::get_object(conf, "runtimeConfig", in.network));
   PLUMB_TRY(json::get_object(conf, "args", in.network));
   IpamUse use;
-  auto made = PLUMB_TRY(ipam::make(*ipam_conf));
-  use.ipam = std::shared_ptr<ipam::Ipam>(std::move(made));
+  auto made = ipam::make(*ipam_conf, in.plugin_search.dirs.empty() ? nullptr : &in.plugin_search);
+  if (!made) return std::unexpected(made.error().within("network " + in.network));
+  use.ipam = std::shared_ptr<ipam::Ipam>(std::move(*made));
   use.conf = std::make_shared<const json::Document>(json::clone(*ipam_conf));
   use.runtime_config = copy_member(conf, "runtimeConfig");
   use.args = copy_member(conf, "args");
+  if (!use.ipam->delegated_type().empty()) {
+    auto whole = std::make_shared<json::Document>(json::clone(conf));
+    whole->RemoveMember("prevResult");
+    use.network_config = std::move(whole);
+  }
   return use;
+}
+
+Result<cni::Dns> parse_dns(const json::Value& conf, const std::string& network) {
+  cni::Dns d;
+  const json::Value* dns = PLUMB_TRY(json::get_object(conf, "dns", network));
+  if (dns == nullptr) return d;
+  const std::string where = network + ".dns";
+  d.nameservers = PLUMB_TRY(json::get_string_array(*dns, "nameservers", where)).value_or(std::vector<std::string>{});
+  d.domain = PLUMB_TRY(json::get_string(*dns, "domain", where)).value_or("");
+  d.search = PLUMB_TRY(json::get_string_array(*dns, "search", where)).value_or(std::vector<std::string>{});
+  d.options = PLUMB_TRY(json::get_string_array(*dns, "options", where)).value_or(std::vector<std::string>{});
+  return d;
+}
+
+void apply_config_dns(cni::CniResult& r, const cni::Dns& dns, bool always) {
+  if (always || !dns.empty()) r.dns = dns;
 }
 
 Result<ParsedPlugin> parse_plugin(const json::Value& conf, const ParseInput& in) {
@@ -46,6 +68,7 @@ Result<ParsedPlugin> parse_plugin(const json::Value& conf, const ParseInput& in)
   auto type = PLUMB_TRY(json::get_string(conf, "type", in.network + " plugin"));
   if (!type || type->empty()) return fail(cni_code::kInvalidConfig, "network " + in.network + ": a plugin has no \"type\"");
   const Driver* d = find(*type);
+  if (d == nullptr && !in.plugin_search.dirs.empty()) d = &kDelegate;  // CNI SPEC: executed from binDir/CNI_PATH
   if (d == nullptr) {
     return fail(cni_code::kInvalidConfig, "network " + in.network + ": plugin type \"" + *type +
                                               "\" is not implemented by plumb (it implements " + known_types() + ")");
@@ -55,8 +78,17 @@ Result<ParsedPlugin> parse_plugin(const json::Value& conf, const ParseInput& in)
 
 Result<cni::CniResult> run_ipam(Context& ctx, const IpamUse& use) {
   if (!use.ipam) return cni::CniResult{};
-  PLUMB_TRY(undo::will(ctx, undo::IpamRelease{json::clone(*use.conf), ctx.network, ctx.ifname}));
   ipam::Request req;
+  if (std::string type = use.ipam->delegated_type(); !type.empty()) {
+    // CNI IPAM delegation: DEL of the IPAM with the whole plugin config, recorded first; the
+    // IPAM's process recorded once started (a killed ADD leaves no IPAM still running).
+    PLUMB_TRY(undo::will(ctx, undo::DelegateDel{type, json::clone(*use.network_config), ctx.ifname, cni::delegate_args(ctx.cni_args)}));
+    req.network_config = use.network_config.get();
+    req.netns = ctx.netns_path;
+    req.on_delegate_started = [&ctx](const process::Child& c) { return undo::will(ctx, undo::DelegateEndProcess{c.pid, c.start_time}); };
+  } else {
+    PLUMB_TRY(undo::will(ctx, undo::IpamRelease{json::clone(*use.conf), ctx.network, ctx.ifname}));
+  }
   req.container_id = ctx.container_id;
   req.ifname = ctx.ifname;
   req.network_name = ctx.network;

@@ -29,6 +29,7 @@
 #include "engine/base/json.hpp"
 #include "engine/base/result.hpp"
 #include "engine/cni/cni.hpp"
+#include "engine/cni/delegate.hpp"
 #include "engine/kernel/link.hpp"
 #include "engine/kernel/netns.hpp"
 #include "engine/netlink/socket.hpp"
@@ -49,6 +50,9 @@ struct ParseInput {
   std::string network;    ///< the network's CNI name: errors name keys as "<network>.<key>"
   std::string ifname;     ///< the attachment's pod-side interface name (tuning's IFNAME)
   CniArgs cni_args;       ///< CNI_ARGS (MAC=, IP=)
+  /// Where plugins plumb does not implement are found (binDir, CNI_PATH); no directories: types
+  /// plumb does not implement are refused.
+  cni::PluginSearch plugin_search = {};
 };
 
 /// A plugin's "ipam", parsed once with the rest of its config. Drivers hand it to run_ipam()
@@ -58,6 +62,9 @@ struct IpamUse {
   std::shared_ptr<const json::Document> conf;        ///< the "ipam" object (recorded for release)
   std::shared_ptr<const json::Document> runtime_config;  ///< the plugin's runtimeConfig (ips ...), may be null
   std::shared_ptr<const json::Document> args;        ///< the plugin's "args" (args.cni.ips ...), may be null
+  /// A delegated IPAM (ipam::Ipam::delegated_type()) gets the whole plugin config on stdin (the
+  /// CNI IPAM delegation protocol): kept here, null for plumb's own IPAMs.
+  std::shared_ptr<const json::Document> network_config;
 };
 
 /// One plugin's parsed configuration. Each driver derives its own (BridgeConfig, ...); the
@@ -65,6 +72,7 @@ struct IpamUse {
 struct Config {
   virtual ~Config() = default;
   IpamUse ipam;  ///< the plugin's "ipam" (every driver may have one; most chained ones do not)
+  cni::Dns dns;  ///< the plugin's "dns" key (CNI SPEC network configuration), empty when absent
 };
 
 /// Everything a driver may touch for one plugin invocation of one attachment.
@@ -92,6 +100,11 @@ struct Context {
   /// The SR-IOV / RDMA / vDPA kernel backends; null = the netlink implementations. Tests without
   /// SR-IOV hardware set recording fakes here (drivers/vf_attach.hpp).
   vf_attach::Backends* vf_backends = nullptr;
+  /// Where delegated plugins (types plumb does not implement) are found, and their time limit.
+  cni::PluginSearch plugin_search;
+  /// DEL/CHECK of a completed attachment: its recorded result (internal 1.1.0 shape), the
+  /// prevResult delegated plugins get (libcni passes the list's cached result); else null.
+  const json::Value* attachment_result = nullptr;
 };
 
 /// One attachment kind or chained feature. See the file comment for the life of a plugin.
@@ -119,9 +132,17 @@ constexpr Driver make_driver(std::string_view type);
 /// Types plumb implements, for messages.
 [[nodiscard]] std::string known_types();
 
-/// Parses a plugin's "ipam" (absent: an empty IpamUse). Errors: the IPAM's (kInvalidConfig
-/// naming the field).
+/// Parses a plugin's "ipam" (absent: an empty IpamUse); an IPAM type plumb does not implement is
+/// delegated (found through in.plugin_search). Errors: the IPAM's (kInvalidConfig naming the
+/// field); kNotFound naming a delegated IPAM type and the directories searched.
 [[nodiscard]] Result<IpamUse> parse_ipam(const json::Value& conf, const ParseInput& in);
+/// Parses a plugin's "dns" key ({nameservers, domain, search, options}, CNI SPEC network
+/// configuration). Errors: kInvalidConfig naming "<network>.dns.<key>".
+[[nodiscard]] Result<cni::Dns> parse_dns(const json::Value& conf, const std::string& network);
+/// The reference plugins' two ways with the config's "dns": `always` (macvlan, ipvlan, vlan,
+/// host-device, tap: result.DNS = conf.DNS) replaces the IPAM's DNS even when the config has
+/// none; otherwise (bridge, ptp) only a non-empty config "dns" replaces it.
+void apply_config_dns(cni::CniResult& r, const cni::Dns& dns, bool always);
 /// One plugin of an attachment, parsed: its driver and its typed config.
 struct ParsedPlugin {
   const Driver* driver = nullptr;
@@ -192,6 +213,7 @@ constexpr Driver make_driver(std::string_view type) {
   d.parse = [](const json::Value& conf, const ParseInput& in) -> Result<std::unique_ptr<Config>> {
     auto typed = std::make_unique<C>(PLUMB_TRY(Parse(conf, in)));
     typed->ipam = PLUMB_TRY(parse_ipam(conf, in));
+    typed->dns = PLUMB_TRY(parse_dns(conf, in.network));
     return std::unique_ptr<Config>(std::move(typed));
   };
   d.add = [](Context& ctx, const Config& conf, const cni::CniResult* prev) -> Result<cni::CniResult> {

@@ -35,6 +35,7 @@ Result<cni::CniResult> dummy_add(Context& ctx, const DummyConfig& c, const cni::
   if (!pod_link) return fail(cni_code::kKernel, "dummy " + ctx.ifname + " not found in " + ctx.netns_path + " after creation");
 
   cni::CniResult r = PLUMB_TRY(run_ipam(ctx, c.ipam));
+  apply_config_dns(r, c.dns, /*always=*/true);  // as the reference dummy: the config's "dns" replaces the IPAM's
   if (r.ips.empty()) return fail(cni_code::kInvalidConfig, ctx.network + ": IPAM plugin returned missing IP config");
   PLUMB_TRY(finish_pod_interface(ctx, *pod_link, r));
   return r;

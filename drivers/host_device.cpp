@@ -241,6 +241,7 @@ Result<cni::CniResult> host_device_add(Context& ctx, const HostDeviceConfig& c, 
   if (found.dev) pod_link = PLUMB_TRY(move_in(ctx, c, *found.dev));
 
   cni::CniResult r = PLUMB_TRY(run_ipam(ctx, c.ipam));
+  apply_config_dns(r, c.dns, /*always=*/true);  // as the reference macvlan/host-device: the config's "dns" replaces the IPAM's
   r.interfaces.clear();
   cni::Interface iface{ctx.ifname, "", std::nullopt, ctx.netns_path, {}, {}};
   if (pod_link) {

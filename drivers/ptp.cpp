@@ -130,6 +130,7 @@ Result<cni::CniResult> ptp_add(Context& ctx, const PtpConfig& c, const cni::CniR
     return fail(cni_code::kConflict, "interface " + ctx.ifname + " already exists in " + ctx.netns_path);
   }
   cni::CniResult r = PLUMB_TRY(run_ipam(ctx, c.ipam));
+  apply_config_dns(r, c.dns, /*always=*/false);  // as the reference ptp: a non-empty config "dns" replaces the IPAM's
   if (r.ips.empty()) return fail(cni_code::kInvalidConfig, ctx.network + ": IPAM plugin returned missing IP config");
   for (auto& ip : r.ips) {
     if (!ip.gateway) {

@@ -126,6 +126,7 @@ Result<cni::CniResult> tap_add(Context& ctx, const TapConfig& c, const cni::CniR
   }
   r.interfaces.clear();
   r.interfaces.push_back({ctx.ifname, tap.mac() ? tap.mac()->str() : "", tap.mtu_bytes, ctx.netns_path, {}, {}});
+  apply_config_dns(r, c.dns, /*always=*/true);  // as the reference tap: the config's "dns" replaces the IPAM's
   return r;
 }
 

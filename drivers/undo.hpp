@@ -242,9 +242,31 @@ struct RdmaReturn : VfOwner {
   template <class V> void fields(V& v) { owner_fields(v); v("device", device); }
 };
 
+/// A CNI plugin plumb delegated to (a plugin of the network's list, or the IPAM of one of plumb's
+/// drivers): DEL with the exact config its ADD got, after the NAD, annotation or netns are gone.
+/// Its binary is looked up again by type (binDir, CNI_PATH) at DEL, as libcni does.
+struct DelegateDel {
+  static constexpr std::string_view kName = "delegate.del";
+  std::string type;       ///< the plugin type (binary name)
+  json::Document config;  ///< the config object its ADD got on stdin, without prevResult
+  std::string ifname;     ///< CNI_IFNAME of the ADD
+  std::string args;       ///< CNI_ARGS of the ADD
+  template <class V> void fields(V& v) { v("type", type); v("config", config); v("ifname", ifname); v("args", args); }
+};
+
+/// A delegated plugin's process, recorded once started and before it got its config: if the
+/// ADD that started it was killed and the plugin still runs, its process group gets SIGKILL
+/// (before its DEL runs). A process that has ended, or a reused pid, is left alone.
+struct DelegateEndProcess {
+  static constexpr std::string_view kName = "delegate.end_process";
+  int pid = 0;
+  uint64_t start_time = 0;  ///< /proc/<pid>/stat starttime (engine/base/spawn.hpp Child)
+  template <class V> void fields(V& v) { v("pid", pid); v("startTime", start_time); }
+};
+
 using Op = std::variant<LinkDel, BridgeDelIfUnused, IpamRelease, MasqDel, DevinfoRemove, TuningRestore, HostDeviceRestore,
                         PortmapRemove, BandwidthRemove, VfRelease, VfRestore, VfReturnNetdev, RdmaReturn, SbrRestore,
-                        FirewallRemove, VrfRelease, MacspoofDel>;
+                        FirewallRemove, VrfRelease, MacspoofDel, DelegateDel, DelegateEndProcess>;
 
 /// The operation's JSON name: kName, or "<driver>.<verb>" for VF operations.
 [[nodiscard]] std::string name_of(const Op& op);
@@ -288,5 +310,7 @@ using Op = std::variant<LinkDel, BridgeDelIfUnused, IpamRelease, MasqDel, Devinf
 [[nodiscard]] Status run_op(Context& ctx, const FirewallRemove& op);     // firewall.cpp
 [[nodiscard]] Status run_op(Context& ctx, const VrfRelease& op);         // vrf.cpp
 [[nodiscard]] Status run_op(Context& ctx, const MacspoofDel& op);        // bridge.cpp
+[[nodiscard]] Status run_op(Context& ctx, const DelegateDel& op);        // delegate.cpp
+[[nodiscard]] Status run_op(Context& ctx, const DelegateEndProcess& op); // delegate.cpp
 
 }  // namespace plumb::drivers::undo

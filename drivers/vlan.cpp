@@ -50,6 +50,7 @@ Result<cni::CniResult> vlan_add(Context& ctx, const VlanConfig& c, const cni::Cn
   link::LinkInfo pod_link = PLUMB_TRY(std::move(created));
 
   cni::CniResult r = PLUMB_TRY(run_ipam(ctx, c.ipam));
+  apply_config_dns(r, c.dns, /*always=*/true);  // as the reference vlan: the config's "dns" replaces the IPAM's
   if (r.ips.empty()) return fail(cni_code::kInvalidConfig, ctx.network + ": IPAM plugin returned missing IP config");
   PLUMB_TRY(finish_pod_interface(ctx, pod_link, r));
   return r;

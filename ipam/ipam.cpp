@@ -4,11 +4,16 @@
 #include <cstdint>
 
 #include "ipam/cluster.hpp"
+#include "ipam/delegated.hpp"
 #include "ipam/host_local.hpp"
 
 namespace plumb::ipam {
 
-Result<std::unique_ptr<Ipam>> make(const json::Value& ipam) {
+bool implemented(std::string_view type) {
+  return type == "host-local" || type == "static" || type == "whereabouts" || type == "plumb-cluster";
+}
+
+Result<std::unique_ptr<Ipam>> make(const json::Value& ipam, const cni::PluginSearch* search) {
   if (!ipam.IsObject()) {
     return fail(cni_code::kInvalidConfig, "ipam must be an object, got " + json::dump(ipam));
   }
@@ -17,6 +22,7 @@ Result<std::unique_ptr<Ipam>> make(const json::Value& ipam) {
   if (*type == "host-local") return detail::make_host_local(ipam);
   if (*type == "static") return detail::make_static(ipam);
   if (*type == "whereabouts" || *type == "plumb-cluster") return detail::make_cluster(ipam);
+  if (search != nullptr) return detail::make_delegated(*type, *search);
   return fail(cni_code::kInvalidConfig,
               "ipam.type \"" + *type + "\" is not supported (plumb implements host-local, static, whereabouts and plumb-cluster)");
 }

@@ -9,7 +9,9 @@
 #include <utility>
 #include <vector>
 
+#include "engine/base/spawn.hpp"
 #include "engine/cni/cni.hpp"
+#include "engine/cni/delegate.hpp"
 #include "engine/base/json.hpp"
 #include "engine/base/result.hpp"
 
@@ -32,6 +34,11 @@ struct Request {
   std::string owner = {};
   /// The owner's addresses to re-use ("192.0.2.5/24": the claim's status.ips), requested first.
   std::vector<std::string> owner_ips = {};  // (initialised: brace-initialisations stay warning-free)
+  // A delegated IPAM (delegated_type() not empty) runs with the CNI IPAM delegation protocol:
+  const json::Value* network_config = nullptr;  ///< the whole plugin config, its stdin
+  std::string netns = {};                       ///< CNI_NETNS
+  /// Called once its process is started, before it gets its config (write-ahead record).
+  std::function<Status(const process::Child&)> on_delegate_started = {};
 };
 
 class Ipam {
@@ -50,6 +57,8 @@ class Ipam {
 
   /// Whether this IPAM can hold addresses for Request::owner (IPAMClaims, spec 8): host-local.
   [[nodiscard]] virtual bool supports_owner() const { return false; }
+  /// The plugin type this IPAM delegates to (ipam/delegated.cpp); "" for plumb's own IPAMs.
+  [[nodiscard]] virtual std::string delegated_type() const { return {}; }
 
   /// GC's question about one allocation owner (container ID, ifname): true = still in use.
   using KeepFn = std::function<bool(const std::string& container_id, const std::string& ifname)>;
@@ -65,8 +74,12 @@ class Ipam {
 
 /// Builds the IPAM named by ipam.type: "host-local", "static", or the cluster IPAM on etcd
 /// ("whereabouts", "plumb-cluster"; ipam/cluster.hpp). Parses and validates the whole
-/// config now (ranges, gateways, routes, addresses). Errors: kInvalidConfig naming the field and
-/// value; an unknown type is kInvalidConfig naming it.
-[[nodiscard]] Result<std::unique_ptr<Ipam>> make(const json::Value& ipam);
+/// config now (ranges, gateways, routes, addresses). Any other type is delegated (CNI IPAM
+/// delegation, ipam/delegated.cpp) when `search` is given: its binary must exist now.
+/// Errors: kInvalidConfig naming the field and value; an unknown type without `search` is
+/// kInvalidConfig naming it; kNotFound naming a delegated type and the directories searched.
+[[nodiscard]] Result<std::unique_ptr<Ipam>> make(const json::Value& ipam, const cni::PluginSearch* search = nullptr);
+/// True for the IPAM types plumb implements itself (make() without a search builds them).
+[[nodiscard]] bool implemented(std::string_view type);
 
 }  // namespace plumb::ipam

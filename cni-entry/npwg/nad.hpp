@@ -80,10 +80,14 @@ struct SelectionElement {
 /// default-route on at most one element, each an IP; infiniband-guid 8 bytes;
 /// ipam-claim-reference together with ips is an error. An empty or whitespace annotation gives
 /// no elements. mac ("-" separators accepted) and infiniband-guid are returned lower-case
-/// colon-separated; protocol lower-case; unknown keys are ignored.
+/// colon-separated; protocol lower-case; keys with a period (implementation extensions) are
+/// ignored; other keys the standard does not define (4.1.2.1 reserves every key without a
+/// period) are ignored too and described in `warnings` when given ("element 2 (net-b): key
+/// \"foo\" is not defined by the standard; keys without a period are reserved (4.1.2.1)").
 /// Errors: kInvalidAnnotation whose msg names the offending key and value, e.g.
 /// "k8s.v1.cni.cncf.io/networks: element 1 (net-a): \"mac\" \"zz:11\" is not a 6-byte MAC".
-[[nodiscard]] Result<std::vector<SelectionElement>> parse_selection(std::string_view annotation);
+[[nodiscard]] Result<std::vector<SelectionElement>> parse_selection(std::string_view annotation,
+                                                                    std::vector<std::string>* warnings = nullptr);
 
 /// A network ready to run: a conflist whose every plugin carries the list's cniVersion and name.
 struct ResolvedNetwork {
@@ -92,12 +96,16 @@ struct ResolvedNetwork {
   json::Document conflist;   // {"cniVersion","name","plugins":[...], ...}
   std::string origin;        // where it came from, for messages: "NAD ns/name" or a file path
   std::string resource_name; // the NAD's k8s.v1.cni.cncf.io/resourceName annotation, "" if none (or not a NAD)
+  bool disable_check = false;  // the list's "disableCheck" (CNI 1.1.0): CHECK skips it
+  bool disable_gc = false;     // the list's "disableGC" (CNI 1.1.0): GC leaves it alone
 };
 
 /// Turns one CNI config (.conf shape, with "type") or config list (.conflist shape, with
 /// "plugins") into a ResolvedNetwork: a single config is wrapped into a one-plugin list; when
 /// "name" is missing, `default_name` is injected (3.4.2); cniVersion and name are injected into
-/// every plugin (7.1); "cniVersions" (1.1.0) picks the highest supported version.
+/// every plugin (7.1); "cniVersions" (1.1.0) picks the highest supported version among its
+/// entries and "cniVersion" (libcni); "disableCheck"/"disableGC" are booleans or "true"/"false"
+/// strings (libcni).
 /// Errors: kDecode for bad JSON, kInvalidConfig naming `origin` for a missing type/plugins or an
 /// unsupported cniVersion (kIncompatibleVersion).
 [[nodiscard]] Result<ResolvedNetwork> normalize(std::string_view config_json, const std::string& default_name,
@@ -123,20 +131,22 @@ struct StatusEntry {
   cni::Dns dns;
   std::vector<std::string> default_route;       // gateways, only when the element asked for it
   std::optional<json::Document> device_info;   // spec 5.3.8
+  std::vector<std::string> gateway;            // Multus's "gateway": the gateways of the result's default routes
 };
 
 /// Builds an entry from an attachment's result (5.1.1, 5.3.2-5.3.5): interface, mac and mtu from
 /// the first interface with a sandbox; ips from the ips whose interface index points at it, else
 /// (no sandbox interface, or no ip points at it) those without an interface index or with a
 /// negative one; addresses without prefix length. For results older than 0.3.0, or without any
-/// interfaces, `ifname` is used for "interface". dns is copied; default_route and device_info
-/// are left for the caller.
+/// interfaces, `ifname` is used for "interface". dns is copied; gateway lists the gateways of the
+/// result's default routes (0.0.0.0/0, ::/0), as Multus writes it; default_route and
+/// device_info are left for the caller.
 [[nodiscard]] StatusEntry status_from_result(const std::string& name, const cni::CniResult& r,
                                              const std::string& ifname, bool is_default);
 /// Encodes the annotation value: a compact JSON list of maps with the keys of 5.3 in the order
-/// name, interface, ips, mac, mtu, default, dns, default-route, device-info (empty keys
-/// omitted; "default" always present; "mac" and "mtu" only with "interface"; device-info
-/// copied verbatim).
+/// name, interface, ips, mac, mtu, default, dns, default-route, device-info, then Multus's
+/// "gateway" (empty keys omitted; "default" always present; "mac" and "mtu" only with
+/// "interface"; device-info copied verbatim).
 [[nodiscard]] std::string encode_network_status(const std::vector<StatusEntry>& entries);
 /// Checks the 5.2/5.3 invariants of a whole annotation: every entry has a name, exactly one
 /// entry is "default", device-info (when set) is a map. Errors: kInternal naming the entry.

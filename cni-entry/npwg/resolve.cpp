@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <filesystem>
 
@@ -93,7 +94,8 @@ Result<std::string> pick_version(const json::Document& list, const std::string& 
   auto versions = json::get_string_array(list, "cniVersions", "config");
   if (!versions) return std::unexpected(versions.error().within(origin));
   if (*versions) {
-    std::string best;
+    // libcni: the top-level cniVersion belongs to the set the highest supported is picked from.
+    std::string best = cni::version_supported(picked) && !version->value_or("").empty() ? picked : std::string();
     for (const auto& v : **versions) {
       if (cni::version_supported(v) && (best.empty() || cni::compare_versions(v, best) > 0)) best = v;
     }
@@ -106,6 +108,19 @@ Result<std::string> pick_version(const json::Document& list, const std::string& 
                 origin + ": cniVersion \"" + picked + "\" is not supported (supported: " + supported + ")");
   }
   return picked;
+}
+
+/// A list-level boolean as libcni reads it: true/false, or the strings "true"/"false" (any case).
+Result<bool> list_bool(const json::Document& list, const char* key, const std::string& origin) {
+  const Value* v = json::find(list, key);
+  if (v == nullptr) return false;
+  if (v->IsBool()) return v->GetBool();
+  if (v->IsString()) {
+    std::string s(v->GetString(), v->GetStringLength());
+    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    if (s == "true" || s == "false") return s == "true";
+  }
+  return fail(cni_code::kInvalidConfig, origin + ": \"" + key + "\" " + json::dump(*v) + " must be true or false");
 }
 
 }  // namespace
@@ -126,6 +141,8 @@ Result<ResolvedNetwork> normalize(std::string_view config_json, const std::strin
     net.name = default_name;  // spec 3.4.2
   }
   net.cni_version = PLUMB_TRY(pick_version(list, origin));
+  net.disable_check = PLUMB_TRY(list_bool(list, "disableCheck", origin));
+  net.disable_gc = PLUMB_TRY(list_bool(list, "disableGC", origin));
 
   for (auto& p : list["plugins"].GetArray()) {  // spec 7.1
     json::set_string(p, "cniVersion", net.cni_version, a);

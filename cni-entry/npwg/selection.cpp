@@ -169,8 +169,26 @@ Result<std::vector<IpAddr>> parse_gateways(const ElementContext& ctx, const Valu
   return gws;
 }
 
+/// The keys 4.1.2.1 defines. Every other key without a period is reserved by the standard.
+constexpr std::string_view kDefinedKeys[] = {"name",         "namespace", "ips",           "mac",
+                                             "interface",    "cni-args",  "portMappings",  "bandwidth",
+                                             "default-route", "infiniband-guid", "ipam-claim-reference"};
+
+/// Describes, in `warnings`, the keys of element `v` that are neither defined nor extensions.
+void reserved_keys(const ElementContext& ctx, const Value& v, std::vector<std::string>* warnings) {
+  if (warnings == nullptr) return;
+  for (auto it = v.MemberBegin(); it != v.MemberEnd(); ++it) {
+    std::string_view key(it->name.GetString(), it->name.GetStringLength());
+    if (key.find('.') != std::string_view::npos) continue;
+    if (std::find(std::begin(kDefinedKeys), std::end(kDefinedKeys), key) != std::end(kDefinedKeys)) continue;
+    warnings->push_back(ctx.prefix() + "key " + quote(key) +
+                        " is not defined by the standard; keys without a period are reserved (4.1.2.1), "
+                        "extensions use reverse domain names");
+  }
+}
+
 Result<SelectionElement> parse_json_element(const Value& v, size_t index, bool& seen_default_route,
-                                            size_t& default_route_owner) {
+                                            size_t& default_route_owner, std::vector<std::string>* warnings) {
   ElementContext ctx{index, {}};
   if (!v.IsObject()) return ctx.error("must be a map, got " + json::dump(v));
   SelectionElement el;
@@ -240,10 +258,11 @@ Result<SelectionElement> parse_json_element(const Value& v, size_t index, bool& 
     }
     if (!el.ips.empty()) return ctx.error("\"ipam-claim-reference\" cannot be used together with \"ips\"");
   }
+  reserved_keys(ctx, v, warnings);
   return el;
 }
 
-Result<std::vector<SelectionElement>> parse_json_list(std::string_view text) {
+Result<std::vector<SelectionElement>> parse_json_list(std::string_view text, std::vector<std::string>* warnings) {
   auto doc = json::parse(text, "the JSON list format");
   if (!doc) return fail(cni_code::kInvalidAnnotation, std::string(kNetworksAnnotation) + ": " + doc.error().msg);
   if (!doc->IsArray()) {
@@ -254,7 +273,7 @@ Result<std::vector<SelectionElement>> parse_json_list(std::string_view text) {
   bool seen_default_route = false;
   size_t owner = 0;
   for (rapidjson::SizeType i = 0; i < doc->Size(); ++i) {
-    out.push_back(PLUMB_TRY(parse_json_element((*doc)[i], i + 1, seen_default_route, owner)));
+    out.push_back(PLUMB_TRY(parse_json_element((*doc)[i], i + 1, seen_default_route, owner, warnings)));
   }
   return out;
 }
@@ -293,11 +312,11 @@ Result<SelectionElement> parse_comma_item(std::string_view item, size_t index) {
 
 }  // namespace
 
-Result<std::vector<SelectionElement>> parse_selection(std::string_view annotation) {
+Result<std::vector<SelectionElement>> parse_selection(std::string_view annotation, std::vector<std::string>* warnings) {
   std::string_view rest = text::trim(annotation);
   if (rest.empty()) return std::vector<SelectionElement>{};
   // Like Multus: anything with JSON punctuation is the JSON format.
-  if (rest.find_first_of("[{\"") != std::string_view::npos) return parse_json_list(rest);
+  if (rest.find_first_of("[{\"") != std::string_view::npos) return parse_json_list(rest, warnings);
   std::vector<SelectionElement> out;
   size_t index = 1;
   while (true) {

@@ -56,6 +56,10 @@ StatusEntry status_from_result(const std::string& name, const cni::CniResult& r,
       if (!ip.interface || *ip.interface < 0) e.ips.push_back(ip.address.addr.str());
     }
   }
+  // Multus (nadutils CreateNetworkStatus): the gateways of the result's default routes.
+  for (const auto& rt : r.routes) {
+    if (rt.dst.len == 0 && rt.gw) e.gateway.push_back(rt.gw->str());
+  }
   return e;
 }
 
@@ -82,6 +86,7 @@ std::string encode_network_status(const std::vector<StatusEntry>& entries) {
     }
     if (!e.default_route.empty()) add(o, "default-route", str_array(e.default_route, a), a);
     if (e.device_info) add(o, "device-info", Value(*e.device_info, a), a);
+    if (!e.gateway.empty()) add(o, "gateway", str_array(e.gateway, a), a);
     d.PushBack(std::move(o), a);
   }
   return json::dump(d);

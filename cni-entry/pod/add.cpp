@@ -64,6 +64,8 @@ Status attach_all(AddRun& run) {
     rec.pod_name = run.pod.name;
     rec.netns = run.env.netns;
     if (att.claim) rec.ipam_owner = att.claim->owner;
+    rec.disable_check = att.net.disable_check;
+    rec.disable_gc = att.net.disable_gc;
     rec.config.CopyFrom(att.plugins, rec.config.GetAllocator());
     txn::Journal journal(run.state, rec);
     run.started = i + 1;
@@ -123,7 +125,7 @@ Result<std::string> finish(AddRun& run) {
 /// pod keeps its working networks.
 Status publish_status(AddRun& run, const std::string& status_json) {
   if (run.pod.name.empty() || is_system_namespace(run.conf, run.pod.namespace_)) return {};
-  auto st = run.store.write_network_status(run.pod, status_json);
+  auto st = run.store.write_network_status(run.pod, status_json, run.env.container_id);
   if (st) return {};
   const std::string who = run.pod.namespace_ + "/" + run.pod.name;
   if (run.conf.status_errors_fatal) return std::unexpected(st.error().within("write network-status of pod " + who));
@@ -152,6 +154,7 @@ Result<std::string> do_add(const cni::Env& env, const PlumbConfig& conf, Log& lo
   // Everything that can be refused is refused before the container lock is taken and before any
   // change: the plan reads the pod source (maybe the API server) and parses every plugin.
   auto store = PLUMB_TRY(source::make_source(conf));
+  PLUMB_TRY(await_readiness(conf));  // Multus: the default network must be ready first
   AddRun run{env, conf, log, *store, pod_ref(env), {}, state::StateDir(conf.state_dir), {}, {}, {}, 0};
   run.plan = PLUMB_TRY(plan(env, conf, *store, run.pod, log));
   run.k = PLUMB_TRY(open_kernel(env.netns, true));

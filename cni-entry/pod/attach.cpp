@@ -44,6 +44,7 @@ drivers::Context make_context(const cni::Env& env, const PlumbConfig& conf, Kern
   ctx.pod = k.pod ? &*k.pod : nullptr;
   ctx.cni_args = env.args;
   ctx.vf_backends = nullptr;
+  ctx.plugin_search = plugin_search(conf, env.path);
   return ctx;
 }
 
@@ -107,6 +108,8 @@ Status apply_default_route(Kernel& k, const Attachment& chosen, std::vector<cni:
 Status teardown(const cni::Env& env, const PlumbConfig& conf, Kernel& k, const state::StateDir& state,
                 const state::AttachmentRecord& rec, bool complete) {
   auto ctx = make_context(env, conf, k, rec.ifname, rec.network);
+  // Delegated plugins get the attachment's result as prevResult (libcni's cached result).
+  if (rec.phase == "ready" && rec.result.IsObject()) ctx.attachment_result = &rec.result;
   auto st = drivers::undo::unwind(ctx, rec.undo, complete, state.record_path(rec));
   if (!st) return std::unexpected(st.error().within("tear down " + rec.ifname + " (" + rec.network + ")"));
   return state.remove(rec);

@@ -2,6 +2,9 @@
 
 #include "engine/cni/cni.hpp"
 
+#include <algorithm>
+#include <cctype>
+
 namespace plumb::pod {
 namespace {
 
@@ -90,10 +93,13 @@ Result<PlumbConfig> parse_config(std::string_view text) {
   c.strict_annotations = PLUMB_TRY(json::get_bool(d, "strictAnnotations", w)).value_or(false);
   if (auto v = PLUMB_TRY(json::get_string(d, "logFile", w))) c.log_file = *v;
   if (auto v = PLUMB_TRY(json::get_string(d, "logLevel", w))) {
-    if (*v != "error" && *v != "warning" && *v != "info" && *v != "debug") {
-      return fail(cni_code::kInvalidConfig, "plumb config.logLevel \"" + *v + "\" must be error, warning, info or debug");
+    std::string l = *v;
+    std::transform(l.begin(), l.end(), l.begin(), [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+    if (l != "panic" && l != "error" && l != "warning" && l != "verbose" && l != "info" && l != "debug") {
+      return fail(cni_code::kInvalidConfig,
+                  "plumb config.logLevel \"" + *v + "\" must be panic, error, warning, verbose, info or debug");
     }
-    c.log_level = *v;
+    c.log_level = l;  // Multus matches levels case-insensitively
   }
   if (auto v = PLUMB_TRY(json::get_string(d, "kubeconfig", w))) c.kubeconfig = *v;
   if (const json::Value* t = json::find(d, "apiTimeoutSeconds")) {
@@ -108,6 +114,7 @@ Result<PlumbConfig> parse_config(std::string_view text) {
   }
   c.status_errors_fatal = PLUMB_TRY(json::get_bool(d, "statusErrorsFatal", w)).value_or(false);
   PLUMB_TRY(parse_pod_resources(d, c));
+  PLUMB_TRY(parse_multus_keys(d, c));
   for (const auto* key : {"storeDir", "stateDir"}) {
     const std::string& p = std::string_view(key) == "storeDir" ? c.store_dir : c.state_dir;
     if (p.empty() || p.front() != '/') return fail(cni_code::kInvalidConfig, std::string("plumb config.") + key + " \"" + p + "\" must be an absolute path");

@@ -11,6 +11,7 @@
 #include "cni-entry/source/kubelet.hpp"
 #include "engine/base/json.hpp"
 #include "engine/base/result.hpp"
+#include "engine/cni/delegate.hpp"
 
 namespace plumb::pod {
 
@@ -33,7 +34,8 @@ struct PlumbConfig {
   std::string bpffs_dir = "/sys/fs/bpf/plumb";  // bpffsDir: the one plumb directory in bpffs (bandwidth pins)
   std::string tuning_allowlist = "/etc/cni/tuning/allowlist.conf";  // tuningAllowlist: the tuning plugin's sysctl allowlist
   std::string log_file;                 // "" = stderr only
-  std::string log_level = "warning";    // error, warning, info, debug
+  std::string log_level = "warning";    // error, warning, info, debug; Multus's panic (= error) and verbose (= info)
+  bool log_to_stderr = true;            // logToStderr (Multus): false = the log file only
   // The Kubernetes API server (cni-entry/source/kube.hpp). Without kubeconfig and without
   // KUBERNETES_SERVICE_HOST in the environment, pods/NADs/IPAMClaims come from storeDir.
   std::string kubeconfig;               // Multus's key: kubeconfig file path ("" = none)
@@ -43,6 +45,14 @@ struct PlumbConfig {
   // kubelet's pod-resources API (cni-entry/source/kubelet.hpp): device IDs of NADs with resourceName.
   std::string pod_resources_socket = source::kDefaultPodResourcesSocket;  // podResourcesSocket
   double pod_resources_timeout_seconds = 10;  // podResourcesTimeoutSeconds: the whole lookup (Multus: 10 s)
+  // Multus's keys for delegation and readiness (config_multus.cpp).
+  std::string bin_dir = "/opt/cni/bin";  // binDir: searched first for plugins plumb delegates to, then CNI_PATH
+  double delegate_timeout_seconds = 60;  // delegateTimeoutSeconds: one delegated plugin call, then it is killed
+  json::Document delegates;              // delegates (Multus): CNI configs, the first the default network; null = none
+  std::string readiness_indicator_file;  // readinessindicatorfile: ADD waits for it, then fails
+  double readiness_timeout_seconds = 45;  // readinessTimeoutSeconds: how long (Multus: 45 s, polled every second)
+  bool retry_delete_on_error = false;    // retryDeleteOnError: accepted; plumb always keeps what a failed DEL left
+  std::vector<Error> refused;            // keys plumb refuses by name (logOptions, auxiliaryCNIChainName): every verb but DEL fails
 
   json::Document runtime_config;        // canonicalised runtimeConfig (object, possibly empty)
   std::optional<std::map<std::string, std::string>> pod_annotations;  // io.kubernetes.cri.pod-annotations
@@ -54,5 +64,14 @@ struct PlumbConfig {
 /// key (podman) is tolerated. Errors: kDecode for bad JSON; kInvalidConfig naming the key and
 /// value; kIncompatibleVersion for an unsupported cniVersion.
 [[nodiscard]] Result<PlumbConfig> parse_config(std::string_view text);
+
+/// Multus's keys besides those parse_config reads itself (config_multus.cpp): binDir, cniDir
+/// (stateDir's Multus name), delegates, readinessindicatorfile, logToStderr, retryDeleteOnError,
+/// and the refused logOptions and auxiliaryCNIChainName; plus plumb's delegateTimeoutSeconds
+/// and readinessTimeoutSeconds. Errors: kInvalidConfig naming the key and value.
+[[nodiscard]] Status parse_multus_keys(const json::Value& d, PlumbConfig& c);
+
+/// Where plugins plumb delegates to are found for this invocation: binDir, then CNI_PATH.
+[[nodiscard]] cni::PluginSearch plugin_search(const PlumbConfig& conf, const std::string& cni_path_env);
 
 }  // namespace plumb::pod

@@ -30,16 +30,20 @@ Result<std::string> do_del(const cni::Env& env, const PlumbConfig& conf, Log& lo
     pod.namespace_ = records.front().pod_namespace;
     pod.name = records.front().pod_name;
   }
-  if (!pod.name.empty() && !is_system_namespace(conf, pod.namespace_)) {
-    // [kube] Errors here are logged, never returned. The API server source makes no request
-    // (DEL never waits on the API server); the local store removes its status file.
-    auto store = source::make_source(conf);
-    auto st = store ? (*store)->remove_network_status(pod) : Status(std::unexpected(store.error()));
-    if (!st) log.warning("DEL " + env.container_id + ": network-status not removed: " + st.error().text());
-  }
+  remove_status(conf, pod, env.container_id, log);
   if (first) return std::unexpected(*first);
   if (lock) lock->unlink_path();  // nothing of the container is left: no lock file either
   return std::string();
+}
+
+void remove_status(const PlumbConfig& conf, const source::PodRef& pod, const std::string& container_id, Log& log) {
+  if (pod.name.empty() || is_system_namespace(conf, pod.namespace_)) return;
+  // [kube] Errors here are logged, never returned. The API server source makes no request
+  // (DEL never waits on the API server); the local store removes its status file when this
+  // sandbox wrote it.
+  auto store = source::make_source(conf);
+  auto st = store ? (*store)->remove_network_status(pod, container_id) : Status(std::unexpected(store.error()));
+  if (!st) log.warning(container_id + ": network-status of pod " + pod.namespace_ + "/" + pod.name + " not removed: " + st.error().text());
 }
 
 Result<std::string> do_check(const cni::Env& env, const PlumbConfig& conf) {
@@ -50,10 +54,12 @@ Result<std::string> do_check(const cni::Env& env, const PlumbConfig& conf) {
   Kernel k = PLUMB_TRY(open_kernel(env.netns, true));
   for (auto& rec : records) {
     if (rec.phase != "ready") return fail(cni_code::kKernel, "CHECK: attachment " + rec.ifname + " never completed");
+    if (rec.disable_check) continue;  // the network's conflist says "disableCheck" (CNI 1.1.0, libcni)
     auto r = PLUMB_TRY(cni::decode_result(rec.result, kInternalVersion));
     auto ctx = make_context(env, conf, k, rec.ifname, rec.network);
     ctx.ipam_owner = rec.ipam_owner;
-    auto parsed = parse_plugins(rec.config, rec.network, rec.ifname, env.args);
+    ctx.attachment_result = &rec.result;
+    auto parsed = parse_plugins(rec.config, rec.network, rec.ifname, env.args, ctx.plugin_search);
     if (!parsed) return std::unexpected(parsed.error().within("CHECK: the recorded config of " + state.record_path(rec)));
     for (auto& p : *parsed) {
       auto st = p.driver->check(ctx, *p.config, r);

@@ -7,12 +7,13 @@
 
 namespace plumb::pod {
 
-void Log::configure(const std::string& level, const std::string& file) {
-  if (level == "error") level_ = Level::Error;
+void Log::configure(const std::string& level, const std::string& file, bool to_stderr) {
+  if (level == "error" || level == "panic") level_ = Level::Error;
   if (level == "warning") level_ = Level::Warning;
-  if (level == "info") level_ = Level::Info;
+  if (level == "info" || level == "verbose") level_ = Level::Info;
   if (level == "debug") level_ = Level::Debug;
   file_ = file;
+  to_stderr_ = to_stderr;
 }
 
 void Log::write(Level level, const std::string& msg) {
@@ -20,7 +21,7 @@ void Log::write(Level level, const std::string& msg) {
   static constexpr const char* kNames[] = {"error", "warning", "info", "debug"};
   std::string line = std::string("plumb ") + kNames[static_cast<int>(level)] + ": " + msg + "\n";
   // stderr is the runtime's log; stdout is reserved for the CNI result.
-  (void)!::write(2, line.data(), line.size());
+  if (to_stderr_) (void)!::write(2, line.data(), line.size());
   if (!file_.empty()) {
     int fd = ::open(file_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     if (fd >= 0) {

@@ -2,6 +2,7 @@
 #include "cni-entry/pod/plan.hpp"
 
 #include "cni-entry/pod/devices.hpp"
+#include "cni-entry/pod/default_network.hpp"
 
 #include <algorithm>
 #include <set>
@@ -14,24 +15,6 @@ bool declares(const json::Value& plugin, std::string_view capability) {
   if (caps == nullptr || !caps->IsObject()) return false;
   const json::Value* v = json::find(*caps, capability);
   return v != nullptr && v->IsBool() && v->GetBool();
-}
-
-/// Resolves a NAD reference ("name" or "namespace/name", in `default_ns`) or a file/dir path.
-Result<nad::ResolvedNetwork> resolve_ref(source::PodSource& store, const PlumbConfig& conf, const std::string& ref,
-                                         std::string* qualified) {
-  if (!ref.empty() && ref.front() == '/') {
-    auto net = PLUMB_TRY(nad::load_file_or_dir(ref));
-    *qualified = "";
-    return net;
-  }
-  std::string ns = conf.multus_namespace, name = ref;
-  if (auto slash = ref.find('/'); slash != std::string::npos) {
-    ns = ref.substr(0, slash);
-    name = ref.substr(slash + 1);
-  }
-  auto def = PLUMB_TRY(store.network_attachment(ns, name));
-  *qualified = ns + "/" + name;
-  return nad::resolve(def, conf.conf_dir);
 }
 
 /// The runtimeConfig a selection element asks for (spec 4.1.2.1.3/4/7/8/10), canonical keys.
@@ -129,72 +112,59 @@ Status build_plugins(Attachment& att, const PlumbConfig& conf) {
   return {};
 }
 
+/// Multus's namespace isolation: a pod may use NADs of its own namespace and of the
+/// non-isolated namespaces: globalNamespaces when set, else "default" alone.
 bool namespace_allowed(const PlumbConfig& conf, const std::string& pod_ns, const std::string& nad_ns) {
-  if (!conf.namespace_isolation || nad_ns == pod_ns || nad_ns == "default") return true;
+  if (!conf.namespace_isolation || nad_ns == pod_ns) return true;
+  if (conf.global_namespaces.empty()) return nad_ns == "default";
   return std::find(conf.global_namespaces.begin(), conf.global_namespaces.end(), nad_ns) != conf.global_namespaces.end();
 }
 
-/// The pod's selection elements: from the runtime (io.kubernetes.cri.pod-annotations, no
-/// request) or the store (the pod is read, its UID checked). An invalid annotation is ignored
-/// with a warning unless strictAnnotations.
-Result<std::vector<nad::SelectionElement>> selection_elements(const PlumbConfig& conf, source::PodSource& store,
+/// The pod's selection elements from its annotations. An invalid annotation is ignored with a
+/// warning unless strictAnnotations; so are keys the standard reserves (4.1.2.1).
+Result<std::vector<nad::SelectionElement>> selection_elements(const PlumbConfig& conf,
+                                                              const std::map<std::string, std::string>* annotations,
                                                               const source::PodRef& pod, Log& log) {
-  auto annotations = PLUMB_TRY(source::annotations_for_add(store, pod, conf.pod_annotations));
-  if (!annotations) return std::vector<nad::SelectionElement>{};
+  if (annotations == nullptr) return std::vector<nad::SelectionElement>{};
   auto it = annotations->find(std::string(nad::kNetworksAnnotation));
   if (it == annotations->end()) return std::vector<nad::SelectionElement>{};
-  auto parsed = nad::parse_selection(it->second);
+  std::vector<std::string> warnings;
+  auto parsed = nad::parse_selection(it->second, &warnings);
+  if (parsed && !warnings.empty() && conf.strict_annotations) return fail(cni_code::kInvalidAnnotation, warnings.front());
+  for (const auto& w : warnings) log.warning("pod " + pod.namespace_ + "/" + pod.name + ": ignoring " + w);
   if (parsed) return std::move(*parsed);
   if (conf.strict_annotations) return std::unexpected(parsed.error());
   log.warning("ignoring the selection annotation of pod " + pod.namespace_ + "/" + pod.name + ": " + parsed.error().text());
   return std::vector<nad::SelectionElement>{};
 }
 
-/// Interface names: explicit ones as given, the others net1, net2 ... skipping taken names.
-class IfnameAllocator {
- public:
-  IfnameAllocator(const std::string& default_ifname, const std::vector<nad::SelectionElement>& elements) : used_{default_ifname} {
-    for (auto& e : elements) {
-      if (!e.interface.empty()) explicit_.insert(e.interface);
+/// Interface names as Multus gives them: an element's "interface" as given, else "net<N>" where
+/// N is the attachment's position in the pod (the default network, CNI_IFNAME, is 0). A name
+/// two attachments would share fails the ADD before anything is made.
+Status name_interfaces(std::vector<Attachment>& atts) {
+  std::set<std::string> used;
+  for (size_t i = 0; i < atts.size(); ++i) {
+    Attachment& att = atts[i];
+    if (i > 0) att.ifname = att.element != nullptr && !att.element->interface.empty() ? att.element->interface : "net" + std::to_string(i);
+    if (!used.insert(att.ifname).second) {
+      return fail(cni_code::kConflict, "network " + (att.selection.empty() ? att.net.name : att.selection) + ": interface \"" +
+                                           att.ifname + "\" is already used by a previous attachment of the pod");
     }
   }
-  std::string next() {
-    std::string n;
-    do n = "net" + std::to_string(++generated_);
-    while (used_.count(n) != 0 || explicit_.count(n) != 0);
-    used_.insert(n);
-    return n;
-  }
-  /// Takes an explicit name; false when an earlier attachment has it.
-  bool take(const std::string& name) { return used_.insert(name).second; }
-
- private:
-  std::set<std::string> used_, explicit_;
-  int generated_ = 0;
-};
+  return {};
+}
 
 /// The attachment of one selection element.
 Result<Attachment> plan_element(const PlumbConfig& conf, source::PodSource& store, const source::PodRef& pod,
-                                const nad::SelectionElement& e, IfnameAllocator& names) {
-  Attachment att;
+                                const nad::SelectionElement& e) {
   std::string ns = e.namespace_.empty() ? pod.namespace_ : e.namespace_;
   if (!namespace_allowed(conf, pod.namespace_, ns)) {
     return fail(cni_code::kInvalidConfig, "pod " + pod.namespace_ + "/" + pod.name + " may not use NetworkAttachmentDefinition " + ns +
-                                              "/" + e.name + ": namespaceIsolation allows only the pod's namespace, \"default\" and globalNamespaces");
+                                              "/" + e.name + ": namespaceIsolation allows only the pod's namespace and " +
+                                              (conf.global_namespaces.empty() ? std::string("\"default\"") : "globalNamespaces"));
   }
-  auto def = PLUMB_TRY(store.network_attachment(ns, e.name));
-  att.net = PLUMB_TRY(nad::resolve(def, conf.conf_dir));
-  att.selection = ns + "/" + e.name;
-  att.status_name = att.selection;
+  Attachment att = PLUMB_TRY(nad_attachment(store, conf, ns, e.name));
   att.element = &e;
-  if (e.interface.empty()) {
-    att.ifname = names.next();
-  } else if (!names.take(e.interface)) {
-    return fail(cni_code::kConflict, "network " + att.selection + ": interface \"" + e.interface +
-                                         "\" is already used by a previous attachment of the pod");
-  } else {
-    att.ifname = e.interface;
-  }
   return att;
 }
 
@@ -207,7 +177,7 @@ Status complete(Attachment& att, const cni::Env& env, const PlumbConfig& conf, s
   inject_device_id(att);
   // The device-info file path, handed as runtimeConfig.CNIDeviceInfoFile where declared.
   PLUMB_TRY(devinfo::plan(att.plugins, att.device_info, conf.device_info_dir, env.container_id, att.ifname));
-  auto parsed = parse_plugins(att.plugins, att.net.name, att.ifname, env.args);
+  auto parsed = parse_plugins(att.plugins, att.net.name, att.ifname, env.args, plugin_search(conf, env.path));
   if (!parsed) return std::unexpected(parsed.error().within(att.where()));
   att.parsed = std::move(*parsed);
   // IPAMClaims (spec 8): the claim's owner for the IPAM, recorded for GC.
@@ -222,9 +192,10 @@ std::string Attachment::where() const {
 }
 
 Result<std::vector<drivers::ParsedPlugin>> parse_plugins(const json::Value& plugins, const std::string& network,
-                                                         const std::string& ifname, const drivers::CniArgs& cni_args) {
+                                                         const std::string& ifname, const drivers::CniArgs& cni_args,
+                                                         const cni::PluginSearch& search) {
   if (!plugins.IsArray()) return fail(cni_code::kInvalidConfig, "network " + network + ": the plugin list is not a list");
-  drivers::ParseInput in{network, ifname, cni_args};
+  drivers::ParseInput in{network, ifname, cni_args, search};
   std::vector<drivers::ParsedPlugin> out;
   for (const auto& p : plugins.GetArray()) out.push_back(PLUMB_TRY(drivers::parse_plugin(p, in)));
   return out;
@@ -232,25 +203,13 @@ Result<std::vector<drivers::ParsedPlugin>> parse_plugins(const json::Value& plug
 
 Result<PodPlan> plan(const cni::Env& env, const PlumbConfig& conf, source::PodSource& store, const source::PodRef& pod,
                      Log& log) {
-  if (conf.cluster_network.empty()) return fail(cni_code::kInvalidConfig, "plumb config.clusterNetwork is required");
   PodPlan out;
-  Attachment def;
-  def.is_default = true;
-  def.ifname = env.ifname;
-  def.net = PLUMB_TRY(resolve_ref(store, conf, conf.cluster_network, &def.selection));
-  def.status_name = def.net.name;
-  out.attachments.push_back(std::move(def));
-
-  out.elements = PLUMB_TRY(selection_elements(conf, store, pod, log));
-  IfnameAllocator names(env.ifname, out.elements);
-  for (auto& ref : conf.default_networks) {
-    Attachment att;
-    att.net = PLUMB_TRY(resolve_ref(store, conf, ref, &att.selection));
-    att.status_name = att.selection.empty() ? att.net.name : att.selection;
-    att.ifname = names.next();
-    out.attachments.push_back(std::move(att));
-  }
-  for (auto& e : out.elements) out.attachments.push_back(PLUMB_TRY(plan_element(conf, store, pod, e, names)));
+  auto annotations = PLUMB_TRY(source::annotations_for_add(store, pod, conf.pod_annotations));
+  const auto* pod_annotations = annotations ? &*annotations : nullptr;
+  out.attachments = PLUMB_TRY(default_attachments(env, conf, store, pod, pod_annotations));
+  out.elements = PLUMB_TRY(selection_elements(conf, pod_annotations, pod, log));
+  for (auto& e : out.elements) out.attachments.push_back(PLUMB_TRY(plan_element(conf, store, pod, e)));
+  PLUMB_TRY(name_interfaces(out.attachments));
   PLUMB_TRY(assign_device_ids(out.attachments, conf, pod));
   for (size_t i = 0; i < out.attachments.size(); ++i) {
     out.attachments[i].index = static_cast<int>(i);

@@ -52,8 +52,10 @@ struct PodPlan {
                                    const source::PodRef& pod, Log& log);
 
 /// Parses the plugins of one attachment (a JSON array of plugin configs: planned at ADD, or
-/// recorded for CHECK). Errors: the drivers' parse errors naming the network.
+/// recorded for CHECK); types plumb does not implement are delegated through `search`.
+/// Errors: the drivers' parse errors naming the network.
 [[nodiscard]] Result<std::vector<drivers::ParsedPlugin>> parse_plugins(const json::Value& plugins, const std::string& network,
-                                                                       const std::string& ifname, const drivers::CniArgs& cni_args);
+                                                                       const std::string& ifname, const drivers::CniArgs& cni_args,
+                                                                       const cni::PluginSearch& search);
 
 }  // namespace plumb::pod

@@ -22,8 +22,18 @@ namespace plumb::pod {
 [[nodiscard]] Result<std::string> do_check(const cni::Env& env, const PlumbConfig& conf);
 /// GC (CNI 1.1.0): removes every attachment cni.dev/valid-attachments does not list. Returns "".
 [[nodiscard]] Result<std::string> do_gc(const cni::Env& env, const PlumbConfig& conf, Log& log);
-/// STATUS (CNI 1.1.0): 50/51 when an ADD could not succeed now. Returns "".
-[[nodiscard]] Result<std::string> do_status(const PlumbConfig& conf);
+/// STATUS (CNI 1.1.0): 50/51 when an ADD could not succeed now: state directory, pod source,
+/// readinessindicatorfile, the default network resolvable, and STATUS of its delegated plugins
+/// (their own error and code). Returns "".
+[[nodiscard]] Result<std::string> do_status(const cni::Env& env, const PlumbConfig& conf, Log& log);
+
+/// Multus's readinessindicatorfile: returns once the file exists, polling every 100 ms for at
+/// most readinessTimeoutSeconds (Multus: 45 s). Errors: kTryAgainLater naming the file.
+[[nodiscard]] Status await_readiness(const PlumbConfig& conf);
+
+/// Removes the pod's network-status when sandbox `container_id` wrote it (DEL, GC); not for pods
+/// in systemNamespaces. Failures are logged.
+void remove_status(const PlumbConfig& conf, const source::PodRef& pod, const std::string& container_id, Log& log);
 
 /// The pod of an invocation: K8S_POD_NAMESPACE (default "default"), K8S_POD_NAME, K8S_POD_UID.
 [[nodiscard]] source::PodRef pod_ref(const cni::Env& env);

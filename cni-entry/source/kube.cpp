@@ -372,7 +372,7 @@ class KubeSource final : public PodSource {
     return out;
   }
 
-  Status write_network_status(const PodRef& ref, const std::string& status_json) override {
+  Status write_network_status(const PodRef& ref, const std::string& status_json, const std::string& /*owner*/) override {
     PLUMB_TRY(check_ns("pod", ref.namespace_));
     PLUMB_TRY(check_name("pod", ref.name));
     const std::string key = ref.namespace_ + "/" + ref.name;
@@ -419,7 +419,7 @@ class KubeSource final : public PodSource {
     }
   }
 
-  Status remove_network_status(const PodRef&) override { return {}; }
+  Status remove_network_status(const PodRef&, const std::string&) override { return {}; }
 
   Result<std::optional<IpamClaim>> ipam_claim(const std::string& ns, const std::string& name) override {
     PLUMB_TRY(check_ns("IPAMClaim", ns));

@@ -4,6 +4,7 @@
 #include "engine/base/file.hpp"
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
@@ -46,7 +47,33 @@ Result<std::optional<std::string>> read_optional(const std::string& path) {
   return std::optional<std::string>(std::move(*text));
 }
 
+/// An exclusive flock on a status directory: one namespace's status files change under it, so a
+/// DEL's owner check and removal never interleave with another sandbox's write.
+class DirLock {
+ public:
+  static Result<DirLock> take(const std::string& dir) {
+    int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return std::unexpected(Error{errno == ENOENT ? cni_code::kNotFound : cni_code::kIo, errno, "open " + dir, {}});
+    while (::flock(fd, LOCK_EX) != 0) {
+      if (errno == EINTR) continue;
+      int err = errno;
+      ::close(fd);
+      return std::unexpected(Error{cni_code::kIo, err, "lock " + dir, {}});
+    }
+    return DirLock(fd);
+  }
+  DirLock(DirLock&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  DirLock& operator=(DirLock&&) = delete;
+  DirLock(const DirLock&) = delete;
+  DirLock& operator=(const DirLock&) = delete;
+  ~DirLock() {
+    if (fd_ >= 0) ::close(fd_);
+  }
 
+ private:
+  explicit DirLock(int fd) : fd_(fd) {}
+  int fd_ = -1;
+};
 
 class LocalStore final : public PodSource {
  public:
@@ -121,10 +148,12 @@ class LocalStore final : public PodSource {
     return fail(cni_code::kNotFound, "NetworkAttachmentDefinition " + who + " not found in " + dir);
   }
 
-  Status write_network_status(const PodRef& pod, const std::string& status_json) override {
+  Status write_network_status(const PodRef& pod, const std::string& status_json, const std::string& owner) override {
     PLUMB_TRY(check_pod(pod));
     const std::string dir = root_ + "/status/" + pod.namespace_;
     PLUMB_TRY(mkdir_p(dir, 0755));
+    DirLock lock = PLUMB_TRY(DirLock::take(dir));
+    PLUMB_TRY(write_atomic(dir + "/" + pod.name + ".owner", owner, {.mode = 0644, .fsync = true}));
     return write_atomic(dir + "/" + pod.name + ".json", status_json, {.mode = 0644, .fsync = true});
   }
 
@@ -197,18 +226,27 @@ class LocalStore final : public PodSource {
     return write_atomic(base + ".status.json", json::dump(doc), {.mode = 0644, .fsync = true});
   }
 
-  Status remove_network_status(const PodRef& pod) override {
+  Status remove_network_status(const PodRef& pod, const std::string& owner) override {
     PLUMB_TRY(check_pod(pod));
-    const std::string path = root_ + "/status/" + pod.namespace_ + "/" + pod.name + ".json";
+    const std::string dir = root_ + "/status/" + pod.namespace_;
+    const std::string path = dir + "/" + pod.name + ".json";
+    auto lock = DirLock::take(dir);
+    if (!lock) return lock.error().sys_errno == ENOENT ? Status{} : Status(std::unexpected(lock.error()));
+    // Only the sandbox that wrote the status removes it (a file without an owner was written by
+    // a plumb before owners were recorded: removed as then).
+    auto written_by = PLUMB_TRY(read_optional(dir + "/" + pod.name + ".owner"));
+    if (written_by && *written_by != owner) return {};
     if (::unlink(path.c_str()) != 0 && errno != ENOENT && errno != ENOTDIR) {
       return std::unexpected(Error{cni_code::kIo, errno, "remove " + path, {}});
     }
+    ::unlink((dir + "/" + pod.name + ".owner").c_str());
     // A writer killed between mkostemp and rename leaves "<name>.json.tmp.<hex>": remove those too.
-    const std::string dir = root_ + "/status/" + pod.namespace_;
-    const std::string prefix = pod.name + ".json.tmp.";
     auto names = list_dir(dir);
-    for (const auto& n : names ? *names : std::vector<std::string>{}) {
-      if (n.size() == prefix.size() + 16 && n.starts_with(prefix)) ::unlink((dir + "/" + n).c_str());
+    for (const char* ext : {".json.tmp.", ".owner.tmp."}) {
+      const std::string prefix = pod.name + ext;
+      for (const auto& n : names ? *names : std::vector<std::string>{}) {
+        if (n.size() == prefix.size() + 16 && n.starts_with(prefix)) ::unlink((dir + "/" + n).c_str());
+      }
     }
     return {};
   }

@@ -72,20 +72,26 @@ class PodSource {
   /// The NAD `namespace_/name`. Errors: kNotFound naming "namespace/name".
   [[nodiscard]] virtual Result<nad::NetworkAttachmentDefinition> network_attachment(const std::string& namespace_,
                                                                                      const std::string& name) = 0;
-  /// Publishes the pod's network-status annotation value (JSON text). The API server source
-  /// patches pods/status with the pod's UID (and resourceVersion once read) as preconditions and
-  /// re-reads and retries on a conflict; a replaced pod is kConflict, never written to.
-  [[nodiscard]] virtual Status write_network_status(const PodRef& pod, const std::string& status_json) = 0;
-  /// Removes the published network-status (DEL). Absent is not an error. The API server source
-  /// makes no request here: DEL never depends on the API server (multus-cni #586), and the pod
-  /// object is being deleted or gets a new status with the next sandbox's ADD.
-  [[nodiscard]] virtual Status remove_network_status(const PodRef& pod) = 0;
+  /// Publishes the pod's network-status annotation value (JSON text), written by the sandbox
+  /// `owner` (its container ID). The API server source patches pods/status with the pod's UID
+  /// (and resourceVersion once read) as preconditions and re-reads and retries on a conflict; a
+  /// replaced pod is kConflict, never written to.
+  [[nodiscard]] virtual Status write_network_status(const PodRef& pod, const std::string& status_json,
+                                                    const std::string& owner) = 0;
+  /// Removes the published network-status (DEL, GC) when sandbox `owner` wrote it: a stale
+  /// sandbox's DEL (containerd and the kubelet repeat DEL for old sandboxes) leaves the status of
+  /// the pod's current sandbox alone. Absent is not an error. The API server source makes no
+  /// request here: DEL never depends on the API server (multus-cni #586), and the pod object is
+  /// being deleted or gets a new status with the next sandbox's ADD.
+  [[nodiscard]] virtual Status remove_network_status(const PodRef& pod, const std::string& owner) = 0;
 };
 
 /// The embedded default: a directory laid out as
 ///   <root>/nads/*.yaml|*.yml|*.json   NADs as `kubectl` takes them (several documents per file)
 ///   <root>/pods/<namespace>/<name>.yaml   a Pod manifest (only metadata.annotations is read)
 ///   <root>/status/<namespace>/<name>.json the network-status annotation plumb wrote (ADD), removed on DEL
+///   <root>/status/<namespace>/<name>.owner the container ID of the sandbox that wrote it (only its
+///                                         DEL/GC removes the status)
 /// Namespaces, names and the file names built from them are validated (DNS-1123) before any path
 /// is formed.
 ///   <root>/ipamclaims/<namespace>/<name>.yaml  an IPAMClaim manifest (spec.network/interface,

@@ -34,6 +34,9 @@ inline constexpr unsigned kInvalidAnnotation = 103;
 inline constexpr unsigned kKernelFeature = 104;
 /// A resource (interface name, VF, host port) is already in use.
 inline constexpr unsigned kConflict = 105;
+/// A CNI plugin plumb delegated to could not be run, did not finish in time, or failed without
+/// a CNI error of its own (its stderr is in the message).
+inline constexpr unsigned kDelegate = 106;
 /// Internal invariant broken (a plumb bug).
 inline constexpr unsigned kInternal = 199;
 }  // namespace cni_code

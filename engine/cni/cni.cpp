@@ -248,7 +248,8 @@ void encode_current(const CniResult& r, json::Document& d, Shape shape) {
     Value arr(rapidjson::kArrayType);
     for (const auto& c : r.ips) {
       Value o(rapidjson::kObjectType);
-      if (shape == Shape::V03) add_str(o, "version", c.address.addr.is_v4() ? "4" : "6", a);
+      // libcni's types040.IPConfig (0.3.0, 0.3.1 and 0.4.0) carries "version"; 1.0.0 dropped it.
+      if (shape == Shape::V03 || shape == Shape::V04) add_str(o, "version", c.address.addr.is_v4() ? "4" : "6", a);
       if (c.interface) add(o, "interface", Value(*c.interface), a);
       add_str(o, "address", c.address.str(), a);
       if (c.gateway) add_str(o, "gateway", c.gateway->str(), a);
@@ -261,8 +262,9 @@ void encode_current(const CniResult& r, json::Document& d, Shape shape) {
     for (const auto& rt : r.routes) arr.PushBack(encode_route(rt, v11, a), a);
     add(d, "routes", std::move(arr), a);
   }
-  // libcni's 0.3.x/0.4.0 types always write "dns"; 1.x omits it when empty.
-  if (shape == Shape::V03 || shape == Shape::V04 || !r.dns.empty()) add(d, "dns", encode_dns(r.dns, a), a);
+  // "dns" is always written, "dns":{} when empty: what the reference plugins Debian ships
+  // print (containernetworking-plugins 1.1.1 on libcni < 1.2, whose types write the empty struct).
+  add(d, "dns", encode_dns(r.dns, a), a);
 }
 
 bool ieq(std::string_view a, std::string_view b) {

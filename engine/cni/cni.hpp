@@ -92,13 +92,14 @@ struct CniResult {
 };
 
 /// Decodes a result of any supported version (`version` selects the shape: 0.1.0/0.2.0 use
-/// ip4/ip6, 0.3.x have ips[].version, 0.4.0+ not). Errors: kDecode naming the bad field.
+/// ip4/ip6, 0.3.x and 0.4.0 have ips[].version, 1.0.0+ not). Errors: kDecode naming the bad field.
 [[nodiscard]] Result<CniResult> decode_result(const json::Value& v, std::string_view version);
 /// Encodes `r` in `version`'s shape. Converting down to 0.1/0.2 keeps the first IPv4 and IPv6
-/// address (ip4/ip6 with their gateway and the routes of that family); 0.3.x adds
-/// ips[].version. A result without addresses encodes to 0.1/0.2 as {"cniVersion","dns"} (libcni's
-/// converter would refuse it). "dns" is always written below 1.0.0 and omitted when empty from
-/// 1.0.0 on, as libcni does. Errors: kIncompatibleVersion for an unsupported version.
+/// address (ip4/ip6 with their gateway and the routes of that family); 0.3.x and 0.4.0 add
+/// ips[].version (libcni types040). A result without addresses encodes to 0.1/0.2 as
+/// {"cniVersion","dns"} (libcni's converter would refuse it). "dns" is always written, "{}" when
+/// empty, as the reference plugins Debian ships do in every version. Errors:
+/// kIncompatibleVersion for an unsupported version.
 [[nodiscard]] Result<json::Document> encode_result(const CniResult& r, std::string_view version);
 
 /// The error JSON a plugin prints on failure: {"cniVersion","code","msg","details"}.

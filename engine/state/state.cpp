@@ -156,6 +156,8 @@ std::string encode(const AttachmentRecord& rec) {
   d.AddMember("netns", str(rec.netns, a), a);
   d.AddMember("phase", str(rec.phase, a), a);
   if (!rec.ipam_owner.empty()) d.AddMember("ipamOwner", str(rec.ipam_owner, a), a);
+  if (rec.disable_check) d.AddMember("disableCheck", true, a);
+  if (rec.disable_gc) d.AddMember("disableGC", true, a);
   json::Value v;
   v.CopyFrom(rec.config, a);
   d.AddMember("config", v, a);
@@ -200,6 +202,8 @@ Result<AttachmentRecord> decode(std::string_view text, const std::string& origin
   PLUMB_TRY(s("ipamOwner", r.ipam_owner));
   r.index = static_cast<int>(PLUMB_TRY(json::get_int(d, "index", origin)).value_or(0));
   r.is_default = PLUMB_TRY(json::get_bool(d, "default", origin)).value_or(false);
+  r.disable_check = PLUMB_TRY(json::get_bool(d, "disableCheck", origin)).value_or(false);
+  r.disable_gc = PLUMB_TRY(json::get_bool(d, "disableGC", origin)).value_or(false);
   if (auto it = d.FindMember("config"); it != d.MemberEnd()) r.config.CopyFrom(it->value, r.config.GetAllocator());
   if (auto it = d.FindMember("result"); it != d.MemberEnd()) r.result.CopyFrom(it->value, r.result.GetAllocator());
   if (auto it = d.FindMember("status"); it != d.MemberEnd()) r.status.CopyFrom(it->value, r.status.GetAllocator());

@@ -30,6 +30,8 @@ struct AttachmentRecord {
   std::string netns;             // CNI_NETNS at ADD time
   std::string phase = "adding";  // "adding" until the attachment is complete, then "ready"
   std::string ipam_owner;        // IPAMClaim owner its IPAM holds the addresses for ("" = the container)
+  bool disable_check = false;    // the network's conflist had "disableCheck" (CNI 1.1.0): CHECK skips it
+  bool disable_gc = false;       // the network's conflist had "disableGC": GC leaves it (a DEL removes it)
   json::Document config;         // the resolved conflist as run (cniVersion/name injected)
   json::Document result;         // the attachment's CNI result (1.1.0 shape), null while adding
   json::Document status;         // its network-status entry, null while adding

@@ -694,7 +694,7 @@ TEST_CASE("etcd down: ADD attaches nothing; DEL tears down the kernel side and t
       CHECK(addr_keys() == 4);
     }
     Proc again = finish == "DEL" ? fx.run("DEL", cid, ns, "default", pod, conf)
-                                 : fx.run("GC", "", "", "", "", fx.config(R"("cni.dev/valid-attachments": [])"));
+                                 : fx.run("GC", "", "", "", "", fx.config(R"("cni.dev/valid-attachments": [])", "1.1.0"));
     CHECK_MESSAGE(again.exit_code == 0, again.out, again.err);
     CHECK_FALSE(has_record(cid));
     if (finish == "DEL") {

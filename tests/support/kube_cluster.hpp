@@ -63,10 +63,10 @@ class KubeCluster {
 
   /// plumb's config on the API server (short timeouts so failure cases finish fast), with
   /// `extra` JSON members appended.
-  std::string config(const std::string& extra = {}) const {
+  std::string config(const std::string& extra = {}, const std::string& cni_version = "1.0.0") const {
     std::string e = R"("kubeconfig": ")" + kubeconfig + R"(", "apiTimeoutSeconds": 3, "apiRetries": 1)";
     if (!extra.empty()) e += ", " + extra;
-    return fx.config(e);
+    return fx.config(e, cni_version);
   }
 
   void add_nad(const std::string& ns, const std::string& name, const std::string& config_json) const {

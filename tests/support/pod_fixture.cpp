@@ -100,6 +100,14 @@ Proc PodFixture::run_with(const std::string& binary, const std::map<std::string,
   return plumb::test::run({binary}, env, conf);
 }
 
+std::string ipv4_of(const std::string& ns, const std::string& dev) {
+  auto d = ip_json((ns.empty() ? std::string() : "-n " + ns + " ") + "addr show dev " + dev);
+  for (auto& a : d[0]["addr_info"].GetArray()) {
+    if (std::string(a["family"].GetString()) == "inet") return std::string(a["local"].GetString()) + "/" + std::to_string(a["prefixlen"].GetInt());
+  }
+  return {};
+}
+
 std::vector<std::string> PodFixture::files_under(const std::string& dir) {
   std::vector<std::string> out;
   std::error_code ec;

@@ -50,8 +50,10 @@ class PodFixture {
   Node& node_;
 };
 
-/// Names of the links of network namespace `ns` ("" = the node), from `ip -j link show`.
+/// Interface names in network namespace `ns` ("" = the node), from `ip -j link show`.
 std::set<std::string> link_names(const std::string& ns);
+/// The first IPv4 address of `dev` in namespace `ns` as "a.b.c.d/len", "" when it has none.
+std::string ipv4_of(const std::string& ns, const std::string& dev);
 
 /// Writes a file, creating parent directories.
 void write_file(const std::string& path, const std::string& content);

@@ -178,6 +178,24 @@ TEST_CASE("cniVersions (1.1.0) picks the highest supported version") {
             .cni_version == "1.0.0");
   // Missing cniVersion means 0.1.0, as in libcni.
   CHECK(resolved(nad::normalize(R"({"name":"n","type":"bridge"})", "", "i")).cni_version == "0.1.0");
+  // The top-level cniVersion belongs to the set (libcni): 1.1.0 here, not cniVersions' 1.0.0.
+  CHECK(resolved(nad::normalize(R"({"cniVersion":"1.1.0","cniVersions":["0.4.0","1.0.0"],"name":"n","plugins":[{"type":"bridge"}]})",
+                                "", "i"))
+            .cni_version == "1.1.0");
+}
+
+TEST_CASE("disableCheck and disableGC (CNI 1.1.0) are read as libcni reads them: booleans or \"true\"/\"false\"") {
+  auto plain = resolved(nad::normalize(R"({"cniVersion":"1.1.0","name":"n","type":"bridge"})", "", "i"));
+  CHECK_FALSE(plain.disable_check);
+  CHECK_FALSE(plain.disable_gc);
+  auto set = resolved(nad::normalize(R"({"cniVersion":"1.1.0","name":"n","disableCheck":true,"disableGC":"TRUE","plugins":[{"type":"bridge"}]})",
+                                     "", "i"));
+  CHECK(set.disable_check);
+  CHECK(set.disable_gc);
+  auto bad = nad::normalize(R"({"cniVersion":"1.1.0","name":"n","disableGC":"yes","plugins":[{"type":"bridge"}]})", "", "NAD ns/n");
+  REQUIRE_FALSE(bad.has_value());
+  CHECK(bad.error().cni_code == cni_code::kInvalidConfig);
+  CHECK(bad.error().msg == "NAD ns/n: \"disableGC\" \"yes\" must be true or false");
 }
 
 TEST_CASE("normalize errors name the origin") {

@@ -272,3 +272,19 @@ TEST_CASE("errors name the namespace/name of the element when known") {
   invalid(R"([{"name":"net-a"},{"name":"net-b","namespace":"team-a","mac":"zz:11"}])",
           {"element 2 (team-a/net-b): \"mac\" \"zz:11\" is not a 6-byte MAC"});
 }
+
+TEST_CASE("keys without a period the standard does not define are described as warnings; extensions are not") {
+  std::vector<std::string> warnings;
+  auto r = nad::parse_selection(R"([{"name":"a","gatway":"x","org.example.k":1},{"name":"b","interfaceRequest":"n1"}])", &warnings);
+  REQUIRE(r.has_value());
+  REQUIRE(warnings.size() == 2);
+  CHECK(warnings[0] ==
+        "k8s.v1.cni.cncf.io/networks: element 1 (a): key \"gatway\" is not defined by the standard; keys without a period are "
+        "reserved (4.1.2.1), extensions use reverse domain names");
+  CHECK(warnings[1].find("element 2 (b): key \"interfaceRequest\"") != std::string::npos);
+  std::vector<std::string> none;
+  REQUIRE(nad::parse_selection(R"([{"name":"a","namespace":"ns","ips":["192.0.2.1"],"mac":"02:00:00:00:00:01","interface":"x",
+    "cni-args":{},"portMappings":[{"hostPort":1,"containerPort":1}],"bandwidth":{"ingressRate":1},"default-route":[],
+    "infiniband-guid":"00:00:00:00:00:00:00:01"}])", &none).has_value());
+  CHECK(none.empty());
+}

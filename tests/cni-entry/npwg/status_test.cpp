@@ -162,3 +162,22 @@ TEST_CASE("5.2 / 5.3.6: exactly one default entry, every entry named") {
   good.push_back(mk("default-net", true));  // 5.2: the default entry may be anywhere
   CHECK(nad::check_network_status(good).has_value());
 }
+
+TEST_CASE("Multus's \"gateway\": the gateways of the result's default routes, after device-info") {
+  auto r = decode(R"({"interfaces":[{"name":"eth0","sandbox":"/x"}],"ips":[{"address":"192.0.2.5/24","interface":0}],
+    "routes":[{"dst":"0.0.0.0/0","gw":"192.0.2.1"},{"dst":"198.51.100.0/24","gw":"192.0.2.2"},{"dst":"::/0","gw":"2001:db8::1"}]})",
+                  "1.0.0");
+  auto e = nad::status_from_result("default-net", r, "eth0", true);
+  CHECK(e.gateway == std::vector<std::string>{"192.0.2.1", "2001:db8::1"});
+  e.device_info = doc(R"({"type":"pci","version":"1.1.0","pci":{"pci-address":"0000:03:00.2"}})");
+  std::vector<nad::StatusEntry> one;
+  one.push_back(std::move(e));
+  CHECK(nad::encode_network_status(one) ==
+        R"([{"name":"default-net","interface":"eth0","ips":["192.0.2.5"],"default":true,)"
+        R"("device-info":{"type":"pci","version":"1.1.0","pci":{"pci-address":"0000:03:00.2"}},"gateway":["192.0.2.1","2001:db8::1"]}])");
+  auto none = nad::status_from_result("n", decode(R"({"ips":[{"address":"192.0.2.5/24"}]})", "1.0.0"), "net1", false);
+  CHECK(none.gateway.empty());
+  std::vector<nad::StatusEntry> plain;
+  plain.push_back(std::move(none));
+  CHECK(nad::encode_network_status(plain).find("gateway") == std::string::npos);
+}

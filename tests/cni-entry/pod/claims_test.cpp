@@ -107,14 +107,14 @@ TEST_CASE("an IPAMClaim keeps its address across pod delete and re-create and lo
   // GC while the claim exists keeps its address, even with the pod gone.
   REQUIRE(c.run("DEL", "ctr-2", ns, "default", "vm-a", "uid-2", c.config()).exit_code == 0);
   std::string valid = R"([{"containerID": "ctr-p", "ifname": "eth0"}])";
-  Proc gc1 = c.gc(with_valid(c.config(), valid));
+  Proc gc1 = c.gc(with_valid(c.config({}, "1.1.0"), valid));
   INFO("gc1: ", gc1.out, gc1.err);
   CHECK(gc1.exit_code == 0);
   CHECK_FALSE(blue_file(c, "198.51.100.2").empty());
 
   // The claim is deleted: GC releases its address and nothing else.
   c.api.remove("ipamclaims", "default", "vm-a.blue");
-  Proc gc2 = c.gc(with_valid(c.config(), valid));
+  Proc gc2 = c.gc(with_valid(c.config({}, "1.1.0"), valid));
   INFO("gc2: ", gc2.out, gc2.err);
   CHECK(gc2.exit_code == 0);
   CHECK(blue_file(c, "198.51.100.2").empty());
@@ -202,7 +202,7 @@ TEST_CASE("IPAMClaims in the local store behave the same without an API server")
   std::string valid = R"([{"containerID": "ctr-p", "ifname": "eth0"}])";
   auto gc = [&] {
     return plumb::test::run({plumb::test::plumb_binary()}, {{"CNI_COMMAND", "GC"}, {"CNI_PATH", "/usr/lib/cni"}},
-                            with_valid(fx.config(), valid));
+                            with_valid(fx.config({}, "1.1.0"), valid));
   };
   CHECK(gc().exit_code == 0);
   CHECK_FALSE(read_file(fx.ipam_dir() + "/blue/198.51.100.2").empty());

@@ -96,15 +96,16 @@ TEST_CASE("ADD, CHECK and DEL of a pod with the default network and annotated ne
   REQUIRE(result["ips"].Size() == 2);
   CHECK(std::string(result["ips"][0]["address"].GetString()).rfind("203.0.113.", 0) == 0);
 
-  // Kernel: the pod's interfaces, in the order of the annotation with generated names.
-  CHECK(links("pod-a") == std::set<std::string>{"lo", "eth0", "net1", "green0", "net2"});
+  // Kernel: the pod's interfaces; a name not given is net<N>, N the element's position in the
+  // pod as Multus counts it (the default network is 0): the third element is net3.
+  CHECK(links("pod-a") == std::set<std::string>{"lo", "eth0", "net1", "green0", "net3"});
   auto eth0 = addrs("pod-a", "eth0");
   CHECK(eth0.size() == 2);
   CHECK(std::any_of(eth0.begin(), eth0.end(), [](auto& a) { return a.rfind("203.0.113.", 0) == 0 && a.ends_with("/24"); }));
   CHECK(std::any_of(eth0.begin(), eth0.end(), [](auto& a) { return a.rfind("2001:db8:0:1:", 0) == 0 && a.ends_with("/64"); }));
   CHECK(addrs("pod-a", "green0") == std::set<std::string>{"192.0.2.77/24"});
   CHECK(mac_of("pod-a", "green0") == "02:00:00:00:00:aa");
-  auto net1 = addrs("pod-a", "net1"), net2 = addrs("pod-a", "net2");
+  auto net1 = addrs("pod-a", "net1"), net2 = addrs("pod-a", "net3");
   REQUIRE(net1.size() == 1);
   REQUIRE(net2.size() == 1);
   CHECK(*net1.begin() != *net2.begin());
@@ -154,7 +155,7 @@ TEST_CASE("ADD, CHECK and DEL of a pod with the default network and annotated ne
   CHECK(std::string(st[2]["mac"].GetString()) == "02:00:00:00:00:aa");
   CHECK(std::string(st[2]["ips"][0].GetString()) == "192.0.2.77");
   CHECK(std::string(st[3]["name"].GetString()) == "default/blue");
-  CHECK(std::string(st[3]["interface"].GetString()) == "net2");
+  CHECK(std::string(st[3]["interface"].GetString()) == "net3");
 
   // CHECK with the ADD result as prevResult passes; a changed MAC fails it.
   std::string check_conf = fx.config(R"("prevResult": )" + add.out);

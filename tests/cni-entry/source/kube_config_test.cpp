@@ -73,8 +73,8 @@ struct FakeSource final : source::PodSource {
   Result<nad::NetworkAttachmentDefinition> network_attachment(const std::string&, const std::string&) override {
     return fail(cni_code::kInternal, "not used");
   }
-  Status write_network_status(const source::PodRef&, const std::string&) override { return {}; }
-  Status remove_network_status(const source::PodRef&) override { return {}; }
+  Status write_network_status(const source::PodRef&, const std::string&, const std::string&) override { return {}; }
+  Status remove_network_status(const source::PodRef&, const std::string&) override { return {}; }
 };
 
 }  // namespace

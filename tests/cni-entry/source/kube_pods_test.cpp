@@ -302,7 +302,7 @@ TEST_CASE("network-status of a pod with three attachments is exactly the spec's 
   REQUIRE(add.exit_code == 0);
   std::string expected =
       R"([{"name":"default-net","interface":"eth0","ips":["203.0.113.2","2001:db8:0:1::2"],"mac":")" +
-      mac_of("web", "eth0") + R"(","mtu":1500,"default":true},)" +
+      mac_of("web", "eth0") + R"(","mtu":1500,"default":true,"gateway":["203.0.113.1","2001:db8:0:1::1"]},)" +
       R"({"name":"default/blue","interface":"net1","ips":["198.51.100.2"],"mac":")" + mac_of("web", "net1") +
       R"(","mtu":1500,"default":false},)" +
       R"({"name":"team-a/green","interface":"green0","ips":["192.0.2.77"],"mac":"02:00:00:00:00:aa","mtu":1500,"default":false}])";
@@ -380,7 +380,7 @@ TEST_CASE("STATUS: ready with a working API server, 50 with rejected credentials
   Node node;
   KubeCluster c(node);
   auto status = [&] {
-    return plumb::test::run({plumb::test::plumb_binary()}, {{"CNI_COMMAND", "STATUS"}}, c.config());
+    return plumb::test::run({plumb::test::plumb_binary()}, {{"CNI_COMMAND", "STATUS"}}, c.config({}, "1.1.0"));
   };
   Proc ok = status();
   INFO("ok: ", ok.out, ok.err);

@@ -138,24 +138,42 @@ TEST_CASE("pod_annotations reads metadata.annotations of the Pod manifest") {
   CHECK(contains(broken.error().msg, s.root + "/pods/default/broken.yaml"));
 }
 
-TEST_CASE("network-status is written atomically and removed on DEL") {
+TEST_CASE("network-status is written atomically with its owner and removed on DEL") {
   Store s(false);
   source::PodRef pod{"team-a", "web-0", "uid-1"};
   const std::string path = s.root + "/status/team-a/web-0.json";
-  REQUIRE(s.src->write_network_status(pod, R"([{"name":"x","default":true}])").has_value());  // dirs created
+  REQUIRE(s.src->write_network_status(pod, R"([{"name":"x","default":true}])", "sandbox-1").has_value());  // dirs created
   CHECK(slurp(path) == R"([{"name":"x","default":true}])");
+  CHECK(slurp(s.root + "/status/team-a/web-0.owner") == "sandbox-1");
   struct stat st {};
   REQUIRE(::stat(path.c_str(), &st) == 0);
   CHECK((st.st_mode & 0777) == 0644);
 
-  REQUIRE(s.src->write_network_status(pod, "[]").has_value());  // replaced
+  REQUIRE(s.src->write_network_status(pod, "[]", "sandbox-1").has_value());  // replaced
   CHECK(slurp(path) == "[]");
-  CHECK(s.files() == std::vector<std::string>{"store/status/team-a/web-0.json"});  // no temp files left
+  CHECK(s.files() == std::vector<std::string>{"store/status/team-a/web-0.json", "store/status/team-a/web-0.owner"});  // no temp files
 
-  REQUIRE(s.src->remove_network_status(pod).has_value());
+  REQUIRE(s.src->remove_network_status(pod, "sandbox-1").has_value());
   CHECK_FALSE(fs::exists(path));
-  CHECK(s.src->remove_network_status(pod).has_value());  // already gone: fine
-  CHECK(s.src->remove_network_status({"never", "written", ""}).has_value());
+  CHECK_FALSE(fs::exists(s.root + "/status/team-a/web-0.owner"));
+  CHECK(s.src->remove_network_status(pod, "sandbox-1").has_value());  // already gone: fine
+  CHECK(s.src->remove_network_status({"never", "written", ""}, "sandbox-1").has_value());
+}
+
+TEST_CASE("network-status belongs to the sandbox that wrote it: another sandbox's removal leaves it") {
+  Store s(false);
+  source::PodRef pod{"team-a", "web-0", "uid-1"};
+  const std::string path = s.root + "/status/team-a/web-0.json";
+  REQUIRE(s.src->write_network_status(pod, "[1]", "sandbox-1").has_value());
+  REQUIRE(s.src->write_network_status(pod, "[2]", "sandbox-2").has_value());  // the pod's next sandbox
+  REQUIRE(s.src->remove_network_status(pod, "sandbox-1").has_value());       // the old one's DEL, again
+  CHECK(slurp(path) == "[2]");
+  REQUIRE(s.src->remove_network_status(pod, "sandbox-2").has_value());
+  CHECK_FALSE(fs::exists(path));
+  // A status file written before owners were recorded goes with any sandbox's DEL, as before.
+  s.write("status/team-a/web-0.json", "[0]");
+  REQUIRE(s.src->remove_network_status(pod, "sandbox-3").has_value());
+  CHECK_FALSE(fs::exists(path));
 }
 
 TEST_CASE("path-traversal namespaces and names are rejected before any path is formed") {
@@ -167,7 +185,7 @@ TEST_CASE("path-traversal namespaces and names are rejected before any path is f
     CAPTURE(ns);
     CAPTURE(name);
     source::PodRef pod{ns, name, ""};
-    for (const auto& err : {s.src->write_network_status(pod, "[]"), s.src->remove_network_status(pod)}) {
+    for (const auto& err : {s.src->write_network_status(pod, "[]", "c"), s.src->remove_network_status(pod, "c")}) {
       REQUIRE_FALSE(err.has_value());
       CHECK(err.error().cni_code == cni_code::kInvalidConfig);
       CHECK(contains(err.error().msg, "\"" + (nad::is_dns1123_label(ns) ? name : ns) + "\""));
@@ -184,6 +202,6 @@ TEST_CASE("path-traversal namespaces and names are rejected before any path is f
   }
   CHECK(s.files() == before);  // nothing written anywhere
   // A pod name may be a subdomain ("web.0"), a namespace may not.
-  CHECK(s.src->write_network_status({"team-a", "web.0", ""}, "[]").has_value());
+  CHECK(s.src->write_network_status({"team-a", "web.0", ""}, "[]", "c").has_value());
   CHECK(fs::exists(s.root + "/status/team-a/web.0.json"));
 }

@@ -67,14 +67,14 @@ const std::string kG11 =
     R"("routes":[{"dst":"0.0.0.0/0","gw":"192.0.2.1","mtu":1400,"advmss":1360,"priority":10,"table":100,"scope":0},)"
     R"({"dst":"203.0.113.0/24"},{"dst":"::/0","gw":"2001:db8::1"}],)" +
     kDns + "}";
-// 1.0.0 / 0.4.0: no 1.1.0 fields.
+// 1.0.0: no 1.1.0 fields, no ips[].version.
 const std::string kG10body =
     R"("interfaces":[{"name":"br0","mac":"02:00:00:00:00:01"},{"name":"eth1","mac":"02:00:00:00:00:02","sandbox":"/run/netns/pod1"}],)"
     R"("ips":[{"interface":1,"address":"192.0.2.10/24","gateway":"192.0.2.1"},{"interface":1,"address":"2001:db8::10/64","gateway":"2001:db8::1"},)"
     R"({"interface":1,"address":"198.51.100.7/24"}],)"
     R"("routes":[{"dst":"0.0.0.0/0","gw":"192.0.2.1"},{"dst":"203.0.113.0/24"},{"dst":"::/0","gw":"2001:db8::1"}],)" +
     kDns + "}";
-// 0.3.x: ips[].version.
+// 0.3.x and 0.4.0: ips[].version (libcni types040; the CNI 0.4.0 result carries it).
 const std::string kG03body =
     R"("interfaces":[{"name":"br0","mac":"02:00:00:00:00:01"},{"name":"eth1","mac":"02:00:00:00:00:02","sandbox":"/run/netns/pod1"}],)"
     R"("ips":[{"version":"4","interface":1,"address":"192.0.2.10/24","gateway":"192.0.2.1"},)"
@@ -105,7 +105,7 @@ Level level(const std::string& v) {
   if (v == "1.1.0") return L11;
   return L03;
 }
-bool has_ip_version(const std::string& v) { return v == "0.3.0" || v == "0.3.1"; }
+bool has_ip_version(const std::string& v) { return v == "0.3.0" || v == "0.3.1" || v == "0.4.0"; }
 
 /// The rich result as encoded natively in `v`.
 std::string golden(const std::string& v) {
@@ -362,7 +362,9 @@ TEST_CASE("0.2.0 <-> 1.1.0 round trips") {
     CHECK(encode(r, "0.2.0") == R"({"cniVersion":"0.2.0","ip6":{"ip":"2001:db8::5/64"},"dns":{}})");
     CHECK(encode(cni::CniResult{}, "0.1.0") == R"({"cniVersion":"0.1.0","dns":{}})");
     CHECK(encode(cni::CniResult{}, "0.4.0") == R"({"cniVersion":"0.4.0","dns":{}})");
-    CHECK(encode(cni::CniResult{}, "1.0.0") == R"({"cniVersion":"1.0.0"})");  // 1.x omits empty dns
+    // The reference plugins Debian ships (libcni < 1.2) write "dns":{} in 1.x too.
+    CHECK(encode(cni::CniResult{}, "1.0.0") == R"({"cniVersion":"1.0.0","dns":{}})");
+    CHECK(encode(cni::CniResult{}, "1.1.0") == R"({"cniVersion":"1.1.0","dns":{}})");
   }
 }
 
@@ -415,9 +417,9 @@ TEST_CASE("1.1.0-only fields are not read from 0.4.0 results and not written to 
   CHECK_FALSE(r.routes[0].table.has_value());
   auto r11 = decode(R"({"interfaces":[{"name":"eth0","mtu":9000,"sandbox":"/x"}],"routes":[{"dst":"0.0.0.0/0","table":5}]})", "1.1.0");
   CHECK(encode(r11, "1.0.0") ==
-        R"({"cniVersion":"1.0.0","interfaces":[{"name":"eth0","sandbox":"/x"}],"routes":[{"dst":"0.0.0.0/0"}]})");
+        R"({"cniVersion":"1.0.0","interfaces":[{"name":"eth0","sandbox":"/x"}],"routes":[{"dst":"0.0.0.0/0"}],"dns":{}})");
   CHECK(encode(r11, "1.1.0") ==
-        R"({"cniVersion":"1.1.0","interfaces":[{"name":"eth0","mtu":9000,"sandbox":"/x"}],"routes":[{"dst":"0.0.0.0/0","table":5}]})");
+        R"({"cniVersion":"1.1.0","interfaces":[{"name":"eth0","mtu":9000,"sandbox":"/x"}],"routes":[{"dst":"0.0.0.0/0","table":5}],"dns":{}})");
 }
 
 TEST_CASE("error JSON shape: cniVersion, code, msg, details") {

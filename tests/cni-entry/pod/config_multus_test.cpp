@@ -1,0 +1,161 @@
+// Multus's thin-plugin keys (cni-entry/pod/config_multus.cpp), each honoured with Multus's
+// meaning or refused by name: logLevel's Multus levels (verbose, panic), logToStderr, cniDir,
+// binDir, readinessindicatorfile (ADD waits, then fails; STATUS answers now), retryDeleteOnError,
+// and the refused logOptions and auxiliaryCNIChainName (every verb but DEL fails, naming them).
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "cni-entry/pod/config.hpp"
+#include "tests/support/pod_fixture.hpp"
+
+using plumb::test::Node;
+using plumb::test::PodFixture;
+using plumb::test::Proc;
+
+namespace {
+
+plumb::pod::PlumbConfig parsed(const std::string& members) {
+  auto c = plumb::pod::parse_config(R"({"cniVersion": "1.0.0", "name": "n", "type": "plumb", "clusterNetwork": "x")" +
+                                    (members.empty() ? "" : ", " + members) + "}");
+  REQUIRE_MESSAGE(c.has_value(), c.error().text());
+  return std::move(*c);
+}
+
+std::string parse_error(const std::string& members) {
+  auto c = plumb::pod::parse_config(R"({"cniVersion": "1.0.0", "name": "n", "type": "plumb", )" + members + "}");
+  REQUIRE_FALSE(c.has_value());
+  return c.error().msg;
+}
+
+}  // namespace
+
+TEST_CASE("parse: Multus's keys and their defaults") {
+  auto d = parsed("");
+  CHECK(d.bin_dir == "/opt/cni/bin");
+  CHECK(d.log_to_stderr);
+  CHECK(d.readiness_indicator_file.empty());
+  CHECK(d.readiness_timeout_seconds == 45);
+  CHECK(d.delegate_timeout_seconds == 60);
+  CHECK(d.refused.empty());
+  auto c = parsed(R"("binDir": "/host/opt/cni/bin", "cniDir": "/var/lib/cni/multus", "logToStderr": false,
+                     "readinessindicatorfile": "/run/flannel/subnet.env", "retryDeleteOnError": true, "logLevel": "VERBOSE",
+                     "delegateTimeoutSeconds": 2.5)");
+  CHECK(c.bin_dir == "/host/opt/cni/bin");
+  CHECK(c.state_dir == "/var/lib/cni/multus");  // cniDir is Multus's name for plumb's stateDir
+  CHECK_FALSE(c.log_to_stderr);
+  CHECK(c.readiness_indicator_file == "/run/flannel/subnet.env");
+  CHECK(c.retry_delete_on_error);
+  CHECK(c.log_level == "verbose");
+  CHECK(c.delegate_timeout_seconds == 2.5);
+  CHECK(parsed(R"("logLevel": "panic")").log_level == "panic");
+  CHECK(parse_error(R"("logLevel": "trace")") == "plumb config.logLevel \"trace\" must be panic, error, warning, verbose, info or debug");
+  CHECK(parse_error(R"("cniDir": "/a", "stateDir": "/b")").find("cniDir \"/a\" and stateDir \"/b\"") != std::string::npos);
+  CHECK(parse_error(R"("delegateTimeoutSeconds": 0)") == "plumb config.delegateTimeoutSeconds 0 must be a number of seconds in (0, 600]");
+  CHECK(parse_error(R"("binDir": "bin")") == "plumb config.binDir \"bin\" must be an absolute path");
+  CHECK(parse_error(R"("delegates": [1])").find("delegates[0] must be a CNI config object") != std::string::npos);
+  auto r = parsed(R"("logOptions": {"maxAge": 5}, "auxiliaryCNIChainName": "chain")");
+  REQUIRE(r.refused.size() == 2);
+  CHECK(r.refused[0].msg.rfind("plumb config.logOptions is not supported", 0) == 0);
+  CHECK(r.refused[1].msg.rfind("plumb config.auxiliaryCNIChainName \"chain\" is not supported", 0) == 0);
+}
+
+TEST_CASE("logLevel verbose works (it failed every ADD), panic logs errors only, logToStderr false keeps stderr quiet") {
+  Node node;
+  PodFixture fx(node);
+  fx.add_pod("default", "web", "");
+  std::string pod = node.add_netns("web");
+  // fx.config() sets "logLevel": "debug"; a later duplicate key is not read, so build the text.
+  auto conf = [&](const std::string& level, const std::string& extra) {
+    std::string c = fx.config(extra);
+    c.replace(c.find(R"("logLevel": "debug")"), 19, R"("logLevel": ")" + level + "\"");
+    return c;
+  };
+  Proc verbose = fx.run("ADD", "ctr-1", pod, "default", "web", conf("verbose", ""));
+  INFO(verbose.out, verbose.err);
+  REQUIRE(verbose.exit_code == 0);
+  CHECK(verbose.err.find("plumb info: ADD ctr-1: 1 attachment(s)") != std::string::npos);
+  Proc panic = fx.run("DEL", "ctr-1", pod, "default", "web", conf("panic", ""));
+  CHECK(panic.exit_code == 0);
+  CHECK(panic.err.empty());
+  const std::string log = node.dir() + "/plumb.log";
+  Proc quiet = fx.run("ADD", "ctr-2", pod, "default", "web", conf("verbose", R"("logToStderr": false, "logFile": ")" + log + "\""));
+  CHECK(quiet.exit_code == 0);
+  CHECK(quiet.err.empty());
+  CHECK(plumb::test::read_file(log).find("plumb info: ADD ctr-2: 1 attachment(s)") != std::string::npos);
+  REQUIRE(fx.run("DEL", "ctr-2", pod, "default", "web", fx.config()).exit_code == 0);
+}
+
+TEST_CASE("cniDir holds plumb's records like stateDir") {
+  Node node;
+  PodFixture fx(node);
+  fx.add_pod("default", "web", "");
+  std::string pod = node.add_netns("web");
+  std::string conf = fx.config();
+  const std::string key = R"("stateDir": ")";
+  conf.replace(conf.find(key), key.size(), R"("cniDir": ")");  // the same directory, under Multus's key
+  REQUIRE(conf.find("stateDir") == std::string::npos);
+  REQUIRE(fx.run("ADD", "ctr-1", pod, "default", "web", conf).exit_code == 0);
+  CHECK(std::filesystem::exists(fx.state() + "/containers/ctr-1"));
+  REQUIRE(fx.run("DEL", "ctr-1", pod, "default", "web", conf).exit_code == 0);
+  CHECK_FALSE(std::filesystem::exists(fx.state() + "/containers/ctr-1"));
+}
+
+TEST_CASE("readinessindicatorfile: ADD waits for it then fails with nothing done; one that appears meanwhile is waited for") {
+  Node node;
+  PodFixture fx(node);
+  fx.add_pod("default", "web", "");
+  std::string pod = node.add_netns("web");
+  const std::string ready = node.dir() + "/flannel-ready";
+  const std::string conf = fx.config(R"("readinessindicatorfile": ")" + ready + R"(", "readinessTimeoutSeconds": 1)");
+  auto start = std::chrono::steady_clock::now();
+  Proc waited = fx.run("ADD", "ctr-1", pod, "default", "web", conf);
+  auto took = std::chrono::steady_clock::now() - start;
+  CHECK(waited.exit_code != 0);
+  CHECK(waited.out.find(R"("code":11)") != std::string::npos);
+  CHECK(waited.out.find("readinessindicatorfile " + ready + " does not exist after 1 s") != std::string::npos);
+  CHECK(took >= std::chrono::seconds(1));
+  CHECK(PodFixture::files_under(fx.state() + "/containers").empty());
+  Proc status = plumb::test::run({plumb::test::plumb_binary()}, {{"CNI_COMMAND", "STATUS"}}, fx.config(
+      R"("readinessindicatorfile": ")" + ready + R"(")", "1.1.0"));
+  CHECK(status.out.find(R"("code":50)") != std::string::npos);
+  CHECK(status.out.find("readinessindicatorfile " + ready + " does not exist") != std::string::npos);
+
+  const std::string patient = fx.config(R"("readinessindicatorfile": ")" + ready + R"(", "readinessTimeoutSeconds": 10)");
+  std::thread later([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    std::ofstream(ready) << "ok";
+  });
+  Proc add = fx.run("ADD", "ctr-1", pod, "default", "web", patient);
+  later.join();
+  INFO(add.out, add.err);
+  CHECK(add.exit_code == 0);
+  REQUIRE(fx.run("DEL", "ctr-1", pod, "default", "web", patient).exit_code == 0);
+}
+
+TEST_CASE("refused keys fail ADD, CHECK, GC and STATUS naming the key; DEL still tears down") {
+  Node node;
+  PodFixture fx(node);
+  fx.add_pod("default", "web", "");
+  std::string pod = node.add_netns("web");
+  REQUIRE(fx.run("ADD", "ctr-1", pod, "default", "web", fx.config()).exit_code == 0);
+  const std::string refused = fx.config(R"("logOptions": {"maxSize": 100})", "1.1.0");
+  for (const char* verb : {"ADD", "CHECK"}) {
+    Proc p = fx.run(verb, "ctr-1", pod, "default", "web", refused);
+    CHECK(p.exit_code != 0);
+    CHECK(p.out.find("plumb config.logOptions is not supported") != std::string::npos);
+  }
+  Proc del = fx.run("DEL", "ctr-1", pod, "default", "web", refused);
+  INFO(del.out, del.err);
+  CHECK(del.exit_code == 0);
+  CHECK(PodFixture::files_under(fx.state() + "/containers").empty());
+  Proc aux = plumb::test::run({plumb::test::plumb_binary()}, {{"CNI_COMMAND", "STATUS"}},
+                              fx.config(R"("auxiliaryCNIChainName": "cni-chain-config")", "1.1.0"));
+  CHECK(aux.exit_code != 0);
+  CHECK(aux.out.find(R"("code":50)") != std::string::npos);  // STATUS: plugin not available
+  CHECK(aux.out.find("auxiliaryCNIChainName \\\"cni-chain-config\\\" is not supported") != std::string::npos);
+}
