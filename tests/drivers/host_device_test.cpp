@@ -11,6 +11,7 @@
 #include <tuple>
 #include <vector>
 
+#include "tests/support/fake_kubelet.hpp"
 #include "tests/support/pod_fixture.hpp"
 
 using plumb::test::ip_json;
@@ -282,7 +283,7 @@ TEST_CASE("host-device: an ADD failing after the move (tuning sysctl outside net
   CHECK(no_state(fx));
 }
 
-TEST_CASE("host-device (fake sysfs): a PCI device bound to vfio-pci is handed over in userspace (DPDK) mode") {
+TEST_CASE("host-device (fake sysfs, fake kubelet): a PCI device bound to vfio-pci, allocated by kubelet for the NAD's resourceName, is handed over in userspace (DPDK) mode") {
   Node node;
   PodFixture fx(node);
   const std::string sysfs = node.dir() + "/fakesys", devinfo = node.dir() + "/devinfo";
@@ -293,11 +294,16 @@ TEST_CASE("host-device (fake sysfs): a PCI device bound to vfio-pci is handed ov
   fx.write_nad_file("default-dpdk", "apiVersion: k8s.cni.cncf.io/v1\nkind: NetworkAttachmentDefinition\nmetadata:\n"
                     "  name: dpdk\n  namespace: default\n  annotations:\n    k8s.v1.cni.cncf.io/resourceName: example.com/dpdk\n"
                     "spec:\n  config: '{\"cniVersion\": \"1.0.0\", \"type\": \"host-device\", "
-                    "\"capabilities\": {\"deviceID\": true, \"CNIDeviceInfoFile\": true}, \"runtimeConfig\": {\"deviceID\": \"0000:03:00.1\"}, "
+                    "\"capabilities\": {\"deviceID\": true, \"CNIDeviceInfoFile\": true}, "
                     "\"ipam\": {\"type\": \"static\", \"addresses\": [{\"address\": \"192.0.2.44/24\"}]}}'\n");
+  // kubelet's device manager allocated the device to the pod: it reaches host-device as
+  // runtimeConfig.deviceID (the NAD names only the resource, as sriov-network-operator writes it).
+  plumb::test::FakeKubelet kubelet(node.dir() + "/kubelet",
+                                   R"({"pods":[)" + plumb::test::FakeKubelet::pod("default", "pod-a", {{"example.com/dpdk", {"0000:03:00.1"}}}) + "]}");
   std::string pod = node.add_netns("pod-a");
   fx.add_pod("default", "pod-a", "dpdk");
-  const std::string config = fx.config(R"("sysfsRoot": ")" + sysfs + R"(", "deviceInfoDir": ")" + devinfo + R"(")");
+  const std::string config = fx.config(R"("sysfsRoot": ")" + sysfs + R"(", "deviceInfoDir": ")" + devinfo +
+                                       R"(", "podResourcesSocket": ")" + kubelet.socket() + R"(")");
   Proc a = fx.run("ADD", "a", pod, "default", "pod-a", config);
   INFO("add: ", a.out, a.err);
   REQUIRE(a.exit_code == 0);
