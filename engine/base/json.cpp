@@ -6,6 +6,9 @@
 
 #include <strings.h>
 
+#include <unordered_set>
+#include <vector>
+
 namespace plumb::json {
 namespace {
 
@@ -19,6 +22,44 @@ Error type_error(std::string_view where, std::string_view key, const Value& v, c
                std::string(where) + "." + std::string(key) + " must be " + want + ", got " + describe(v), {}};
 }
 
+/// Go's encoding/json (libcni, Multus, the reference plugins) keeps the last of duplicate object
+/// keys; RapidJSON keeps them all and finds the first. Removes every earlier duplicate, in every
+/// object of `root`, so plumb reads what a Go plugin reads. Iterative (input depth costs no stack)
+/// and linear in the number of members.
+void keep_last_duplicates(Document& root) {
+  std::vector<Value*> pending{&root};
+  std::unordered_set<std::string_view> seen;
+  std::vector<bool> drop;
+  while (!pending.empty()) {
+    Value* v = pending.back();
+    pending.pop_back();
+    if (v->IsArray()) {
+      for (auto& e : v->GetArray()) pending.push_back(&e);
+      continue;
+    }
+    if (!v->IsObject() || v->MemberCount() < 2) {
+      if (v->IsObject()) for (auto& m : v->GetObject()) pending.push_back(&m.value);
+      continue;
+    }
+    seen.clear();
+    drop.assign(v->MemberCount(), false);
+    bool any = false;
+    for (rapidjson::SizeType i = v->MemberCount(); i-- > 0;) {
+      const Value& name = (v->MemberBegin() + i)->name;
+      if (!seen.emplace(name.GetString(), name.GetStringLength()).second) any = drop[i] = true;
+    }
+    if (any) {
+      Value kept(rapidjson::kObjectType);
+      for (rapidjson::SizeType i = 0; i < drop.size(); ++i) {
+        auto m = v->MemberBegin() + i;
+        if (!drop[i]) kept.AddMember(std::move(m->name), std::move(m->value), root.GetAllocator());
+      }
+      *v = std::move(kept);
+    }
+    for (auto& m : v->GetObject()) pending.push_back(&m.value);
+  }
+}
+
 }  // namespace
 
 Result<Document> parse(std::string_view text, const std::string& what) {
@@ -28,6 +69,7 @@ Result<Document> parse(std::string_view text, const std::string& what) {
     return fail(cni_code::kDecode, "cannot decode " + what + ": " + rapidjson::GetParseError_En(d.GetParseError()) +
                                        " at offset " + std::to_string(d.GetErrorOffset()));
   }
+  keep_last_duplicates(d);
   return d;
 }
 

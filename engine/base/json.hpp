@@ -17,7 +17,8 @@ namespace plumb::json {
 using Value = rapidjson::Value;
 using Document = rapidjson::Document;
 
-/// Parses `text`; errors: kDecode naming `what` and the byte offset of the syntax error.
+/// Parses `text`; of duplicate object keys the last is kept, as Go's encoding/json (libcni and the
+/// reference plugins) does. Errors: kDecode naming `what` and the byte offset of the syntax error.
 [[nodiscard]] Result<Document> parse(std::string_view text, const std::string& what);
 /// Serializes compactly.
 [[nodiscard]] std::string dump(const Value& v);

@@ -235,6 +235,22 @@ TEST_CASE("normalize errors name the origin") {
   CHECK(contains(r.error().msg, "cniVersion"));
 }
 
+TEST_CASE("normalize: of duplicate keys the last counts, as libcni reads it (fuzz/config found the first-vs-last mismatch)") {
+  // The later "plugins" is the list libcni runs: it must be the one validated and given name/cniVersion.
+  auto r = nad::normalize(R"({"cniVersion":"1.0.0","name":"n","plugins":[{"type":"bridge"}],"plugins":[5]})", "", "NAD ns/n");
+  REQUIRE_FALSE(r.has_value());
+  CHECK(contains(r.error().msg, "plugins[0] must be an object"));
+
+  r = nad::normalize(R"({"cniVersion":"1.0.0","name":"a","plugins":[{"type":"bridge"}],"name":"b","plugins":[{"type":"tuning"}]})", "", "NAD ns/n");
+  REQUIRE(r.has_value());
+  CHECK(r->name == "b");
+  const auto& plugins = r->conflist["plugins"];
+  REQUIRE(plugins.Size() == 1);
+  CHECK(std::string(plugins[0]["type"].GetString()) == "tuning");
+  CHECK(std::string(plugins[0]["name"].GetString()) == "b");
+  CHECK(std::string(plugins[0]["cniVersion"].GetString()) == "1.0.0");
+}
+
 TEST_CASE("3.4.1 rule 1: spec.config wins over on-disk files") {
   auto n = make_nad("team-a", "net-on-disk", R"({"cniVersion":"1.1.0","type":"ipvlan"})");
   auto net = resolved(nad::resolve(n, kConfDir));
