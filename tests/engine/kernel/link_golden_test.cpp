@@ -15,28 +15,14 @@
 #include <vector>
 
 #include "engine/kernel/link.hpp"
+#include "tests/support/literals.hpp"
+#include "tests/support/golden.hpp"
 
 using namespace plumb;
-using Bytes = std::vector<uint8_t>;
+using plumb::test::Bytes;
+using plumb::test::check_bytes;
 
-namespace {
-
-static_assert(std::endian::native == std::endian::little, "golden arrays are written for little-endian hosts");
-
-Mac mac(const char* s) {
-  auto m = Mac::parse(s);
-  REQUIRE(m);
-  return *m;
-}
-
-void check_bytes(const Bytes& got, const Bytes& want) {
-  size_t first = 0;
-  while (first < got.size() && first < want.size() && got[first] == want[first]) ++first;
-  INFO("sizes got ", got.size(), " want ", want.size(), "; first difference at offset ", first);
-  CHECK(got == want);
-}
-
-}  // namespace
+using plumb::test::mac;
 
 TEST_CASE("golden: macvlan born in another namespace with MTU, MAC and bridge mode") {
   link::MacvlanSpec spec;

@@ -21,8 +21,13 @@
 #include "engine/kernel/sysctl.hpp"
 #include "tests/engine/netlink/require_ok.hpp"
 #include "tests/support/private_node.hpp"
+#include "tests/support/literals.hpp"
 
 using namespace plumb;
+
+using plumb::test::prefix;
+using plumb::test::ip;
+using plumb::test::mac;
 
 namespace {
 
@@ -38,21 +43,6 @@ netns::Netns open_ns(const std::string& path) {
   return std::move(*n);
 }
 
-IpPrefix prefix(const char* s) {
-  auto p = IpPrefix::parse(s);
-  REQUIRE(p);
-  return *p;
-}
-IpAddr ip(const char* s) {
-  auto a = IpAddr::parse(s);
-  REQUIRE(a);
-  return *a;
-}
-Mac mac(const char* s) {
-  auto m = Mac::parse(s);
-  REQUIRE(m);
-  return *m;
-}
 
 link::LinkInfo must_get(netlink::Socket& nl, const std::string& name) {
   auto l = link::get(nl, name);

@@ -19,22 +19,11 @@
 
 #include "ebpf/loader.hpp"
 #include "engine/kernel/tc.hpp"
+#include "tests/support/golden.hpp"
 
-using Bytes = std::vector<uint8_t>;
+using plumb::test::Bytes;
+using plumb::test::check_bytes;
 using plumb::ebpf::Hook;
-
-namespace {
-
-static_assert(std::endian::native == std::endian::little, "golden arrays are written for little-endian hosts");
-
-void check_bytes(const Bytes& got, const Bytes& want) {
-  size_t first = 0;
-  while (first < got.size() && first < want.size() && got[first] == want[first]) ++first;
-  INFO("sizes got ", got.size(), " want ", want.size(), "; first difference at offset ", first);
-  CHECK(got == want);
-}
-
-}  // namespace
 
 TEST_CASE("tc golden: add clsact on ifindex 3") {
   Bytes want = {

@@ -21,12 +21,15 @@
 
 #include "engine/kernel/vf.hpp"
 #include "tests/support/golden.hpp"
+#include "tests/support/literals.hpp"
 
 using namespace plumb;
 using namespace plumb::vf;
 using plumb::test::Bytes;
 using plumb::test::check_bytes;
 using Kind = VfSetting::Kind;
+
+using plumb::test::mac;
 
 namespace {
 
@@ -56,11 +59,6 @@ VfSetting setting(Kind k) {
   return s;
 }
 
-Mac mac(const char* s) {
-  auto m = Mac::parse(s);
-  REQUIRE(m);
-  return *m;
-}
 
 }  // namespace
 

@@ -26,39 +26,16 @@
 #include "engine/netlink/socket.hpp"
 #include "engine/kernel/route.hpp"
 #include "engine/kernel/sysctl.hpp"
+#include "tests/support/literals.hpp"
+#include "tests/support/golden.hpp"
 
 using namespace plumb;
-using Bytes = std::vector<uint8_t>;
+using plumb::test::Bytes;
+using plumb::test::check_bytes;
 
-namespace {
-
-static_assert(std::endian::native == std::endian::little, "golden arrays are written for little-endian hosts");
-
-IpPrefix prefix(const char* s) {
-  auto p = IpPrefix::parse(s);
-  REQUIRE(p);
-  return *p;
-}
-IpAddr ip(const char* s) {
-  auto a = IpAddr::parse(s);
-  REQUIRE(a);
-  return *a;
-}
-Mac mac(const char* s) {
-  auto m = Mac::parse(s);
-  REQUIRE(m);
-  return *m;
-}
-
-/// Compares byte-for-byte and, on mismatch, reports the first differing offset.
-void check_bytes(const Bytes& got, const Bytes& want) {
-  size_t first = 0;
-  while (first < got.size() && first < want.size() && got[first] == want[first]) ++first;
-  INFO("sizes got ", got.size(), " want ", want.size(), "; first difference at offset ", first);
-  CHECK(got == want);
-}
-
-}  // namespace
+using plumb::test::prefix;
+using plumb::test::ip;
+using plumb::test::mac;
 
 TEST_CASE("golden: veth pair with the peer created in another namespace under its final name") {
   link::VethSpec spec;
