@@ -41,7 +41,6 @@ const std::map<std::string, Setter>& value_flags() {
       {"--host-cni-conf-dir", [](Options& o, const std::string& v) -> Status { o.host_cni_conf_dir = v; return {}; }},
       {"--service-account-dir", [](Options& o, const std::string& v) -> Status { o.service_account_dir = v; return {}; }},
       {"--plugin-config", [](Options& o, const std::string& v) -> Status { o.plugin_config = v; return {}; }},
-      {"--binary", [](Options& o, const std::string& v) -> Status { o.binary = v; return {}; }},
       {"--interval-seconds", set_interval},
   };
   return flags;

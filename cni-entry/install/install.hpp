@@ -32,7 +32,7 @@ struct Options {
   std::string host_cni_conf_dir;    ///< --host-cni-conf-dir: the conf dir as the node names it (default: cni_conf_dir)
   std::string service_account_dir = "/var/run/secrets/kubernetes.io/serviceaccount";  ///< --service-account-dir
   std::string plugin_config;        ///< --plugin-config: JSON object of further keys for plumb's plugin entry
-  std::string binary = "/proc/self/exe";  ///< the binary to copy (--binary; tests only)
+  std::string binary = "/proc/self/exe";  ///< the binary to copy: the running one
   bool watch = false;               ///< --watch
   std::chrono::milliseconds interval{1000};  ///< --interval-seconds (0.1..3600)
   bool keep_config_on_exit = false; ///< --keep-config-on-exit
