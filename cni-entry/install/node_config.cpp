@@ -12,6 +12,7 @@
 #include "engine/base/json.hpp"
 #include "engine/base/text.hpp"
 #include "engine/cni/cni.hpp"
+#include "cni-entry/source/kube.hpp"
 
 namespace plumb::install {
 namespace {
@@ -86,21 +87,16 @@ Result<std::optional<std::string>> primary_config(const std::string& conf_dir) {
 Result<std::optional<ServiceAccount>> read_service_account(const std::string& host, const std::string& port,
                                                            const std::string& sa_dir) {
   if (host.empty()) return std::optional<ServiceAccount>{};
-  if (port.empty() || port.size() > 5 || !std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-    return fail(cni_code::kInvalidConfig, "KUBERNETES_SERVICE_PORT \"" + port + "\" is not a port number");
-  }
+  const source::kube::Credentials creds = PLUMB_TRY(source::kube::in_cluster(host, port, sa_dir));
   ServiceAccount sa;
-  sa.host = host;
-  sa.port = port;
-  sa.token = std::string(text::trim(PLUMB_TRY(read_file(sa_dir + "/token", "service-account token", 1u << 20))));
-  if (sa.token.empty()) return fail(cni_code::kInvalidConfig, "service-account token " + sa_dir + "/token is empty");
-  sa.ca_pem = PLUMB_TRY(read_file(sa_dir + "/ca.crt", "service-account CA", 1u << 20));
+  sa.server = creds.server;
+  sa.token = std::string(text::trim(PLUMB_TRY(read_file(creds.token_file, "service-account token", 1u << 20))));
+  if (sa.token.empty()) return fail(cni_code::kInvalidConfig, "service-account token " + creds.token_file + " is empty");
+  sa.ca_pem = PLUMB_TRY(read_file(creds.ca_file, "service-account CA", 1u << 20));
   return std::optional<ServiceAccount>(std::move(sa));
 }
 
 std::string render_kubeconfig(const ServiceAccount& sa) {
-  const bool v6 = sa.host.find(':') != std::string::npos;
-  const std::string server = "https://" + (v6 ? "[" + sa.host + "]" : sa.host) + ":" + sa.port;
   YAML::Emitter out;
   out << YAML::BeginMap;
   out << YAML::Key << "apiVersion" << YAML::Value << "v1";
@@ -108,7 +104,7 @@ std::string render_kubeconfig(const ServiceAccount& sa) {
   out << YAML::Key << "clusters" << YAML::Value << YAML::BeginSeq << YAML::BeginMap;
   out << YAML::Key << "name" << YAML::Value << "local";
   out << YAML::Key << "cluster" << YAML::Value << YAML::BeginMap;
-  out << YAML::Key << "server" << YAML::Value << server;
+  out << YAML::Key << "server" << YAML::Value << sa.server;
   out << YAML::Key << "certificate-authority-data" << YAML::Value << base64::encode(sa.ca_pem);
   out << YAML::EndMap << YAML::EndMap << YAML::EndSeq;
   out << YAML::Key << "users" << YAML::Value << YAML::BeginSeq << YAML::BeginMap;

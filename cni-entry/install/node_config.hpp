@@ -26,19 +26,19 @@ inline constexpr std::string_view kKubeconfigName = "plumb.kubeconfig";
 /// Errors: kIo when the directory cannot be read.
 [[nodiscard]] Result<std::optional<std::string>> primary_config(const std::string& conf_dir);
 
-/// How the in-cluster API server is reached: the installing pod's KUBERNETES_SERVICE_HOST and
-/// KUBERNETES_SERVICE_PORT, and its service-account token and CA as read from its files.
+/// How the in-cluster API server is reached: the server URL client-go builds from the installing
+/// pod's KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT (source::kube::in_cluster), and its
+/// service-account token and CA as read from their files.
 struct ServiceAccount {
-  std::string host;   ///< KUBERNETES_SERVICE_HOST (an IPv6 address gets brackets in the URL)
-  std::string port;   ///< KUBERNETES_SERVICE_PORT, decimal
-  std::string token;  ///< the token file's content (trimmed)
-  std::string ca_pem; ///< the CA bundle file's content
+  std::string server;  ///< "https://host:port" (an IPv6 host in brackets)
+  std::string token;   ///< the token file's content (trimmed)
+  std::string ca_pem;  ///< the CA bundle file's content
 };
 
 /// Reads the service account in `sa_dir` (files `token` and `ca.crt`) for `host`/`port`;
 /// nullopt when `host` is empty (not running in a cluster). Errors: kInvalidConfig when the port
-/// is not a port number; kIo/kNotFound naming the file that cannot be read; kInvalidConfig when
-/// the token is empty.
+/// is not a port number (in_cluster's); kIo/kNotFound naming the file that cannot be read;
+/// kInvalidConfig when the token is empty.
 [[nodiscard]] Result<std::optional<ServiceAccount>> read_service_account(const std::string& host, const std::string& port,
                                                                           const std::string& sa_dir);
 
