@@ -127,7 +127,7 @@ if [ $fail = 0 ]; then
 fi
 [ $fail = 0 ] && { /usr/bin/python3 "$here/cri_client.py" scenario "$work/containerd.sock" "$work" || fail=1; }
 
-# Nothing plumb made is left: no veth, no record, no address held, no sandbox namespace.
+# Nothing plumb made is left: no veth, no record, no address held, no sandbox namespace, no port mapping.
 left=$(find "$work/state/containers" -type f 2>/dev/null | wc -l)
 [ "$left" = 0 ] || { echo "FAIL: $left state records left"; fail=1; }
 veths=$(ip -o link show type veth | grep -vc ' cl0@' || true)
@@ -136,6 +136,8 @@ ipfiles=$(find "$work/ipam" -type f ! -name lock ! -name 'last_reserved_ip*' | w
 [ "$ipfiles" = 0 ] || { echo "FAIL: $ipfiles IP files left"; fail=1; }
 sandboxes=$(find /run/netns -name 'cni-*' | wc -l)
 [ "$sandboxes" = 0 ] || { echo "FAIL: $sandboxes sandbox namespaces left"; fail=1; }
+mappings=$(nft list ruleset 2>/dev/null | grep -c 30080 || true)
+[ "$mappings" = 0 ] || { echo "FAIL: the host port is still mapped in nftables"; fail=1; }
 [ $fail = 0 ] && echo "ok   nothing left after Stop/Remove"
 if [ $fail = 0 ]; then
   echo "1 passed, 0 failed"

@@ -186,6 +186,7 @@ def check_sandbox(channel, pb, work, sid):
     check(any(a.startswith("203.0.113.") and a.endswith("/24") for a in addrs.get("eth0", [])), "eth0 has 203.0.113.x/24")
     check(any(a.startswith("198.51.100.") and a.endswith("/24") for a in addrs.get("net1", [])), "net1 (blue) has 198.51.100.x/24")
     check(any(a.startswith("2001:db8:1::") and a.endswith("/64") for a in addrs.get("net2", [])), "net2 (green) has 2001:db8:1::x/64")
+    check(str(HOST_PORT) in sh("nft", "list", "ruleset").stdout, "the host port is mapped in nftables")
     check(port_answers(netns), "host port %d answers from the sandbox's port %d" % (HOST_PORT, CONTAINER_PORT))
     status, owner = status_file(work)
     check(status is not None and [e["name"] for e in status] == ["default-net", "default/blue", "default/green"],
