@@ -11,6 +11,7 @@
 
 #include "engine/cni/cni.hpp"
 #include "engine/kernel/tun.hpp"
+#include "cni-entry/install/install.hpp"
 #include "cni-entry/pod/config.hpp"
 #include "cni-entry/pod/log.hpp"
 #include "cni-entry/pod/pod.hpp"
@@ -48,8 +49,12 @@ int report(const plumb::Error& e, const std::string& version, plumb::pod::Log& l
 
 int main(int argc, char** argv) {
   // The tap driver re-executes plumb under an SELinux exec context to create a labelled device
-  // (engine/kernel/tun.hpp); nothing else is ever passed arguments.
+  // (engine/kernel/tun.hpp); an operator (or deploy/daemonset.yaml) runs `plumb install` and
+  // `plumb uninstall` (cni-entry/install/). A runtime passes no arguments.
   if (argc >= 2 && std::string_view(argv[1]) == plumb::tun::kHelperArg) return plumb::tun::tap_helper_main(argc, argv);
+  if (argc >= 2 && (std::string_view(argv[1]) == "install" || std::string_view(argv[1]) == "uninstall")) {
+    return plumb::install::command_main(argc, argv);
+  }
   std::string input((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
   plumb::pod::Log log;
 

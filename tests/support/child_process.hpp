@@ -1,17 +1,44 @@
-// Small pieces the tests' helper servers share (kube_api_server.hpp, fake_kubelet.hpp): stopping a
-// child by its pid, and a log file as lines.
+// Small pieces the tests' helper servers share (kube_api_server.hpp, fake_kubelet.hpp, the DHCP
+// server and daemon of tests/ipam/delegated_test.cpp): starting and stopping a child by its pid,
+// and a log file as lines.
 #pragma once
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
 
 namespace plumb::test {
+
+/// Starts argv (argv[0] an absolute path) in the background with `env` plus PATH as its whole
+/// environment, stdout and stderr appended to `log`; returns its pid (-1 if fork failed).
+inline pid_t start_child(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
+                         const std::string& log) {
+  pid_t pid = ::fork();
+  if (pid != 0) return pid;
+  int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd >= 0) {
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+  }
+  std::vector<std::string> envs = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"};
+  for (auto& [k, v] : env) envs.push_back(k + "=" + v);
+  std::vector<char*> envp, args;
+  for (auto& e : envs) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> av = argv;
+  for (auto& a : av) args.push_back(a.data());
+  args.push_back(nullptr);
+  ::execve(args[0], args.data(), envp.data());
+  ::_exit(127);
+}
 
 /// SIGTERM to `pid`, up to `grace` for it to exit, then SIGKILL; reaps it and sets pid to -1.
 /// Nothing when pid <= 0.

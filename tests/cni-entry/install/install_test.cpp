@@ -1,0 +1,297 @@
+// cni-entry/install: `plumb install` on a node (the test's private node namespace and scratch
+// directories) whose default network is a foreign plugin (tests/support/fake_cni_plugin.py):
+// the binary is copied, 00-plumb.conflist wraps the primary config with a kubeconfig made from a
+// service account, and a pod ADD run as a runtime runs it (the installed binary, the generated
+// conflist) delegates the default network to the foreign plugin and attaches the annotated
+// network natively, reading the pod and NAD from the Kubernetes API test server with the
+// service account's token. The watch mode (started with the DaemonSet's own command line from
+// deploy/daemonset.yaml) follows a new primary config and a rotated token, and removes the
+// config on SIGTERM; uninstall removes it.
+#include <doctest/doctest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <yaml-cpp/yaml.h>
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <thread>
+
+#include "cni-entry/install/install.hpp"
+#include "tests/support/child_process.hpp"
+#include "tests/support/foreign_plugin.hpp"
+#include "tests/support/kube_cluster.hpp"
+
+using plumb::test::ForeignBin;
+using plumb::test::KubeApiServer;
+using plumb::test::Node;
+using plumb::test::Proc;
+using plumb::test::read_file;
+using plumb::test::write_file;
+
+namespace {
+
+rapidjson::Document parse(const std::string& s) {
+  rapidjson::Document d;
+  d.Parse(s.c_str());
+  return d;
+}
+
+/// Polls `cond` every 50 ms for up to 10 s.
+bool eventually(const std::function<bool()>& cond) {
+  for (int i = 0; i < 200; ++i) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return cond();
+}
+
+/// The node's directories: CNI bin dir (the foreign plugin installed as "fake-cni"), conf dir
+/// with the foreign default network, a service account for the API test server (cluster.api).
+struct InstallNode {
+  explicit InstallNode(Node& n) : node(n), bin(n), cluster(n) {
+    bin.install_fake();
+    conf_dir = n.dir() + "/net.d";
+    sa_dir = n.dir() + "/serviceaccount";
+    write_file(sa_dir + "/token", "sa-token-1\n");
+    std::filesystem::copy_file(cluster.api.tls("ca.crt"), sa_dir + "/ca.crt");
+    cluster.api.set_tokens({"sa-token-1"});
+    write_file(conf_dir + "/10-fake.conflist",
+               R"({"cniVersion": "1.0.0", "name": "fake-default", "plugins": [)" +
+                   bin.fake_plugin(R"("capabilities": {"portMappings": true})") + "]}");
+    write_file(conf_dir + "/README", "not a config");
+  }
+
+  std::map<std::string, std::string> env() const {
+    return {{"KUBERNETES_SERVICE_HOST", "127.0.0.1"}, {"KUBERNETES_SERVICE_PORT", std::to_string(cluster.api.port())}};
+  }
+  /// plumb's own keys for this private node (its state in the scratch directory).
+  std::string plugin_config() const {
+    return R"({"stateDir": ")" + cluster.fx.state() + R"(", "storeDir": ")" + cluster.fx.store() +
+           R"(", "logLevel": "debug", "apiTimeoutSeconds": 5, "apiRetries": 1})";
+  }
+  std::string conflist() const { return read_file(conf_dir + "/00-plumb.conflist"); }
+  std::string kubeconfig() const { return read_file(conf_dir + "/plumb.d/plumb.kubeconfig"); }
+
+  Node& node;
+  ForeignBin bin;
+  plumb::test::KubeCluster cluster;
+  std::string conf_dir;
+  std::string sa_dir;
+};
+
+/// Runs `verb` as libcni runs a conflist's plugin: the plugin entry with the list's name and
+/// cniVersion injected, the installed binary, CNI_PATH = the bin dir.
+Proc run_as_runtime(const InstallNode& n, const std::string& verb, const std::string& cid, const std::string& netns) {
+  auto list = parse(n.conflist());
+  REQUIRE(list.IsObject());
+  rapidjson::Document conf;
+  conf.CopyFrom(list["plugins"][0], conf.GetAllocator());
+  conf.AddMember("name", rapidjson::Value(list["name"], conf.GetAllocator()), conf.GetAllocator());
+  conf.AddMember("cniVersion", rapidjson::Value(list["cniVersion"], conf.GetAllocator()), conf.GetAllocator());
+  rapidjson::StringBuffer b;
+  rapidjson::Writer<rapidjson::StringBuffer> w(b);
+  conf.Accept(w);
+  std::map<std::string, std::string> env = {
+      {"CNI_COMMAND", verb}, {"CNI_CONTAINERID", cid}, {"CNI_NETNS", netns}, {"CNI_IFNAME", "eth0"},
+      {"CNI_PATH", n.bin.dir()},
+      {"CNI_ARGS", "IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=web;K8S_POD_UID=uid-1;K8S_POD_INFRA_CONTAINER_ID=" + cid}};
+  return plumb::test::run({n.bin.dir() + "/plumb"}, env, b.GetString());
+}
+
+/// The command line of deploy/daemonset.yaml's container, its host paths mapped into this node.
+std::vector<std::string> daemonset_command(const InstallNode& n) {
+  YAML::Node ds = YAML::LoadFile(std::string(PLUMB_FIXTURES) + "/../../deploy/daemonset.yaml");
+  YAML::Node c = ds["spec"]["template"]["spec"]["containers"][0];
+  std::vector<std::string> argv;
+  for (const auto& a : c["command"]) argv.push_back(a.as<std::string>());
+  for (const auto& a : c["args"]) argv.push_back(a.as<std::string>());
+  REQUIRE(argv.size() >= 2);
+  argv[0] = plumb::test::plumb_binary();
+  for (auto& a : argv) {
+    for (auto [from, to] : {std::pair<std::string, std::string>{"=/host/opt/cni/bin", "=" + n.bin.dir()},
+                            {"=/host/etc/cni/net.d", "=" + n.conf_dir}, {"=/etc/cni/net.d", "=" + n.conf_dir}}) {
+      if (a.size() >= from.size() && a.compare(a.size() - from.size(), from.size(), from) == 0) {
+        a = a.substr(0, a.size() - from.size()) + to;
+      }
+    }
+  }
+  argv.push_back("--service-account-dir=" + n.sa_dir);
+  argv.push_back("--plugin-config=" + n.plugin_config());
+  argv.push_back("--interval-seconds=0.1");
+  return argv;
+}
+
+std::string cluster_network(const std::string& conflist) {
+  auto d = parse(conflist);
+  return d.IsObject() ? d["plugins"][0]["clusterNetwork"].GetString() : "";
+}
+
+}  // namespace
+
+
+TEST_CASE("install on a node whose default network is a foreign plugin: ADD through the generated conflist delegates it and attaches the annotated network natively") {
+  Node node;
+  InstallNode n(node);
+  n.cluster.add_nad("default", "blue", plumb::test::bridge_net("br-blue", "198.51.100.0/24", n.cluster.fx.ipam_dir()));
+  n.cluster.add_pod("default", "web", "uid-1", {{"k8s.v1.cni.cncf.io/networks", "blue"}});
+  const std::vector<std::string> install = {plumb::test::plumb_binary(), "install", "--cni-bin-dir", n.bin.dir(),
+                                            "--cni-conf-dir=" + n.conf_dir, "--service-account-dir=" + n.sa_dir,
+                                            "--plugin-config=" + n.plugin_config()};
+  Proc inst = plumb::test::run(install, n.env());
+  INFO("install: ", inst.err);
+  REQUIRE(inst.exit_code == 0);
+
+  // The binary, byte for byte, executable; the conflist around the primary config; the kubeconfig.
+  const std::string installed = n.bin.dir() + "/plumb";
+  CHECK(std::filesystem::file_size(installed) == std::filesystem::file_size(plumb::test::plumb_binary()));
+  CHECK(read_file(installed) == read_file(plumb::test::plumb_binary()));
+  struct stat st {};
+  REQUIRE(::stat(installed.c_str(), &st) == 0);
+  CHECK((st.st_mode & 07777) == 0755);
+  auto list = parse(n.conflist());
+  REQUIRE(list.IsObject());
+  CHECK(std::string(list["cniVersion"].GetString()) == "1.0.0");
+  const auto& entry = list["plugins"][0];
+  CHECK(std::string(entry["type"].GetString()) == "plumb");
+  CHECK(std::string(entry["clusterNetwork"].GetString()) == n.conf_dir + "/10-fake.conflist");
+  CHECK(std::string(entry["kubeconfig"].GetString()) == n.conf_dir + "/plumb.d/plumb.kubeconfig");
+  CHECK(entry["capabilities"]["portMappings"].GetBool());
+  CHECK(entry["capabilities"]["io.kubernetes.cri.pod-annotations"].GetBool());
+  REQUIRE(::stat((n.conf_dir + "/plumb.d/plumb.kubeconfig").c_str(), &st) == 0);
+  CHECK((st.st_mode & 07777) == 0600);
+
+  // A pod ADD as the runtime runs the conflist: eth0 from the foreign plugin, net1 native.
+  std::string ns = node.add_netns("web");
+  Proc add = run_as_runtime(n, "ADD", "ctr-1", ns);
+  INFO("ADD: ", add.out, add.err);
+  REQUIRE(add.exit_code == 0);
+  CHECK(plumb::test::link_names("web") == std::set<std::string>{"lo", "eth0", "net1"});
+  CHECK(plumb::test::ipv4_of("web", "net1").rfind("198.51.100.", 0) == 0);
+  auto adds = n.bin.calls("ADD");
+  REQUIRE(adds.size() == 1);
+  CHECK(std::string(adds[0].env["CNI_IFNAME"].GetString()) == "eth0");
+  CHECK(std::string(adds[0].stdin["name"].GetString()) == "fake-default");
+  // The pod and the NAD were read, and network-status written, with the service account's token.
+  CHECK(n.cluster.api.count("GET", "/api/v1/namespaces/default/pods/web", "200") == 1);
+  CHECK(n.cluster.api.count("GET", "/apis/k8s.cni.cncf.io/v1/namespaces/default/network-attachment-definitions/blue", "200") == 1);
+  CHECK(n.cluster.api.count("PATCH", "/api/v1/namespaces/default/pods/web/status", "200") == 1);
+  auto status = parse(n.cluster.network_status("default", "web"));
+  REQUIRE(status.IsArray());
+  REQUIRE(status.Size() == 2);
+  CHECK(std::string(status[0]["name"].GetString()) == "fake-default");
+  CHECK(std::string(status[1]["name"].GetString()) == "default/blue");
+
+  Proc del = run_as_runtime(n, "DEL", "ctr-1", ns);
+  INFO("DEL: ", del.out, del.err);
+  CHECK(del.exit_code == 0);
+  CHECK(n.bin.calls("DEL").size() == 1);
+  CHECK(plumb::test::link_names("web") == std::set<std::string>{"lo"});
+  CHECK(plumb::test::ip_json("link show type veth").Size() == 0);
+
+  // Installing again rewrites nothing that is unchanged.
+  REQUIRE(::stat((n.conf_dir + "/00-plumb.conflist").c_str(), &st) == 0);
+  const ino_t before = st.st_ino;
+  REQUIRE(plumb::test::run(install, n.env()).exit_code == 0);
+  REQUIRE(::stat((n.conf_dir + "/00-plumb.conflist").c_str(), &st) == 0);
+  CHECK(st.st_ino == before);
+
+  Proc un = plumb::test::run({plumb::test::plumb_binary(), "uninstall", "--cni-conf-dir=" + n.conf_dir});
+  INFO("uninstall: ", un.err);
+  CHECK(un.exit_code == 0);
+  CHECK_FALSE(std::filesystem::exists(n.conf_dir + "/00-plumb.conflist"));
+  CHECK_FALSE(std::filesystem::exists(n.conf_dir + "/plumb.d"));
+  CHECK(std::filesystem::exists(n.conf_dir + "/10-fake.conflist"));
+  CHECK(std::filesystem::exists(installed));
+}
+
+TEST_CASE("the DaemonSet's install --watch follows the primary config and the token, and removes the config on SIGTERM") {
+  Node node;
+  InstallNode n(node);
+  const std::string log = node.dir() + "/install.log";
+  pid_t pid = plumb::test::start_child(daemonset_command(n), n.env(), log);
+  REQUIRE(pid > 0);
+  struct Reaper {  // a failed REQUIRE must not leave the watcher running
+    pid_t& pid;
+    ~Reaper() { plumb::test::stop_child(pid); }
+  } reaper{pid};
+  INFO("install log: ", read_file(log));
+  const std::string fake = n.conf_dir + "/10-fake.conflist";
+  const std::string fake_text = read_file(fake);
+  CHECK(eventually([&] { return cluster_network(n.conflist()) == fake; }));
+  CHECK(std::filesystem::exists(n.bin.dir() + "/plumb"));
+  CHECK(n.kubeconfig().find("sa-token-1") != std::string::npos);
+
+  // A config that sorts first becomes the primary (and its cniVersion plumb's).
+  write_file(n.conf_dir + "/05-early.conf", R"({"cniVersion": "0.4.0", "name": "early", "type": "fake-cni"})");
+  CHECK(eventually([&] { return cluster_network(n.conflist()) == n.conf_dir + "/05-early.conf"; }));
+  CHECK(std::string(parse(n.conflist())["cniVersion"].GetString()) == "0.4.0");
+  // A rotated service-account token reaches the kubeconfig.
+  write_file(n.sa_dir + "/token", "sa-token-2\n");
+  CHECK(eventually([&] { return n.kubeconfig().find("sa-token-2") != std::string::npos; }));
+  // No primary config left: plumb's conflist goes too; one back: it is written again.
+  std::filesystem::remove(n.conf_dir + "/05-early.conf");
+  std::filesystem::remove(fake);
+  CHECK(eventually([&] { return !std::filesystem::exists(n.conf_dir + "/00-plumb.conflist"); }));
+  write_file(fake, fake_text);
+  CHECK(eventually([&] { return cluster_network(n.conflist()) == fake; }));
+
+  // SIGTERM (the DaemonSet deleted): exit 0, the config removed, the binary kept.
+  REQUIRE(::kill(pid, SIGTERM) == 0);
+  int status = -1;
+  const bool exited = eventually([&] { return ::waitpid(pid, &status, WNOHANG) == pid; });
+  REQUIRE(exited);
+  pid = -1;
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK_FALSE(std::filesystem::exists(n.conf_dir + "/00-plumb.conflist"));
+  CHECK_FALSE(std::filesystem::exists(n.conf_dir + "/plumb.d"));
+  CHECK(std::filesystem::exists(n.bin.dir() + "/plumb"));
+}
+
+TEST_CASE("install without a primary CNI config fails and writes no config; a bad --plugin-config fails naming its key") {
+  Node node;
+  InstallNode n(node);
+  std::filesystem::remove(n.conf_dir + "/10-fake.conflist");
+  Proc p = plumb::test::run({plumb::test::plumb_binary(), "install", "--cni-bin-dir=" + n.bin.dir(),
+                             "--cni-conf-dir=" + n.conf_dir});
+  CHECK(p.exit_code == 1);
+  CHECK(p.err.find("no primary CNI config in " + n.conf_dir) != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(n.conf_dir + "/00-plumb.conflist"));
+
+  write_file(n.conf_dir + "/10-x.conf", R"({"cniVersion": "1.0.0", "name": "x", "type": "fake-cni"})");
+  p = plumb::test::run({plumb::test::plumb_binary(), "install", "--cni-bin-dir=" + n.bin.dir(), "--cni-conf-dir=" + n.conf_dir,
+                        R"(--plugin-config={"kubeconfig": "/elsewhere"})"});
+  CHECK(p.exit_code == 1);
+  CHECK(p.err.find("--plugin-config sets \"kubeconfig\"") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(n.conf_dir + "/00-plumb.conflist"));
+  p = plumb::test::run({plumb::test::plumb_binary(), "install", "--cni-conf-dir=" + n.conf_dir});
+  CHECK(p.exit_code == 2);
+  CHECK(p.err.find("--cni-bin-dir is required") != std::string::npos);
+}
+
+TEST_CASE("install's command line: required directories, values, unknown flags") {
+  auto env = [](const char* name) -> const char* {
+    return std::string_view(name) == "KUBERNETES_SERVICE_HOST" ? "10.96.0.1" : nullptr;
+  };
+  auto o = plumb::install::parse_options(false, {"--cni-bin-dir=/opt/cni/bin", "--cni-conf-dir", "/host/etc/cni/net.d",
+                                                 "--host-cni-conf-dir=/etc/cni/net.d", "--watch", "--interval-seconds=0.5"},
+                                         env);
+  REQUIRE(o);
+  CHECK(o->cni_bin_dir == "/opt/cni/bin");
+  CHECK(o->cni_conf_dir == "/host/etc/cni/net.d");
+  CHECK(o->host_cni_conf_dir == "/etc/cni/net.d");
+  CHECK(o->watch);
+  CHECK(o->interval == std::chrono::milliseconds(500));
+  CHECK(o->service_host == "10.96.0.1");
+  CHECK(o->service_port.empty());
+  CHECK(plumb::install::parse_options(true, {"--cni-conf-dir=/etc/cni/net.d"}, env));  // uninstall needs no bin dir
+  auto unknown = plumb::install::parse_options(true, {"--cni-conf-dir=/x", "--force"}, env);
+  REQUIRE_FALSE(unknown);
+  CHECK(unknown.error().msg.find("\"--force\"") != std::string::npos);
+  CHECK_FALSE(plumb::install::parse_options(true, {"--cni-conf-dir"}, env));
+  CHECK_FALSE(plumb::install::parse_options(true, {"--cni-conf-dir=relative"}, env));
+  CHECK_FALSE(plumb::install::parse_options(true, {"--cni-conf-dir=/x", "--interval-seconds=0"}, env));
+}
