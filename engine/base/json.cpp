@@ -1,32 +1,130 @@
 #include "engine/base/json.hpp"
 
 #include <rapidjson/error/en.h>
+#include <rapidjson/memorystream.h>
+#include <rapidjson/reader.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
 #include <strings.h>
 
+#include <vector>
+
 namespace plumb::json {
 namespace {
 
-std::string describe(const Value& v) {
-  if (v.IsString()) return std::string("\"") + v.GetString() + "\"";
-  return dump(v);
-}
-
 Error type_error(std::string_view where, std::string_view key, const Value& v, const char* want) {
   return Error{cni_code::kInvalidConfig, 0,
-               std::string(where) + "." + std::string(key) + " must be " + want + ", got " + describe(v), {}};
+               std::string(where) + "." + std::string(key) + " must be " + want + ", got " + quote(v), {}};
+}
+
+/// Passes RapidJSON's parse events to a Document, refusing (and remembering it) a nesting deeper
+/// than `max_depth`: the parse then ends with kParseErrorTermination at that point.
+class DepthLimit {
+ public:
+  DepthLimit(Document& doc, unsigned max_depth) : doc_(doc), max_depth_(max_depth) {}
+  [[nodiscard]] bool too_deep() const { return too_deep_; }
+
+  bool Null() { return doc_.Null(); }
+  bool Bool(bool b) { return doc_.Bool(b); }
+  bool Int(int i) { return doc_.Int(i); }
+  bool Uint(unsigned u) { return doc_.Uint(u); }
+  bool Int64(int64_t i) { return doc_.Int64(i); }
+  bool Uint64(uint64_t u) { return doc_.Uint64(u); }
+  bool Double(double d) { return doc_.Double(d); }
+  bool RawNumber(const char* s, rapidjson::SizeType n, bool copy) { return doc_.RawNumber(s, n, copy); }
+  bool String(const char* s, rapidjson::SizeType n, bool copy) { return doc_.String(s, n, copy); }
+  bool Key(const char* s, rapidjson::SizeType n, bool copy) { return doc_.Key(s, n, copy); }
+  bool StartObject() { return enter() && doc_.StartObject(); }
+  bool EndObject(rapidjson::SizeType n) { return leave() && doc_.EndObject(n); }
+  bool StartArray() { return enter() && doc_.StartArray(); }
+  bool EndArray(rapidjson::SizeType n) { return leave() && doc_.EndArray(n); }
+
+ private:
+  bool enter() {
+    if (++depth_ <= max_depth_) return true;
+    too_deep_ = true;
+    return false;
+  }
+  bool leave() {
+    --depth_;
+    return true;
+  }
+
+  Document& doc_;
+  unsigned max_depth_;
+  unsigned depth_ = 0;
+  bool too_deep_ = false;
+};
+
+/// Document::Populate's generator: one iterative parse of `text` through a DepthLimit.
+struct BoundedParse {
+  std::string_view text;
+  unsigned max_depth;
+  rapidjson::ParseResult result;
+  bool too_deep = false;
+
+  bool operator()(Document& doc) {
+    DepthLimit limit(doc, max_depth);
+    rapidjson::MemoryStream in(text.data(), text.size());
+    rapidjson::Reader reader;
+    result = reader.Parse<rapidjson::kParseIterativeFlag>(in, limit);
+    too_deep = limit.too_deep();
+    return !result.IsError();
+  }
+};
+
+/// Cuts `s` to at most `max` bytes at a UTF-8 character boundary.
+std::string_view cut_utf8(std::string_view s, size_t max) {
+  if (s.size() <= max) return s;
+  size_t n = max;
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
+  return s.substr(0, n);
+}
+
+/// One container being written by quote(): the value and the next member/element to visit.
+struct Frame {
+  const Value* v;
+  rapidjson::SizeType next = 0;
+};
+
+/// Writes the scalar `v`, or opens the container `v` (pushing it), through `w`.
+void quote_one(const Value& v, rapidjson::Writer<rapidjson::StringBuffer>& w, std::vector<Frame>& stack, size_t max_bytes) {
+  if (v.IsObject()) {
+    w.StartObject();
+    stack.push_back({&v});
+  } else if (v.IsArray()) {
+    w.StartArray();
+    stack.push_back({&v});
+  } else if (v.IsString()) {
+    auto s = cut_utf8({v.GetString(), v.GetStringLength()}, max_bytes);
+    w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
+  } else if (v.IsBool()) {
+    w.Bool(v.GetBool());
+  } else if (v.IsNull()) {
+    w.Null();
+  } else if (v.IsInt64()) {
+    w.Int64(v.GetInt64());
+  } else if (v.IsUint64()) {
+    w.Uint64(v.GetUint64());
+  } else {
+    w.Double(v.GetDouble());
+  }
 }
 
 }  // namespace
 
-Result<Document> parse(std::string_view text, const std::string& what) {
+Result<Document> parse(std::string_view text, const std::string& what, unsigned max_depth) {
   Document d;
-  d.Parse(text.data(), text.size());
-  if (d.HasParseError()) {
-    return fail(cni_code::kDecode, "cannot decode " + what + ": " + rapidjson::GetParseError_En(d.GetParseError()) +
-                                       " at offset " + std::to_string(d.GetErrorOffset()));
+  BoundedParse p{text, max_depth, {}, false};
+  d.Populate(p);
+  if (p.too_deep) {
+    return fail(cni_code::kDecode, "cannot decode " + what + ": arrays and objects nested deeper than " +
+                                       std::to_string(max_depth) + " levels at offset " + std::to_string(p.result.Offset()));
+  }
+  if (p.result.IsError()) {
+    return fail(cni_code::kDecode, "cannot decode " + what + ": " + rapidjson::GetParseError_En(p.result.Code()) +
+                                       " at offset " + std::to_string(p.result.Offset()));
   }
   return d;
 }
@@ -36,6 +134,39 @@ std::string dump(const Value& v) {
   rapidjson::Writer<rapidjson::StringBuffer> w(sb);
   v.Accept(w);
   return {sb.GetString(), sb.GetSize()};
+}
+
+std::string quote(const Value& v, size_t max_bytes) {
+  rapidjson::StringBuffer sb;
+  rapidjson::Writer<rapidjson::StringBuffer> w(sb);
+  std::vector<Frame> stack;
+  quote_one(v, w, stack, max_bytes);
+  while (!stack.empty() && sb.GetSize() <= max_bytes) {
+    Frame& f = stack.back();
+    const bool object = f.v->IsObject();
+    const rapidjson::SizeType size = object ? f.v->MemberCount() : f.v->Size();
+    if (f.next == size) {
+      if (object) {
+        w.EndObject();
+      } else {
+        w.EndArray();
+      }
+      stack.pop_back();
+      continue;
+    }
+    const rapidjson::SizeType i = f.next++;
+    if (object) {
+      const auto& m = *(f.v->MemberBegin() + i);
+      auto key = cut_utf8({m.name.GetString(), m.name.GetStringLength()}, max_bytes);
+      w.Key(key.data(), static_cast<rapidjson::SizeType>(key.size()));
+      quote_one(m.value, w, stack, max_bytes);
+    } else {
+      quote_one((*f.v)[i], w, stack, max_bytes);
+    }
+  }
+  std::string_view out(sb.GetString(), sb.GetSize());
+  if (stack.empty() && out.size() <= max_bytes) return std::string(out);
+  return std::string(cut_utf8(out, max_bytes)) + "...";
 }
 
 Document clone(const Value& v) {
