@@ -141,17 +141,15 @@ Result<std::vector<std::string>> list_dir(const std::string& dir) {
   return out;
 }
 
-Dir& Dir::operator=(Dir&& o) noexcept {
+UniqueFd& UniqueFd::operator=(UniqueFd&& o) noexcept {
   if (this != &o) {
     if (fd_ >= 0) ::close(fd_);
-    fd_ = o.fd_;
-    path_ = std::move(o.path_);
-    o.fd_ = -1;
+    fd_ = std::exchange(o.fd_, -1);
   }
   return *this;
 }
 
-Dir::~Dir() {
+UniqueFd::~UniqueFd() {
   if (fd_ >= 0) ::close(fd_);
 }
 
@@ -173,24 +171,24 @@ Result<Dir> Dir::sub(std::string_view name, std::optional<mode_t> create_mode) c
   PLUMB_TRY(check_name(name));
   const std::string n(name);
   const std::string path = path_of(name);
-  int fd = ::openat(fd_, n.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  int fd = ::openat(fd_.get(), n.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0 && errno == ENOENT && create_mode) {
-    if (::mkdirat(fd_, n.c_str(), *create_mode) != 0 && errno != EEXIST) return io_error(errno, "create directory " + path);
-    fd = ::openat(fd_, n.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (::mkdirat(fd_.get(), n.c_str(), *create_mode) != 0 && errno != EEXIST) return io_error(errno, "create directory " + path);
+    fd = ::openat(fd_.get(), n.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd >= 0 && ::fchmod(fd, *create_mode) != 0) {  // the mode asked for, not the umask's
       int err = errno;
       ::close(fd);
       return io_error(err, "chmod directory " + path);
     }
   }
-  if (fd < 0) return dir_error(fd_, n, errno, path);
+  if (fd < 0) return dir_error(fd_.get(), n, errno, path);
   return Dir(fd, path);
 }
 
 Result<std::string> Dir::read(std::string_view name, std::string_view what, size_t max_bytes) const {
   PLUMB_TRY(check_name(name));
   std::string msg = "read " + (what.empty() ? std::string() : std::string(what) + " ") + path_of(name);
-  int fd = ::openat(fd_, std::string(name).c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  int fd = ::openat(fd_.get(), std::string(name).c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return io_error(errno, msg);
   return read_fd(fd, msg, max_bytes);
 }
@@ -202,11 +200,11 @@ Status Dir::write_atomic(std::string_view name, std::string_view data, WriteOpti
   // but someone planted it: say so).
   if (auto st = PLUMB_TRY(stat(name)); st && S_ISLNK(st->st_mode)) return io_error(ELOOP, "write " + path);
   const std::string tmp = std::string(name) + temp_suffix();
-  int fd = ::openat(fd_, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, opts.mode);
+  int fd = ::openat(fd_.get(), tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, opts.mode);
   if (fd < 0) return io_error(errno, "write " + path + " (create " + path_of(tmp) + ")");
   auto abandon = [&](int err, const std::string& what) -> Status {
     if (fd >= 0) ::close(fd);
-    ::unlinkat(fd_, tmp.c_str(), 0);
+    ::unlinkat(fd_.get(), tmp.c_str(), 0);
     return io_error(err, what);
   };
   if (auto st = write_all(fd, data); !st) return abandon(st.error().sys_errno, "write " + path);
@@ -216,7 +214,7 @@ Status Dir::write_atomic(std::string_view name, std::string_view data, WriteOpti
   int rc = ::close(fd);
   fd = -1;
   if (rc != 0) return abandon(errno, "write " + path);
-  if (::renameat(fd_, tmp.c_str(), fd_, std::string(name).c_str()) != 0) {
+  if (::renameat(fd_.get(), tmp.c_str(), fd_.get(), std::string(name).c_str()) != 0) {
     return abandon(errno, "rename " + path_of(tmp) + " to " + path);
   }
   return {};
@@ -225,7 +223,7 @@ Status Dir::write_atomic(std::string_view name, std::string_view data, WriteOpti
 Status Dir::create_exclusive(std::string_view name, std::string_view data, mode_t mode) const {
   PLUMB_TRY(check_name(name));
   const std::string path = path_of(name);
-  int fd = ::openat(fd_, std::string(name).c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+  int fd = ::openat(fd_.get(), std::string(name).c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
   if (fd < 0) {
     int err = errno;
     if (err == EEXIST) return std::unexpected(Error{cni_code::kConflict, err, "create " + path, "it exists already"});
@@ -235,7 +233,7 @@ Status Dir::create_exclusive(std::string_view name, std::string_view data, mode_
   if (st && ::fchmod(fd, mode) != 0) st = std::unexpected(Error{cni_code::kIo, errno, {}, {}});
   if (::close(fd) != 0 && st) st = std::unexpected(Error{cni_code::kIo, errno, {}, {}});
   if (!st) {
-    ::unlinkat(fd_, std::string(name).c_str(), 0);
+    ::unlinkat(fd_.get(), std::string(name).c_str(), 0);
     return io_error(st.error().sys_errno, "write " + path);
   }
   return {};
@@ -244,7 +242,7 @@ Status Dir::create_exclusive(std::string_view name, std::string_view data, mode_
 Result<bool> Dir::link_new(std::string_view from, std::string_view to) const {
   PLUMB_TRY(check_name(from));
   PLUMB_TRY(check_name(to));
-  if (::linkat(fd_, std::string(from).c_str(), fd_, std::string(to).c_str(), 0) == 0) return true;
+  if (::linkat(fd_.get(), std::string(from).c_str(), fd_.get(), std::string(to).c_str(), 0) == 0) return true;
   if (errno == EEXIST) return false;
   return io_error(errno, "create " + path_of(to));
 }
@@ -252,7 +250,7 @@ Result<bool> Dir::link_new(std::string_view from, std::string_view to) const {
 Result<int> Dir::open_lock(std::string_view name, mode_t mode) const {
   PLUMB_TRY(check_name(name));
   const std::string n(name);
-  int fd = ::openat(fd_, n.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+  int fd = ::openat(fd_.get(), n.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
   if (fd >= 0) {
     if (::fchmod(fd, mode) != 0) {  // a new lock file gets the mode asked for, not the umask's
       int err = errno;
@@ -261,9 +259,9 @@ Result<int> Dir::open_lock(std::string_view name, mode_t mode) const {
     }
     return fd;
   }
-  if (errno == EEXIST) fd = ::openat(fd_, n.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+  if (errno == EEXIST) fd = ::openat(fd_.get(), n.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0 && errno == EROFS) {
-    fd = ::openat(fd_, n.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);  // flock works on a read-only descriptor
+    fd = ::openat(fd_.get(), n.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);  // flock works on a read-only descriptor
     if (fd < 0 && errno == ENOENT) errno = EROFS;                    // report why it could not be created
   }
   if (fd < 0) return io_error(errno, "open lock file " + path_of(name));
@@ -272,13 +270,13 @@ Result<int> Dir::open_lock(std::string_view name, mode_t mode) const {
 
 Status Dir::remove(std::string_view name) const {
   PLUMB_TRY(check_name(name));
-  if (::unlinkat(fd_, std::string(name).c_str(), 0) != 0 && errno != ENOENT) return io_error(errno, "remove " + path_of(name));
+  if (::unlinkat(fd_.get(), std::string(name).c_str(), 0) != 0 && errno != ENOENT) return io_error(errno, "remove " + path_of(name));
   return {};
 }
 
 Result<bool> Dir::remove_dir(std::string_view name) const {
   PLUMB_TRY(check_name(name));
-  if (::unlinkat(fd_, std::string(name).c_str(), AT_REMOVEDIR) == 0 || errno == ENOENT) return true;
+  if (::unlinkat(fd_.get(), std::string(name).c_str(), AT_REMOVEDIR) == 0 || errno == ENOENT) return true;
   if (errno == ENOTEMPTY || errno == EEXIST) return false;
   return io_error(errno, "remove directory " + path_of(name));
 }
@@ -286,7 +284,7 @@ Result<bool> Dir::remove_dir(std::string_view name) const {
 Status Dir::move(std::string_view name, const Dir& to, std::string_view to_name) const {
   PLUMB_TRY(check_name(name));
   PLUMB_TRY(to.check_name(to_name));
-  if (::renameat2(fd_, std::string(name).c_str(), to.fd_, std::string(to_name).c_str(), RENAME_NOREPLACE) != 0) {
+  if (::renameat2(fd_.get(), std::string(name).c_str(), to.fd_.get(), std::string(to_name).c_str(), RENAME_NOREPLACE) != 0) {
     return io_error(errno, "move " + path_of(name) + " to " + to.path_of(to_name));
   }
   return {};
@@ -295,13 +293,13 @@ Status Dir::move(std::string_view name, const Dir& to, std::string_view to_name)
 Result<std::optional<struct stat>> Dir::stat(std::string_view name) const {
   PLUMB_TRY(check_name(name));
   struct stat st {};
-  if (::fstatat(fd_, std::string(name).c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) return std::optional<struct stat>(st);
+  if (::fstatat(fd_.get(), std::string(name).c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) return std::optional<struct stat>(st);
   if (errno == ENOENT) return std::optional<struct stat>{};
   return io_error(errno, "stat " + path_of(name));
 }
 
 Result<std::vector<Dir::Entry>> Dir::list() const {
-  int fd = ::openat(fd_, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int fd = ::openat(fd_.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return io_error(errno, "list directory " + path_);
   DIR* d = ::fdopendir(fd);
   if (d == nullptr) {
@@ -316,7 +314,7 @@ Result<std::vector<Dir::Entry>> Dir::list() const {
     Entry entry{std::string(name), e->d_type};
     if (entry.type == DT_UNKNOWN) {
       struct stat st {};
-      if (::fstatat(fd_, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+      if (::fstatat(fd_.get(), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
         entry.type = S_ISDIR(st.st_mode) ? DT_DIR : S_ISREG(st.st_mode) ? DT_REG : S_ISLNK(st.st_mode) ? DT_LNK : DT_UNKNOWN;
       }
     }

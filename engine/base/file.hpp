@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "engine/base/result.hpp"
@@ -45,6 +46,22 @@ struct WriteOptions {
 /// none. Errors: kIo with errno naming the directory.
 [[nodiscard]] Result<std::vector<std::string>> list_dir(const std::string& dir);
 
+/// An owned file descriptor, closed when destroyed (-1: none). Movable.
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  UniqueFd(UniqueFd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  UniqueFd& operator=(UniqueFd&& o) noexcept;
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+  ~UniqueFd();
+  [[nodiscard]] int get() const { return fd_; }
+
+ private:
+  int fd_ = -1;
+};
+
 /// A directory plumb owns, held by a descriptor opened O_DIRECTORY|O_NOFOLLOW. Every name given
 /// to its members is one path component (no '/', not "." or ".."), opened relative to the
 /// descriptor with O_NOFOLLOW: a symbolic link planted where plumb reads or writes a file or a
@@ -61,11 +78,6 @@ class Dir {
   };
 
   Dir() = default;
-  Dir(Dir&& o) noexcept : fd_(o.fd_), path_(std::move(o.path_)) { o.fd_ = -1; }
-  Dir& operator=(Dir&& o) noexcept;
-  Dir(const Dir&) = delete;
-  Dir& operator=(const Dir&) = delete;
-  ~Dir();
 
   /// Opens the directory `path` (its last component not a symbolic link); with `create_mode`,
   /// creates it and its missing parents with that mode first. Errors: kNotFound when missing
@@ -102,7 +114,7 @@ class Dir {
   /// The entries (no "." or "..").
   [[nodiscard]] Result<std::vector<Entry>> list() const;
 
-  [[nodiscard]] int fd() const { return fd_; }
+  [[nodiscard]] int fd() const { return fd_.get(); }
   [[nodiscard]] const std::string& path() const { return path_; }
   /// "<path>/<name>", for messages.
   [[nodiscard]] std::string path_of(std::string_view name) const { return path_ + "/" + std::string(name); }
@@ -111,7 +123,7 @@ class Dir {
   Dir(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
   [[nodiscard]] Status check_name(std::string_view name) const;
 
-  int fd_ = -1;
+  UniqueFd fd_;
   std::string path_;
 };
 

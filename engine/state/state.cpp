@@ -118,24 +118,10 @@ Result<std::pair<Dir, std::string>> containing_dir(const std::string& root, cons
 
 std::string Key::describe() const { return "container " + container_id + (ifname.empty() ? "" : " interface " + ifname); }
 
-FileLock& FileLock::operator=(FileLock&& o) noexcept {
-  if (this != &o) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = o.fd_;
-    path_ = std::move(o.path_);
-    o.fd_ = -1;
-  }
-  return *this;
-}
-
-FileLock::~FileLock() {
-  if (fd_ >= 0) ::close(fd_);  // closing drops the flock
-}
-
 void FileLock::unlink_path() {
   // Only the holder unlinks, before dropping the lock: waiters then notice the inode changed.
   // unlink(2) never follows a link at the last component.
-  if (fd_ >= 0 && !path_.empty()) ::unlink(path_.c_str());
+  if (fd_.get() >= 0 && !path_.empty()) ::unlink(path_.c_str());
 }
 
 Result<FileLock> lock_file(const Dir& dir, const std::string& name) {

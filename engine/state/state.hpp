@@ -86,22 +86,17 @@ struct Records {
   [[nodiscard]] bool empty() const { return records.empty() && damaged.empty(); }
 };
 
-/// Holds exclusive flocks on lock files until destroyed.
+/// Holds an exclusive flock on a lock file until destroyed (closing the descriptor drops it).
 class FileLock {
  public:
   FileLock() = default;
   FileLock(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
-  FileLock(FileLock&& o) noexcept : fd_(o.fd_), path_(std::move(o.path_)) { o.fd_ = -1; }
-  FileLock& operator=(FileLock&& o) noexcept;
-  FileLock(const FileLock&) = delete;
-  FileLock& operator=(const FileLock&) = delete;
-  ~FileLock();
   /// Removes the lock file while still holding the lock (nothing left to serialise), so lock
   /// files do not accumulate; lock_file() retries when its file was unlinked.
   void unlink_path();
 
  private:
-  int fd_ = -1;
+  UniqueFd fd_;
   std::string path_;
 };
 

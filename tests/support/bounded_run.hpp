@@ -20,6 +20,8 @@
 #include <doctest/doctest.h>
 #include <rapidjson/document.h>
 
+#include "tests/support/private_node.hpp"
+
 namespace plumb::test {
 
 /// How one bounded run ended.
@@ -66,16 +68,7 @@ inline BoundedProc run_bounded(const std::vector<std::string>& argv, const std::
     ::setrlimit(RLIMIT_AS, &as);
 #endif
     ::umask(bounds.umask);
-    std::vector<std::string> envs{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"};
-    for (const auto& [k, v] : env) envs.push_back(k + "=" + v);
-    std::vector<char*> envp, args;
-    for (auto& e : envs) envp.push_back(e.data());
-    envp.push_back(nullptr);
-    std::vector<std::string> av = argv;
-    for (auto& a : av) args.push_back(a.data());
-    args.push_back(nullptr);
-    ::execvpe(args[0], args.data(), envp.data());
-    ::_exit(127);
+    exec_child(argv, env);
   }
   ::close(in[0]);
   ::close(out[1]);

@@ -33,14 +33,7 @@ pid_t start_plumb(const std::map<std::string, std::string>& env, const std::stri
     ::dup2(in, 0);
     ::dup2(null, 1);
     ::dup2(null, 2);
-    std::vector<std::string> envs{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
-    for (const auto& [k, v] : env) envs.push_back(k + "=" + v);
-    std::vector<char*> envp;
-    for (auto& e : envs) envp.push_back(e.data());
-    envp.push_back(nullptr);
-    char* argv[] = {const_cast<char*>(plumb::test::plumb_binary()), nullptr};
-    ::execve(argv[0], argv, envp.data());
-    ::_exit(127);
+    plumb::test::exec_child({plumb::test::plumb_binary()}, env);
   }
   return pid;
 }
