@@ -118,7 +118,7 @@ Result<PortmapConfig> parse_config(const json::Value& conf, const ParseInput& in
   }
   if (external != nullptr) {
     return fail(cni_code::kUnsupportedField,
-                where + ".externalSetMarkChain " + json::dump(*external) +
+                where + ".externalSetMarkChain " + json::quote(*external) +
                     ": plumb's portmap uses no iptables mark chain (masquerading is decided by nftables sets in "
                     "table inet plumb); remove the key");
   }

@@ -94,7 +94,7 @@ Status parse_sysctls(const json::Value& sc, const std::string& where, const std:
     }
     seen.push_back(key);
     if (!it->value.IsString()) {
-      return fail(cni_code::kInvalidConfig, where + ".sysctl \"" + key + "\": the value must be a string, got " + json::dump(it->value));
+      return fail(cni_code::kInvalidConfig, where + ".sysctl \"" + key + "\": the value must be a string, got " + json::quote(it->value));
     }
     Sysctl s{PLUMB_TRY(net_sysctl_key(key, ifname, where)), it->value.GetString(), key};
     auto same = std::find_if(out.begin(), out.end(), [&](const Sysctl& o) { return o.key == s.key; });

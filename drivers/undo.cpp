@@ -180,8 +180,8 @@ Result<Op> decode_as(const json::Value& v, const std::string& where, const std::
 template <size_t I = 0>
 Result<Op> decode_named(const json::Value& v, const std::string& name, const std::string& where) {
   if constexpr (I == std::variant_size_v<Op>) {
-    return fail(cni_code::kDecode, where + ": unknown undo operation \"" + name +
-                                       "\" (written by a newer plumb? run that version's DEL, or remove the record by hand)");
+    return fail(cni_code::kNewerRecord, where + ": unknown undo operation \"" + name +
+                                            "\" (written by a newer plumb? run that version's DEL, or GC with this one)");
   } else {
     using T = std::variant_alternative_t<I, Op>;
     if constexpr (VfOp<T>) {
@@ -227,8 +227,14 @@ Status run(Context& ctx, const Op& op) {
   return std::visit([&](const auto& o) { return run_op(ctx, o); }, op);
 }
 
-Status unwind(Context& ctx, const json::Value& undo, bool complete, const std::string& origin) {
+Status check(const json::Value& undo, const std::string& origin) {
   if (!undo.IsArray()) return fail(cni_code::kDecode, origin + ": the undo list is not a list");
+  for (const auto& v : undo.GetArray()) PLUMB_TRY(decode(v, origin));
+  return {};
+}
+
+Status unwind(Context& ctx, const json::Value& undo, bool complete, const std::string& origin) {
+  PLUMB_TRY(check(undo, origin));
   return txn::unwind(undo, complete, [&](const json::Value& v) -> Status { return run(ctx, PLUMB_TRY(decode(v, origin))); });
 }
 

@@ -273,7 +273,7 @@ using Op = std::variant<LinkDel, BridgeDelIfUnused, IpamRelease, MasqDel, Devinf
 /// The one writer: {"op": name, <fields>...}.
 [[nodiscard]] json::Document encode(const Op& op);
 /// The one reader. `origin` (the record's path) is named in errors. Errors: kDecode naming the
-/// origin, the operation and the missing or mistyped field; an unknown "op" is kDecode
+/// origin, the operation and the missing or mistyped field; an unknown "op" is kNewerRecord
 /// "unknown undo operation ... (written by a newer plumb?)".
 [[nodiscard]] Result<Op> decode(const json::Value& v, const std::string& origin);
 
@@ -286,10 +286,15 @@ using Op = std::variant<LinkDel, BridgeDelIfUnused, IpamRelease, MasqDel, Devinf
 /// The one dispatch: runs one operation. Missing objects are success.
 [[nodiscard]] Status run(Context& ctx, const Op& op);
 
-/// Runs the operations of a record's undo list (JSON array, oldest first) newest first
-/// (txn::unwind: with `complete`, rollback-only ones are skipped; every operation is tried even
-/// when one fails or cannot be decoded; the first error is returned after all were tried).
-/// `origin` (the record's path) is named in errors.
+/// Decodes every operation of a record's undo list without running any: a record whose list
+/// this binary cannot read whole is not run at all. Errors: decode()'s (kDecode, kNewerRecord),
+/// naming `origin`; kDecode when `undo` is not a list.
+[[nodiscard]] Status check(const json::Value& undo, const std::string& origin);
+
+/// Runs the operations of a record's undo list (JSON array, oldest first) newest first, once
+/// check() passed (txn::unwind: with `complete`, rollback-only ones are skipped; every operation
+/// is tried even when one fails; the first error is returned after all were tried). `origin`
+/// (the record's path) is named in errors.
 [[nodiscard]] Status unwind(Context& ctx, const json::Value& undo, bool complete, const std::string& origin);
 
 // Each operation's executor, defined next to the code that makes the change it undoes.

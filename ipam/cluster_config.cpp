@@ -35,7 +35,7 @@ Result<IpAddr> parse_field_addr(const std::string& text, const std::string& fiel
 
 /// One range entry: {range, range_start, range_end, exclude} of `obj`.
 Result<Pool> parse_pool(const json::Value& obj, const std::string& where, const std::optional<IpAddr>& gateway) {
-  if (!obj.IsObject()) return fail(cni_code::kInvalidConfig, where + " must be an object, got " + json::dump(obj));
+  if (!obj.IsObject()) return fail(cni_code::kInvalidConfig, where + " must be an object, got " + json::quote(obj));
   auto text = PLUMB_TRY(json::get_string(obj, "range", where));
   if (!text || plain_trim(*text).empty()) return fail(cni_code::kInvalidConfig, where + ".range is missing");
   const std::string field = where + ".range";
@@ -105,12 +105,12 @@ Status add_endpoints(const json::Value& ipam, const char* key, std::vector<std::
     // GCC 12's -Wmaybe-uninitialized at -O2).
     for (auto& e : v->GetArray()) {
       if (!e.IsString()) {
-        return fail(cni_code::kInvalidConfig, std::string("ipam.") + key + " must be an array of strings, got " + json::dump(*v));
+        return fail(cni_code::kInvalidConfig, std::string("ipam.") + key + " must be an array of strings, got " + json::quote(*v));
       }
       for (auto& x : detail::split_list(e.GetString())) items.push_back(x);
     }
   } else {
-    return fail(cni_code::kInvalidConfig, std::string("ipam.") + key + " must be a string or an array of strings, got " + json::dump(*v));
+    return fail(cni_code::kInvalidConfig, std::string("ipam.") + key + " must be a string or an array of strings, got " + json::quote(*v));
   }
   out.insert(out.end(), items.begin(), items.end());
   return {};
@@ -159,7 +159,7 @@ bool Pool::allocatable(const IpAddr& a) const {
 std::string Pool::str() const { return subnet.str() + " (" + start.str() + "-" + end.str() + ")"; }
 
 Result<Config> parse_config(const json::Value& ipam) {
-  if (!ipam.IsObject()) return fail(cni_code::kInvalidConfig, "ipam must be an object, got " + json::dump(ipam));
+  if (!ipam.IsObject()) return fail(cni_code::kInvalidConfig, "ipam must be an object, got " + json::quote(ipam));
   Config c;
   c.type = PLUMB_TRY(json::get_string(ipam, "type", "ipam")).value_or("whereabouts");
   if (auto gw = PLUMB_TRY(json::get_string(ipam, "gateway", "ipam")); gw && !plain_trim(*gw).empty()) {

@@ -135,7 +135,7 @@ void write_compare(Writer& w, const Compare& c) {
 
 Result<RangeResult> decode_range(const json::Value& v) {
   RangeResult r;
-  if (!v.IsObject()) return fail(cni_code::kDecode, "etcd range answer is not an object: " + json::dump(v));
+  if (!v.IsObject()) return fail(cni_code::kDecode, "etcd range answer is not an object: " + json::quote(v));
   if (const json::Value* h = json::find(v, "header"); h != nullptr && h->IsObject()) r.revision = get_i64(*h, "revision");
   r.more = get_bool(v, "more");
   r.count = get_i64(v, "count");
@@ -475,7 +475,7 @@ Result<TxnResult> Client::txn(const std::vector<Compare>& compares, const std::v
   size_t count = responses != nullptr && responses->IsArray() ? responses->Size() : 0;
   if (count != ran.size()) {
     return fail(cni_code::kDecode, "etcd txn answered " + std::to_string(count) + " responses for " +
-                                       std::to_string(ran.size()) + " operations: " + json::dump(doc));
+                                       std::to_string(ran.size()) + " operations: " + json::quote(doc));
   }
   for (size_t i = 0; i < count; ++i) {
     const json::Value& resp = (*responses)[static_cast<rapidjson::SizeType>(i)];

@@ -82,42 +82,22 @@ Match match(const Entry& e, const Ids& ids) {
   return Match::None;
 }
 
-Status write_all(int fd, std::string_view data, const std::string& path) {
-  size_t off = 0;
-  while (off < data.size()) {
-    ssize_t n = ::write(fd, data.data() + off, data.size() - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return io_fail(errno, "host-local: write " + path);
-    off += static_cast<size_t>(n);
-  }
-  return {};
-}
-
-
-/// <dataDir>/<network>, held under the reference's flock for the Store's lifetime.
+/// <dataDir>/<network>, held under the reference's flock for the Store's lifetime. Every file is
+/// opened relative to the directory's descriptor, never through a symbolic link (Dir).
 class Store {
  public:
   /// Opens and locks the network's directory. With create, makes it (mode 0755, like the
   /// reference's MkdirAll); without, a missing directory yields nullopt (nothing is held).
   static Result<std::optional<Store>> open(const std::string& data_dir, const std::string& network, bool create) {
-    std::string dir = data_dir;
-    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
-    dir += "/" + network;
-    if (create) {
-      PLUMB_TRY(plumb::mkdir_p(dir, 0755));  // the reference creates dataDir 0755
-    } else {
-      struct stat st{};
-      if (::stat(dir.c_str(), &st) != 0) {
-        if (errno == ENOENT) return std::optional<Store>{};
-        return io_fail(errno, "host-local: stat " + dir);
-      }
-    }
-    std::string lock = dir + "/lock";
-    int fd = ::open(lock.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) return io_fail(errno, "host-local: open lock file " + lock);
-    Store s(dir, fd);
+    const std::optional<mode_t> mode = create ? std::optional<mode_t>(0755) : std::nullopt;  // the reference's 0755
+    auto base = Dir::open(data_dir, mode);
+    auto dir = base ? base->sub(network, mode) : Result<Dir>(std::unexpected(base.error()));
+    if (!dir && dir.error().cni_code == cni_code::kNotFound && !create) return std::optional<Store>{};
+    if (!dir) return std::unexpected(dir.error().within("host-local"));
+    int fd = PLUMB_TRY(dir->open_lock("lock", 0644));
+    Store s(std::move(*dir), fd);
     while (::flock(fd, LOCK_EX) != 0) {
-      if (errno != EINTR) return io_fail(errno, "host-local: flock " + lock);
+      if (errno != EINTR) return io_fail(errno, "host-local: flock " + s.dir_.path_of("lock"));
     }
     return std::optional<Store>(std::move(s));
   }
@@ -129,34 +109,32 @@ class Store {
     if (fd_ >= 0) ::close(fd_);  // closing the only descriptor releases the flock
   }
 
-  [[nodiscard]] const std::string& dir() const { return dir_; }
+  [[nodiscard]] const std::string& dir() const { return dir_.path(); }
 
   /// Every file named by an address, with its trimmed content. Unreadable files are skipped,
   /// as the reference does.
   [[nodiscard]] Result<std::vector<Entry>> entries() const {
-    DIR* d = ::opendir(dir_.c_str());
-    if (d == nullptr) return io_fail(errno, "host-local: read directory " + dir_);
     std::vector<Entry> out;
-    while (dirent* de = ::readdir(d)) {
-      std::string name = de->d_name;
-      if (name == "." || name == ".." || (de->d_type != DT_REG && de->d_type != DT_UNKNOWN)) continue;
-      if (name.starts_with(kReserveTmpPrefix)) {
-        ::unlink((dir_ + "/" + name).c_str());  // a reserve() killed before its link(2): we hold the lock
+    for (const auto& de : PLUMB_TRY(dir_.list())) {
+      const std::string& name = de.name;
+      if (de.type != DT_REG) continue;
+      if (name.starts_with(kReserveTmpPrefix) ||
+          (name.starts_with(kLastReservedPrefix) && name.find(".tmp.") != std::string::npos)) {
+        (void)dir_.remove(name);  // a reserve() killed before its link(2) or rename: we hold the lock
         continue;
       }
       auto ip = IpAddr::parse(name);
       if (!ip) continue;
       std::string content;
-      if (!read_small(dir_ + "/" + name, content)) continue;
+      if (!read_small(name, content)) continue;
       if (text::trim(content).empty()) {
         // Written by a plugin killed between creating and filling the file (the reference
         // plugin creates then writes): nobody can own it, and we hold the lock.
-        ::unlink((dir_ + "/" + name).c_str());
+        (void)dir_.remove(name);
         continue;
       }
       out.push_back(Entry{*ip, name, std::string(text::trim(content))});
     }
-    ::closedir(d);
     return out;
   }
 
@@ -168,38 +146,37 @@ class Store {
   /// at most a temporary file (removed by the next open of the store), never an empty address
   /// file that no DEL could attribute.
   [[nodiscard]] Result<bool> reserve(const Ids& ids, const IpAddr& ip, size_t rangeset) const {
-    std::string path = dir_ + "/" + ip.str();
-    std::string tmp = dir_ + "/" + std::string(kReserveTmpPrefix) + std::to_string(::getpid());
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) return io_fail(errno, "host-local: create " + tmp);
-    Status st = write_all(fd, ids.exact, tmp);
-    if (::close(fd) != 0 && st) st = io_fail(errno, "host-local: close " + tmp);
-    if (st && ::link(tmp.c_str(), path.c_str()) != 0) {
-      int err = errno;
-      ::unlink(tmp.c_str());
-      if (err == EEXIST) return false;
-      return io_fail(err, "host-local: create " + path);
-    }
-    ::unlink(tmp.c_str());
-    if (!st) return std::unexpected(st.error());
-    std::string last = dir_ + "/" + std::string(kLastReservedPrefix) + std::to_string(rangeset);
-    fd = ::open(last.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) st = io_fail(errno, "host-local: write " + last);
-    if (fd >= 0) {
-      st = write_all(fd, ip.str(), last);
-      ::close(fd);
-    }
+    const std::string name = ip.str();
+    const std::string tmp = std::string(kReserveTmpPrefix) + std::to_string(::getpid());
+    (void)dir_.remove(tmp);  // ours from an earlier call of this process, never another's
+    auto st = dir_.create_exclusive(tmp, ids.exact, 0644);
+    if (!st) return std::unexpected(st.error().within("host-local"));
+    auto linked = dir_.link_new(tmp, name);
+    (void)dir_.remove(tmp);
+    if (!linked) return std::unexpected(linked.error().within("host-local"));
+    if (!*linked) return false;
+    st = dir_.write_atomic(std::string(kLastReservedPrefix) + std::to_string(rangeset), name, {.mode = 0644});
     if (!st) {
-      ::unlink(path.c_str());
-      return std::unexpected(st.error());
+      (void)dir_.remove(name);
+      return std::unexpected(st.error().within("host-local"));
     }
     return true;
+  }
+
+  /// "container <id> interface <ifname>" holding address `ip` (the file's content), for errors.
+  [[nodiscard]] std::string holder(const IpAddr& ip) const {
+    std::string content;
+    if (!read_small(ip.str(), content)) return "another owner";
+    auto lines = text::split(text::trim(content), '\n');
+    std::string id(text::trim(lines.empty() ? std::string_view() : lines[0]));
+    std::string ifname(text::trim(lines.size() > 1 ? lines[1] : std::string_view()));
+    return "container " + id + (ifname.empty() ? std::string() : " interface " + ifname);
   }
 
   /// Content of last_reserved_ip.<rangeset>, if present and an address.
   [[nodiscard]] std::optional<IpAddr> last_reserved(size_t rangeset) const {
     std::string content;
-    if (!read_small(dir_ + "/" + std::string(kLastReservedPrefix) + std::to_string(rangeset), content)) return {};
+    if (!read_small(std::string(kLastReservedPrefix) + std::to_string(rangeset), content)) return {};
     auto ip = IpAddr::parse(text::trim(content));
     if (!ip) return {};
     return *ip;
@@ -207,30 +184,23 @@ class Store {
 
   /// Removes the file `name`; a missing file is not an error.
   [[nodiscard]] Status remove(const std::string& name) const {
-    std::string path = dir_ + "/" + name;
-    if (::unlink(path.c_str()) != 0 && errno != ENOENT) return io_fail(errno, "host-local: remove " + path);
+    auto st = dir_.remove(name);
+    if (!st) return std::unexpected(st.error().within("host-local"));
     return {};
   }
 
  private:
-  Store(std::string dir, int fd) : dir_(std::move(dir)), fd_(fd) {}
+  Store(Dir dir, int fd) : dir_(std::move(dir)), fd_(fd) {}
 
-  static bool read_small(const std::string& path, std::string& out) {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0) return false;
-    char buf[1024];
-    for (;;) {
-      ssize_t n = ::read(fd, buf, sizeof buf);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      out.append(buf, static_cast<size_t>(n));
-      if (out.size() > size_t{64} * 1024) break;  // not one of ours
-    }
-    ::close(fd);
+  /// A small regular file of the directory (never through a link, never blocking on a FIFO).
+  bool read_small(const std::string& name, std::string& out) const {
+    auto text = dir_.read(name, "host-local", size_t{64} * 1024);
+    if (!text) return false;
+    out = std::move(*text);
     return true;
   }
 
-  std::string dir_;
+  Dir dir_;
   int fd_ = -1;
 };
 
@@ -409,7 +379,8 @@ class HostLocal final : public Ipam {
         return fail(cni_code::kIpamExhausted, "requested IP " + want->str() + " is " + what + " of " + r.str() + " in " + net);
       }
       if (!PLUMB_TRY(store.reserve(ids, *want, i))) {
-        return fail(cni_code::kIpamExhausted, "requested IP " + want->str() + " is already allocated in " + net);
+        return fail(cni_code::kIpamExhausted,
+                    "requested IP " + want->str() + " is already allocated in " + net + " to " + store.holder(*want));
       }
       created.push_back(want->str());
       return *want;

@@ -70,7 +70,7 @@ std::optional<size_t> range_for(const RangeSet& set, const IpAddr& a) {
 }
 
 Result<Range> parse_range(const json::Value& v, const std::string& where) {
-  if (!v.IsObject()) return fail(cni_code::kInvalidConfig, where + " must be an object, got " + json::dump(v));
+  if (!v.IsObject()) return fail(cni_code::kInvalidConfig, where + " must be an object, got " + json::quote(v));
   auto text = PLUMB_TRY(json::get_string(v, "subnet", where));
   if (!text) return fail(cni_code::kInvalidConfig, where + ".subnet is missing");
   auto p = IpPrefix::parse(*text);
@@ -98,7 +98,7 @@ Result<Range> parse_range(const json::Value& v, const std::string& where) {
 }
 
 Result<RangeSet> parse_range_set(const json::Value& v, const std::string& where) {
-  if (!v.IsArray()) return fail(cni_code::kInvalidConfig, where + " must be an array of ranges, got " + json::dump(v));
+  if (!v.IsArray()) return fail(cni_code::kInvalidConfig, where + " must be an array of ranges, got " + json::quote(v));
   if (v.Empty()) return fail(cni_code::kInvalidConfig, where + " is an empty range set");
   RangeSet set;
   for (rapidjson::SizeType j = 0; j < v.Size(); ++j) {
@@ -137,7 +137,7 @@ Status check_range_sets_disjoint(const std::vector<RangeSet>& sets, std::string_
 }
 
 Result<HostLocalConfig> parse_host_local_config(const json::Value& ipam) {
-  if (!ipam.IsObject()) return fail(cni_code::kInvalidConfig, "ipam must be an object, got " + json::dump(ipam));
+  if (!ipam.IsObject()) return fail(cni_code::kInvalidConfig, "ipam must be an object, got " + json::quote(ipam));
   HostLocalConfig c;
   if (json::find(ipam, "subnet") != nullptr) {
     c.ranges.push_back(RangeSet{PLUMB_TRY(parse_range(ipam, "ipam"))});

@@ -15,7 +15,7 @@ bool implemented(std::string_view type) {
 
 Result<std::unique_ptr<Ipam>> make(const json::Value& ipam, const cni::PluginSearch* search) {
   if (!ipam.IsObject()) {
-    return fail(cni_code::kInvalidConfig, "ipam must be an object, got " + json::dump(ipam));
+    return fail(cni_code::kInvalidConfig, "ipam must be an object, got " + json::quote(ipam));
   }
   auto type = PLUMB_TRY(json::get_string(ipam, "type", "ipam"));
   if (!type) return fail(cni_code::kInvalidConfig, "ipam.type is missing");
@@ -36,7 +36,7 @@ Result<std::vector<cni::RouteEntry>> parse_routes(const json::Value& obj, std::s
   for (rapidjson::SizeType i = 0; i < arr->Size(); ++i) {
     const json::Value& e = (*arr)[i];
     std::string at = std::string(where) + ".routes[" + std::to_string(i) + "]";
-    if (!e.IsObject()) return fail(cni_code::kInvalidConfig, at + " must be an object, got " + json::dump(e));
+    if (!e.IsObject()) return fail(cni_code::kInvalidConfig, at + " must be an object, got " + json::quote(e));
     cni::RouteEntry r;
     auto dst = PLUMB_TRY(json::get_string(e, "dst", at));
     if (!dst) return fail(cni_code::kInvalidConfig, at + ".dst is missing");

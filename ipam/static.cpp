@@ -32,14 +32,14 @@ Result<IpPrefix> parse_cidr(const std::string& text, const std::string& where) {
 }
 
 Result<StaticConfig> parse_static_config(const json::Value& ipam) {
-  if (!ipam.IsObject()) return fail(cni_code::kInvalidConfig, "ipam must be an object, got " + json::dump(ipam));
+  if (!ipam.IsObject()) return fail(cni_code::kInvalidConfig, "ipam must be an object, got " + json::quote(ipam));
   StaticConfig c;
   const json::Value* addrs = PLUMB_TRY(json::get_array(ipam, "addresses", "ipam"));
   if (addrs != nullptr) {
     for (rapidjson::SizeType i = 0; i < addrs->Size(); ++i) {
       const json::Value& e = (*addrs)[i];
       std::string at = "ipam.addresses[" + std::to_string(i) + "]";
-      if (!e.IsObject()) return fail(cni_code::kInvalidConfig, at + " must be an object, got " + json::dump(e));
+      if (!e.IsObject()) return fail(cni_code::kInvalidConfig, at + " must be an object, got " + json::quote(e));
       auto text = PLUMB_TRY(json::get_string(e, "address", at));
       if (!text) return fail(cni_code::kInvalidConfig, at + ".address is missing");
       StaticAddress a;

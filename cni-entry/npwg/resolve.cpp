@@ -56,12 +56,12 @@ Result<json::Document> as_conflist(const json::Document& doc, const std::string&
   list.SetObject();
   if (const Value* plugins = json::find(doc, "plugins")) {
     if (!plugins->IsArray() || plugins->Empty()) {
-      return fail(cni_code::kInvalidConfig, origin + ": \"plugins\" must be a non-empty list, got " + json::dump(*plugins));
+      return fail(cni_code::kInvalidConfig, origin + ": \"plugins\" must be a non-empty list, got " + json::quote(*plugins));
     }
     for (rapidjson::SizeType i = 0; i < plugins->Size(); ++i) {
       const Value& p = (*plugins)[i];
       const std::string where = origin + ": plugins[" + std::to_string(i) + "]";
-      if (!p.IsObject()) return fail(cni_code::kInvalidConfig, where + " must be an object, got " + json::dump(p));
+      if (!p.IsObject()) return fail(cni_code::kInvalidConfig, where + " must be an object, got " + json::quote(p));
       const Value* type = json::find(p, "type");
       if (type == nullptr || !type->IsString() || type->GetStringLength() == 0) {
         return fail(cni_code::kInvalidConfig, where + " has no \"type\"");
@@ -73,7 +73,7 @@ Result<json::Document> as_conflist(const json::Document& doc, const std::string&
   const Value* type = json::find(doc, "type");
   if (type == nullptr) return fail(cni_code::kInvalidConfig, origin + ": CNI config has neither \"plugins\" nor \"type\"");
   if (!type->IsString() || type->GetStringLength() == 0) {
-    return fail(cni_code::kInvalidConfig, origin + ": \"type\" must be a non-empty string, got " + json::dump(*type));
+    return fail(cni_code::kInvalidConfig, origin + ": \"type\" must be a non-empty string, got " + json::quote(*type));
   }
   for (const char* key : {"cniVersion", "cniVersions", "name"}) {
     if (const Value* v = json::find(doc, key)) json::set(list, key, Value(*v, a), a);
@@ -120,7 +120,7 @@ Result<bool> list_bool(const json::Document& list, const char* key, const std::s
     std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
     if (s == "true" || s == "false") return s == "true";
   }
-  return fail(cni_code::kInvalidConfig, origin + ": \"" + key + "\" " + json::dump(*v) + " must be true or false");
+  return fail(cni_code::kInvalidConfig, origin + ": \"" + key + "\" " + json::quote(*v) + " must be true or false");
 }
 
 }  // namespace
@@ -139,6 +139,12 @@ Result<ResolvedNetwork> normalize(std::string_view config_json, const std::strin
   if (net.name.empty()) {
     if (default_name.empty()) return fail(cni_code::kInvalidConfig, origin + ": CNI config has no \"name\"");
     net.name = default_name;  // spec 3.4.2
+  }
+  // The name becomes paths (host-local's dataDir/<name>): refused here, where it enters, with the
+  // CNI spec's rule, so nothing recorded can fail the same check at DEL.
+  if (!cni::is_valid_network_name(net.name)) {
+    return fail(cni_code::kInvalidConfig, origin + ": network \"name\" \"" + net.name.substr(0, 80) +
+                                              "\" is invalid: it must start with a letter or digit, then letters, digits, '_', '.' or '-'");
   }
   net.cni_version = PLUMB_TRY(pick_version(list, origin));
   net.disable_check = PLUMB_TRY(list_bool(list, "disableCheck", origin));

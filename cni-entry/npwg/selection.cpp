@@ -37,7 +37,7 @@ struct ElementContext {
   }
   /// `"key" <value> <problem>`.
   [[nodiscard]] std::unexpected<Error> bad(std::string_view key, const Value& v, const std::string& problem) const {
-    std::string shown = v.IsString() ? quote({v.GetString(), v.GetStringLength()}) : json::dump(v);
+    std::string shown = v.IsString() ? quote({v.GetString(), v.GetStringLength()}) : json::quote(v);
     return error(quote(key) + " " + shown + " " + problem);
   }
 };
@@ -190,7 +190,7 @@ void reserved_keys(const ElementContext& ctx, const Value& v, std::vector<std::s
 Result<SelectionElement> parse_json_element(const Value& v, size_t index, bool& seen_default_route,
                                             size_t& default_route_owner, std::vector<std::string>* warnings) {
   ElementContext ctx{index, {}};
-  if (!v.IsObject()) return ctx.error("must be a map, got " + json::dump(v));
+  if (!v.IsObject()) return ctx.error("must be a map, got " + json::quote(v));
   SelectionElement el;
 
   const Value* name = json::find(v, "name");
@@ -267,7 +267,7 @@ Result<std::vector<SelectionElement>> parse_json_list(std::string_view text, std
   if (!doc) return fail(cni_code::kInvalidAnnotation, std::string(kNetworksAnnotation) + ": " + doc.error().msg);
   if (!doc->IsArray()) {
     return fail(cni_code::kInvalidAnnotation, std::string(kNetworksAnnotation) + ": the JSON format must be a list of maps, got " +
-                                                  json::dump(*doc));
+                                                  json::quote(*doc));
   }
   std::vector<SelectionElement> out;
   bool seen_default_route = false;

@@ -5,6 +5,7 @@
 
 #include "cni-entry/npwg/nad.hpp"
 #include "cni-entry/pod/attach.hpp"
+#include "cni-entry/pod/claims.hpp"
 #include "cni-entry/pod/plan.hpp"
 #include "cni-entry/pod/verbs.hpp"
 #include "engine/state/journal.hpp"
@@ -22,6 +23,7 @@ struct AddRun {
   source::PodRef pod;
   PodPlan plan;
   state::StateDir state;
+  state::Key key;
   Kernel k;
   std::vector<state::AttachmentRecord> records;
   std::vector<cni::CniResult> results;
@@ -29,20 +31,25 @@ struct AddRun {
 };
 
 /// CRI semantics: an ADD repeated for attachments that exist returns the recorded result; the
-/// remains of an ADD that never completed (or of another ADD of this container) are removed.
+/// remains of an ADD that never completed are removed. Damaged remains are reported (the ADD
+/// fails after removing what it can; the runtime's DEL and retry then start clean).
 Result<std::optional<std::string>> repeat_or_clean(AddRun& run) {
-  auto existing = PLUMB_TRY(run.state.read(run.env.container_id));
+  auto existing = PLUMB_TRY(run.state.read(run.key));
   if (existing.empty()) return std::optional<std::string>{};
-  bool all_ready = std::all_of(existing.begin(), existing.end(), [](auto& r) { return r.phase == "ready"; });
-  const auto& head = existing.front();
-  if (all_ready && head.is_default && head.ifname == run.env.ifname && head.netns == run.env.netns) {
-    run.log.info("ADD " + run.env.container_id + ": attachments exist, returning the recorded result");
-    return std::optional<std::string>(PLUMB_TRY(encode_for_runtime(head.result, run.conf.cni_version)));
+  screen(existing);
+  auto& recs = existing.records;
+  bool all_ready = std::all_of(recs.begin(), recs.end(), [](auto& r) { return r.phase == "ready"; });
+  if (existing.damaged.empty() && all_ready && !recs.empty()) {
+    const auto& head = recs.front();
+    if (head.is_default && head.ifname == run.env.ifname && head.netns == run.env.netns) {
+      run.log.info("ADD " + run.key.describe() + ": attachments exist, returning the recorded result");
+      return std::optional<std::string>(PLUMB_TRY(encode_for_runtime(head.result, run.conf.cni_version)));
+    }
   }
-  for (auto it = existing.rbegin(); it != existing.rend(); ++it) {
-    auto st = teardown(run.env, run.conf, run.k, run.state, *it, it->phase == "ready");
-    if (!st) return std::unexpected(st.error().within("remove the remains of an earlier ADD"));
-  }
+  Errors errors;
+  teardown_all(run.env, run.conf, run.k, run.state, run.key, existing, /*quarantine_newer=*/false, /*keep_disable_gc=*/false, errors);
+  auto st = errors.status();
+  if (!st) return std::unexpected(st.error().within("remove the remains of an earlier ADD"));
   return std::optional<std::string>{};
 }
 
@@ -55,6 +62,7 @@ Status attach_all(AddRun& run) {
     Attachment& att = atts[i];
     auto& rec = run.records[i];
     rec.container_id = run.env.container_id;
+    rec.cni_ifname = run.env.ifname;
     rec.index = att.index;
     rec.ifname = att.ifname;
     rec.network = att.net.name;
@@ -92,21 +100,16 @@ Result<std::vector<nad::StatusEntry>> status_entries(const AddRun& run) {
   return status;
 }
 
-/// After every attachment is up: default-route, IPAMClaims' status.ips, records "ready" with
-/// their result and status entry. Returns the network-status annotation value.
+/// After every attachment is up: default-route, records "ready" with their result and status
+/// entry. Returns the network-status annotation value. Nothing here asks the API server.
 Result<std::string> finish(AddRun& run) {
   auto& atts = run.plan.attachments;
   for (auto& att : atts) {
     // default-route on at most one element (validated by the parser).
     if (att.element != nullptr && att.element->default_route) PLUMB_TRY(apply_default_route(run.k, att, run.results, atts));
   }
-  for (size_t i = 0; i < atts.size(); ++i) {
-    if (!atts[i].claim) continue;  // IPAMClaims without status.ips get the addresses just allocated
-    auto st = claims::publish(run.store, *atts[i].claim, run.results[i]);
-    if (!st) return std::unexpected(st.error().within(atts[i].where()));
-  }
   std::string status_json = nad::encode_network_status(PLUMB_TRY(status_entries(run)));
-  auto status_doc = PLUMB_TRY(json::parse(status_json, "network-status"));
+  auto status_doc = PLUMB_TRY(json::parse(status_json, "network-status", state::kRecordMaxDepth));
   for (size_t i = 0; i < atts.size(); ++i) {
     auto& rec = run.records[i];
     auto encoded = PLUMB_TRY(cni::encode_result(run.results[i], kInternalVersion));
@@ -121,11 +124,22 @@ Result<std::string> finish(AddRun& run) {
   return status_json;
 }
 
+/// IPAMClaims without status.ips get the addresses just allocated (spec 8).
+Status publish_claims(AddRun& run) {
+  auto& atts = run.plan.attachments;
+  for (size_t i = 0; i < atts.size(); ++i) {
+    if (!atts[i].claim) continue;
+    auto st = claims::publish(run.store, *atts[i].claim, run.results[i]);
+    if (!st) return std::unexpected(st.error().within(atts[i].where()));
+  }
+  return {};
+}
+
 /// Publishes network-status. With statusErrorsFatal=false (default) a failure is logged and the
 /// pod keeps its working networks.
 Status publish_status(AddRun& run, const std::string& status_json) {
   if (run.pod.name.empty() || is_system_namespace(run.conf, run.pod.namespace_)) return {};
-  auto st = run.store.write_network_status(run.pod, status_json, run.env.container_id);
+  auto st = run.store.write_network_status(run.pod, status_json, run.key.name());
   if (st) return {};
   const std::string who = run.pod.namespace_ + "/" + run.pod.name;
   if (run.conf.status_errors_fatal) return std::unexpected(st.error().within("write network-status of pod " + who));
@@ -134,43 +148,75 @@ Status publish_status(AddRun& run, const std::string& status_json) {
   return {};
 }
 
-/// 7.2: undoes everything this ADD did, newest first, shared objects it created included.
-/// Returns true when nothing is left.
-bool rollback(AddRun& run) {
-  bool all_gone = true;
+/// 7.2: undoes everything this ADD did, newest first, shared objects it created included; what
+/// fails stays recorded for a DEL.
+void rollback(AddRun& run) {
   for (size_t i = run.started; i-- > 0;) {
     auto st = teardown(run.env, run.conf, run.k, run.state, run.records[i], /*complete=*/false);
-    if (!st) {
-      all_gone = false;
-      run.log.error("ADD " + run.env.container_id + " rollback: " + st.error().text() + " (a DEL will retry)");
-    }
+    if (!st) run.log.error("ADD " + run.key.describe() + " rollback: " + st.error().text() + " (a DEL will retry)");
   }
-  return all_gone;
+}
+
+/// The part of an ADD done under the key's lock: every kernel change and every record. Returns
+/// the network-status to publish.
+Result<std::string> attach_locked(AddRun& run, std::optional<std::string>& repeated) {
+  auto lock = PLUMB_TRY(run.state.lock(run.key));
+  auto done = repeat_or_clean(run);
+  if (!done || *done) {
+    if (done) repeated = std::move(**done);
+    run.state.release(lock, run.key);
+    if (!done) return std::unexpected(done.error());
+    return std::string();
+  }
+  Status st = attach_all(run);
+  Result<std::string> status_json = st ? finish(run) : Result<std::string>(std::unexpected(st.error()));
+  if (!status_json) {
+    rollback(run);
+    run.state.release(lock, run.key);  // nothing was left: no lock file either
+  }
+  return status_json;
+}
+
+/// An ADD that failed after its lock was released (an IPAMClaim or network-status write): its
+/// attachments are undone unless a DEL removed them meanwhile.
+void undo_published(AddRun& run) {
+  auto lock = run.state.lock(run.key);
+  auto left = lock ? run.state.read(run.key) : Result<state::Records>(std::unexpected(lock.error()));
+  if (!left) {
+    run.log.error("ADD " + run.key.describe() + " rollback: " + left.error().text() + " (a DEL will retry)");
+    return;
+  }
+  Errors errors;
+  teardown_all(run.env, run.conf, run.k, run.state, run.key, *left, false, false, errors);
+  if (!errors.empty()) run.log.error("ADD " + run.key.describe() + " rollback: " + errors.status().error().text() + " (a DEL will retry)");
+  run.state.release(*lock, run.key);
 }
 
 }  // namespace
 
 Result<std::string> do_add(const cni::Env& env, const PlumbConfig& conf, Log& log) {
-  // Everything that can be refused is refused before the container lock is taken and before any
-  // change: the plan reads the pod source (maybe the API server) and parses every plugin.
+  // Everything that can be refused is refused before the lock is taken and before any change:
+  // the pod's namespace (never the node's), the plan (the pod source, maybe the API server, and
+  // every plugin parsed).
   auto store = PLUMB_TRY(source::make_source(conf));
   PLUMB_TRY(await_readiness(conf));  // Multus: the default network must be ready first
-  AddRun run{env, conf, log, *store, pod_ref(env), {}, state::StateDir(conf.state_dir), {}, {}, {}, 0};
-  run.plan = PLUMB_TRY(plan(env, conf, *store, run.pod, log));
+  AddRun run{env, conf, log, *store, pod_ref(env), {}, state::StateDir(conf.state_dir), state::Key{env.container_id, env.ifname},
+             {}, {}, {}, 0};
   run.k = PLUMB_TRY(open_kernel(env.netns, true));
+  run.plan = PLUMB_TRY(plan(env, conf, *store, run.pod, log));
 
-  auto lock = PLUMB_TRY(run.state.lock_container(env.container_id));
-  if (auto repeated = PLUMB_TRY(repeat_or_clean(run))) return *repeated;
-
-  Status st = attach_all(run);
-  Result<std::string> status_json = st ? finish(run) : Result<std::string>(std::unexpected(st.error()));
-  if (status_json) st = publish_status(run, *status_json);
-  else st = std::unexpected(status_json.error());
+  std::optional<std::string> repeated;
+  auto status_json = PLUMB_TRY(attach_locked(run, repeated));
+  if (repeated) return *repeated;
+  // The lock is released: a DEL of this sandbox never waits for the API server below (it removes
+  // what is recorded; the status written after it is the pod's next sandbox's to replace).
+  Status st = publish_claims(run);
+  if (st) st = publish_status(run, status_json);
   if (!st) {
-    if (rollback(run)) lock.unlink_path();
+    undo_published(run);
     return std::unexpected(st.error());
   }
-  log.info("ADD " + env.container_id + ": " + std::to_string(run.plan.attachments.size()) + " attachment(s)");
+  log.info("ADD " + env.container_id + ": " + std::to_string(run.plan.attachments.size()) + " attachment(s) (" + env.ifname + ")");
   return encode_for_runtime(run.records.front().result, conf.cni_version);
 }
 

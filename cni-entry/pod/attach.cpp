@@ -2,6 +2,7 @@
 #include "cni-entry/pod/attach.hpp"
 
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 
@@ -11,12 +12,42 @@
 
 namespace plumb::pod {
 
+namespace {
+
+/// True when the namespace open as `fd` is the node's own: plumb's (the node namespace every
+/// node-side change goes to) or PID 1's.
+bool is_node_netns(int fd) {
+  struct stat target {};
+  if (::fstat(fd, &target) != 0) return false;
+  for (const char* own : {"/proc/self/ns/net", "/proc/1/ns/net"}) {
+    struct stat st {};
+    if (::stat(own, &st) == 0 && st.st_dev == target.st_dev && st.st_ino == target.st_ino) return true;
+  }
+  return false;
+}
+
+Error node_netns_error(const std::string& path) {
+  return Error{cni_code::kInvalidEnv, 0, "CNI_NETNS \"" + path + "\" is the node's own network namespace: a pod never runs in it", {}};
+}
+
+}  // namespace
+
+Status refuse_node_netns(const std::string& netns_path) {
+  if (netns_path.empty()) return {};
+  auto ns = netns::Netns::open(netns_path);
+  if (ns && is_node_netns(ns->fd())) return std::unexpected(node_netns_error(netns_path));
+  return {};
+}
+
 Result<Kernel> open_kernel(const std::string& netns_path, bool need_pod) {
   Kernel k;
   k.node = PLUMB_TRY(netlink::Socket::open());
   if (!netns_path.empty()) {
     auto ns = netns::Netns::open(netns_path);
-    if (ns) {
+    if (ns && is_node_netns(ns->fd())) {
+      if (need_pod) return std::unexpected(node_netns_error(netns_path));
+      k.netns_is_node = true;
+    } else if (ns) {
       k.pod_ns = std::move(*ns);
       k.pod = PLUMB_TRY(netlink::Socket::open_in(k.pod_ns->fd()));
     } else if (need_pod) {
@@ -110,9 +141,69 @@ Status teardown(const cni::Env& env, const PlumbConfig& conf, Kernel& k, const s
   auto ctx = make_context(env, conf, k, rec.ifname, rec.network);
   // Delegated plugins get the attachment's result as prevResult (libcni's cached result).
   if (rec.phase == "ready" && rec.result.IsObject()) ctx.attachment_result = &rec.result;
-  auto st = drivers::undo::unwind(ctx, rec.undo, complete, state.record_path(rec));
+  auto st = drivers::undo::unwind(ctx, rec.undo, complete, rec.origin.empty() ? state.record_path(rec) : rec.origin);
   if (!st) return std::unexpected(st.error().within("tear down " + rec.ifname + " (" + rec.network + ")"));
   return state.remove(rec);
+}
+
+void Errors::add(const Error& e) {
+  if (!first_) {
+    first_ = e;
+  } else {
+    more_ += "; " + e.text();
+  }
+}
+
+Status Errors::status() const {
+  if (!first_) return {};
+  if (more_.empty()) return std::unexpected(*first_);
+  return std::unexpected(Error{first_->cni_code, 0, first_->text() + more_, {}});
+}
+
+void screen(state::Records& recs) {
+  for (auto it = recs.records.begin(); it != recs.records.end();) {
+    if (auto st = drivers::undo::check(it->undo, it->origin); !st) {
+      recs.damaged.push_back(state::DamagedRecord{it->origin, st.error()});
+      it = recs.records.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+bool teardown_all(const cni::Env& env, const PlumbConfig& conf, Kernel& k, const state::StateDir& state, const state::Key& key,
+                  state::Records& recs, bool quarantine_newer, bool keep_disable_gc, Errors& errors) {
+  screen(recs);
+  bool all_gone = true;
+  for (auto it = recs.records.rbegin(); it != recs.records.rend(); ++it) {
+    if (keep_disable_gc && it->disable_gc) {
+      all_gone = false;
+      continue;
+    }
+    auto st = teardown(env, conf, k, state, *it, it->phase == "ready");
+    if (!st) all_gone = false;
+    errors.add(st);
+  }
+  // After every usable record was tried: the damaged ones, so nothing they describe is forgotten.
+  for (const auto& d : recs.damaged) {
+    if (d.error.cni_code == cni_code::kNewerRecord && !quarantine_newer) {
+      all_gone = false;
+      errors.add(d.error.within("kept for the plumb that wrote it (" + key.describe() + ")"));
+      continue;
+    }
+    auto moved = state.quarantine(key, d.path);
+    if (!moved) {
+      all_gone = false;
+      errors.add(d.error);
+      errors.add(moved.error().within("quarantine"));
+      continue;
+    }
+    errors.add(Error{d.error.cni_code, 0,
+                     d.error.text() + "; nothing of it was undone: the record was moved to " + *moved +
+                         " (what it describes may remain on the node)",
+                     {}});
+  }
+  return all_gone;
 }
 
 }  // namespace plumb::pod

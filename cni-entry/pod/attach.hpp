@@ -25,11 +25,19 @@ struct Kernel {
   std::optional<netlink::Socket> node;
   std::optional<netns::Netns> pod_ns;
   std::optional<netlink::Socket> pod;
+  bool netns_is_node = false;  ///< the path named the node's own namespace: not opened as the pod's
 };
 
+/// Refuses a `netns_path` that names the node's own network namespace (plumb's, or PID 1's: same
+/// device and inode of the nsfs file), whatever the path. A path that cannot be opened passes
+/// (open_kernel() reports it). Errors: kInvalidEnv naming CNI_NETNS and the path.
+[[nodiscard]] Status refuse_node_netns(const std::string& netns_path);
+
 /// Opens the node socket and, when `netns_path` is given and exists, the pod namespace and its
-/// socket. Errors: kInvalidEnv naming CNI_NETNS when `need_pod` and it is missing or cannot be
-/// opened; socket errors.
+/// socket. A path naming the node's own network namespace (plumb's, or PID 1's: same device and
+/// inode of the nsfs file) is never a pod's: with `need_pod` it is refused, else it is treated as
+/// gone (netns_is_node). Errors: kInvalidEnv naming CNI_NETNS when `need_pod` and it is missing,
+/// cannot be opened or is the node's namespace; socket errors.
 [[nodiscard]] Result<Kernel> open_kernel(const std::string& netns_path, bool need_pod);
 
 /// The drivers' context for attachment (container, ifname, network) of this invocation.
@@ -53,5 +61,34 @@ struct Kernel {
 /// the record; the record is kept then so a later DEL retries.
 [[nodiscard]] Status teardown(const cni::Env& env, const PlumbConfig& conf, Kernel& k, const state::StateDir& state,
                               const state::AttachmentRecord& rec, bool complete);
+
+/// Collects the errors of a verb that tries everything: the first one's code, every message.
+class Errors {
+ public:
+  void add(const Error& e);
+  void add(const Status& st) {
+    if (!st) add(st.error());
+  }
+  [[nodiscard]] bool empty() const { return !first_; }
+  /// {} when nothing failed; else the first error with the others' text appended.
+  [[nodiscard]] Status status() const;
+
+ private:
+  std::optional<Error> first_;
+  std::string more_;
+};
+
+/// Moves every record of `recs` whose undo list this binary cannot read whole (drivers::undo::
+/// check) into recs.damaged.
+void screen(state::Records& recs);
+
+/// Tears down the usable records of `recs` newest first (a record whose conflist said
+/// "disableGC" stays when `keep_disable_gc`), then deals with the damaged ones: each is moved to
+/// quarantine, except one written by a newer plumb unless `quarantine_newer` (DEL keeps it for
+/// that plumb; GC resolves it). Every record is tried. Errors (all of them, in `errors`): each
+/// failed teardown (its record kept for a retry) and each damaged record, by path and where it
+/// went. Returns true when no record of the key is left.
+bool teardown_all(const cni::Env& env, const PlumbConfig& conf, Kernel& k, const state::StateDir& state, const state::Key& key,
+                  state::Records& recs, bool quarantine_newer, bool keep_disable_gc, Errors& errors);
 
 }  // namespace plumb::pod

@@ -52,9 +52,8 @@ Result<std::optional<Use>> prepare(source::PodSource& src, const std::string& st
   use.owner = kOwnerPrefix + pod_namespace + "/" + use.name;
 
   // Under the claims lock: a GC releasing a deleted claim of the same name finishes first.
-  const std::string dir = claims_dir(state_dir);
-  PLUMB_TRY(mkdir_p(dir));
-  auto lock = PLUMB_TRY(state::lock_file(dir + "/lock"));
+  auto dir = PLUMB_TRY(Dir::open(claims_dir(state_dir), 0700));
+  auto lock = PLUMB_TRY(state::lock_file(dir, "lock"));
   auto claim = PLUMB_TRY(src.ipam_claim(use.namespace_, use.name));
   if (!claim) {
     return fail(cni_code::kNotFound,
@@ -74,9 +73,8 @@ Result<std::optional<Use>> prepare(source::PodSource& src, const std::string& st
     json::Value ipam_copy;
     ipam_copy.CopyFrom(*p.config->ipam.conf, ra);
     json::set(rec, "ipam", std::move(ipam_copy), ra);
-    const std::string rec_dir = dir + "/" + use.namespace_ + "/" + use.name;
-    PLUMB_TRY(mkdir_p(rec_dir));
-    auto st = write_atomic(rec_dir + "/" + network + ".json", json::dump(rec));
+    auto rec_dir = PLUMB_TRY(PLUMB_TRY(dir.sub(use.namespace_, 0700)).sub(use.name, 0700));
+    auto st = rec_dir.write_atomic(network + ".json", json::dump(rec));
     if (!st) return std::unexpected(st.error().within("record the addresses of " + who + " for GC"));
   }
   return std::optional<Use>(std::move(use));
@@ -96,7 +94,7 @@ Status gc(source::PodSource& src, const std::string& state_dir, Log& log) {
   const std::string dir = claims_dir(state_dir);
   struct stat sb {};
   if (::stat(dir.c_str(), &sb) != 0) return {};  // no claim was ever used here
-  auto lock = PLUMB_TRY(state::lock_file(dir + "/lock"));
+  auto lock = PLUMB_TRY(state::lock_file(PLUMB_TRY(Dir::open(dir)), "lock"));
   std::optional<Error> first;
   auto note = [&](const Error& e) {
     log.error("GC: " + e.text());

@@ -38,7 +38,7 @@ Result<std::vector<std::pair<std::string, std::string>>> attachments(const json:
   for (auto& e : list->GetArray()) {
     auto cid = PLUMB_TRY(json::get_string(e, "containerID", std::string(key)));
     auto ifn = PLUMB_TRY(json::get_string(e, "ifname", std::string(key)));
-    if (!cid || !ifn) return fail(cni_code::kInvalidConfig, std::string(key) + " entries need containerID and ifname: " + json::dump(e));
+    if (!cid || !ifn) return fail(cni_code::kInvalidConfig, std::string(key) + " entries need containerID and ifname: " + json::quote(e));
     out.emplace_back(*cid, *ifn);
   }
   return out;
@@ -54,7 +54,7 @@ Status parse_pod_resources(const json::Value& d, PlumbConfig& c) {
   }
   if (const json::Value* t = json::find(d, "podResourcesTimeoutSeconds")) {
     if (!t->IsNumber() || !(t->GetDouble() > 0) || t->GetDouble() > 300) {
-      return fail(cni_code::kInvalidConfig, "plumb config.podResourcesTimeoutSeconds " + json::dump(*t) +
+      return fail(cni_code::kInvalidConfig, "plumb config.podResourcesTimeoutSeconds " + json::quote(*t) +
                                                 " must be a number of seconds in (0, 300]");
     }
     c.pod_resources_timeout_seconds = t->GetDouble();
@@ -104,7 +104,7 @@ Result<PlumbConfig> parse_config(std::string_view text) {
   if (auto v = PLUMB_TRY(json::get_string(d, "kubeconfig", w))) c.kubeconfig = *v;
   if (const json::Value* t = json::find(d, "apiTimeoutSeconds")) {
     if (!t->IsNumber() || !(t->GetDouble() > 0) || t->GetDouble() > 3600) {
-      return fail(cni_code::kInvalidConfig, "plumb config.apiTimeoutSeconds " + json::dump(*t) + " must be a number of seconds in (0, 3600]");
+      return fail(cni_code::kInvalidConfig, "plumb config.apiTimeoutSeconds " + json::quote(*t) + " must be a number of seconds in (0, 3600]");
     }
     c.api_timeout_seconds = t->GetDouble();
   }

@@ -16,7 +16,7 @@ Result<std::optional<double>> seconds(const json::Value& d, const char* key, dou
   bool ok = t->IsNumber() && std::isfinite(t->GetDouble()) && t->GetDouble() <= max &&
             (min_exclusive ? t->GetDouble() > min : t->GetDouble() >= min);
   if (!ok) {
-    return fail(cni_code::kInvalidConfig, kWhere + "." + key + " " + json::dump(*t) + " must be a number of seconds in " +
+    return fail(cni_code::kInvalidConfig, kWhere + "." + key + " " + json::quote(*t) + " must be a number of seconds in " +
                                               (min_exclusive ? "(" : "[") + std::to_string(static_cast<int>(min)) + ", " +
                                               std::to_string(static_cast<int>(max)) + "]");
   }
@@ -44,7 +44,7 @@ Status parse_delegates(const json::Value& d, PlumbConfig& c) {
   for (rapidjson::SizeType i = 0; i < list->Size(); ++i) {
     if (!(*list)[i].IsObject()) {
       return fail(cni_code::kInvalidConfig, kWhere + ".delegates[" + std::to_string(i) + "] must be a CNI config object, got " +
-                                                json::dump((*list)[i]));
+                                                json::quote((*list)[i]));
     }
   }
   c.delegates.CopyFrom(*list, c.delegates.GetAllocator());
@@ -62,7 +62,7 @@ void refuse_unsupported(const json::Value& d, PlumbConfig& c) {
   const json::Value* aux = json::find(d, "auxiliaryCNIChainName");
   if (aux != nullptr && !(aux->IsString() && aux->GetStringLength() == 0)) {
     c.refused.push_back(Error{cni_code::kInvalidConfig, 0,
-                              kWhere + ".auxiliaryCNIChainName " + json::dump(*aux) +
+                              kWhere + ".auxiliaryCNIChainName " + json::quote(*aux) +
                                   " is not supported: put the chained plugins in the clusterNetwork's conflist instead",
                               {}});
   }

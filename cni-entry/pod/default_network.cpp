@@ -66,7 +66,11 @@ Result<nad::ResolvedNetwork> resolve_reference(source::PodSource& store, const P
     if (def.error().cni_code != cni_code::kNotFound) return std::unexpected(def.error());
     nad_problem = "has no NetworkAttachmentDefinition " + ns + "/" + name;
   }
-  if (slash != std::string::npos) return fail(cni_code::kNotFound, "\"" + ref + "\" " + nad_problem);
+  if (slash != std::string::npos) {
+    // namespace/name: a NAD or nothing; a malformed one is a configuration error.
+    const bool valid = nad::is_dns1123_label(ns) && nad::is_dns1123_label(name);
+    return fail(valid ? cni_code::kNotFound : cni_code::kInvalidConfig, "\"" + ref + "\" " + nad_problem);
+  }
   // Multus's second choice: the CNI config named `ref` in confDir (.conflist first, then .conf/.json).
   nad::NetworkAttachmentDefinition by_name{ref, ns, "", {}};
   auto net = nad::resolve(by_name, conf.conf_dir);

@@ -11,47 +11,51 @@ namespace plumb::pod {
 
 Result<std::string> do_del(const cni::Env& env, const PlumbConfig& conf, Log& log) {
   state::StateDir state(conf.state_dir);
+  const state::Key key{env.container_id, env.ifname};
   // DEL must tear down the kernel side even when the state directory cannot take a lock file
   // (read-only or full filesystem): then it proceeds unlocked, as best effort.
-  auto lock = state.lock_container(env.container_id);
-  if (!lock) log.warning("DEL " + env.container_id + ": proceeding without the container lock: " + lock.error().text());
-  auto records = PLUMB_TRY(state.read(env.container_id));
+  auto lock = state.lock(key);
+  if (!lock) log.warning("DEL " + key.describe() + ": proceeding without the lock: " + lock.error().text());
+  auto records = PLUMB_TRY(state.read(key));
+  if (records.empty()) {
+    // Nothing of this sandbox was ever recorded (or it is gone already): nothing to remove, and
+    // no network-status either (it belongs to whichever sandbox wrote it).
+    if (lock) state.release(*lock, key);
+    return std::string();
+  }
   Kernel k = PLUMB_TRY(open_kernel(env.netns, false));
-  std::optional<Error> first;
-  for (auto it = records.rbegin(); it != records.rend(); ++it) {
-    auto st = teardown(env, conf, k, state, *it, it->phase == "ready");
-    if (!st) {
-      log.error("DEL " + env.container_id + ": " + st.error().text());
-      if (!first) first = st.error();
-    }
-  }
+  if (k.netns_is_node) log.warning("DEL " + key.describe() + ": CNI_NETNS " + env.netns + " is the node's namespace: pod-side steps skipped");
   source::PodRef pod = pod_ref(env);
-  if (!records.empty()) {
-    pod.namespace_ = records.front().pod_namespace;
-    pod.name = records.front().pod_name;
+  if (!records.records.empty()) {
+    pod.namespace_ = records.records.front().pod_namespace;
+    pod.name = records.records.front().pod_name;
   }
-  remove_status(conf, pod, env.container_id, log);
-  if (first) return std::unexpected(*first);
-  if (lock) lock->unlink_path();  // nothing of the container is left: no lock file either
+  Errors errors;
+  teardown_all(env, conf, k, state, key, records, /*quarantine_newer=*/false, /*keep_disable_gc=*/false, errors);
+  remove_status(conf, pod, key, log);
+  if (!errors.empty()) {
+    auto st = errors.status();
+    log.error("DEL " + key.describe() + ": " + st.error().text());
+    return std::unexpected(st.error());
+  }
+  if (lock) state.release(*lock, key);  // nothing of the key is left: no lock file either
   return std::string();
 }
 
-void remove_status(const PlumbConfig& conf, const source::PodRef& pod, const std::string& container_id, Log& log) {
+void remove_status(const PlumbConfig& conf, const source::PodRef& pod, const state::Key& owner, Log& log) {
   if (pod.name.empty() || is_system_namespace(conf, pod.namespace_)) return;
   // [kube] Errors here are logged, never returned. The API server source makes no request
   // (DEL never waits on the API server); the local store removes its status file when this
   // sandbox wrote it.
   auto store = source::make_source(conf);
-  auto st = store ? (*store)->remove_network_status(pod, container_id) : Status(std::unexpected(store.error()));
-  if (!st) log.warning(container_id + ": network-status of pod " + pod.namespace_ + "/" + pod.name + " not removed: " + st.error().text());
+  auto st = store ? (*store)->remove_network_status(pod, owner.name()) : Status(std::unexpected(store.error()));
+  if (!st) log.warning(owner.describe() + ": network-status of pod " + pod.namespace_ + "/" + pod.name + " not removed: " + st.error().text());
 }
 
-Result<std::string> do_check(const cni::Env& env, const PlumbConfig& conf) {
-  state::StateDir state(conf.state_dir);
-  auto lock = PLUMB_TRY(state.lock_container(env.container_id));
-  auto records = PLUMB_TRY(state.read(env.container_id));
-  if (records.empty()) return fail(cni_code::kUnknownContainer, "CHECK: container " + env.container_id + " has no attachments");
-  Kernel k = PLUMB_TRY(open_kernel(env.netns, true));
+namespace {
+
+/// CHECK of recorded attachments against the kernel, and prevResult's addresses.
+Status check_records(const cni::Env& env, const PlumbConfig& conf, Kernel& k, std::vector<state::AttachmentRecord>& records) {
   for (auto& rec : records) {
     if (rec.phase != "ready") return fail(cni_code::kKernel, "CHECK: attachment " + rec.ifname + " never completed");
     if (rec.disable_check) continue;  // the network's conflist says "disableCheck" (CNI 1.1.0, libcni)
@@ -60,7 +64,7 @@ Result<std::string> do_check(const cni::Env& env, const PlumbConfig& conf) {
     ctx.ipam_owner = rec.ipam_owner;
     ctx.attachment_result = &rec.result;
     auto parsed = parse_plugins(rec.config, rec.network, rec.ifname, env.args, ctx.plugin_search);
-    if (!parsed) return std::unexpected(parsed.error().within("CHECK: the recorded config of " + state.record_path(rec)));
+    if (!parsed) return std::unexpected(parsed.error().within("CHECK: the recorded config of " + rec.origin));
     for (auto& p : *parsed) {
       auto st = p.driver->check(ctx, *p.config, r);
       if (!st) return std::unexpected(st.error().within("network " + rec.network + " (" + rec.ifname + ")"));
@@ -70,10 +74,34 @@ Result<std::string> do_check(const cni::Env& env, const PlumbConfig& conf) {
     auto prev = PLUMB_TRY(cni::decode_result(conf.prev_result, conf.cni_version));
     auto recorded = PLUMB_TRY(cni::decode_result(records.front().result, kInternalVersion));
     for (auto& ip : prev.ips) {
-      bool found = std::any_of(recorded.ips.begin(), recorded.ips.end(), [&](auto& r) { return r.address.addr == ip.address.addr; });
-      if (!found) return fail(cni_code::kKernel, "CHECK: prevResult address " + ip.address.str() + " is not held by the attachment");
+      bool held = std::any_of(recorded.ips.begin(), recorded.ips.end(), [&](auto& r) { return r.address.addr == ip.address.addr; });
+      if (!held) return fail(cni_code::kKernel, "CHECK: prevResult address " + ip.address.str() + " is not held by the attachment");
     }
   }
+  return {};
+}
+
+}  // namespace
+
+Result<std::string> do_check(const cni::Env& env, const PlumbConfig& conf) {
+  state::StateDir state(conf.state_dir);
+  const state::Key key{env.container_id, env.ifname};
+  PLUMB_TRY(refuse_node_netns(env.netns));
+  // CHECK changes nothing: an unknown sandbox is answered without taking (creating) a lock.
+  if (PLUMB_TRY(state.read(key)).empty()) {
+    return fail(cni_code::kUnknownContainer, "CHECK: " + key.describe() + " has no attachments");
+  }
+  auto lock = PLUMB_TRY(state.lock(key));
+  auto found = state.read(key);
+  if (!found || found->empty()) {
+    state.release(lock, key);
+    if (!found) return std::unexpected(found.error());
+    return fail(cni_code::kUnknownContainer, "CHECK: " + key.describe() + " has no attachments");
+  }
+  screen(*found);
+  if (!found->damaged.empty()) return std::unexpected(found->damaged.front().error.within("CHECK"));
+  Kernel k = PLUMB_TRY(open_kernel(env.netns, true));
+  PLUMB_TRY(check_records(env, conf, k, found->records));
   return std::string();
 }
 

@@ -41,8 +41,7 @@ Status gc_ipams(const PlumbConfig& conf, const state::StateDir& state, const Ipa
     if (std::any_of(conf.valid_attachments.begin(), conf.valid_attachments.end(), [&](auto& v) { return v.first == cid; })) {
       return true;
     }
-    auto recs = state.read(cid);
-    return !recs || !recs->empty();
+    return state.has_records(cid);
   };
   Status first;
   for (const auto& [key, entry] : ipams) {
@@ -131,73 +130,71 @@ Status gc_delegated(const cni::Env& env, const PlumbConfig& conf, const Delegate
   return first;
 }
 
-/// GC of one container: unless cni.dev/valid-attachments lists it, its attachments are torn down
-/// (those of networks whose conflist says "disableGC" stay, as libcni leaves them) and the pod's
-/// network-status goes when this sandbox wrote it. Collects IPAMs and delegated plugins first.
-Status gc_container(const cni::Env& env, const PlumbConfig& conf, const state::StateDir& state, const std::string& cid,
-                    IpamConfigs& ipams, DelegatedGcs& delegated, Log& log) {
-  auto lock = PLUMB_TRY(state.lock_container(cid));
-  auto records = PLUMB_TRY(state.read(cid));
-  if (records.empty()) {
-    lock.unlink_path();
-    return {};
-  }
-  collect_ipams(records, ipams);  // [cluster ipam]
-  const auto& head = records.front();
+/// GC of one key (container ID, CNI_IFNAME): unless cni.dev/valid-attachments lists it, its
+/// attachments are torn down (those of networks whose conflist says "disableGC" stay, as libcni
+/// leaves them), its damaged records (a newer plumb's included) go to quarantine, and the pod's
+/// network-status goes when these attachments wrote it. Collects IPAMs and delegated plugins
+/// first. Every problem goes to `errors`; GC goes on with the other keys.
+void gc_key(const cni::Env& env, const PlumbConfig& conf, const state::StateDir& state, const state::Key& key,
+            IpamConfigs& ipams, DelegatedGcs& delegated, Log& log, Errors& errors) {
+  auto lock = state.lock(key);
+  if (!lock) return errors.add(lock.error().within("GC"));
+  auto records = state.read(key);
+  if (!records) return errors.add(records.error().within("GC"));
+  if (records->empty()) return state.release(*lock, key);
+  collect_ipams(records->records, ipams);  // [cluster ipam]
+  // A legacy directory of an unknown owner (no index-0 record) is valid when its container is.
   bool valid = std::any_of(conf.valid_attachments.begin(), conf.valid_attachments.end(),
-                           [&](auto& v) { return v.first == cid && (!head.is_default || v.second == head.ifname); });
-  for (const auto& rec : records) collect_delegated(rec, valid || rec.disable_gc, delegated);
-  if (valid) return {};
-  cni::Env sub = env;
-  sub.container_id = cid;
-  Kernel k = PLUMB_TRY(open_kernel(head.netns, false));
-  Status first;
-  bool all_gone = true;
-  for (auto it = records.rbegin(); it != records.rend(); ++it) {
-    if (it->disable_gc) {
-      all_gone = false;
-      continue;
-    }
-    auto st = teardown(sub, conf, k, state, *it, it->phase == "ready");
-    if (!st) {
-      all_gone = false;
-      log.error("GC " + cid + ": " + st.error().text());
-      if (first) first = std::unexpected(st.error());
-    }
+                           [&](auto& v) { return v.first == key.container_id && (key.ifname.empty() || v.second == key.ifname); });
+  for (const auto& rec : records->records) collect_delegated(rec, valid || rec.disable_gc, delegated);
+  if (valid) {
+    for (const auto& d : records->damaged) log.warning("GC: " + d.error.text() + " (left in place: the attachment is still valid)");
+    return;
   }
-  if (!all_gone) return first;
-  lock.unlink_path();
-  remove_status(conf, source::PodRef{head.pod_namespace, head.pod_name, ""}, cid, log);
-  log.info("GC removed the attachments of container " + cid);
-  return first;
+  cni::Env sub = env;
+  sub.container_id = key.container_id;
+  sub.ifname = key.ifname;
+  const std::string netns = records->records.empty() ? std::string() : records->records.front().netns;
+  auto k = open_kernel(netns, false);
+  if (!k) return errors.add(k.error().within("GC " + key.describe()));
+  std::optional<source::PodRef> pod;
+  if (!records->records.empty()) pod = source::PodRef{records->records.front().pod_namespace, records->records.front().pod_name, ""};
+  Errors mine;
+  bool all_gone = teardown_all(sub, conf, *k, state, key, *records, /*quarantine_newer=*/true, /*keep_disable_gc=*/true, mine);
+  if (!mine.empty()) {
+    log.error("GC " + key.describe() + ": " + mine.status().error().text());
+    errors.add(mine.status().error());
+  }
+  if (!all_gone) return;
+  state.release(*lock, key);
+  if (pod) remove_status(conf, *pod, key, log);
+  log.info("GC removed the attachments of " + key.describe());
 }
 
 }  // namespace
 
 Result<std::string> do_gc(const cni::Env& env, const PlumbConfig& conf, Log& log) {
   state::StateDir state(conf.state_dir);
-  auto containers = PLUMB_TRY(state.containers());
-  std::optional<Error> first;
-  auto keep = [&](const Status& st) {
-    if (!st && !first) first = st.error();
-  };
+  auto keys = PLUMB_TRY(state.keys());
+  Errors errors;
   IpamConfigs ipams;  // [cluster ipam]
   DelegatedGcs delegated;
-  for (auto& cid : containers) keep(gc_container(env, conf, state, cid, ipams, delegated, log));
+  for (auto& key : keys) gc_key(env, conf, state, key, ipams, delegated, log, errors);
   if (auto st = gc_ipams(conf, state, ipams); !st) {  // [cluster ipam]
     log.error("GC: " + st.error().text());
-    keep(st);
+    errors.add(st);
   }
   if (auto st = gc_delegated(env, conf, delegated); !st) {
     log.error("GC: " + st.error().text());
-    keep(st);
+    errors.add(st);
   }
   {
     // [kube] addresses held for IPAMClaims that no longer exist (no request without claims).
     auto src = source::make_source(conf);
-    keep(src ? claims::gc(**src, conf.state_dir, log) : Status(std::unexpected(src.error())));
+    errors.add(src ? claims::gc(**src, conf.state_dir, log) : Status(std::unexpected(src.error())));
   }
-  if (first) return std::unexpected(*first);
+  auto st = errors.status();
+  if (!st) return std::unexpected(st.error());
   return std::string();
 }
 
@@ -224,9 +221,10 @@ Status status_of_delegated(const cni::Env& env, const PlumbConfig& conf, const n
 
 Result<std::string> do_status(const cni::Env& env, const PlumbConfig& conf, Log& log) {
   state::StateDir state(conf.state_dir);
-  auto lock = state.lock_container("status-probe");
+  const state::Key probe{"status-probe", "lo"};
+  auto lock = state.lock(probe);
   if (!lock) return fail(cni_code::kPluginNotAvailable, "state directory " + conf.state_dir + " is not usable", lock.error().text());
-  lock->unlink_path();
+  state.release(*lock, probe);
   // [kube] the pod source must be usable: the local store's directory readable, or the API
   // server reachable (else 51) with valid credentials (else 50).
   auto src = source::make_source(conf);

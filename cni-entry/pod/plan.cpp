@@ -215,6 +215,7 @@ Result<PodPlan> plan(const cni::Env& env, const PlumbConfig& conf, source::PodSo
     out.attachments[i].index = static_cast<int>(i);
     PLUMB_TRY(complete(out.attachments[i], env, conf, store, pod, log));
   }
+  for (const auto& w : store.take_warnings()) log.warning(w);
   return out;
 }
 

@@ -10,6 +10,7 @@
 #include "engine/base/json.hpp"
 #include "engine/base/result.hpp"
 #include "engine/cni/cni.hpp"
+#include "engine/state/state.hpp"
 
 namespace plumb::pod {
 
@@ -31,9 +32,9 @@ namespace plumb::pod {
 /// most readinessTimeoutSeconds (Multus: 45 s). Errors: kTryAgainLater naming the file.
 [[nodiscard]] Status await_readiness(const PlumbConfig& conf);
 
-/// Removes the pod's network-status when sandbox `container_id` wrote it (DEL, GC); not for pods
-/// in systemNamespaces. Failures are logged.
-void remove_status(const PlumbConfig& conf, const source::PodRef& pod, const std::string& container_id, Log& log);
+/// Removes the pod's network-status when the attachments of `owner` (container ID, CNI_IFNAME)
+/// wrote it (DEL, GC); not for pods in systemNamespaces. Failures are logged.
+void remove_status(const PlumbConfig& conf, const source::PodRef& pod, const state::Key& owner, Log& log);
 
 /// The pod of an invocation: K8S_POD_NAMESPACE (default "default"), K8S_POD_NAME, K8S_POD_UID.
 [[nodiscard]] source::PodRef pod_ref(const cni::Env& env);

@@ -13,7 +13,9 @@
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
+#include <utility>
 
+#include "engine/base/text.hpp"
 #include "engine/base/yaml_guard.hpp"
 #include "cni-entry/source/source.hpp"
 
@@ -51,14 +53,14 @@ Result<std::optional<std::string>> read_optional(const std::string& path) {
 /// DEL's owner check and removal never interleave with another sandbox's write.
 class DirLock {
  public:
-  static Result<DirLock> take(const std::string& dir) {
-    int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return std::unexpected(Error{errno == ENOENT ? cni_code::kNotFound : cni_code::kIo, errno, "open " + dir, {}});
+  static Result<DirLock> take(const Dir& dir) {
+    int fd = ::openat(dir.fd(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return std::unexpected(Error{cni_code::kIo, errno, "open " + dir.path(), {}});
     while (::flock(fd, LOCK_EX) != 0) {
       if (errno == EINTR) continue;
       int err = errno;
       ::close(fd);
-      return std::unexpected(Error{cni_code::kIo, err, "lock " + dir, {}});
+      return std::unexpected(Error{cni_code::kIo, err, "lock " + dir.path(), {}});
     }
     return DirLock(fd);
   }
@@ -74,6 +76,14 @@ class DirLock {
   explicit DirLock(int fd) : fd_(fd) {}
   int fd_ = -1;
 };
+
+/// True when a status file's recorded owner is `owner` ("<containerID>:<ifname>"); an owner
+/// written by an older plumb is a bare container ID and matches that container.
+bool same_owner(std::string_view written, std::string_view owner) {
+  written = text::trim(written);
+  if (written == owner) return true;
+  return written.find(':') == std::string_view::npos && written == owner.substr(0, owner.find(':'));
+}
 
 class LocalStore final : public PodSource {
  public:
@@ -137,24 +147,35 @@ class LocalStore final : public PodSource {
       if (ext == ".yaml" || ext == ".yml" || ext == ".json") files.push_back(it->path());
     }
     std::sort(files.begin(), files.end());
+    // A malformed file fails only the pods whose NAD cannot be found elsewhere: it is skipped
+    // with a warning (kubectl would have refused it; one bad file must not stop every pod).
+    std::string skipped;
     for (const auto& f : files) {
-      auto text = PLUMB_TRY(read_optional(f.string()));
-      if (!text) continue;  // removed while we scanned
-      auto nads = PLUMB_TRY(nad::parse_nad_yaml(*text, f.string()));
-      for (auto& n : nads) {
+      auto text = read_optional(f.string());
+      if (text && !*text) continue;  // removed while we scanned
+      auto nads = text ? nad::parse_nad_yaml(**text, f.string()) : Result<std::vector<nad::NetworkAttachmentDefinition>>{};
+      if (!text || !nads) {
+        const Error& e = !text ? text.error() : nads.error();
+        warnings_.push_back("local store: skipped " + f.string() + ": " + e.text());
+        skipped += (skipped.empty() ? " (skipped as malformed: " : ", ") + f.filename().string();
+        continue;
+      }
+      for (auto& n : *nads) {
         if (n.namespace_ == namespace_ && n.name == name) return std::move(n);
       }
     }
-    return fail(cni_code::kNotFound, "NetworkAttachmentDefinition " + who + " not found in " + dir);
+    if (!skipped.empty()) skipped += ")";
+    return fail(cni_code::kNotFound, "NetworkAttachmentDefinition " + who + " not found in " + dir + skipped);
   }
+
+  std::vector<std::string> take_warnings() override { return std::exchange(warnings_, {}); }
 
   Status write_network_status(const PodRef& pod, const std::string& status_json, const std::string& owner) override {
     PLUMB_TRY(check_pod(pod));
-    const std::string dir = root_ + "/status/" + pod.namespace_;
-    PLUMB_TRY(mkdir_p(dir, 0755));
+    auto dir = PLUMB_TRY(PLUMB_TRY(PLUMB_TRY(Dir::open(root_, 0755)).sub("status", 0755)).sub(pod.namespace_, 0755));
     DirLock lock = PLUMB_TRY(DirLock::take(dir));
-    PLUMB_TRY(write_atomic(dir + "/" + pod.name + ".owner", owner, {.mode = 0644, .fsync = true}));
-    return write_atomic(dir + "/" + pod.name + ".json", status_json, {.mode = 0644, .fsync = true});
+    PLUMB_TRY(dir.write_atomic(pod.name + ".owner", owner, {.mode = 0644, .fsync = true}));
+    return dir.write_atomic(pod.name + ".json", status_json, {.mode = 0644, .fsync = true});
   }
 
   std::string describe() const override { return "local store " + root_; }
@@ -214,38 +235,39 @@ class LocalStore final : public PodSource {
 
   Status write_ipam_claim_ips(const std::string& namespace_, const std::string& name, const std::vector<std::string>& ips) override {
     const std::string base = PLUMB_TRY(claim_base(namespace_, name));
-    struct stat st{};
-    if (::stat((base + ".yaml").c_str(), &st) != 0) {
-      if (errno == ENOENT) return fail(cni_code::kNotFound, "IPAMClaim " + namespace_ + "/" + name + " not found (" + base + ".yaml)");
-      return std::unexpected(Error{cni_code::kIo, errno, "stat " + base + ".yaml", {}});
+    auto dir = Dir::open(root_ + "/ipamclaims/" + namespace_);
+    auto manifest = dir ? dir->stat(name + ".yaml") : Result<std::optional<struct stat>>(std::unexpected(dir.error()));
+    if (!manifest || !*manifest) {
+      if (!manifest && manifest.error().cni_code != cni_code::kNotFound) return std::unexpected(manifest.error());
+      return fail(cni_code::kNotFound, "IPAMClaim " + namespace_ + "/" + name + " not found (" + base + ".yaml)");
     }
     json::Document doc(rapidjson::kObjectType);
     json::Value arr(rapidjson::kArrayType);
     for (const auto& ip : ips) arr.PushBack(json::Value(ip.c_str(), doc.GetAllocator()), doc.GetAllocator());
     json::set(doc, "ips", std::move(arr), doc.GetAllocator());
-    return write_atomic(base + ".status.json", json::dump(doc), {.mode = 0644, .fsync = true});
+    return dir->write_atomic(name + ".status.json", json::dump(doc), {.mode = 0644, .fsync = true});
   }
 
   Status remove_network_status(const PodRef& pod, const std::string& owner) override {
     PLUMB_TRY(check_pod(pod));
-    const std::string dir = root_ + "/status/" + pod.namespace_;
-    const std::string path = dir + "/" + pod.name + ".json";
-    auto lock = DirLock::take(dir);
-    if (!lock) return lock.error().sys_errno == ENOENT ? Status{} : Status(std::unexpected(lock.error()));
-    // Only the sandbox that wrote the status removes it (a file without an owner was written by
-    // a plumb before owners were recorded: removed as then).
-    auto written_by = PLUMB_TRY(read_optional(dir + "/" + pod.name + ".owner"));
-    if (written_by && *written_by != owner) return {};
-    if (::unlink(path.c_str()) != 0 && errno != ENOENT && errno != ENOTDIR) {
-      return std::unexpected(Error{cni_code::kIo, errno, "remove " + path, {}});
-    }
-    ::unlink((dir + "/" + pod.name + ".owner").c_str());
-    // A writer killed between mkostemp and rename leaves "<name>.json.tmp.<hex>": remove those too.
-    auto names = list_dir(dir);
+    auto opened = Dir::open(root_ + "/status/" + pod.namespace_);
+    if (!opened) return opened.error().cni_code == cni_code::kNotFound ? Status{} : Status(std::unexpected(opened.error()));
+    const Dir& dir = *opened;
+    DirLock lock = PLUMB_TRY(DirLock::take(dir));
+    // Only the attachments that wrote the status remove it (a file without an owner was written
+    // by a plumb before owners were recorded: removed as then).
+    auto written_by = dir.read(pod.name + ".owner", "network-status owner", 4096);
+    if (!written_by && written_by.error().cni_code != cni_code::kNotFound) return std::unexpected(written_by.error());
+    if (written_by && !same_owner(*written_by, owner)) return {};
+    PLUMB_TRY(dir.remove(pod.name + ".json"));
+    (void)dir.remove(pod.name + ".owner");
+    // A writer killed between creating its temporary file and the rename leaves
+    // "<name>.json.tmp.<hex>": remove those too.
+    auto names = dir.list();
     for (const char* ext : {".json.tmp.", ".owner.tmp."}) {
       const std::string prefix = pod.name + ext;
-      for (const auto& n : names ? *names : std::vector<std::string>{}) {
-        if (n.size() == prefix.size() + 16 && n.starts_with(prefix)) ::unlink((dir + "/" + n).c_str());
+      for (const auto& n : names ? *names : std::vector<Dir::Entry>{}) {
+        if (n.name.size() == prefix.size() + 16 && n.name.starts_with(prefix)) (void)dir.remove(n.name);
       }
     }
     return {};
@@ -279,6 +301,7 @@ class LocalStore final : public PodSource {
   }
 
   std::string root_;
+  std::vector<std::string> warnings_;
 };
 
 }  // namespace

@@ -66,6 +66,9 @@ class PodSource {
   [[nodiscard]] virtual Status ready();
   /// A short description for logs: "local store /etc/plumb/store", "API server https://..".
   [[nodiscard]] virtual std::string describe() const { return "pod source"; }
+  /// Warnings gathered since the last call (a malformed file the local store skipped), for the
+  /// caller to log; cleared. Default: none.
+  [[nodiscard]] virtual std::vector<std::string> take_warnings() { return {}; }
   /// The pod's annotations; nullopt when the source has no such pod (not an error: a pod with
   /// no entry has no selection annotation). Errors: I/O or decode errors naming the file.
   [[nodiscard]] virtual Result<std::optional<std::map<std::string, std::string>>> pod_annotations(const PodRef& pod) = 0;
@@ -73,12 +76,13 @@ class PodSource {
   [[nodiscard]] virtual Result<nad::NetworkAttachmentDefinition> network_attachment(const std::string& namespace_,
                                                                                      const std::string& name) = 0;
   /// Publishes the pod's network-status annotation value (JSON text), written by the sandbox
-  /// `owner` (its container ID). The API server source patches pods/status with the pod's UID
+  /// `owner` ("<containerID>:<CNI_IFNAME>", state::Key::name()). The API server source patches pods/status with the pod's UID
   /// (and resourceVersion once read) as preconditions and re-reads and retries on a conflict; a
   /// replaced pod is kConflict, never written to.
   [[nodiscard]] virtual Status write_network_status(const PodRef& pod, const std::string& status_json,
                                                     const std::string& owner) = 0;
-  /// Removes the published network-status (DEL, GC) when sandbox `owner` wrote it: a stale
+  /// Removes the published network-status (DEL, GC) when `owner` wrote it (or, for a status an
+  /// older plumb wrote, the owner's container ID alone): a stale
   /// sandbox's DEL (containerd and the kubelet repeat DEL for old sandboxes) leaves the status of
   /// the pod's current sandbox alone. Absent is not an error. The API server source makes no
   /// request here: DEL never depends on the API server (multus-cni #586), and the pod object is
@@ -90,8 +94,8 @@ class PodSource {
 ///   <root>/nads/*.yaml|*.yml|*.json   NADs as `kubectl` takes them (several documents per file)
 ///   <root>/pods/<namespace>/<name>.yaml   a Pod manifest (only metadata.annotations is read)
 ///   <root>/status/<namespace>/<name>.json the network-status annotation plumb wrote (ADD), removed on DEL
-///   <root>/status/<namespace>/<name>.owner the container ID of the sandbox that wrote it (only its
-///                                         DEL/GC removes the status)
+///   <root>/status/<namespace>/<name>.owner "<containerID>:<ifname>" of the attachments that wrote it
+///                                         (only their DEL/GC removes the status)
 /// Namespaces, names and the file names built from them are validated (DNS-1123) before any path
 /// is formed.
 ///   <root>/ipamclaims/<namespace>/<name>.yaml  an IPAMClaim manifest (spec.network/interface,

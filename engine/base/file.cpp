@@ -3,7 +3,6 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/random.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -13,17 +12,27 @@ namespace plumb {
 namespace {
 
 std::unexpected<Error> io_error(int err, std::string msg) {
-  return std::unexpected(Error{err == ENOENT ? cni_code::kNotFound : cni_code::kIo, err, std::move(msg), {}});
+  std::string details;
+  if (err == ELOOP) details = "a symbolic link is there; plumb never follows one below its own directories";
+  return std::unexpected(Error{err == ENOENT ? cni_code::kNotFound : cni_code::kIo, err, std::move(msg), std::move(details)});
 }
 
-/// "<path>.tmp.<16 hex digits>": unique per call, in the same directory as `path`.
-std::string temp_name(const std::string& path) {
+/// An error opening directory `name` (relative to `at`): O_DIRECTORY|O_NOFOLLOW on a link gives
+/// ENOTDIR; say ELOOP ("a symbolic link is there") when a link is what is there.
+std::unexpected<Error> dir_error(int at, const std::string& name, int err, const std::string& path) {
+  struct stat st {};
+  if (err == ENOTDIR && ::fstatat(at, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode)) err = ELOOP;
+  return io_error(err, "open directory " + path);
+}
+
+/// ".tmp.<16 hex digits>": unique per call.
+std::string temp_suffix() {
   uint64_t r = 0;
   while (::getrandom(&r, sizeof r, 0) != static_cast<ssize_t>(sizeof r)) {
   }
   char buf[24];
   std::snprintf(buf, sizeof buf, ".tmp.%016llx", static_cast<unsigned long long>(r));
-  return path + buf;
+  return buf;
 }
 
 Status write_all(int fd, std::string_view data) {
@@ -37,12 +46,19 @@ Status write_all(int fd, std::string_view data) {
   return {};
 }
 
-}  // namespace
-
-Result<std::string> read_file(const std::string& path, std::string_view what, size_t max_bytes) {
-  std::string msg = "read " + (what.empty() ? std::string() : std::string(what) + " ") + path;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return io_error(errno, msg);
+/// Reads all of `fd` (a regular file, checked) up to max_bytes; closes it.
+Result<std::string> read_fd(int fd, const std::string& msg, size_t max_bytes) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    int err = errno;
+    ::close(fd);
+    return io_error(err, msg);
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    const char* kind = S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO" : "a device or socket";
+    return std::unexpected(Error{cni_code::kIo, EINVAL, msg, std::string("not a regular file: ") + kind});
+  }
   std::string out;
   char buf[8192];
   for (;;) {
@@ -64,24 +80,32 @@ Result<std::string> read_file(const std::string& path, std::string_view what, si
   return out;
 }
 
+/// The last component of `path` and the directory holding it ("." when none).
+std::pair<std::string, std::string> split_path(const std::string& path) {
+  auto slash = path.find_last_of('/');
+  if (slash == std::string::npos) return {".", path};
+  return {slash == 0 ? "/" : path.substr(0, slash), path.substr(slash + 1)};
+}
+
+}  // namespace
+
+bool is_path_component(std::string_view name) {
+  return !name.empty() && name.size() <= 255 && name != "." && name != ".." &&
+         name.find_first_of(std::string_view("/\0", 2)) == std::string_view::npos;
+}
+
+Result<std::string> read_file(const std::string& path, std::string_view what, size_t max_bytes) {
+  std::string msg = "read " + (what.empty() ? std::string() : std::string(what) + " ") + path;
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return io_error(errno, msg);
+  return read_fd(fd, msg, max_bytes);
+}
+
 Status write_atomic(const std::string& path, std::string_view data, WriteOptions opts) {
-  std::string tmp = temp_name(path);
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, opts.mode);
-  if (fd < 0) return io_error(errno, "write " + path + " (create " + tmp + ")");
-  auto abandon = [&](int err, const std::string& what) -> Status {
-    if (fd >= 0) ::close(fd);
-    ::unlink(tmp.c_str());
-    return std::unexpected(Error{cni_code::kIo, err, what, {}});
-  };
-  if (auto st = write_all(fd, data); !st) return abandon(st.error().sys_errno, "write " + path);
-  // The umask applied at open(); the mode asked for is the mode the file gets.
-  if (::fchmod(fd, opts.mode) != 0) return abandon(errno, "chmod " + tmp);
-  if (opts.fsync && ::fsync(fd) != 0) return abandon(errno, "fsync " + tmp);
-  int rc = ::close(fd);
-  fd = -1;
-  if (rc != 0) return abandon(errno, "write " + path);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) return abandon(errno, "rename " + tmp + " to " + path);
-  return {};
+  auto [dir, name] = split_path(path);
+  auto d = Dir::open(dir);
+  if (!d) return std::unexpected(d.error().within("write " + path));
+  return d->write_atomic(name, data, opts);
 }
 
 Status mkdir_p(const std::string& path, mode_t mode) {
@@ -112,6 +136,189 @@ Result<std::vector<std::string>> list_dir(const std::string& dir) {
     std::string_view name = e->d_name;
     if (name == "." || name == "..") continue;
     out.emplace_back(name);
+  }
+  ::closedir(d);
+  return out;
+}
+
+UniqueFd& UniqueFd::operator=(UniqueFd&& o) noexcept {
+  if (this != &o) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = std::exchange(o.fd_, -1);
+  }
+  return *this;
+}
+
+UniqueFd::~UniqueFd() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Status Dir::check_name(std::string_view name) const {
+  if (is_path_component(name)) return {};
+  return fail(cni_code::kInternal, "\"" + std::string(name) + "\" is not a file name (under " + path_ + ")");
+}
+
+Result<Dir> Dir::open(const std::string& path, std::optional<mode_t> create_mode) {
+  std::string p = path;
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  if (create_mode) PLUMB_TRY(mkdir_p(p, *create_mode));
+  int fd = ::open(p.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return dir_error(AT_FDCWD, p, errno, p);
+  return Dir(fd, p);
+}
+
+Result<Dir> Dir::sub(std::string_view name, std::optional<mode_t> create_mode) const {
+  PLUMB_TRY(check_name(name));
+  const std::string n(name);
+  const std::string path = path_of(name);
+  int fd = ::openat(fd_.get(), n.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0 && errno == ENOENT && create_mode) {
+    if (::mkdirat(fd_.get(), n.c_str(), *create_mode) != 0 && errno != EEXIST) return io_error(errno, "create directory " + path);
+    fd = ::openat(fd_.get(), n.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd >= 0 && ::fchmod(fd, *create_mode) != 0) {  // the mode asked for, not the umask's
+      int err = errno;
+      ::close(fd);
+      return io_error(err, "chmod directory " + path);
+    }
+  }
+  if (fd < 0) return dir_error(fd_.get(), n, errno, path);
+  return Dir(fd, path);
+}
+
+Result<std::string> Dir::read(std::string_view name, std::string_view what, size_t max_bytes) const {
+  PLUMB_TRY(check_name(name));
+  std::string msg = "read " + (what.empty() ? std::string() : std::string(what) + " ") + path_of(name);
+  int fd = ::openat(fd_.get(), std::string(name).c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return io_error(errno, msg);
+  return read_fd(fd, msg, max_bytes);
+}
+
+Status Dir::write_atomic(std::string_view name, std::string_view data, WriteOptions opts) const {
+  PLUMB_TRY(check_name(name));
+  const std::string path = path_of(name);
+  // A link where the file should be is refused (the rename would replace it, never follow it,
+  // but someone planted it: say so).
+  if (auto st = PLUMB_TRY(stat(name)); st && S_ISLNK(st->st_mode)) return io_error(ELOOP, "write " + path);
+  const std::string tmp = std::string(name) + temp_suffix();
+  int fd = ::openat(fd_.get(), tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, opts.mode);
+  if (fd < 0) return io_error(errno, "write " + path + " (create " + path_of(tmp) + ")");
+  auto abandon = [&](int err, const std::string& what) -> Status {
+    if (fd >= 0) ::close(fd);
+    ::unlinkat(fd_.get(), tmp.c_str(), 0);
+    return io_error(err, what);
+  };
+  if (auto st = write_all(fd, data); !st) return abandon(st.error().sys_errno, "write " + path);
+  // The umask applied at open(); the mode asked for is the mode the file gets.
+  if (::fchmod(fd, opts.mode) != 0) return abandon(errno, "chmod " + path_of(tmp));
+  if (opts.fsync && ::fsync(fd) != 0) return abandon(errno, "fsync " + path_of(tmp));
+  int rc = ::close(fd);
+  fd = -1;
+  if (rc != 0) return abandon(errno, "write " + path);
+  if (::renameat(fd_.get(), tmp.c_str(), fd_.get(), std::string(name).c_str()) != 0) {
+    return abandon(errno, "rename " + path_of(tmp) + " to " + path);
+  }
+  return {};
+}
+
+Status Dir::create_exclusive(std::string_view name, std::string_view data, mode_t mode) const {
+  PLUMB_TRY(check_name(name));
+  const std::string path = path_of(name);
+  int fd = ::openat(fd_.get(), std::string(name).c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+  if (fd < 0) {
+    int err = errno;
+    if (err == EEXIST) return std::unexpected(Error{cni_code::kConflict, err, "create " + path, "it exists already"});
+    return io_error(err, "create " + path);
+  }
+  Status st = write_all(fd, data);
+  if (st && ::fchmod(fd, mode) != 0) st = std::unexpected(Error{cni_code::kIo, errno, {}, {}});
+  if (::close(fd) != 0 && st) st = std::unexpected(Error{cni_code::kIo, errno, {}, {}});
+  if (!st) {
+    ::unlinkat(fd_.get(), std::string(name).c_str(), 0);
+    return io_error(st.error().sys_errno, "write " + path);
+  }
+  return {};
+}
+
+Result<bool> Dir::link_new(std::string_view from, std::string_view to) const {
+  PLUMB_TRY(check_name(from));
+  PLUMB_TRY(check_name(to));
+  if (::linkat(fd_.get(), std::string(from).c_str(), fd_.get(), std::string(to).c_str(), 0) == 0) return true;
+  if (errno == EEXIST) return false;
+  return io_error(errno, "create " + path_of(to));
+}
+
+Result<int> Dir::open_lock(std::string_view name, mode_t mode) const {
+  PLUMB_TRY(check_name(name));
+  const std::string n(name);
+  int fd = ::openat(fd_.get(), n.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+  if (fd >= 0) {
+    if (::fchmod(fd, mode) != 0) {  // a new lock file gets the mode asked for, not the umask's
+      int err = errno;
+      ::close(fd);
+      return io_error(err, "chmod lock file " + path_of(name));
+    }
+    return fd;
+  }
+  if (errno == EEXIST) fd = ::openat(fd_.get(), n.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0 && errno == EROFS) {
+    fd = ::openat(fd_.get(), n.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);  // flock works on a read-only descriptor
+    if (fd < 0 && errno == ENOENT) errno = EROFS;                    // report why it could not be created
+  }
+  if (fd < 0) return io_error(errno, "open lock file " + path_of(name));
+  return fd;
+}
+
+Status Dir::remove(std::string_view name) const {
+  PLUMB_TRY(check_name(name));
+  if (::unlinkat(fd_.get(), std::string(name).c_str(), 0) != 0 && errno != ENOENT) return io_error(errno, "remove " + path_of(name));
+  return {};
+}
+
+Result<bool> Dir::remove_dir(std::string_view name) const {
+  PLUMB_TRY(check_name(name));
+  if (::unlinkat(fd_.get(), std::string(name).c_str(), AT_REMOVEDIR) == 0 || errno == ENOENT) return true;
+  if (errno == ENOTEMPTY || errno == EEXIST) return false;
+  return io_error(errno, "remove directory " + path_of(name));
+}
+
+Status Dir::move(std::string_view name, const Dir& to, std::string_view to_name) const {
+  PLUMB_TRY(check_name(name));
+  PLUMB_TRY(to.check_name(to_name));
+  if (::renameat2(fd_.get(), std::string(name).c_str(), to.fd_.get(), std::string(to_name).c_str(), RENAME_NOREPLACE) != 0) {
+    return io_error(errno, "move " + path_of(name) + " to " + to.path_of(to_name));
+  }
+  return {};
+}
+
+Result<std::optional<struct stat>> Dir::stat(std::string_view name) const {
+  PLUMB_TRY(check_name(name));
+  struct stat st {};
+  if (::fstatat(fd_.get(), std::string(name).c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) return std::optional<struct stat>(st);
+  if (errno == ENOENT) return std::optional<struct stat>{};
+  return io_error(errno, "stat " + path_of(name));
+}
+
+Result<std::vector<Dir::Entry>> Dir::list() const {
+  int fd = ::openat(fd_.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return io_error(errno, "list directory " + path_);
+  DIR* d = ::fdopendir(fd);
+  if (d == nullptr) {
+    int err = errno;
+    ::close(fd);
+    return io_error(err, "list directory " + path_);
+  }
+  std::vector<Entry> out;
+  while (dirent* e = ::readdir(d)) {
+    std::string_view name = e->d_name;
+    if (name == "." || name == "..") continue;
+    Entry entry{std::string(name), e->d_type};
+    if (entry.type == DT_UNKNOWN) {
+      struct stat st {};
+      if (::fstatat(fd_.get(), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+        entry.type = S_ISDIR(st.st_mode) ? DT_DIR : S_ISREG(st.st_mode) ? DT_REG : S_ISLNK(st.st_mode) ? DT_LNK : DT_UNKNOWN;
+      }
+    }
+    out.push_back(std::move(entry));
   }
   ::closedir(d);
   return out;

@@ -1,12 +1,17 @@
 // Files plumb reads and writes itself (configs, manifests, tokens, sysctls, state records, status
 // files), with errors that name the path. One implementation of each: read whole, write
-// atomically, create a directory chain.
+// atomically, create a directory chain, and Dir: everything plumb creates or writes below a
+// directory it owns (stateDir, storeDir, host-local's dataDir, the device-info directory),
+// relative to a directory descriptor and never through a symbolic link.
 #pragma once
 
+#include <sys/stat.h>
 #include <sys/types.h>
 
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "engine/base/result.hpp"
@@ -14,9 +19,11 @@
 namespace plumb {
 
 /// Reads the whole file at `path` (at most max_bytes). `what` describes it for messages
-/// ("CNI config", "sysctl net.ipv4.ip_forward"). Errors: msg "read <what> <path>"; code
-/// kNotFound when the file does not exist (sys_errno ENOENT), kIo otherwise (errno kept, EFBIG
-/// when larger than max_bytes).
+/// ("CNI config", "sysctl net.ipv4.ip_forward"). The path may go through symbolic links (configs,
+/// kubeconfigs and tokens are often links), but only a regular file is read: a FIFO or device is
+/// refused without blocking. Errors: msg "read <what> <path>"; code kNotFound when the file does
+/// not exist (sys_errno ENOENT), kIo otherwise (errno kept, EFBIG when larger than max_bytes,
+/// EINVAL when not a regular file).
 [[nodiscard]] Result<std::string> read_file(const std::string& path, std::string_view what = {},
                                             size_t max_bytes = 16u << 20);
 
@@ -26,10 +33,8 @@ struct WriteOptions {
   bool fsync = false;  ///< fsync the data before the rename (survives power loss, costs a disk flush)
 };
 
-/// Writes `data` to `path` atomically: a unique temporary file in the same directory
-/// (O_EXCL|O_NOFOLLOW), then rename(2) over `path`, so readers see the old or the new content,
-/// never a part. Errors: kIo with errno naming the path (ENOSPC, EROFS ...); the temporary file
-/// is removed on failure.
+/// Writes `data` to `path` atomically (Dir::write_atomic in the parent directory): readers see
+/// the old or the new content, never a part. Errors: kIo with errno naming the path.
 [[nodiscard]] Status write_atomic(const std::string& path, std::string_view data, WriteOptions opts = {});
 
 /// Creates `path` and its missing parents with `mode` (independent of the umask), like mkdir -p.
@@ -40,5 +45,90 @@ struct WriteOptions {
 /// Names of the entries of directory `dir` (no "." or ".."), unsorted; a missing directory has
 /// none. Errors: kIo with errno naming the directory.
 [[nodiscard]] Result<std::vector<std::string>> list_dir(const std::string& dir);
+
+/// An owned file descriptor, closed when destroyed (-1: none). Movable.
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  UniqueFd(UniqueFd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  UniqueFd& operator=(UniqueFd&& o) noexcept;
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+  ~UniqueFd();
+  [[nodiscard]] int get() const { return fd_; }
+
+ private:
+  int fd_ = -1;
+};
+
+/// A directory plumb owns, held by a descriptor opened O_DIRECTORY|O_NOFOLLOW. Every name given
+/// to its members is one path component (no '/', not "." or ".."), opened relative to the
+/// descriptor with O_NOFOLLOW: a symbolic link planted where plumb reads or writes a file or a
+/// directory is an error naming the path (ELOOP, "is a symbolic link"), never followed. Files
+/// and directories are created with the mode asked for, whatever the caller's umask. The
+/// configured base directory itself (opened by open()) is an administrator's path and may be
+/// reached through links in its parents.
+class Dir {
+ public:
+  /// One entry of list().
+  struct Entry {
+    std::string name;
+    unsigned char type;  ///< DT_REG, DT_DIR, DT_LNK, ... (DT_UNKNOWN resolved with fstatat)
+  };
+
+  Dir() = default;
+
+  /// Opens the directory `path` (its last component not a symbolic link); with `create_mode`,
+  /// creates it and its missing parents with that mode first. Errors: kNotFound when missing
+  /// and not created; kIo naming the path (ELOOP for a symbolic link, ENOTDIR).
+  [[nodiscard]] static Result<Dir> open(const std::string& path, std::optional<mode_t> create_mode = std::nullopt);
+
+  /// The subdirectory `name`, created with `create_mode` when given and missing. Errors as open().
+  [[nodiscard]] Result<Dir> sub(std::string_view name, std::optional<mode_t> create_mode = std::nullopt) const;
+  /// Reads the regular file `name` whole (O_NOFOLLOW|O_NONBLOCK: a link, FIFO, device or
+  /// directory is refused without blocking; at most max_bytes). Errors: kNotFound when missing;
+  /// kIo naming the path with errno ELOOP (link), EINVAL (not a regular file), EFBIG (too large).
+  [[nodiscard]] Result<std::string> read(std::string_view name, std::string_view what, size_t max_bytes) const;
+  /// Replaces `name` atomically: a new temporary file "<name>.tmp.<16 hex>" (O_EXCL|O_NOFOLLOW,
+  /// opts.mode), then renameat(2) over `name`. Errors: kIo naming the path (ELOOP when a link is
+  /// at `name`: refused, never followed); the temporary file is removed on failure.
+  [[nodiscard]] Status write_atomic(std::string_view name, std::string_view data, WriteOptions opts = {}) const;
+  /// Creates `name` holding `data` once (O_CREAT|O_EXCL|O_NOFOLLOW, `mode`). Errors: sys_errno
+  /// EEXIST (code kConflict) when anything, a link included, is there; kIo otherwise.
+  [[nodiscard]] Status create_exclusive(std::string_view name, std::string_view data, mode_t mode) const;
+  /// Links the existing file `from` (in this directory) as `to`: false when `to` exists (taken).
+  [[nodiscard]] Result<bool> link_new(std::string_view from, std::string_view to) const;
+  /// Opens (creating with `mode` if missing) the lock file `name` for flock(2); read-only on a
+  /// read-only filesystem. Returns the descriptor (O_CLOEXEC). Errors: kIo naming the path.
+  [[nodiscard]] Result<int> open_lock(std::string_view name, mode_t mode = 0600) const;
+  /// Removes file `name`; a missing one is fine. Errors: kIo naming the path.
+  [[nodiscard]] Status remove(std::string_view name) const;
+  /// Removes the empty directory `name`: true when removed or missing, false when not empty.
+  [[nodiscard]] Result<bool> remove_dir(std::string_view name) const;
+  /// Moves `name` to `to_name` in `to` (renameat2 with RENAME_NOREPLACE). Errors: kIo (EEXIST
+  /// when taken).
+  [[nodiscard]] Status move(std::string_view name, const Dir& to, std::string_view to_name) const;
+  /// lstat of `name` (a link is described, not followed); nullopt when missing.
+  [[nodiscard]] Result<std::optional<struct stat>> stat(std::string_view name) const;
+  /// The entries (no "." or "..").
+  [[nodiscard]] Result<std::vector<Entry>> list() const;
+
+  [[nodiscard]] int fd() const { return fd_.get(); }
+  [[nodiscard]] const std::string& path() const { return path_; }
+  /// "<path>/<name>", for messages.
+  [[nodiscard]] std::string path_of(std::string_view name) const { return path_ + "/" + std::string(name); }
+
+ private:
+  Dir(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  [[nodiscard]] Status check_name(std::string_view name) const;
+
+  UniqueFd fd_;
+  std::string path_;
+};
+
+/// True when `name` can be one path component plumb creates: 1..255 bytes, no '/' or NUL, not
+/// "." or "..".
+[[nodiscard]] bool is_path_component(std::string_view name);
 
 }  // namespace plumb

@@ -1,6 +1,8 @@
 #include "engine/base/json.hpp"
 
 #include <rapidjson/error/en.h>
+#include <rapidjson/memorystream.h>
+#include <rapidjson/reader.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
@@ -12,62 +14,161 @@
 namespace plumb::json {
 namespace {
 
-std::string describe(const Value& v) {
-  if (v.IsString()) return std::string("\"") + v.GetString() + "\"";
-  return dump(v);
-}
-
 Error type_error(std::string_view where, std::string_view key, const Value& v, const char* want) {
   return Error{cni_code::kInvalidConfig, 0,
-               std::string(where) + "." + std::string(key) + " must be " + want + ", got " + describe(v), {}};
+               std::string(where) + "." + std::string(key) + " must be " + want + ", got " + quote(v), {}};
+}
+
+/// Passes RapidJSON's parse events to a Document, refusing (and remembering it) a nesting deeper
+/// than `max_depth`: the parse then ends with kParseErrorTermination at that point.
+class DepthLimit {
+ public:
+  DepthLimit(Document& doc, unsigned max_depth) : doc_(doc), max_depth_(max_depth) {}
+  [[nodiscard]] bool too_deep() const { return too_deep_; }
+
+  bool Null() { return doc_.Null(); }
+  bool Bool(bool b) { return doc_.Bool(b); }
+  bool Int(int i) { return doc_.Int(i); }
+  bool Uint(unsigned u) { return doc_.Uint(u); }
+  bool Int64(int64_t i) { return doc_.Int64(i); }
+  bool Uint64(uint64_t u) { return doc_.Uint64(u); }
+  bool Double(double d) { return doc_.Double(d); }
+  bool RawNumber(const char* s, rapidjson::SizeType n, bool copy) { return doc_.RawNumber(s, n, copy); }
+  bool String(const char* s, rapidjson::SizeType n, bool copy) { return doc_.String(s, n, copy); }
+  bool Key(const char* s, rapidjson::SizeType n, bool copy) { return doc_.Key(s, n, copy); }
+  bool StartObject() { return enter() && doc_.StartObject(); }
+  bool EndObject(rapidjson::SizeType n) { return leave() && doc_.EndObject(n); }
+  bool StartArray() { return enter() && doc_.StartArray(); }
+  bool EndArray(rapidjson::SizeType n) { return leave() && doc_.EndArray(n); }
+
+ private:
+  bool enter() {
+    if (++depth_ <= max_depth_) return true;
+    too_deep_ = true;
+    return false;
+  }
+  bool leave() {
+    --depth_;
+    return true;
+  }
+
+  Document& doc_;
+  unsigned max_depth_;
+  unsigned depth_ = 0;
+  bool too_deep_ = false;
+};
+
+/// Document::Populate's generator: one iterative parse of `text` through a DepthLimit.
+struct BoundedParse {
+  std::string_view text;
+  unsigned max_depth;
+  rapidjson::ParseResult result;
+  bool too_deep = false;
+
+  bool operator()(Document& doc) {
+    DepthLimit limit(doc, max_depth);
+    rapidjson::MemoryStream in(text.data(), text.size());
+    rapidjson::Reader reader;
+    result = reader.Parse<rapidjson::kParseIterativeFlag>(in, limit);
+    too_deep = limit.too_deep();
+    return !result.IsError();
+  }
+};
+
+/// Cuts `s` to at most `max` bytes at a UTF-8 character boundary.
+std::string_view cut_utf8(std::string_view s, size_t max) {
+  if (s.size() <= max) return s;
+  size_t n = max;
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
+  return s.substr(0, n);
+}
+
+/// One container being written by quote(): the value and the next member/element to visit.
+struct Frame {
+  const Value* v;
+  rapidjson::SizeType next = 0;
+};
+
+/// Writes the scalar `v`, or opens the container `v` (pushing it), through `w`.
+void quote_one(const Value& v, rapidjson::Writer<rapidjson::StringBuffer>& w, std::vector<Frame>& stack, size_t max_bytes) {
+  if (v.IsObject()) {
+    w.StartObject();
+    stack.push_back({&v});
+  } else if (v.IsArray()) {
+    w.StartArray();
+    stack.push_back({&v});
+  } else if (v.IsString()) {
+    auto s = cut_utf8({v.GetString(), v.GetStringLength()}, max_bytes);
+    w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
+  } else if (v.IsBool()) {
+    w.Bool(v.GetBool());
+  } else if (v.IsNull()) {
+    w.Null();
+  } else if (v.IsInt64()) {
+    w.Int64(v.GetInt64());
+  } else if (v.IsUint64()) {
+    w.Uint64(v.GetUint64());
+  } else {
+    w.Double(v.GetDouble());
+  }
+}
+
+/// Objects whose duplicate keys are kept as written: tuning refuses a sysctl key given twice in
+/// one object, as the reference plugin does (it reads the raw bytes for that), so it must see them.
+bool keeps_duplicates(const Value& name) {
+  return std::string_view(name.GetString(), name.GetStringLength()) == "sysctl";
 }
 
 /// Go's encoding/json (libcni, Multus, the reference plugins) keeps the last of duplicate object
 /// keys; RapidJSON keeps them all and finds the first. Removes every earlier duplicate, in every
-/// object of `root`, so plumb reads what a Go plugin reads. Iterative (input depth costs no stack)
-/// and linear in the number of members.
+/// object of `root` (but "sysctl" objects: keeps_duplicates), so plumb reads what a Go plugin
+/// reads. Iterative (input depth costs no stack) and linear in the number of members.
 void keep_last_duplicates(Document& root) {
-  std::vector<Value*> pending{&root};
+  std::vector<std::pair<Value*, bool>> pending{{&root, false}};
   std::unordered_set<std::string_view> seen;
   std::vector<bool> drop;
   while (!pending.empty()) {
-    Value* v = pending.back();
+    auto [v, as_written] = pending.back();
     pending.pop_back();
     if (v->IsArray()) {
-      for (auto& e : v->GetArray()) pending.push_back(&e);
+      for (auto& e : v->GetArray()) pending.emplace_back(&e, false);
       continue;
     }
-    if (!v->IsObject() || v->MemberCount() < 2) {
-      if (v->IsObject()) for (auto& m : v->GetObject()) pending.push_back(&m.value);
-      continue;
-    }
-    seen.clear();
-    drop.assign(v->MemberCount(), false);
-    bool any = false;
-    for (rapidjson::SizeType i = v->MemberCount(); i-- > 0;) {
-      const Value& name = (v->MemberBegin() + i)->name;
-      if (!seen.emplace(name.GetString(), name.GetStringLength()).second) any = drop[i] = true;
-    }
-    if (any) {
-      Value kept(rapidjson::kObjectType);
-      for (rapidjson::SizeType i = 0; i < drop.size(); ++i) {
-        auto m = v->MemberBegin() + i;
-        if (!drop[i]) kept.AddMember(std::move(m->name), std::move(m->value), root.GetAllocator());
+    if (!v->IsObject()) continue;
+    if (!as_written && v->MemberCount() > 1) {
+      seen.clear();
+      drop.assign(v->MemberCount(), false);
+      bool any = false;
+      for (rapidjson::SizeType i = v->MemberCount(); i-- > 0;) {
+        const Value& name = (v->MemberBegin() + i)->name;
+        if (!seen.emplace(name.GetString(), name.GetStringLength()).second) any = drop[i] = true;
       }
-      *v = std::move(kept);
+      if (any) {
+        Value kept(rapidjson::kObjectType);
+        for (rapidjson::SizeType i = 0; i < drop.size(); ++i) {
+          auto m = v->MemberBegin() + i;
+          if (!drop[i]) kept.AddMember(std::move(m->name), std::move(m->value), root.GetAllocator());
+        }
+        *v = std::move(kept);
+      }
     }
-    for (auto& m : v->GetObject()) pending.push_back(&m.value);
+    for (auto& m : v->GetObject()) pending.emplace_back(&m.value, keeps_duplicates(m.name));
   }
 }
 
 }  // namespace
 
-Result<Document> parse(std::string_view text, const std::string& what) {
+Result<Document> parse(std::string_view text, const std::string& what, unsigned max_depth) {
   Document d;
-  d.Parse(text.data(), text.size());
-  if (d.HasParseError()) {
-    return fail(cni_code::kDecode, "cannot decode " + what + ": " + rapidjson::GetParseError_En(d.GetParseError()) +
-                                       " at offset " + std::to_string(d.GetErrorOffset()));
+  BoundedParse p{text, max_depth, {}, false};
+  d.Populate(p);
+  if (p.too_deep) {
+    return fail(cni_code::kDecode, "cannot decode " + what + ": arrays and objects nested deeper than " +
+                                       std::to_string(max_depth) + " levels at offset " + std::to_string(p.result.Offset()));
+  }
+  if (p.result.IsError()) {
+    return fail(cni_code::kDecode, "cannot decode " + what + ": " + rapidjson::GetParseError_En(p.result.Code()) +
+                                       " at offset " + std::to_string(p.result.Offset()));
   }
   keep_last_duplicates(d);
   return d;
@@ -78,6 +179,39 @@ std::string dump(const Value& v) {
   rapidjson::Writer<rapidjson::StringBuffer> w(sb);
   v.Accept(w);
   return {sb.GetString(), sb.GetSize()};
+}
+
+std::string quote(const Value& v, size_t max_bytes) {
+  rapidjson::StringBuffer sb;
+  rapidjson::Writer<rapidjson::StringBuffer> w(sb);
+  std::vector<Frame> stack;
+  quote_one(v, w, stack, max_bytes);
+  while (!stack.empty() && sb.GetSize() <= max_bytes) {
+    Frame& f = stack.back();
+    const bool object = f.v->IsObject();
+    const rapidjson::SizeType size = object ? f.v->MemberCount() : f.v->Size();
+    if (f.next == size) {
+      if (object) {
+        w.EndObject();
+      } else {
+        w.EndArray();
+      }
+      stack.pop_back();
+      continue;
+    }
+    const rapidjson::SizeType i = f.next++;
+    if (object) {
+      const auto& m = *(f.v->MemberBegin() + i);
+      auto key = cut_utf8({m.name.GetString(), m.name.GetStringLength()}, max_bytes);
+      w.Key(key.data(), static_cast<rapidjson::SizeType>(key.size()));
+      quote_one(m.value, w, stack, max_bytes);
+    } else {
+      quote_one((*f.v)[i], w, stack, max_bytes);
+    }
+  }
+  std::string_view out(sb.GetString(), sb.GetSize());
+  if (stack.empty() && out.size() <= max_bytes) return std::string(out);
+  return std::string(cut_utf8(out, max_bytes)) + "...";
 }
 
 Document clone(const Value& v) {

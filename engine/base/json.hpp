@@ -17,11 +17,23 @@ namespace plumb::json {
 using Value = rapidjson::Value;
 using Document = rapidjson::Document;
 
-/// Parses `text`; of duplicate object keys the last is kept, as Go's encoding/json (libcni and the
-/// reference plugins) does. Errors: kDecode naming `what` and the byte offset of the syntax error.
-[[nodiscard]] Result<Document> parse(std::string_view text, const std::string& what);
-/// Serializes compactly.
+/// How deep arrays and objects may nest in any JSON plumb reads from outside (stdin, NAD configs,
+/// annotations, API and etcd answers, device-info files, delegated plugins' output): the same
+/// bound as the YAML gate (yaml_guard.hpp). CNI configs nest about 8 deep.
+inline constexpr unsigned kMaxDepth = 64;
+
+/// Parses `text` with RapidJSON's iterative parser (no recursion, whatever the input) and at
+/// most `max_depth` levels of arrays/objects. Errors: kDecode naming `what` and the byte offset
+/// of the syntax error, or "nested deeper than <max_depth> levels" with the offset where it was.
+/// Of duplicate object keys the last is kept, as Go's encoding/json (libcni and the reference
+/// plugins) does, but in "sysctl" objects (tuning refuses a key given twice, as the reference).
+[[nodiscard]] Result<Document> parse(std::string_view text, const std::string& what, unsigned max_depth = kMaxDepth);
+/// Serializes compactly (recursive: for documents plumb built or parsed, which parse() bounds).
 [[nodiscard]] std::string dump(const Value& v);
+/// A value quoted for an error message: compact JSON of at most about `max_bytes` bytes, cut with
+/// "..." where longer (strings too, at a UTF-8 boundary). Walks the value with its own stack, never
+/// recursing, so any depth is safe.
+[[nodiscard]] std::string quote(const Value& v, size_t max_bytes = 160);
 /// Deep copy of `v` into a new document.
 [[nodiscard]] Document clone(const Value& v);
 

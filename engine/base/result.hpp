@@ -37,6 +37,9 @@ inline constexpr unsigned kConflict = 105;
 /// A CNI plugin plumb delegated to could not be run, did not finish in time, or failed without
 /// a CNI error of its own (its stderr is in the message).
 inline constexpr unsigned kDelegate = 106;
+/// A state record was written by a newer plumb (a format or undo operation this binary does not
+/// know): DEL it with that version, or GC with this one moves it to quarantine.
+inline constexpr unsigned kNewerRecord = 107;
 /// Internal invariant broken (a plumb bug).
 inline constexpr unsigned kInternal = 199;
 }  // namespace cni_code

@@ -81,7 +81,7 @@ Result<Dns> decode_dns(const Value& top) {
 }
 
 Result<RouteEntry> decode_route(const Value& rv, const std::string& where, bool v11) {
-  if (!rv.IsObject()) return fail(cni_code::kDecode, where + " must be an object, got " + json::dump(rv));
+  if (!rv.IsObject()) return fail(cni_code::kDecode, where + " must be an object, got " + json::quote(rv));
   RouteEntry r;
   r.dst = PLUMB_TRY(get_cidr(rv, "dst", where));
   r.gw = PLUMB_TRY(get_ip(rv, "gw", where));
@@ -131,7 +131,7 @@ Status decode_current(const Value& v, CniResult& r, Shape shape) {
     for (rapidjson::SizeType i = 0; i < ifs->Size(); ++i) {
       const std::string where = "result.interfaces[" + std::to_string(i) + "]";
       const Value& iv = (*ifs)[i];
-      if (!iv.IsObject()) return fail(cni_code::kDecode, where + " must be an object, got " + json::dump(iv));
+      if (!iv.IsObject()) return fail(cni_code::kDecode, where + " must be an object, got " + json::quote(iv));
       Interface itf;
       itf.name = PLUMB_TRY(json::get_string(iv, "name", where)).value_or("");
       itf.mac = PLUMB_TRY(json::get_string(iv, "mac", where)).value_or("");
@@ -152,7 +152,7 @@ Status decode_current(const Value& v, CniResult& r, Shape shape) {
     for (rapidjson::SizeType i = 0; i < ips->Size(); ++i) {
       const std::string where = "result.ips[" + std::to_string(i) + "]";
       const Value& iv = (*ips)[i];
-      if (!iv.IsObject()) return fail(cni_code::kDecode, where + " must be an object, got " + json::dump(iv));
+      if (!iv.IsObject()) return fail(cni_code::kDecode, where + " must be an object, got " + json::quote(iv));
       IpConfig c;
       c.address = PLUMB_TRY(get_cidr(iv, "address", where));
       c.gateway = PLUMB_TRY(get_ip(iv, "gateway", where));
@@ -297,7 +297,7 @@ Value rename_keys(const Value& obj, Alloc& a) {
 }
 
 bool valid_container_id(std::string_view id) {
-  if (id.empty() || id.size() > 1024 || id.front() == '.') return false;
+  if (id.empty() || id.size() > kMaxContainerIdBytes || id.front() == '.') return false;
   if (id.find("..") != std::string_view::npos) return false;
   return std::all_of(id.begin(), id.end(), [](char c) {
     return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-';
@@ -305,6 +305,12 @@ bool valid_container_id(std::string_view id) {
 }
 
 }  // namespace
+
+bool is_valid_network_name(std::string_view name) {
+  auto alnum = [](char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
+  if (name.empty() || name.size() > 255 || !alnum(name.front())) return false;
+  return std::all_of(name.begin(), name.end(), [&](char c) { return alnum(c) || c == '_' || c == '.' || c == '-'; });
+}
 
 const std::vector<std::string>& supported_versions() {
   static const std::vector<std::string> v = {"0.1.0", "0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"};
@@ -379,7 +385,9 @@ Result<Env> Env::from(const char* (*getenv_fn)(const char*)) {
   if (!e.container_id.empty() && !valid_container_id(e.container_id)) {
     return fail(cni_code::kInvalidEnv,
                 "CNI_CONTAINERID \"" + e.container_id.substr(0, 64) + (e.container_id.size() > 64 ? "...\"" : "\"") +
-                    " is invalid: must be 1..1024 of [A-Za-z0-9_.-], not start with '.' and not contain \"..\"");
+                    " is invalid: must be 1.." + std::to_string(kMaxContainerIdBytes) +
+                    " of [A-Za-z0-9_.-], not start with '.' and not contain \"..\" (" + std::to_string(e.container_id.size()) +
+                    " bytes given)");
   }
   if (!e.ifname.empty() && !is_valid_ifname(e.ifname)) {
     return fail(cni_code::kInvalidEnv, "CNI_IFNAME \"" + e.ifname +
@@ -413,7 +421,7 @@ Result<CniResult> decode_result(const json::Value& v, std::string_view version) 
     return fail(cni_code::kIncompatibleVersion, "decode CNI result: unsupported cniVersion \"" + std::string(version) + "\"");
   }
   const std::string ctx = "decode CNI " + std::string(version) + " result";
-  if (!v.IsObject()) return fail(cni_code::kDecode, ctx + ": result must be a JSON object, got " + json::dump(v));
+  if (!v.IsObject()) return fail(cni_code::kDecode, ctx + ": result must be a JSON object, got " + json::quote(v));
   CniResult r;
   r.cni_version = std::string(version);
   Status st = *shape == Shape::V02 ? decode_02(v, r) : decode_current(v, r, *shape);

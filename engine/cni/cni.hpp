@@ -26,6 +26,16 @@ const std::vector<std::string>& supported_versions();
 /// selection annotation's "interface".)
 [[nodiscard]] bool is_valid_ifname(std::string_view name);
 
+/// True if `name` is a valid network name (CNI spec "Configuration format": starts with an
+/// alphanumeric character, then alphanumerics, '_', '.' or '-'), at most 255 bytes: it names
+/// directories (host-local's dataDir/<name>), so nothing else may enter.
+[[nodiscard]] bool is_valid_network_name(std::string_view name);
+
+/// The longest CNI_CONTAINERID plumb accepts: every file name derived from it (lock
+/// "<id>:<ifname>", device-info "<id>-<ifname>-device.json" and their temporary files) must stay
+/// within NAME_MAX (255). Kubernetes runtimes use 64.
+inline constexpr size_t kMaxContainerIdBytes = 200;
+
 enum class Command { Add, Del, Check, Version, Status, Gc };
 
 /// The CNI_* environment of one invocation (SPEC "Parameters").
@@ -42,8 +52,8 @@ struct Env {
   /// command requires (ADD/CHECK: CNI_CONTAINERID, CNI_NETNS, CNI_IFNAME; DEL: CNI_CONTAINERID,
   /// CNI_IFNAME; GC/STATUS/VERSION: nothing). Errors: kInvalidEnv naming the variable; an unknown
   /// CNI_COMMAND is kInvalidEnv naming the value; a container ID that is not [A-Za-z0-9_.-]+ or
-  /// starts with '.' is kInvalidEnv (it becomes part of paths); so is one longer than 1024 or
-  /// containing "..", a CNI_IFNAME that is not is_valid_ifname(), and a non-empty CNI_ARGS item
+  /// starts with '.' is kInvalidEnv (it becomes part of paths); so is one longer than
+  /// kMaxContainerIdBytes or containing "..", a CNI_IFNAME that is not is_valid_ifname(), and a non-empty CNI_ARGS item
   /// without '=' (empty items are skipped).
   [[nodiscard]] static Result<Env> from(const char* (*getenv_fn)(const char*));
   /// Value of CNI_ARGS key `key` (exact match), if present.

@@ -27,40 +27,22 @@ json::Document envelope(const char* type) {
   return d;
 }
 
-Status make_parent(const std::string& path) {
-  auto st = mkdir_p(std::filesystem::path(path).parent_path().string(), 0755);
-  if (!st) return std::unexpected(st.error().within("device-info file " + path));
-  return {};
+/// The directory of a device-info file (<base>/cni), opened never through a link at its last
+/// component; created 0755 when `create`.
+Result<Dir> parent_of(const std::string& path, bool create) {
+  auto dir = Dir::open(std::filesystem::path(path).parent_path().string(), create ? std::optional<mode_t>(0755) : std::nullopt);
+  if (!dir) return std::unexpected(dir.error().within("device-info file " + path));
+  return dir;
 }
 
-/// Writes all of `data` to fd; errno on failure.
-int write_all(int fd, const std::string& data) {
-  size_t off = 0;
-  while (off < data.size()) {
-    ssize_t n = ::write(fd, data.data() + off, data.size() - off);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return errno;
-    }
-    off += static_cast<size_t>(n);
-  }
-  return 0;
-}
+std::string name_of(const std::string& path) { return std::filesystem::path(path).filename().string(); }
 
-/// Creates `path` exclusively with mode 0444 and writes `data`. EEXIST when present.
+/// Creates `path` exclusively with mode 0444 and writes `data`. kConflict when present.
 Status create_exclusive(const std::string& path, const std::string& data, const std::string& what) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
-  if (fd < 0) {
-    if (errno == EEXIST) return fail(cni_code::kConflict, what + ": device-info file " + path + " already exists");
-    return fail_errno(errno, what + ": create device-info file " + path);
-  }
-  int err = write_all(fd, data);
-  if (err == 0 && ::fsync(fd) != 0) err = errno;
-  ::close(fd);
-  if (err != 0) {
-    ::unlink(path.c_str());
-    return fail_errno(err, what + ": write device-info file " + path);
-  }
+  auto dir = PLUMB_TRY(parent_of(path, true));
+  auto st = dir.create_exclusive(name_of(path), data, 0444);
+  if (!st && st.error().sys_errno == EEXIST) return fail(cni_code::kConflict, what + ": device-info file " + path + " already exists");
+  if (!st) return std::unexpected(st.error().within(what));
   return {};
 }
 
@@ -121,36 +103,15 @@ std::string cni_file(const std::string& base, std::string_view container_id, std
 }
 
 Result<std::optional<json::Document>> read(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) return std::optional<json::Document>{};
-    return fail_errno(errno, "open device-info file " + path);
-  }
-  std::string text;
-  char buf[4096];
-  for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      int err = errno;
-      ::close(fd);
-      return fail_errno(err, "read device-info file " + path);
-    }
-    if (n == 0) break;
-    text.append(buf, static_cast<size_t>(n));
-    if (text.size() > (1u << 20)) {
-      ::close(fd);
-      return fail(cni_code::kInvalidConfig, "device-info file " + path + " is larger than 1 MiB");
-    }
-  }
-  ::close(fd);
-  auto doc = PLUMB_TRY(json::parse(text, "device-info file " + path));
+  auto text = read_file(path, "device-info file", 1u << 20);
+  if (!text && text.error().cni_code == cni_code::kNotFound) return std::optional<json::Document>{};
+  if (!text) return std::unexpected(text.error());
+  auto doc = PLUMB_TRY(json::parse(*text, "device-info file " + path));
   PLUMB_TRY(validate(doc, "device-info file " + path));
   return std::optional<json::Document>(std::move(doc));
 }
 
 Status write_once(const std::string& path, const json::Value& info) {
-  PLUMB_TRY(make_parent(path));
   return create_exclusive(path, json::dump(info), "write device-info");
 }
 
@@ -172,14 +133,17 @@ Status complete(const std::string& path, const json::Value& found) {
     changed = true;
   }
   if (!changed) return {};
-  auto st = write_atomic(path, json::dump(doc), {.mode = 0444});
+  auto dir = PLUMB_TRY(parent_of(path, false));
+  auto st = dir.write_atomic(name_of(path), json::dump(doc), {.mode = 0444});
   if (!st) return std::unexpected(st.error().within("complete device-info"));
   return {};
 }
 
 Status remove(const std::string& path) {
-  if (::unlink(path.c_str()) != 0 && errno != ENOENT) return fail_errno(errno, "remove device-info file " + path);
-  return {};
+  auto dir = parent_of(path, false);
+  if (!dir && dir.error().cni_code == cni_code::kNotFound) return {};
+  if (!dir) return std::unexpected(dir.error());
+  return dir->remove(name_of(path));
 }
 
 std::string chain_device_id(const json::Value& plugins) {

@@ -148,7 +148,7 @@ json::Value VfSetting::to_json(json::Document::AllocatorType& a) const {
 }
 
 Result<VfSetting> VfSetting::from_json(const json::Value& v) {
-  const std::string where = "VF setting " + (v.IsObject() ? json::dump(v) : std::string("(not an object)"));
+  const std::string where = "VF setting " + (v.IsObject() ? json::quote(v) : std::string("(not an object)"));
   if (!v.IsObject()) return fail(cni_code::kDecode, where);
   auto kind = PLUMB_TRY(json::get_string(v, "kind", where));
   auto vf = PLUMB_TRY(json::get_uint(v, "vf", where));

@@ -1,218 +1,278 @@
+// The state directory (state.hpp): keys, locks, reading records whole, removal, quarantine.
 #include "engine/state/state.hpp"
-#include "engine/base/file.hpp"
 
 #include <dirent.h>
-#include <fcntl.h>
 #include <sys/file.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
+#include <set>
 
 namespace plumb::state {
 namespace {
 
+constexpr const char* kContainers = "containers";
+constexpr const char* kLocks = "locks";
+constexpr const char* kQuarantine = "quarantine";
 
-json::Value str(std::string_view s, json::Document::AllocatorType& a) {
-  return json::Value(s.data(), static_cast<rapidjson::SizeType>(s.size()), a);
+/// The state directory's subdirectory `name`; nullopt when it (or the root) does not exist.
+Result<std::optional<Dir>> open_sub(const std::string& root, const char* name) {
+  auto r = Dir::open(root);
+  if (!r && r.error().cni_code == cni_code::kNotFound) return std::optional<Dir>{};
+  if (!r) return std::unexpected(r.error());
+  auto d = r->sub(name);
+  if (!d && d.error().cni_code == cni_code::kNotFound) return std::optional<Dir>{};
+  if (!d) return std::unexpected(d.error());
+  return std::optional<Dir>(std::move(*d));
+}
+
+/// A damaged record: `why` with code kDecode unless it says "newer plumb" (kNewerRecord).
+DamagedRecord damaged(const std::string& path, const Error& why) {
+  Error e = why;
+  if (e.cni_code != cni_code::kNewerRecord) e.cni_code = cni_code::kDecode;
+  if (e.msg.find(path) == std::string::npos) e = e.within("state record " + path);
+  return DamagedRecord{path, std::move(e)};
+}
+
+/// The CNI_IFNAME a legacy directory belongs to: the ifname of its index-0 record's file name
+/// ("0-<ifname>.json"); "" when it has none (then any key of the container takes it).
+std::string legacy_owner(const Dir& legacy) {
+  auto entries = legacy.list();
+  if (!entries) return {};
+  std::vector<std::string> owners;
+  for (const auto& e : *entries) {
+    if (e.name.size() > 7 && e.name.starts_with("0-") && e.name.ends_with(".json")) owners.push_back(e.name.substr(2, e.name.size() - 7));
+  }
+  std::sort(owners.begin(), owners.end());
+  return owners.empty() ? std::string() : owners.front();
+}
+
+/// Checks that a decoded record belongs where it was found.
+Status check_place(const AttachmentRecord& r, const Key& key, const std::string& file, bool legacy) {
+  if (r.container_id != key.container_id) {
+    return fail(cni_code::kDecode, "belongs to container \"" + r.container_id + "\", not " + key.container_id);
+  }
+  if (!legacy && r.cni_ifname != key.ifname) {
+    return fail(cni_code::kDecode, "belongs to interface \"" + r.cni_ifname + "\", not " + key.ifname);
+  }
+  if (file != std::to_string(r.index) + "-" + r.ifname + ".json") {
+    return fail(cni_code::kDecode, "describes attachment " + std::to_string(r.index) + " " + r.ifname + ", not its file name");
+  }
+  return {};
+}
+
+/// Reads every record of directory `name` in `containers` into `out`.
+void read_dir(const Dir& containers, const std::string& name, const Key& key, bool legacy, Records& out) {
+  const std::string path = containers.path_of(name);
+  auto dir = containers.sub(name);
+  if (!dir) {
+    if (dir.error().cni_code != cni_code::kNotFound) out.damaged.push_back(damaged(path, dir.error()));
+    return;
+  }
+  auto entries = dir->list();
+  if (!entries) {
+    out.damaged.push_back(damaged(path, entries.error()));
+    return;
+  }
+  for (const auto& e : *entries) {
+    if (e.name.find(".json.tmp.") != std::string::npos) {
+      // A write killed before its rename: callers hold the key's lock, so no writer is using it.
+      (void)dir->remove(e.name);
+      continue;
+    }
+    if (e.name.size() <= 5 || !e.name.ends_with(".json")) continue;
+    const std::string file = dir->path_of(e.name);
+    auto text = dir->read(e.name, "state record", kMaxRecordBytes);
+    if (!text && text.error().cni_code == cni_code::kNotFound) continue;
+    if (!text) {
+      out.damaged.push_back(damaged(file, text.error()));
+      continue;
+    }
+    auto rec = decode(*text, file);
+    if (rec && legacy) rec->cni_ifname = key.ifname;
+    Status placed = rec ? check_place(*rec, key, e.name, legacy) : Status{};
+    if (!rec) {
+      out.damaged.push_back(damaged(file, rec.error()));
+    } else if (!placed) {
+      out.damaged.push_back(damaged(file, placed.error()));
+    } else {
+      out.records.push_back(std::move(*rec));
+    }
+  }
+}
+
+/// The directory holding `path` below <root>/containers, and the file's name there.
+Result<std::pair<Dir, std::string>> containing_dir(const std::string& root, const std::string& path) {
+  const std::string prefix = root + "/" + kContainers + "/";
+  const auto slash = path.find_last_of('/');
+  if (!path.starts_with(prefix) || slash == std::string::npos || slash < prefix.size()) {
+    return fail(cni_code::kInternal, path + " is not below " + prefix);
+  }
+  auto containers = PLUMB_TRY(Dir::open(root + "/" + kContainers));
+  auto dir = PLUMB_TRY(containers.sub(path.substr(prefix.size(), slash - prefix.size())));
+  return std::pair{std::move(dir), path.substr(slash + 1)};
 }
 
 }  // namespace
 
-FileLock& FileLock::operator=(FileLock&& o) noexcept {
-  if (this != &o) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = o.fd_;
-    path_ = std::move(o.path_);
-    o.fd_ = -1;
-  }
-  return *this;
-}
-
-FileLock::~FileLock() {
-  if (fd_ >= 0) ::close(fd_);  // closing drops the flock
-}
+std::string Key::describe() const { return "container " + container_id + (ifname.empty() ? "" : " interface " + ifname); }
 
 void FileLock::unlink_path() {
   // Only the holder unlinks, before dropping the lock: waiters then notice the inode changed.
-  if (fd_ >= 0 && !path_.empty()) ::unlink(path_.c_str());
+  // unlink(2) never follows a link at the last component.
+  if (fd_.get() >= 0 && !path_.empty()) ::unlink(path_.c_str());
 }
 
-Result<FileLock> lock_file(const std::string& path) {
-  // Lock files are unlinked by their holder once a container is gone (see StateDir::unlock_and_remove),
-  // so after taking the lock, make sure the path still names the file we locked; else retry.
+Result<FileLock> lock_file(const Dir& dir, const std::string& name) {
+  // Lock files are unlinked by their holder once nothing is left to serialise, so after taking
+  // the lock, make sure the name still names the file we locked; else retry.
   for (;;) {
-    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd < 0 && errno == EROFS) {
-      fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);  // flock works on a read-only descriptor
-      if (fd < 0) errno = EROFS;                        // report why it could not be created
-    }
-    if (fd < 0) return fail_errno(errno, "open lock file " + path);
+    int fd = PLUMB_TRY(dir.open_lock(name));
     while (::flock(fd, LOCK_EX) != 0) {
       if (errno == EINTR) continue;
       int err = errno;
       ::close(fd);
-      return fail_errno(err, "lock " + path);
+      return fail_errno(err, "lock " + dir.path_of(name));
     }
-    struct stat held {}, named {};
-    if (::fstat(fd, &held) == 0 && ::stat(path.c_str(), &named) == 0 && held.st_ino == named.st_ino &&
-        held.st_dev == named.st_dev) {
-      return FileLock(fd, path);
+    struct stat held {};
+    auto named = dir.stat(name);
+    if (::fstat(fd, &held) == 0 && named && *named && held.st_ino == (*named)->st_ino && held.st_dev == (*named)->st_dev) {
+      return FileLock(fd, dir.path_of(name));
     }
     ::close(fd);  // unlinked (or replaced) while we waited: take the current one
   }
 }
 
+Result<FileLock> lock_file(const std::string& path) {
+  const auto slash = path.find_last_of('/');
+  if (slash == std::string::npos || slash == 0) return fail(cni_code::kInternal, "lock file " + path + " has no directory");
+  auto dir = PLUMB_TRY(Dir::open(path.substr(0, slash), 0700));
+  return lock_file(dir, path.substr(slash + 1));
+}
 
-Result<FileLock> StateDir::lock_container(const std::string& container_id) const {
-  PLUMB_TRY(mkdir_p(root_ + "/locks"));
-  return lock_file(root_ + "/locks/" + container_id);
+Result<KeyLock> StateDir::lock(const Key& key) const {
+  auto root = PLUMB_TRY(Dir::open(root_, 0700));
+  auto locks = PLUMB_TRY(root.sub(kLocks, 0700));
+  KeyLock out{PLUMB_TRY(lock_file(locks, key.name())), std::nullopt};
+  // Records of an older plumb live in one directory per container, under that container's lock.
+  bool legacy = PLUMB_TRY(locks.stat(key.container_id)).has_value();
+  if (!legacy) {
+    if (auto containers = root.sub(kContainers)) legacy = PLUMB_TRY(containers->stat(key.container_id)).has_value();
+  }
+  if (legacy) out.legacy = PLUMB_TRY(lock_file(locks, key.container_id));
+  return out;
 }
 
 std::string StateDir::record_path(const AttachmentRecord& rec) const {
-  return root_ + "/containers/" + rec.container_id + "/" + std::to_string(rec.index) + "-" + rec.ifname + ".json";
+  return root_ + "/" + kContainers + "/" + rec.key().name() + "/" + std::to_string(rec.index) + "-" + rec.ifname + ".json";
 }
 
-Status StateDir::write(const AttachmentRecord& rec) const {
-  PLUMB_TRY(mkdir_p(root_ + "/containers/" + rec.container_id));
-  return write_atomic(record_path(rec), encode(rec));
-}
-
-Result<std::vector<AttachmentRecord>> StateDir::read(const std::string& container_id) const {
-  std::vector<AttachmentRecord> out;
-  std::string dir = root_ + "/containers/" + container_id;
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) {
-    if (errno == ENOENT) return out;
-    return fail_errno(errno, "read state directory " + dir);
-  }
-  std::vector<std::string> names;
-  while (dirent* e = ::readdir(d)) {
-    std::string n = e->d_name;
-    if (n.size() > 5 && n.ends_with(".json")) {
-      names.push_back(n);
-    } else if (n.find(".json.tmp.") != std::string::npos) {
-      // A write_atomic() killed before its rename: callers hold the container lock, so no
-      // writer is using it.
-      ::unlink((dir + "/" + n).c_str());
-    }
-  }
-  ::closedir(d);
-  for (auto& n : names) {
-    std::string path = dir + "/" + n;
-    auto text = read_file(path, "state record");
-    if (!text && text.error().sys_errno == ENOENT) continue;
-    if (!text) return std::unexpected(text.error());
-    out.push_back(PLUMB_TRY(decode(*text, path)));
-  }
-  std::sort(out.begin(), out.end(), [](const AttachmentRecord& a, const AttachmentRecord& b) { return a.index < b.index; });
-  return out;
-}
-
-Status StateDir::remove(const AttachmentRecord& rec) const {
-  std::string path = record_path(rec);
-  if (::unlink(path.c_str()) != 0 && errno != ENOENT) return fail_errno(errno, "remove state record " + path);
-  std::string dir = root_ + "/containers/" + rec.container_id;
-  if (::rmdir(dir.c_str()) != 0 && errno != ENOTEMPTY && errno != EEXIST && errno != ENOENT) {
-    return fail_errno(errno, "remove state directory " + dir);
-  }
+Status StateDir::write(AttachmentRecord& rec) const {
+  auto root = PLUMB_TRY(Dir::open(root_, 0700));
+  auto containers = PLUMB_TRY(root.sub(kContainers, 0700));
+  auto dir = PLUMB_TRY(containers.sub(rec.key().name(), 0700));
+  const std::string name = std::to_string(rec.index) + "-" + rec.ifname + ".json";
+  PLUMB_TRY(dir.write_atomic(name, encode(rec)));
+  rec.origin = dir.path_of(name);
   return {};
 }
 
-Result<std::vector<std::string>> StateDir::containers() const {
-  std::vector<std::string> out;
-  for (const char* sub : {"/containers", "/locks"}) {
-    std::string dir = root_ + sub;
-    DIR* d = ::opendir(dir.c_str());
-    if (d == nullptr) {
-      if (errno == ENOENT) continue;
-      return fail_errno(errno, "read state directory " + dir);
-    }
-    while (dirent* e = ::readdir(d)) {
-      std::string n = e->d_name;
-      if (n != "." && n != ".." && n.find(".tmp.") == std::string::npos) out.push_back(n);
-    }
-    ::closedir(d);
+Result<Records> StateDir::read(const Key& key) const {
+  Records out;
+  auto containers = PLUMB_TRY(open_sub(root_, kContainers));
+  if (!containers) return out;
+  read_dir(*containers, key.name(), key, /*legacy=*/false, out);
+  if (auto legacy = containers->sub(key.container_id)) {
+    const std::string owner = legacy_owner(*legacy);
+    if (owner.empty() || owner == key.ifname) read_dir(*containers, key.container_id, key, /*legacy=*/true, out);
+  } else if (legacy.error().cni_code != cni_code::kNotFound) {
+    out.damaged.push_back(damaged(containers->path_of(key.container_id), legacy.error()));
   }
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
+  std::sort(out.records.begin(), out.records.end(), [](const auto& a, const auto& b) { return a.index < b.index; });
   return out;
 }
 
-std::string encode(const AttachmentRecord& rec) {
-  json::Document d(rapidjson::kObjectType);
-  auto& a = d.GetAllocator();
-  d.AddMember("format", kRecordFormat, a);
-  d.AddMember("containerID", str(rec.container_id, a), a);
-  d.AddMember("index", rec.index, a);
-  d.AddMember("ifname", str(rec.ifname, a), a);
-  d.AddMember("network", str(rec.network, a), a);
-  d.AddMember("selection", str(rec.selection, a), a);
-  d.AddMember("default", rec.is_default, a);
-  d.AddMember("podNamespace", str(rec.pod_namespace, a), a);
-  d.AddMember("podName", str(rec.pod_name, a), a);
-  d.AddMember("netns", str(rec.netns, a), a);
-  d.AddMember("phase", str(rec.phase, a), a);
-  if (!rec.ipam_owner.empty()) d.AddMember("ipamOwner", str(rec.ipam_owner, a), a);
-  if (rec.disable_check) d.AddMember("disableCheck", true, a);
-  if (rec.disable_gc) d.AddMember("disableGC", true, a);
-  json::Value v;
-  v.CopyFrom(rec.config, a);
-  d.AddMember("config", v, a);
-  v.CopyFrom(rec.result, a);
-  d.AddMember("result", v, a);
-  v.CopyFrom(rec.status, a);
-  d.AddMember("status", v, a);
-  if (rec.undo.IsArray()) {
-    v.CopyFrom(rec.undo, a);
-  } else {
-    v.SetArray();
-  }
-  d.AddMember("undo", v, a);
-  return json::dump(d);
+bool StateDir::has_records(const std::string& container_id) const {
+  auto containers = open_sub(root_, kContainers);
+  if (!containers || !*containers) return false;
+  auto entries = (*containers)->list();
+  if (!entries) return true;  // cannot tell: keep
+  return std::any_of(entries->begin(), entries->end(), [&](const Dir::Entry& e) {
+    return e.name == container_id || e.name.starts_with(container_id + ":");
+  });
 }
 
-Result<AttachmentRecord> decode(std::string_view text, const std::string& origin) {
-  json::Document d = PLUMB_TRY(json::parse(text, "state record " + origin));
-  if (!d.IsObject()) return fail(cni_code::kDecode, "state record " + origin + " is not an object");
-  AttachmentRecord r;
-  // Records without "format" were written before formats were numbered: format 1, whose fields and
-  // undo operations format 2 kept (it added "format" and "ipamOwner").
-  r.format = static_cast<int>(PLUMB_TRY(json::get_int(d, "format", origin)).value_or(1));
-  if (r.format < 1 || r.format > kRecordFormat) {
-    return fail(cni_code::kDecode, "state record " + origin + " has format " + std::to_string(r.format) +
-                                       ", this plumb reads formats 1.." + std::to_string(kRecordFormat) +
-                                       " (written by a newer plumb? DEL it with that version)");
+Status StateDir::remove(const AttachmentRecord& rec) const {
+  if (rec.origin.empty()) return {};  // never written
+  auto [dir, name] = PLUMB_TRY(containing_dir(root_, rec.origin));
+  auto st = dir.remove(name);
+  if (!st) return std::unexpected(st.error().within("remove state record"));
+  auto containers = PLUMB_TRY(Dir::open(root_ + "/" + kContainers));
+  const std::string dir_name = dir.path().substr(containers.path().size() + 1);
+  (void)PLUMB_TRY(containers.remove_dir(dir_name));  // kept while it holds other records
+  return {};
+}
+
+Result<std::string> StateDir::quarantine(const Key& key, const std::string& path) const {
+  auto root = PLUMB_TRY(Dir::open(root_, 0700));
+  auto to = PLUMB_TRY(PLUMB_TRY(root.sub(kQuarantine, 0700)).sub(key.name(), 0700));
+  auto containers = PLUMB_TRY(root.sub(kContainers));
+  // A damaged record (its directory named by the path), or a record directory that is itself
+  // the damage (a link or file where a directory should be).
+  const bool whole_dir = path.find('/', containers.path().size() + 1) == std::string::npos;
+  std::optional<Dir> held;
+  if (!whole_dir) held = PLUMB_TRY(containing_dir(root_, path)).first;
+  const Dir& from = whole_dir ? containers : *held;
+  const std::string name = path.substr(path.find_last_of('/') + 1);
+  std::string target = name;
+  for (int n = 1; PLUMB_TRY(to.stat(target)).has_value(); ++n) target = name + "." + std::to_string(n);
+  PLUMB_TRY(from.move(name, to, target));
+  if (!whole_dir) (void)containers.remove_dir(from.path().substr(containers.path().size() + 1));
+  return to.path_of(target);
+}
+
+void StateDir::release(KeyLock& lock, const Key& key) const {
+  auto left = read(key);
+  if (!left || !left->empty()) return;
+  lock.own.unlink_path();
+  if (!lock.legacy) return;
+  auto containers = open_sub(root_, kContainers);
+  if (containers && *containers) {
+    auto removed = (*containers)->remove_dir(key.container_id);  // the legacy directory, once empty
+    if (!removed || !*removed) return;
   }
-  auto s = [&](const char* k, std::string& out) -> Status {
-    auto v = PLUMB_TRY(json::get_string(d, k, origin));
-    if (v) out = *v;
-    return {};
-  };
-  PLUMB_TRY(s("containerID", r.container_id));
-  PLUMB_TRY(s("ifname", r.ifname));
-  PLUMB_TRY(s("network", r.network));
-  PLUMB_TRY(s("selection", r.selection));
-  PLUMB_TRY(s("podNamespace", r.pod_namespace));
-  PLUMB_TRY(s("podName", r.pod_name));
-  PLUMB_TRY(s("netns", r.netns));
-  PLUMB_TRY(s("phase", r.phase));
-  PLUMB_TRY(s("ipamOwner", r.ipam_owner));
-  r.index = static_cast<int>(PLUMB_TRY(json::get_int(d, "index", origin)).value_or(0));
-  r.is_default = PLUMB_TRY(json::get_bool(d, "default", origin)).value_or(false);
-  r.disable_check = PLUMB_TRY(json::get_bool(d, "disableCheck", origin)).value_or(false);
-  r.disable_gc = PLUMB_TRY(json::get_bool(d, "disableGC", origin)).value_or(false);
-  if (auto it = d.FindMember("config"); it != d.MemberEnd()) r.config.CopyFrom(it->value, r.config.GetAllocator());
-  if (auto it = d.FindMember("result"); it != d.MemberEnd()) r.result.CopyFrom(it->value, r.result.GetAllocator());
-  if (auto it = d.FindMember("status"); it != d.MemberEnd()) r.status.CopyFrom(it->value, r.status.GetAllocator());
-  if (auto it = d.FindMember("undo"); it != d.MemberEnd() && it->value.IsArray()) {
-    r.undo.CopyFrom(it->value, r.undo.GetAllocator());
-  } else {
-    r.undo.SetArray();
+  lock.legacy->unlink_path();
+}
+
+Result<std::vector<Key>> StateDir::keys() const {
+  std::set<Key> out;
+  auto containers = PLUMB_TRY(open_sub(root_, kContainers));
+  if (containers) {
+    for (const auto& e : PLUMB_TRY(containers->list())) {
+      const auto colon = e.name.find(':');
+      if (colon != std::string::npos) {
+        out.insert(Key{e.name.substr(0, colon), e.name.substr(colon + 1)});
+      } else if (auto legacy = containers->sub(e.name)) {
+        out.insert(Key{e.name, legacy_owner(*legacy)});
+      } else {
+        out.insert(Key{e.name, ""});  // not a directory: reported as damaged by read()
+      }
+    }
   }
-  return r;
+  auto locks = PLUMB_TRY(open_sub(root_, kLocks));
+  if (locks) {
+    for (const auto& e : PLUMB_TRY(locks->list())) {
+      if (e.name.find(".tmp.") != std::string::npos) continue;
+      const auto colon = e.name.find(':');
+      if (colon != std::string::npos) {
+        out.insert(Key{e.name.substr(0, colon), e.name.substr(colon + 1)});
+      } else if (std::none_of(out.begin(), out.end(), [&](const Key& k) { return k.container_id == e.name; })) {
+        out.insert(Key{e.name, ""});  // an older plumb's lock file without records
+      }
+    }
+  }
+  return std::vector<Key>(out.begin(), out.end());
 }
 
 }  // namespace plumb::state

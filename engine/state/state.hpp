@@ -1,25 +1,56 @@
-// plumb's on-node state: one record per attachment, written atomically (temp file + rename)
-// under <root>/containers/<containerID>/, and per-container locks under <root>/locks/.
-// Records are written ahead of every kernel change (see txn::Journal), so a DEL after a crash
-// finds everything the ADD may have done.
+// plumb's on-node state: one record per attachment, written atomically (temp file + rename) under
+// <root>/containers/<containerID>:<ifname>/ — the attachments of one CNI invocation, keyed by
+// (CNI_CONTAINERID, CNI_IFNAME) as the CNI spec identifies an attachment — and one lock file per
+// key under <root>/locks/. Records are written ahead of every kernel change (see txn::Journal),
+// so a DEL after a crash finds everything the ADD may have done.
+//
+// Every record is verifiable as a whole (format 3: its length and checksum written last) and is
+// read through engine/base/file's Dir: never through a symbolic link, only from a regular file,
+// bounded in size and nesting. A record that fails any check is a DamagedRecord: reported by path,
+// never trusted, moved to <root>/quarantine/ by the verb that gives up on it.
+//
+// Records of older plumbs stay readable: format 1 (no "format" key) and 2 (adds "format",
+// "ipamOwner"), which sit in one directory per container (<root>/containers/<containerID>/, the
+// "legacy" directory, under the lock <root>/locks/<containerID>); they belong to the key whose
+// ifname their index-0 record names (its file "0-<ifname>.json").
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "engine/base/file.hpp"
 #include "engine/base/json.hpp"
 #include "engine/base/result.hpp"
 
 namespace plumb::state {
 
-/// The record format this plumb writes. Format 1 (no "format" key): records of plumb before
-/// formats were numbered; format 2 adds "format" and "ipamOwner". Both are read.
-inline constexpr int kRecordFormat = 2;
+/// The record format this plumb writes: 3 adds "cniIfname" and the "integrity" trailer.
+/// Formats 1 and 2 are read (see the file comment).
+inline constexpr int kRecordFormat = 3;
+/// Records are small (a few KiB); anything larger is not one of ours.
+inline constexpr size_t kMaxRecordBytes = 4u << 20;
+/// Records embed configs, results and device-info read with json::kMaxDepth a few levels down.
+inline constexpr unsigned kRecordMaxDepth = 2 * json::kMaxDepth;
+
+/// The attachments of one CNI invocation: (CNI_CONTAINERID, CNI_IFNAME).
+struct Key {
+  std::string container_id;
+  std::string ifname;  ///< CNI_IFNAME; "" only for a legacy directory whose owner is unknown
+  /// "<containerID>:<ifname>", the name of its record directory and lock file (':' is allowed in
+  /// neither a container ID nor an interface name).
+  [[nodiscard]] std::string name() const { return container_id + ":" + ifname; }
+  /// "container <id> interface <ifname>", for messages.
+  [[nodiscard]] std::string describe() const;
+  bool operator==(const Key&) const = default;
+  bool operator<(const Key& o) const { return name() < o.name(); }
+};
 
 /// One attachment of one container.
 struct AttachmentRecord {
   int format = kRecordFormat;    // the format it was read in (written: always kRecordFormat)
   std::string container_id;
+  std::string cni_ifname;        // CNI_IFNAME of the invocation that made it (its key's ifname)
   int index = 0;                 // order of attachment within the pod (default network = 0)
   std::string ifname;            // interface name inside the pod
   std::string network;           // CNI network name
@@ -36,29 +67,52 @@ struct AttachmentRecord {
   json::Document result;         // the attachment's CNI result (1.1.0 shape), null while adding
   json::Document status;         // its network-status entry, null while adding
   json::Document undo;           // array of encoded undo operations (drivers/undo.hpp), in the order registered
+  std::string origin;            // the file it was read from or written to (not encoded)
+
+  [[nodiscard]] Key key() const { return Key{container_id, cni_ifname}; }
 };
 
-/// Holds an exclusive flock on a lock file until destroyed.
+/// A record that cannot be trusted: its path and why (kDecode: damaged — not a regular file, too
+/// large, not JSON, not whole, a field of the wrong type; kNewerRecord: written by a newer plumb).
+struct DamagedRecord {
+  std::string path;
+  Error error;
+};
+
+/// What read() found for one key: the usable records ordered by index, and the damaged ones.
+struct Records {
+  std::vector<AttachmentRecord> records;
+  std::vector<DamagedRecord> damaged;
+  [[nodiscard]] bool empty() const { return records.empty() && damaged.empty(); }
+};
+
+/// Holds an exclusive flock on a lock file until destroyed (closing the descriptor drops it).
 class FileLock {
  public:
   FileLock() = default;
   FileLock(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
-  FileLock(FileLock&& o) noexcept : fd_(o.fd_), path_(std::move(o.path_)) { o.fd_ = -1; }
-  FileLock& operator=(FileLock&& o) noexcept;
-  ~FileLock();
-  /// Removes the lock file while still holding the lock (a container whose attachments are all
-  /// gone), so lock files do not accumulate; lock_file() retries when its file was unlinked.
+  /// Removes the lock file while still holding the lock (nothing left to serialise), so lock
+  /// files do not accumulate; lock_file() retries when its file was unlinked.
   void unlink_path();
 
  private:
-  int fd_ = -1;
+  UniqueFd fd_;
   std::string path_;
 };
 
-/// Takes an exclusive flock on `path` (created 0600 if missing), blocking, and verifies the path
-/// still names the locked file (holders unlink it when done). On a read-only filesystem an
-/// existing lock file is opened read-only. Errors: errno naming the path.
+/// Takes an exclusive flock on `name` in `dir` (created 0600 if missing, never through a link),
+/// blocking, and verifies the name still names the locked file (holders unlink it when done).
+/// Errors: errno naming the path.
+[[nodiscard]] Result<FileLock> lock_file(const Dir& dir, const std::string& name);
+/// The same for a lock file given by path (its directory created 0700 if missing).
 [[nodiscard]] Result<FileLock> lock_file(const std::string& path);
+
+/// The locks of one key: its own and, while a legacy directory of its container exists, that
+/// directory's lock (the one older plumbs take).
+struct KeyLock {
+  FileLock own;
+  std::optional<FileLock> legacy;
+};
 
 /// A state directory (default /var/lib/cni/plumb).
 class StateDir {
@@ -66,27 +120,41 @@ class StateDir {
   explicit StateDir(std::string root) : root_(std::move(root)) {}
   const std::string& root() const { return root_; }
 
-  /// Serialises operations on one container (spec 7.3): flock on <root>/locks/<containerID>.
-  [[nodiscard]] Result<FileLock> lock_container(const std::string& container_id) const;
-  /// Writes the record atomically to <root>/containers/<id>/<index>-<ifname>.json.
-  [[nodiscard]] Status write(const AttachmentRecord& rec) const;
-  /// All records of a container, ordered by index, removing temporary files a killed writer left
-  /// (call with the container lock held). A container without records gives an empty list. Errors: I/O or decode errors naming the file.
-  [[nodiscard]] Result<std::vector<AttachmentRecord>> read(const std::string& container_id) const;
-  /// Removes one record (missing is fine) and the container directory once it is empty.
+  /// Serialises operations on one key (spec 7.3): flock on <root>/locks/<key name>, then the
+  /// legacy lock of its container when a legacy directory exists.
+  [[nodiscard]] Result<KeyLock> lock(const Key& key) const;
+  /// Writes the record atomically to <root>/containers/<key name>/<index>-<ifname>.json and sets
+  /// rec.origin.
+  [[nodiscard]] Status write(AttachmentRecord& rec) const;
+  /// The records of a key (call with its lock held), ordered by index, each checked whole;
+  /// removes temporary files a killed writer left. Errors: only when the state directory itself
+  /// cannot be read (each bad record is in Records::damaged instead).
+  [[nodiscard]] Result<Records> read(const Key& key) const;
+  /// True when container `container_id` has a record (or a damaged one) under any key.
+  [[nodiscard]] bool has_records(const std::string& container_id) const;
+  /// Removes one record (missing is fine) and its directory once empty.
   [[nodiscard]] Status remove(const AttachmentRecord& rec) const;
-  /// Container IDs that have a record directory or a lock file (GC bounds both).
-  [[nodiscard]] Result<std::vector<std::string>> containers() const;
+  /// Moves a damaged record (or a directory where a record should be) to
+  /// <root>/quarantine/<key name>/<file name>[.<n>], so nothing it described is forgotten and
+  /// the key can be removed. Returns the new path. Errors: I/O naming both paths.
+  [[nodiscard]] Result<std::string> quarantine(const Key& key, const std::string& path) const;
+  /// Removes the key's lock files when it has no records left (call holding `lock`).
+  void release(KeyLock& lock, const Key& key) const;
+  /// Every key that has a record directory or a lock file (GC bounds both), sorted.
+  [[nodiscard]] Result<std::vector<Key>> keys() const;
 
-  /// <root>/containers/<id>/<index>-<ifname>.json, the record's file (named in errors).
+  /// Where write() puts the record (named in errors).
   [[nodiscard]] std::string record_path(const AttachmentRecord& rec) const;
 
  private:
   std::string root_;
 };
 
-/// Encodes/decodes a record (exposed for tests).
+/// Encodes a record in format kRecordFormat, its integrity trailer last (exposed for tests).
 [[nodiscard]] std::string encode(const AttachmentRecord& rec);
+/// Decodes and checks a record. Errors: kDecode naming `origin` and what is wrong (not JSON,
+/// nested too deep, integrity check failed, a field missing or of the wrong type); kNewerRecord
+/// for a format above kRecordFormat.
 [[nodiscard]] Result<AttachmentRecord> decode(std::string_view text, const std::string& origin);
 
 }  // namespace plumb::state

@@ -603,7 +603,7 @@ FULL_KERNEL_CASE("bandwidth in EDT mode (a kernel with sch_fq): what the pod rec
   CHECK(std::stoul(stats.out.substr(at + 12)) > 0);
 
   // The recorded undo alone (what DEL runs first): fq and clsact leave the host veth, which stays.
-  auto record = plumb::json::parse(plumb::test::read_file(fx.state() + "/containers/edt-c/0-eth0.json"), "record");
+  auto record = plumb::json::parse(plumb::test::read_file(fx.state() + "/containers/edt-c:eth0/0-eth0.json"), "record");
   REQUIRE(record);
   const plumb::json::Value* op = nullptr;
   for (auto& u : (*record)["undo"].GetArray()) {

@@ -227,7 +227,7 @@ FULL_KERNEL_CASE("bridge vlan with isGateway: the gateway address is on <bridge>
   Proc check = fx.run("CHECK", "ctr-gwa", "/run/netns/gwa", "default", "gwa", fx.config());
   INFO(check.out, check.err);
   CHECK(check.exit_code == 0);
-  CHECK(read_file(fx.state() + "/containers/ctr-gwa/1-net1.json").find("\"brt.100\"") != std::string::npos);
+  CHECK(read_file(fx.state() + "/containers/ctr-gwa:eth0/1-net1.json").find("\"brt.100\"") != std::string::npos);
   // brt.100's peer is a port of brt with VLAN 100 as PVID.
   const std::string peer_name = link_detail("", "brt.100")["link"].GetString();
   CHECK(std::string(link_detail("", peer_name)["master"].GetString()) == "brt");

@@ -173,7 +173,7 @@ TEST_CASE("a foreign plugin chained between native ones: prevResult flows from b
   // foreign -> native: tuning ran after it on net1, and the attachment's result (tuning's, passed
   // through) carries what the fake plugin added.
   CHECK(ip_json("-n web link show net1")[0]["mtu"].GetInt() == 1400);
-  std::string record = plumb::test::read_file(f.fx.state() + "/containers/ctr-web/1-net1.json");
+  std::string record = plumb::test::read_file(f.fx.state() + "/containers/ctr-web:eth0/1-net1.json");
   CHECK(record.find("\"name\":\"side0\"") != std::string::npos);
   CHECK(record.find("192.0.2.9/24") != std::string::npos);
 

@@ -657,7 +657,7 @@ TEST_CASE("etcd down: ADD attaches nothing; DEL tears down the kernel side and t
     return out;
   };
   auto bridge_ports = [] { return plumb::test::ip_json("link show master br-wb").Size(); };
-  auto has_record = [&](const std::string& cid) { return std::filesystem::exists(fx.state() + "/containers/" + cid); };
+  auto has_record = [&](const std::string& cid) { return std::filesystem::exists(fx.state() + "/containers/" + cid + ":eth0"); };
 
   for (const std::string& finish : {std::string("DEL"), std::string("GC")}) {
     CAPTURE(finish);

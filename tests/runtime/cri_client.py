@@ -163,7 +163,8 @@ def status_file(work):
         with open(base + ".json") as f:
             status = json.load(f)
         with open(base + ".owner") as f:
-            owner = f.read().strip()
+            # "<container ID>:<CNI_IFNAME>" (attachments are keyed by both, as the CNI spec says).
+            owner = f.read().strip().split(":")[0]
         return status, owner
     except FileNotFoundError:
         return None, None

@@ -73,6 +73,20 @@ void enter_private_root() {
   lo_up();
 }
 
+void exec_child(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env) {
+  std::vector<std::string> envs;
+  envs.push_back("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+  for (auto& [k, v] : env) envs.push_back(k + "=" + v);
+  std::vector<char*> envp, args;
+  for (auto& e : envs) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> av = argv;
+  for (auto& a : av) args.push_back(a.data());
+  args.push_back(nullptr);
+  execvpe(args[0], args.data(), envp.data());
+  _exit(127);
+}
+
 Proc run(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
          const std::string& input) {
   int in[2], out[2], err[2];
@@ -83,17 +97,7 @@ Proc run(const std::vector<std::string>& argv, const std::map<std::string, std::
     dup2(in[0], 0);
     dup2(out[1], 1);
     dup2(err[1], 2);
-    std::vector<std::string> envs;
-    envs.push_back("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
-    for (auto& [k, v] : env) envs.push_back(k + "=" + v);
-    std::vector<char*> envp, args;
-    for (auto& e : envs) envp.push_back(e.data());
-    envp.push_back(nullptr);
-    std::vector<std::string> av = argv;
-    for (auto& a : av) args.push_back(a.data());
-    args.push_back(nullptr);
-    execvpe(args[0], args.data(), envp.data());
-    _exit(127);
+    exec_child(argv, env);
   }
   close(in[0]);
   close(out[1]);

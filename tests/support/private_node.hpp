@@ -23,6 +23,10 @@ struct Proc {
   std::string err;
 };
 
+/// In a forked child: executes argv (looked up in PATH) with `env` as its whole environment plus
+/// PATH; exits 127 when it cannot.
+[[noreturn]] void exec_child(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env);
+
 /// Runs argv with `env` as its whole environment (plus PATH), feeding `input` on stdin.
 Proc run(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env = {},
          const std::string& input = {});

@@ -100,9 +100,9 @@ TEST_CASE("cniDir holds plumb's records like stateDir") {
   conf.replace(conf.find(key), key.size(), R"("cniDir": ")");  // the same directory, under Multus's key
   REQUIRE(conf.find("stateDir") == std::string::npos);
   REQUIRE(fx.run("ADD", "ctr-1", pod, "default", "web", conf).exit_code == 0);
-  CHECK(std::filesystem::exists(fx.state() + "/containers/ctr-1"));
+  CHECK(std::filesystem::exists(fx.state() + "/containers/ctr-1:eth0"));
   REQUIRE(fx.run("DEL", "ctr-1", pod, "default", "web", conf).exit_code == 0);
-  CHECK_FALSE(std::filesystem::exists(fx.state() + "/containers/ctr-1"));
+  CHECK_FALSE(std::filesystem::exists(fx.state() + "/containers/ctr-1:eth0"));
 }
 
 TEST_CASE("readinessindicatorfile: ADD waits for it then fails with nothing done; one that appears meanwhile is waited for") {

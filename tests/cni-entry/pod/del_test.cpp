@@ -1,9 +1,12 @@
 // DEL and CHECK (cni-entry/pod/del.cpp) as runtimes drive them, through the real plumb binary:
 // a stale sandbox's repeated DEL (containerd re-sends DEL for old sandboxes, the kubelet's GC
 // always does) leaves the network-status of the pod's current sandbox alone; CHECK skips
-// networks whose conflist says "disableCheck" (CNI 1.1.0, as libcni).
+// networks whose conflist says "disableCheck" (CNI 1.1.0, as libcni); attachments are keyed by
+// (container ID, CNI_IFNAME) for records, locks, status ownership and repeated ADDs.
 #include <doctest/doctest.h>
 
+#include <filesystem>
+#include <set>
 #include <string>
 
 #include "tests/support/foreign_plugin.hpp"
@@ -64,4 +67,50 @@ TEST_CASE("CHECK skips a network whose conflist has disableCheck (bool or \"true
   CHECK(checked.out.find("fake-cni failed CHECK on purpose") != std::string::npos);
   CHECK(bin.calls("CHECK").size() == 1);
   REQUIRE(fx.run("DEL", "ctr-2", pod, "default", "web", conf).exit_code == 0);
+}
+
+TEST_CASE("attachments are (container ID, CNI_IFNAME): a second ifname's ADD and DEL leave the first's alone") {
+  Node node;
+  PodFixture fx(node);
+  fx.add_pod("default", "web", "");
+  std::string pod = node.add_netns("web");
+  REQUIRE(fx.run("ADD", "ctr-1", pod, "default", "web", fx.config(), "eth0").exit_code == 0);
+  Proc second = fx.run("ADD", "ctr-1", pod, "default", "web", fx.config(), "eth1");
+  INFO(second.out, second.err);
+  REQUIRE(second.exit_code == 0);
+  CHECK(plumb::test::link_names("web") == std::set<std::string>{"lo", "eth0", "eth1"});
+  // A repeated ADD of either key returns its own recorded result.
+  Proc again = fx.run("ADD", "ctr-1", pod, "default", "web", fx.config(), "eth0");
+  CHECK(again.exit_code == 0);
+  CHECK(again.out.find("\"eth0\"") != std::string::npos);
+  CHECK(plumb::test::link_names("web") == std::set<std::string>{"lo", "eth0", "eth1"});
+  // The status was written last by eth1's attachments: eth0's DEL leaves it.
+  const std::string status = fx.status_of("default", "web");
+  REQUIRE(fx.run("DEL", "ctr-1", pod, "default", "web", fx.config(), "eth0").exit_code == 0);
+  CHECK(plumb::test::link_names("web") == std::set<std::string>{"lo", "eth1"});
+  CHECK(fx.status_of("default", "web") == status);
+  CHECK(std::filesystem::exists(fx.state() + "/containers/ctr-1:eth1/0-eth1.json"));
+  CHECK_FALSE(std::filesystem::exists(fx.state() + "/containers/ctr-1:eth0"));
+  REQUIRE(fx.run("DEL", "ctr-1", pod, "default", "web", fx.config(), "eth1").exit_code == 0);
+  CHECK(plumb::test::link_names("web") == std::set<std::string>{"lo"});
+  CHECK(fx.status_of("default", "web").empty());
+  CHECK(PodFixture::files_under(fx.state()).empty());
+}
+
+TEST_CASE("DEL of a container ID plumb never saw, naming a live pod, leaves that pod's network-status") {
+  Node node;
+  PodFixture fx(node);
+  fx.add_pod("default", "web", "");
+  std::string pod = node.add_netns("web");
+  REQUIRE(fx.run("ADD", "ctr-live", pod, "default", "web", fx.config()).exit_code == 0);
+  const std::string written = fx.status_of("default", "web");
+  REQUIRE_FALSE(written.empty());
+  // Also a status written by an older plumb, without an owner file: only a DEL of its own sandbox removes it.
+  std::filesystem::remove(fx.store() + "/status/default/web.owner");
+  Proc stranger = fx.run("DEL", "ctr-never-seen", "", "default", "web", fx.config());
+  CHECK(stranger.exit_code == 0);
+  CHECK(fx.status_of("default", "web") == written);
+  CHECK_FALSE(std::filesystem::exists(fx.state() + "/locks/ctr-never-seen:eth0"));
+  REQUIRE(fx.run("DEL", "ctr-live", pod, "default", "web", fx.config()).exit_code == 0);
+  CHECK(fx.status_of("default", "web").empty());
 }

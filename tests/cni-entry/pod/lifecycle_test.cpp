@@ -197,8 +197,8 @@ TEST_CASE("GC removes every attachment not in cni.dev/valid-attachments and noth
   CHECK(links("gc3") == std::set<std::string>{"lo", "eth0", "net1"});
   CHECK(ip_files(fx.ipam_dir()).size() == 2 * 3);
   CHECK(masq_elements() == 2 * 3);
-  CHECK_FALSE(std::filesystem::exists(fx.state() + "/containers/ctr-gc2"));
-  CHECK_FALSE(std::filesystem::exists(fx.state() + "/locks/ctr-gc2"));
+  CHECK_FALSE(std::filesystem::exists(fx.state() + "/containers/ctr-gc2:eth0"));
+  CHECK_FALSE(std::filesystem::exists(fx.state() + "/locks/ctr-gc2:eth0"));
   // The kept pods are intact: CHECK passes.
   CHECK(fx.run("CHECK", "ctr-gc1", pods[0], "default", "gc1", fx.config()).exit_code == 0);
   CHECK(fx.run("CHECK", "ctr-gc3", pods[2], "default", "gc3", fx.config()).exit_code == 0);

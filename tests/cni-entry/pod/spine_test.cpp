@@ -236,7 +236,7 @@ TEST_CASE("an ADD that fails on its third attachment leaves no link, address, IP
   CHECK(nft_ruleset() == ruleset_before);
   CHECK(ip_files(fx.ipam_dir()) == ips_before);
   CHECK(addrs("", "plumb0") == bridge_addrs_before);
-  CHECK(PodFixture::files_under(fx.state() + "/containers/ctr-c").empty());
+  CHECK(PodFixture::files_under(fx.state() + "/containers/ctr-c:eth0").empty());
   CHECK(fx.status_of("default", "pod-c").empty());
 
   // The runtime's DEL after the failed ADD succeeds.

@@ -72,9 +72,12 @@ void take_random_values(rapidjson::Value& old_op, const rapidjson::Value& fresh_
   if (op == "host-device.restore") copy("index");
 }
 
-/// Replaces every fresh record of the pod by the fixture record of the same file name.
+/// Replaces every fresh record of the pod by the fixture record of the same file name, in the
+/// layout plumb wrote then: one directory per container ID (containers/ctr-v1/), where this
+/// plumb writes one per (container ID, CNI_IFNAME) (containers/ctr-v1:eth0/).
 void install_v1_records(const PodFixture& fx, const Node& node, const std::string& set) {
-  const std::string dir = fx.state() + "/containers/ctr-v1";
+  const std::string dir = fx.state() + "/containers/ctr-v1:eth0";
+  const std::string legacy = fx.state() + "/containers/ctr-v1";
   std::set<std::string> fresh_names, old_names;
   for (auto& e : fs::directory_iterator(dir)) fresh_names.insert(e.path().filename().string());
   for (auto& e : fs::directory_iterator(fixture(set + "/containers/ctr-v1"))) old_names.insert(e.path().filename().string());
@@ -83,14 +86,16 @@ void install_v1_records(const PodFixture& fx, const Node& node, const std::strin
     auto old_rec = parse(replace_all(read_file(fixture(set + "/containers/ctr-v1/" + name)), "@NODE@", node.dir()));
     auto fresh = parse(read_file(dir + "/" + name));
     REQUIRE_FALSE(old_rec.HasMember("format"));  // a format-1 record
-    CHECK(fresh["format"].GetInt() == 2);
+    CHECK(fresh["format"].GetInt() == 3);
     auto& old_undo = old_rec["undo"];
     const auto& fresh_undo = fresh["undo"];
     INFO("record ", name, "\nv1: ", dump(old_undo), "\nnow: ", dump(fresh_undo));
     REQUIRE(old_undo.Size() == fresh_undo.Size());
     for (rapidjson::SizeType i = 0; i < old_undo.Size(); ++i) take_random_values(old_undo[i], fresh_undo[i], old_rec.GetAllocator());
-    write_file(dir + "/" + name, dump(old_rec));
+    write_file(legacy + "/" + name, dump(old_rec));
+    fs::remove(dir + "/" + name);
   }
+  fs::remove(dir);
   if (fs::exists(fixture(set + "/sriov"))) {
     for (auto& e : fs::directory_iterator(fixture(set + "/sriov"))) {
       write_file(fx.state() + "/sriov/" + e.path().filename().string(), replace_all(read_file(e.path()), "@NODE@", node.dir()));

@@ -102,13 +102,24 @@ TEST_CASE("network_attachment: kNotFound names namespace/name and the directory"
   CHECK(r.error().msg == "NetworkAttachmentDefinition default/net-a not found in " + empty.root + "/nads");
 }
 
-TEST_CASE("network_attachment: a broken NAD file is an error naming it") {
+TEST_CASE("network_attachment: a malformed NAD file is skipped with a warning naming it; only missing NADs fail") {
   Store s(false);
-  s.write("nads/01-bad.yaml", "kind: NetworkAttachmentDefinition\napiVersion: k8s.cni.cncf.io/v1\nmetadata: {name: [\n");
-  auto r = s.src->network_attachment("default", "x");
-  REQUIRE_FALSE(r.has_value());
-  CHECK(r.error().cni_code == cni_code::kDecode);
-  CHECK(contains(r.error().msg, s.root + "/nads/01-bad.yaml"));
+  s.write("nads/00-junk.yaml", "kind: NetworkAttachmentDefinition\napiVersion: k8s.cni.cncf.io/v1\nmetadata: {name: [\n");
+  s.write("nads/01-deep.json", std::string(100000, '[') + std::string(100000, ']'));
+  s.write("nads/10-good.yaml", "apiVersion: k8s.cni.cncf.io/v1\nkind: NetworkAttachmentDefinition\nmetadata:\n  name: x\n"
+                               "  namespace: default\nspec:\n  config: '{\"cniVersion\":\"1.0.0\",\"type\":\"loopback\"}'\n");
+  auto found = s.src->network_attachment("default", "x");
+  REQUIRE_MESSAGE(found.has_value(), found.error().text());
+  CHECK(found->name == "x");
+  auto warnings = s.src->take_warnings();
+  REQUIRE(warnings.size() == 2);
+  CHECK(contains(warnings[0], s.root + "/nads/00-junk.yaml"));
+  CHECK(contains(warnings[1], s.root + "/nads/01-deep.json"));
+  CHECK(s.src->take_warnings().empty());
+  auto missing = s.src->network_attachment("default", "y");
+  REQUIRE_FALSE(missing.has_value());
+  CHECK(missing.error().cni_code == cni_code::kNotFound);
+  CHECK(contains(missing.error().msg, "skipped as malformed: 00-junk.yaml, 01-deep.json"));
 }
 
 TEST_CASE("pod_annotations reads metadata.annotations of the Pod manifest") {

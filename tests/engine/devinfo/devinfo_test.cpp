@@ -108,3 +108,28 @@ TEST_CASE("device-info: planning needs resourceName and a deviceID, and hands th
   REQUIRE(devinfo::plan(*noid, q, "/b", "ctr", "net1"));
   CHECK(q.file.empty());
 }
+
+TEST_CASE("device-info: a link planted at the attachment's file or at cni/ is refused by path, its target untouched") {
+  test::TempDir t;
+  const std::string victim = t.path + "/victim";
+  test::write_file(victim, "precious");
+  std::filesystem::create_directories(t.path + "/cni");
+  const std::string f = t.path + "/cni/c-net1-device.json";
+  std::filesystem::create_symlink(victim, f);
+  devinfo::PciInfo dp;
+  dp.pci_address = "0000:03:00.2";
+  auto once = devinfo::write_once(f, devinfo::make_pci(dp));
+  REQUIRE_FALSE(once);
+  CHECK(once.error().msg.find(f) != std::string::npos);
+  auto completed = devinfo::complete(f, devinfo::make_pci(dp));
+  REQUIRE_FALSE(completed);
+  CHECK(completed.error().msg.find(f) != std::string::npos);
+  CHECK(test::read_file(victim) == "precious");
+
+  std::filesystem::create_directories(t.path + "/elsewhere");
+  std::filesystem::create_symlink(t.path + "/elsewhere", t.path + "/cni2");
+  auto in_linked_dir = devinfo::write_once(t.path + "/cni2/c-net1-device.json", devinfo::make_pci(dp));
+  REQUIRE_FALSE(in_linked_dir);
+  CHECK(in_linked_dir.error().msg.find(t.path + "/cni2") != std::string::npos);
+  CHECK(std::filesystem::is_empty(t.path + "/elsewhere"));
+}

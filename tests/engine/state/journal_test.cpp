@@ -31,47 +31,24 @@ json::Document op(const char* name) {
 }
 }  // namespace
 
-TEST_CASE("a record round-trips through encode/decode") {
-  state::AttachmentRecord r;
-  r.container_id = "abc";
-  r.index = 2;
-  r.ifname = "net2";
-  r.network = "blue";
-  r.selection = "default/blue";
-  r.pod_namespace = "default";
-  r.pod_name = "p";
-  r.netns = "/run/netns/p";
-  r.phase = "ready";
-  r.config.Parse(R"([{"type":"bridge"}])");
-  r.result.Parse(R"({"cniVersion":"1.1.0"})");
-  r.undo.Parse(R"([{"op":"link_del","where":"node","name":"veth1"}])");
-  auto back = state::decode(state::encode(r), "test");
-  REQUIRE(back);
-  CHECK(back->container_id == "abc");
-  CHECK(back->index == 2);
-  CHECK(back->ifname == "net2");
-  CHECK(back->selection == "default/blue");
-  CHECK(back->phase == "ready");
-  CHECK(json::dump(back->config) == R"([{"type":"bridge"}])");
-  CHECK(json::dump(back->undo) == R"([{"op":"link_del","where":"node","name":"veth1"}])");
-  CHECK_FALSE(state::decode("{not json", "bad"));
-}
-
 TEST_CASE("the journal persists each intent before returning, and unwind runs newest first") {
   TempDir t;
   state::StateDir dir(t.path);
   state::AttachmentRecord r;
   r.container_id = "c1";
+  r.cni_ifname = "eth0";
   r.ifname = "eth0";
   txn::Journal j(dir, r);
   REQUIRE(j.will(op("first")));
-  auto on_disk = dir.read("c1");
-  REQUIRE(on_disk);
-  REQUIRE(on_disk->size() == 1);
-  CHECK((*on_disk)[0].undo.Size() == 1);
+  const state::Key key{"c1", "eth0"};
+  auto found = dir.read(key);
+  REQUIRE(found);
+  REQUIRE(found->records.size() == 1);
+  CHECK(found->records[0].undo.Size() == 1);
   REQUIRE(j.will(op("shared"), /*rollback_only=*/true));
   REQUIRE(j.will(op("second")));
-  on_disk = dir.read("c1");
+  found = dir.read(key);
+  auto* on_disk = &found->records;
   REQUIRE((*on_disk)[0].undo.Size() == 3);
 
   std::vector<std::string> ran;
@@ -86,8 +63,8 @@ TEST_CASE("the journal persists each intent before returning, and unwind runs ne
   CHECK(ran == std::vector<std::string>{"second", "first"});  // rollback-only skipped after a completed ADD
 
   REQUIRE(dir.remove(r));
-  CHECK(dir.read("c1")->empty());
-  CHECK_FALSE(std::filesystem::exists(t.path + "/containers/c1"));
+  CHECK(dir.read(key)->empty());
+  CHECK_FALSE(std::filesystem::exists(t.path + "/containers/c1:eth0"));
 }
 
 TEST_CASE("unwind tries every operation and reports the first failure") {
@@ -135,15 +112,15 @@ TEST_CASE("a journal whose state write fails refuses the change (read-only state
   }
 }
 
-TEST_CASE("container locks exclude each other across processes") {
+TEST_CASE("key locks exclude each other across processes") {
   TempDir t;
   state::StateDir dir(t.path);
-  auto lock = dir.lock_container("c1");
+  auto lock = dir.lock({"c1", "eth0"});
   REQUIRE(lock);
   pid_t pid = fork();
   if (pid == 0) {
     // The child must not get the lock while the parent holds it: try non-blocking via flock.
-    int fd = open((t.path + "/locks/c1").c_str(), O_RDWR);
+    int fd = open((t.path + "/locks/c1:eth0").c_str(), O_RDWR);
     _exit(flock(fd, LOCK_EX | LOCK_NB) == 0 ? 1 : 0);
   }
   int status = 0;

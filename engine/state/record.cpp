@@ -1,0 +1,192 @@
+// A state record's encoding (state.hpp): format 3 with its integrity trailer written last, and
+// the strict reader of formats 1-3.
+#include <cinttypes>
+#include <cstdio>
+
+#include "engine/base/text.hpp"
+#include "engine/state/state.hpp"
+
+namespace plumb::state {
+namespace {
+
+/// The trailer's key: the last member of a format-3 record, {"length": <bytes of the body>,
+/// "fnv1a64": "<16 hex digits>"}, where the body is the record's text up to the comma before it,
+/// closed with '}' (the same record encoded without the trailer).
+constexpr std::string_view kIntegrityKey = "integrity";
+constexpr std::string_view kIntegrityMark = ",\"integrity\":";
+
+json::Value str(std::string_view s, json::Document::AllocatorType& a) {
+  return json::Value(s.data(), static_cast<rapidjson::SizeType>(s.size()), a);
+}
+
+std::string hex64(uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016" PRIx64, v);
+  return buf;
+}
+
+/// Checks the integrity trailer of a format-3 record against its text.
+Status check_integrity(std::string_view text, const json::Value& d, const std::string& origin) {
+  const json::Value* integrity = json::find(d, kIntegrityKey);
+  const auto last = d.MemberCount() == 0 ? d.MemberEnd() : d.MemberEnd() - 1;
+  if (integrity == nullptr || !integrity->IsObject() || last == d.MemberEnd() || &last->value != integrity) {
+    return fail(cni_code::kDecode, "state record " + origin + " is not whole: its integrity trailer is missing");
+  }
+  const json::Value* length = json::find(*integrity, "length");
+  const json::Value* sum = json::find(*integrity, "fnv1a64");
+  const size_t mark = text.rfind(kIntegrityMark);
+  if (length == nullptr || !length->IsUint64() || sum == nullptr || !sum->IsString() || mark == std::string_view::npos) {
+    return fail(cni_code::kDecode, "state record " + origin + " is not whole: its integrity trailer is malformed");
+  }
+  std::string body(text.substr(0, mark));
+  body += '}';
+  if (body.size() != length->GetUint64() || hex64(text::fnv1a64(body)) != sum->GetString()) {
+    return fail(cni_code::kDecode, "state record " + origin + " is not whole: its length or checksum does not match its content");
+  }
+  return {};
+}
+
+/// Reads the typed fields of a parsed record; every field present must have its type.
+class FieldReader {
+ public:
+  FieldReader(const json::Value& d, const std::string& origin) : d_(d), origin_(origin) {}
+
+  Status str(const char* key, std::string& out, bool required) {
+    const json::Value* v = json::find(d_, key);
+    if (v == nullptr) return required ? missing(key) : Status{};
+    if (!v->IsString()) return wrong(key, "a string", *v);
+    out.assign(v->GetString(), v->GetStringLength());
+    return {};
+  }
+  Status boolean(const char* key, bool& out) {
+    const json::Value* v = json::find(d_, key);
+    if (v == nullptr) return {};
+    if (!v->IsBool()) return wrong(key, "a boolean", *v);
+    out = v->GetBool();
+    return {};
+  }
+  Status index(int& out) {
+    const json::Value* v = json::find(d_, "index");
+    if (v == nullptr) return missing("index");
+    if (!v->IsInt() || v->GetInt() < 0) return wrong("index", "a non-negative integer", *v);
+    out = v->GetInt();
+    return {};
+  }
+  /// A member that must be an array (or null when `nullable`), copied into `out`.
+  Status copy(const char* key, json::Document& out, bool array, bool nullable, bool required) {
+    auto it = d_.FindMember(key);
+    if (it == d_.MemberEnd()) return required ? missing(key) : Status{};
+    const json::Value& v = it->value;
+    if (!(v.IsNull() && nullable) && !(array ? v.IsArray() : v.IsObject())) {
+      return wrong(key, array ? (nullable ? "a list or null" : "a list") : "an object or null", v);
+    }
+    out.CopyFrom(v, out.GetAllocator());
+    return {};
+  }
+
+ private:
+  Status missing(const char* key) {
+    return fail(cni_code::kDecode, "state record " + origin_ + " lacks \"" + key + "\"");
+  }
+  Status wrong(const char* key, const char* want, const json::Value& v) {
+    return fail(cni_code::kDecode, "state record " + origin_ + ": \"" + key + "\" must be " + want + ", got " + json::quote(v, 60));
+  }
+
+  const json::Value& d_;
+  const std::string& origin_;
+};
+
+Status read_fields(const json::Value& d, const std::string& origin, AttachmentRecord& r) {
+  FieldReader f(d, origin);
+  const bool v3 = r.format >= 3;
+  PLUMB_TRY(f.str("containerID", r.container_id, true));
+  PLUMB_TRY(f.str("cniIfname", r.cni_ifname, v3));
+  PLUMB_TRY(f.index(r.index));
+  PLUMB_TRY(f.str("ifname", r.ifname, true));
+  PLUMB_TRY(f.str("network", r.network, true));
+  PLUMB_TRY(f.str("selection", r.selection, false));
+  PLUMB_TRY(f.str("podNamespace", r.pod_namespace, false));
+  PLUMB_TRY(f.str("podName", r.pod_name, false));
+  PLUMB_TRY(f.str("netns", r.netns, false));
+  PLUMB_TRY(f.str("phase", r.phase, true));
+  PLUMB_TRY(f.str("ipamOwner", r.ipam_owner, false));
+  PLUMB_TRY(f.boolean("default", r.is_default));
+  PLUMB_TRY(f.boolean("disableCheck", r.disable_check));
+  PLUMB_TRY(f.boolean("disableGC", r.disable_gc));
+  PLUMB_TRY(f.copy("config", r.config, /*array=*/true, /*nullable=*/true, v3));
+  PLUMB_TRY(f.copy("result", r.result, /*array=*/false, /*nullable=*/true, false));
+  PLUMB_TRY(f.copy("status", r.status, /*array=*/false, /*nullable=*/true, false));
+  PLUMB_TRY(f.copy("undo", r.undo, /*array=*/true, /*nullable=*/false, true));
+  if (r.phase != "adding" && r.phase != "ready") {
+    return fail(cni_code::kDecode, "state record " + origin + ": \"phase\" must be \"adding\" or \"ready\", got \"" + r.phase + "\"");
+  }
+  return {};
+}
+
+}  // namespace
+
+std::string encode(const AttachmentRecord& rec) {
+  json::Document d(rapidjson::kObjectType);
+  auto& a = d.GetAllocator();
+  d.AddMember("format", kRecordFormat, a);
+  d.AddMember("containerID", str(rec.container_id, a), a);
+  d.AddMember("cniIfname", str(rec.cni_ifname, a), a);
+  d.AddMember("index", rec.index, a);
+  d.AddMember("ifname", str(rec.ifname, a), a);
+  d.AddMember("network", str(rec.network, a), a);
+  d.AddMember("selection", str(rec.selection, a), a);
+  d.AddMember("default", rec.is_default, a);
+  d.AddMember("podNamespace", str(rec.pod_namespace, a), a);
+  d.AddMember("podName", str(rec.pod_name, a), a);
+  d.AddMember("netns", str(rec.netns, a), a);
+  d.AddMember("phase", str(rec.phase, a), a);
+  if (!rec.ipam_owner.empty()) d.AddMember("ipamOwner", str(rec.ipam_owner, a), a);
+  if (rec.disable_check) d.AddMember("disableCheck", true, a);
+  if (rec.disable_gc) d.AddMember("disableGC", true, a);
+  json::Value v;
+  v.CopyFrom(rec.config, a);
+  d.AddMember("config", v, a);
+  v.CopyFrom(rec.result, a);
+  d.AddMember("result", v, a);
+  v.CopyFrom(rec.status, a);
+  d.AddMember("status", v, a);
+  if (rec.undo.IsArray()) {
+    v.CopyFrom(rec.undo, a);
+  } else {
+    v.SetArray();
+  }
+  d.AddMember("undo", v, a);
+  // The trailer last: the body's length and checksum, so a reader can tell a whole record.
+  const std::string body = json::dump(d);
+  json::Value integrity(rapidjson::kObjectType);
+  integrity.AddMember("length", static_cast<uint64_t>(body.size()), a);
+  integrity.AddMember("fnv1a64", str(hex64(text::fnv1a64(body)), a), a);
+  d.AddMember(str(kIntegrityKey, a), integrity, a);
+  return json::dump(d);
+}
+
+Result<AttachmentRecord> decode(std::string_view text, const std::string& origin) {
+  json::Document d = PLUMB_TRY(json::parse(text, "state record " + origin, kRecordMaxDepth));
+  if (!d.IsObject()) return fail(cni_code::kDecode, "state record " + origin + " is not an object");
+  AttachmentRecord r;
+  // Records without "format" were written before formats were numbered: format 1, whose fields and
+  // undo operations format 2 kept (it added "format" and "ipamOwner"); format 3 added
+  // "cniIfname" and the integrity trailer.
+  const json::Value* format = json::find(d, "format");
+  if (format != nullptr && !format->IsInt()) {
+    return fail(cni_code::kDecode, "state record " + origin + ": \"format\" must be an integer, got " + json::quote(*format, 40));
+  }
+  r.format = format == nullptr ? 1 : format->GetInt();
+  if (r.format > kRecordFormat) {
+    return fail(cni_code::kNewerRecord, "state record " + origin + " has format " + std::to_string(r.format) +
+                                            ", this plumb reads formats 1.." + std::to_string(kRecordFormat) +
+                                            " (written by a newer plumb: DEL it with that version)");
+  }
+  if (r.format < 1) return fail(cni_code::kDecode, "state record " + origin + " has format " + std::to_string(r.format));
+  if (r.format >= 3) PLUMB_TRY(check_integrity(text, d, origin));
+  PLUMB_TRY(read_fields(d, origin, r));
+  r.origin = origin;
+  return r;
+}
+
+}  // namespace plumb::state

@@ -1,0 +1,147 @@
+// engine/base/file: Dir never follows a symbolic link planted where plumb reads or writes, never
+// blocks on a FIFO, bounds what it reads, and creates with the modes asked for whatever the
+// umask; read_file refuses what is not a regular file.
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "engine/base/file.hpp"
+#include "tests/support/temp_dir.hpp"
+
+using namespace plumb;
+using plumb::test::TempDir;
+
+namespace {
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path);
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+void put(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+mode_t mode_of(const std::string& path) {
+  struct stat st {};
+  REQUIRE(::lstat(path.c_str(), &st) == 0);
+  return st.st_mode & 07777;
+}
+
+/// Sets the umask for one scope.
+struct Umask {
+  mode_t old;
+  explicit Umask(mode_t m) : old(::umask(m)) {}
+  ~Umask() { ::umask(old); }
+};
+
+}  // namespace
+
+TEST_CASE("a link planted where Dir writes, reads, locks or descends is refused by name, and its target is untouched") {
+  TempDir t;
+  const std::string victim = t.path + "/victim";
+  put(victim, "precious");
+  auto dir = Dir::open(t.path + "/owned", 0700);
+  REQUIRE(dir);
+  for (const char* name : {"record.json", "lock", "sub"}) REQUIRE(::symlink(victim.c_str(), (dir->path() + "/" + name).c_str()) == 0);
+  REQUIRE(::symlink(t.path.c_str(), (dir->path() + "/subdir").c_str()) == 0);
+
+  auto read = dir->read("record.json", "state record", 1024);
+  REQUIRE_FALSE(read);
+  CHECK(read.error().sys_errno == ELOOP);
+  CHECK(read.error().msg.find(dir->path() + "/record.json") != std::string::npos);
+  auto lock = dir->open_lock("lock");
+  REQUIRE_FALSE(lock);
+  CHECK(lock.error().sys_errno == ELOOP);
+  auto sub = dir->sub("subdir", 0700);
+  REQUIRE_FALSE(sub);
+  CHECK(sub.error().msg.find(dir->path() + "/subdir") != std::string::npos);
+  auto excl = dir->create_exclusive("sub", "x", 0444);
+  REQUIRE_FALSE(excl);
+  CHECK(excl.error().sys_errno == EEXIST);
+  auto replaced = dir->write_atomic("record.json", "new", {.mode = 0600});
+  REQUIRE_FALSE(replaced);
+  CHECK(replaced.error().sys_errno == ELOOP);
+  CHECK(replaced.error().msg.find(dir->path() + "/record.json") != std::string::npos);
+  CHECK(slurp(victim) == "precious");
+  size_t entries = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir->path())) ++entries;
+  CHECK(entries == 4);  // the planted links only: no temporary file left
+  // The directory itself, as the last component of a path, is not followed either.
+  REQUIRE(::symlink((t.path + "/owned").c_str(), (t.path + "/alias").c_str()) == 0);
+  auto alias = Dir::open(t.path + "/alias");
+  REQUIRE_FALSE(alias);
+  CHECK(alias.error().sys_errno == ELOOP);
+}
+
+TEST_CASE("a FIFO, a directory or a device where a file should be is refused without blocking; size is bounded") {
+  TempDir t;
+  auto dir = Dir::open(t.path);
+  REQUIRE(dir);
+  REQUIRE(::mkfifo((t.path + "/fifo").c_str(), 0600) == 0);
+  REQUIRE(::mkdir((t.path + "/dir").c_str(), 0700) == 0);
+  for (const char* name : {"fifo", "dir"}) {
+    CAPTURE(name);
+    auto r = dir->read(name, "record", 1024);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().sys_errno == EINVAL);
+    CHECK(r.error().details.find("not a regular file") == 0);
+    auto p = read_file(t.path + "/" + name, "config");
+    REQUIRE_FALSE(p);
+    CHECK(p.error().sys_errno == EINVAL);
+  }
+  if (::mknod((t.path + "/zero").c_str(), S_IFCHR | 0600, makedev(1, 5)) == 0) {  // an endless /dev/zero
+    auto r = dir->read("zero", "record", 1024);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().sys_errno == EINVAL);
+  }
+  put(t.path + "/big", std::string(5000, 'x'));
+  auto big = dir->read("big", "record", 4096);
+  REQUIRE_FALSE(big);
+  CHECK(big.error().sys_errno == EFBIG);
+  CHECK(dir->read("missing", "record", 10).error().cni_code == cni_code::kNotFound);
+}
+
+TEST_CASE("under umask 000 directories, files and lock files get exactly the modes asked for") {
+  TempDir t;
+  Umask open_umask(0);
+  auto dir = Dir::open(t.path + "/a/b", 0750);
+  REQUIRE(dir);
+  CHECK(mode_of(t.path + "/a") == 0750);
+  CHECK(mode_of(t.path + "/a/b") == 0750);
+  auto sub = dir->sub("c", 0700);
+  REQUIRE(sub);
+  CHECK(mode_of(t.path + "/a/b/c") == 0700);
+  REQUIRE(sub->write_atomic("f", "x", {.mode = 0644}));
+  CHECK(mode_of(t.path + "/a/b/c/f") == 0644);
+  REQUIRE(sub->create_exclusive("once", "y", 0444));
+  CHECK(mode_of(t.path + "/a/b/c/once") == 0444);
+  auto fd = sub->open_lock("lock");
+  REQUIRE(fd);
+  ::close(*fd);
+  CHECK(mode_of(t.path + "/a/b/c/lock") == 0600);
+  CHECK(mkdir_p(t.path + "/p/q", 0700));
+  CHECK(mode_of(t.path + "/p") == 0700);
+}
+
+TEST_CASE("link_new, move and remove_dir work relative to the directory") {
+  TempDir t;
+  auto dir = Dir::open(t.path);
+  REQUIRE(dir);
+  REQUIRE(dir->create_exclusive("tmp", "owner", 0644));
+  CHECK(*dir->link_new("tmp", "192.0.2.5"));
+  CHECK_FALSE(*dir->link_new("tmp", "192.0.2.5"));  // taken
+  auto to = dir->sub("q", 0700);
+  REQUIRE(to);
+  REQUIRE(dir->move("tmp", *to, "moved"));
+  CHECK(slurp(t.path + "/q/moved") == "owner");
+  CHECK_FALSE(*dir->remove_dir("q"));  // not empty
+  REQUIRE(to->remove("moved"));
+  CHECK(*dir->remove_dir("q"));
+  CHECK(*dir->remove_dir("q"));  // missing is fine
+  CHECK_FALSE(dir->remove("../escape"));  // not one component
+}

@@ -1,0 +1,236 @@
+// State records (engine/state): verifiable as a whole (format 3's integrity trailer), strictly
+// typed in every format, read only from regular files and never through a link; every kind of
+// damage is reported by path while the intact records of the key are still read; keys are
+// (container ID, CNI_IFNAME); records of older plumbs (one directory per container) still belong
+// to the key their index-0 record names.
+#include <doctest/doctest.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "engine/state/state.hpp"
+#include "tests/support/temp_dir.hpp"
+
+using namespace plumb;
+using plumb::test::TempDir;
+namespace fs = std::filesystem;
+
+namespace {
+
+state::AttachmentRecord record(const std::string& cid, const std::string& cni_ifname, int index, const std::string& ifname) {
+  state::AttachmentRecord r;
+  r.container_id = cid;
+  r.cni_ifname = cni_ifname;
+  r.index = index;
+  r.ifname = ifname;
+  r.network = "blue";
+  r.phase = "ready";
+  r.config.Parse(R"([{"type":"bridge"}])");
+  r.undo.Parse(R"([{"op":"link_del","where":"node","name":"veth1"},{"op":"ipam_release","ipam":{},"network":"blue","ifname":"eth0"}])");
+  return r;
+}
+
+void put(const std::string& path, const std::string& text) {
+  fs::create_directories(fs::path(path).parent_path());
+  std::ofstream(path, std::ios::trunc) << text;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path);
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+std::string replace(std::string s, const std::string& from, const std::string& to) {
+  auto pos = s.find(from);
+  REQUIRE(pos != std::string::npos);
+  return s.replace(pos, from.size(), to);
+}
+
+}  // namespace
+
+TEST_CASE("format 3 round-trips and ends with its integrity trailer") {
+  auto r = record("abc", "eth0", 2, "net2");
+  r.selection = "default/blue";
+  r.result.Parse(R"({"cniVersion":"1.1.0"})");
+  const std::string text = state::encode(r);
+  CHECK(text.find(R"(,"integrity":{"length":)") != std::string::npos);
+  CHECK(text.ends_with("\"}}"));
+  auto back = state::decode(text, "test");
+  REQUIRE(back);
+  CHECK(back->format == 3);
+  CHECK(back->cni_ifname == "eth0");
+  CHECK(back->index == 2);
+  CHECK(back->selection == "default/blue");
+  CHECK(json::dump(back->undo) == json::dump(r.undo));
+}
+
+TEST_CASE("a format-3 record that is not whole is damaged, whatever was changed") {
+  const std::string text = state::encode(record("abc", "eth0", 0, "eth0"));
+  const std::vector<std::pair<std::string, std::string>> damaged = {
+      {"truncated", text.substr(0, text.size() / 2)},
+      {"an undo entry dropped", replace(text, R"({"op":"link_del","where":"node","name":"veth1"},)", "")},
+      {"a value edited", replace(text, "\"veth1\"", "\"veth2\"")},
+      {"the trailer removed", text.substr(0, text.find(",\"integrity\"")) + "}"},
+      {"garbage", "\x01\x02not json"},
+      {"empty", ""},
+  };
+  for (const auto& [what, bad] : damaged) {
+    CAPTURE(what);
+    auto r = state::decode(bad, "/s/containers/abc:eth0/0-eth0.json");
+    REQUIRE_FALSE(r);
+    CHECK(r.error().cni_code == cni_code::kDecode);
+    CHECK(r.error().msg.find("/s/containers/abc:eth0/0-eth0.json") != std::string::npos);
+  }
+}
+
+TEST_CASE("every format is strictly typed: the undo list must be a list, fields their type") {
+  // Format 2 (no trailer, as main wrote them): accepted when well typed...
+  const std::string v2 = R"({"format":2,"containerID":"c","index":0,"ifname":"eth0","network":"n","phase":"ready",)"
+                         R"("config":[],"result":null,"status":null,"undo":[]})";
+  CHECK(state::decode(v2, "p"));
+  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+           {R"("undo":[])", R"("undo":"x")"},
+           {R"("undo":[])", R"("undo":{})"},
+           {R"("index":0)", R"("index":"0")"},
+           {R"("phase":"ready")", R"("phase":"gone")"},
+           {R"("config":[])", R"("config":7)"},
+           {R"("format":2,)", R"("format":"2",)"},
+           {R"("ifname":"eth0",)", ""},
+       }) {
+    CAPTURE(to);
+    auto r = state::decode(replace(v2, from, to), "rec");
+    REQUIRE_FALSE(r);
+    CHECK(r.error().cni_code == cni_code::kDecode);
+    CHECK(r.error().msg.find("rec") != std::string::npos);
+  }
+  auto newer = state::decode(replace(v2, R"("format":2)", R"("format":4)"), "rec");
+  REQUIRE_FALSE(newer);
+  CHECK(newer.error().cni_code == cni_code::kNewerRecord);
+  // Nesting beyond the records' bound is a decode error, not a crash.
+  auto deep = state::decode(replace(v2, R"("result":null)", R"("result":)" + std::string(200, '[') + std::string(200, ']')), "rec");
+  REQUIRE_FALSE(deep);
+  CHECK(deep.error().msg.find("nested deeper than 128") != std::string::npos);
+}
+
+TEST_CASE("read() returns the intact records of a key and every damaged one by path") {
+  TempDir t;
+  state::StateDir dir(t.path);
+  const state::Key key{"c1", "eth0"};
+  for (int i = 0; i < 6; ++i) {
+    auto r = record("c1", "eth0", i, "net" + std::to_string(i));
+    REQUIRE(dir.write(r));
+  }
+  const std::string d = t.path + "/containers/c1:eth0/";
+  put(d + "1-net1.json", "");                                   // empty
+  fs::remove(d + "2-net2.json");
+  REQUIRE(::mkfifo((d + "2-net2.json").c_str(), 0600) == 0);   // a FIFO: must not block
+  fs::remove(d + "3-net3.json");
+  fs::create_directory(d + "3-net3.json");                      // a directory
+  put(t.path + "/elsewhere.json", slurp(d + "4-net4.json"));
+  fs::remove(d + "4-net4.json");
+  fs::create_symlink(t.path + "/elsewhere.json", d + "4-net4.json");  // a link, even to a valid record
+  fs::remove(d + "5-net5.json");
+  if (::mknod((d + "5-net5.json").c_str(), S_IFCHR | 0600, makedev(1, 5)) != 0) put(d + "5-net5.json", "{");  // endless, or truncated
+  put(d + "0-net0.json.tmp.0123456789abcdef", "a killed writer's");
+  auto got = dir.read(key);
+  REQUIRE(got);
+  REQUIRE(got->records.size() == 1);
+  CHECK(got->records[0].index == 0);
+  CHECK(got->records[0].origin == d + "0-net0.json");
+  REQUIRE(got->damaged.size() == 5);
+  for (const auto& dmg : got->damaged) {
+    CAPTURE(dmg.error.text());
+    CHECK(dmg.error.cni_code == cni_code::kDecode);
+    CHECK(dmg.error.text().find(dmg.path) != std::string::npos);
+  }
+  CHECK_FALSE(fs::exists(d + "0-net0.json.tmp.0123456789abcdef"));
+  CHECK(slurp(t.path + "/elsewhere.json").size() > 10);
+
+  // Quarantine moves a damaged record out of the key, keeping it; the key is then gone.
+  for (const auto& dmg : got->damaged) {
+    auto moved = dir.quarantine(key, dmg.path);
+    REQUIRE(moved);
+    CHECK(moved->starts_with(t.path + "/quarantine/c1:eth0/"));
+    CHECK_FALSE(fs::exists(fs::symlink_status(dmg.path)));
+  }
+  REQUIRE(dir.remove(got->records[0]));
+  CHECK(dir.read(key)->empty());
+  CHECK_FALSE(fs::exists(t.path + "/containers/c1:eth0"));
+  CHECK(fs::exists(t.path + "/quarantine/c1:eth0/4-net4.json"));
+}
+
+TEST_CASE("a record in the wrong place is damaged: another container's, another interface's, another name's") {
+  TempDir t;
+  state::StateDir dir(t.path);
+  auto mine = record("c1", "eth0", 0, "eth0");
+  REQUIRE(dir.write(mine));
+  auto other = record("c2", "eth0", 1, "net1");
+  put(t.path + "/containers/c1:eth0/1-net1.json", state::encode(other));
+  auto renamed = record("c1", "eth0", 2, "net2");
+  put(t.path + "/containers/c1:eth0/3-net3.json", state::encode(renamed));
+  auto got = dir.read({"c1", "eth0"});
+  REQUIRE(got);
+  CHECK(got->records.size() == 1);
+  CHECK(got->damaged.size() == 2);
+}
+
+TEST_CASE("keys are (container ID, CNI_IFNAME); a legacy directory belongs to the ifname of its index-0 record") {
+  TempDir t;
+  state::StateDir dir(t.path);
+  auto a = record("c1", "eth0", 0, "eth0");
+  auto b = record("c1", "eth1", 0, "eth1");
+  REQUIRE(dir.write(a));
+  REQUIRE(dir.write(b));
+  CHECK(dir.read({"c1", "eth0"})->records.size() == 1);
+  CHECK(dir.read({"c1", "eth1"})->records.size() == 1);
+  // main's layout: containers/<id>/<index>-<ifname>.json, format 2, no cniIfname.
+  const std::string v2 = R"({"format":2,"containerID":"old","index":0,"ifname":"eth0","network":"n","phase":"ready",)"
+                         R"("config":[],"result":null,"status":null,"undo":[]})";
+  put(t.path + "/containers/old/0-eth0.json", v2);
+  put(t.path + "/containers/old/1-net1.json", replace(replace(v2, R"("index":0)", R"("index":1)"), R"("ifname":"eth0")", R"("ifname":"net1")"));
+  auto legacy = dir.read({"old", "eth0"});
+  REQUIRE(legacy);
+  CHECK(legacy->records.size() == 2);
+  CHECK(legacy->records[1].cni_ifname == "eth0");
+  CHECK(dir.read({"old", "eth1"})->empty());  // DEL with another ifname leaves them
+  auto keys = dir.keys();
+  REQUIRE(keys);
+  CHECK(*keys == std::vector<state::Key>{{"c1", "eth0"}, {"c1", "eth1"}, {"old", "eth0"}});
+  CHECK(dir.has_records("old"));
+  CHECK_FALSE(dir.has_records("c"));
+
+  // Locks of a legacy container include the older plumb's lock; release removes both when empty.
+  auto lock = dir.lock({"old", "eth0"});
+  REQUIRE(lock);
+  CHECK(lock->legacy.has_value());
+  for (auto& r : legacy->records) REQUIRE(dir.remove(r));
+  dir.release(*lock, {"old", "eth0"});
+  CHECK_FALSE(fs::exists(t.path + "/locks/old"));
+  CHECK_FALSE(fs::exists(t.path + "/locks/old:eth0"));
+  CHECK_FALSE(fs::exists(t.path + "/containers/old"));
+}
+
+TEST_CASE("links planted in the state directory are refused by path, their targets untouched") {
+  TempDir t;
+  state::StateDir dir(t.path + "/state");
+  fs::create_directories(t.path + "/state/locks");
+  fs::create_directories(t.path + "/elsewhere");
+  fs::create_symlink(t.path + "/victim", t.path + "/state/locks/c1:eth0");
+  auto lock = dir.lock({"c1", "eth0"});
+  REQUIRE_FALSE(lock);
+  CHECK(lock.error().msg.find(t.path + "/state/locks/c1:eth0") != std::string::npos);
+  CHECK_FALSE(fs::exists(t.path + "/victim"));
+  fs::create_directories(t.path + "/state/containers");
+  fs::create_symlink(t.path + "/elsewhere", t.path + "/state/containers/c2:eth0");
+  auto r = record("c2", "eth0", 0, "eth0");
+  CHECK_FALSE(dir.write(r));
+  CHECK(fs::is_empty(t.path + "/elsewhere"));
+  auto got = dir.read({"c2", "eth0"});
+  REQUIRE(got);
+  REQUIRE(got->damaged.size() == 1);
+  CHECK(got->damaged[0].path == t.path + "/state/containers/c2:eth0");
+}
