@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <fstream>
 #include <sstream>
@@ -131,6 +132,26 @@ class Store {
 
   [[nodiscard]] const std::string& dir() const { return dir_; }
 
+  /// The crash leftovers entries() reclaims, found without reading any file: temporary files of
+  /// reserve() by name, and empty address files (an allocator killed between creating and
+  /// writing one) by their size. For the DEL that reads no allocation file.
+  void sweep_leftovers() const {
+    DIR* d = ::opendir(dir_.c_str());
+    if (d == nullptr) return;
+    const int dfd = ::dirfd(d);
+    while (dirent* de = ::readdir(d)) {
+      const std::string name = de->d_name;
+      if (name.starts_with(kReserveTmpPrefix)) {
+        ::unlinkat(dfd, name.c_str(), 0);
+        continue;
+      }
+      struct stat st {};
+      if (!IpAddr::parse(name) || ::fstatat(dfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+      if (S_ISREG(st.st_mode) && st.st_size == 0) ::unlinkat(dfd, name.c_str(), 0);
+    }
+    ::closedir(d);
+  }
+
   /// Every file named by an address, with its trimmed content. Unreadable files are skipped,
   /// as the reference does.
   [[nodiscard]] Result<std::vector<Entry>> entries() const {
@@ -182,18 +203,32 @@ class Store {
     }
     ::unlink(tmp.c_str());
     if (!st) return std::unexpected(st.error());
-    std::string last = dir_ + "/" + std::string(kLastReservedPrefix) + std::to_string(rangeset);
-    fd = ::open(last.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) st = io_fail(errno, "host-local: write " + last);
-    if (fd >= 0) {
-      st = write_all(fd, ip.str(), last);
-      ::close(fd);
-    }
+    st = write_last_reserved(ip, rangeset);
     if (!st) {
       ::unlink(path.c_str());
       return std::unexpected(st.error());
     }
     return true;
+  }
+
+  /// Writes `ip` to last_reserved_ip.<rangeset> in place: written from offset 0, then cut to its
+  /// length. Not O_TRUNC: ext4 flushes a file truncated to zero when it is closed (its
+  /// auto_da_alloc) and frees, on a `discard` mount synchronously, the blocks of the version
+  /// before, on every ADD. Both allocators write it under the lock; a writer killed between the
+  /// two steps leaves at worst another address there, which only moves where the next search
+  /// starts.
+  [[nodiscard]] Status write_last_reserved(const IpAddr& ip, size_t rangeset) const {
+    const std::string last = dir_ + "/" + std::string(kLastReservedPrefix) + std::to_string(rangeset);
+    const std::string text = ip.str();
+    int fd = ::open(last.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return io_fail(errno, "host-local: write " + last);
+    Status st;
+    if (::pwrite(fd, text.data(), text.size(), 0) != static_cast<ssize_t>(text.size()) ||
+        ::ftruncate(fd, static_cast<off_t>(text.size())) != 0) {
+      st = io_fail(errno, "host-local: write " + last);
+    }
+    ::close(fd);
+    return st;
   }
 
   /// Content of last_reserved_ip.<rangeset>, if present and an address.
@@ -203,6 +238,13 @@ class Store {
     auto ip = IpAddr::parse(text::trim(content));
     if (!ip) return {};
     return *ip;
+  }
+
+  /// The trimmed content of the file of `ip` (its owner), nullopt when there is none.
+  [[nodiscard]] std::optional<std::string> owner_of(const IpAddr& ip) const {
+    std::string content;
+    if (!read_small(dir_ + "/" + ip.str(), content)) return {};
+    return std::string(text::trim(content));
   }
 
   /// Removes the file `name`; a missing file is not an error.
@@ -267,7 +309,7 @@ class HostLocal final : public Ipam {
 
     auto store_opt = PLUMB_TRY(Store::open(cfg_.data_dir, req.network_name, true));
     const Store& store = *store_opt;
-    std::vector<Entry> entries = PLUMB_TRY(store.entries());
+    std::vector<Entry> entries = PLUMB_TRY(entries_for_add(store, req));
     std::vector<std::string> created;  // files this ADD made: removed again if a later set fails
     for (size_t i = 0; i < sets.size(); ++i) {
       auto got = take_one(store, entries, ids, req.ifname, sets[i], i, want[i], net, created);
@@ -290,6 +332,10 @@ class HostLocal final : public Ipam {
     Ids ids = req.owner.empty() ? PLUMB_TRY(check_ids(req, false)) : PLUMB_TRY(owner_ids(req.owner, req.ifname));
     auto store = PLUMB_TRY(Store::open(cfg_.data_dir, req.network_name, false));
     if (!store) return {};
+    if (req.owner.empty() && PLUMB_TRY(release_held(*store, ids, req.held))) {
+      store->sweep_leftovers();  // what the look-up at every file would have reclaimed
+      return {};
+    }
     std::vector<Entry> entries = PLUMB_TRY(store->entries());
     // Files of the current format first; only if there are none, ones holding just the ID
     // (written by plugins older than ifname tracking), as the reference's ReleaseByID.
@@ -341,6 +387,32 @@ class HostLocal final : public Ipam {
   }
 
  private:
+  /// The allocation files ADD must look at: none when the caller vouches that this container and
+  /// interface hold nothing yet (Request::first_allocation; not for an IPAMClaim owner, whose
+  /// addresses outlive pods), else every one (the reference's GetByID). The allocation itself
+  /// needs no list: it starts after last_reserved_ip and lets O_EXCL/link(2) find a free file.
+  static Result<std::vector<Entry>> entries_for_add(const Store& store, const Request& req) {
+    if (req.first_allocation && req.owner.empty()) return std::vector<Entry>{};
+    return store.entries();
+  }
+
+  /// DEL's fast path: removes the files of `held` that name this container and interface.
+  /// Returns true when that released everything: every configured range set had one of them
+  /// (host-local gives one address per set). False: the caller looks at every file.
+  Result<bool> release_held(const Store& store, const Ids& ids, const std::vector<IpAddr>& held) const {
+    if (held.empty()) return false;
+    std::vector<bool> released(cfg_.ranges.size(), false);
+    for (const IpAddr& ip : held) {
+      auto owner = store.owner_of(ip);
+      if (!owner || *owner != ids.exact) continue;
+      PLUMB_TRY(store.remove(ip.str()));
+      for (size_t i = 0; i < cfg_.ranges.size(); ++i) {
+        if (range_for(cfg_.ranges[i], ip)) released[i] = true;
+      }
+    }
+    return std::all_of(released.begin(), released.end(), [](bool b) { return b; });
+  }
+
   /// runtimeConfig.ipRanges (the capability) prepended to the configured range sets. Errors:
   /// kInvalidConfig naming the range; overlapping sets.
   Result<std::vector<RangeSet>> range_sets(const Request& req) const {
