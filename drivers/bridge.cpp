@@ -211,7 +211,7 @@ Result<link::LinkInfo> create_pod_veth(Context& ctx, const BridgeConfig& c) {
   for (int attempt = 0;; ++attempt) {
     host = random_ifname("veth");
     PLUMB_TRY(undo::will(ctx, undo::LinkDel{"node", host}));
-    link::VethSpec spec{host, ctx.ifname, ctx.pod_ns->fd(), c.mtu_bytes, std::nullopt, c.mac};
+    link::VethSpec spec{host, ctx.ifname, ctx.pod_ns->fd(), c.mtu_bytes, std::nullopt, c.mac, link::kPodLinkGroup};
     auto st = link::create_veth(*ctx.node, spec);
     if (st) break;
     if (st.error().sys_errno == EEXIST) {

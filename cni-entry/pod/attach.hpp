@@ -54,4 +54,23 @@ struct Kernel {
 [[nodiscard]] Status teardown(const cni::Env& env, const PlumbConfig& conf, Kernel& k, const state::StateDir& state,
                               const state::AttachmentRecord& rec, bool complete);
 
+/// DEL of every record of a container with the pod's devices deleted in one message
+/// (cni-entry/pod/teardown_batch.cpp). The devices plumb creates inside the pod namespace are in
+/// link::kPodLinkGroup; the kernel's device unregistration (an RCU synchronisation) is paid once
+/// per RTM_DELLINK, so one message for the group instead of one per device saves it for every
+/// attachment but one. Three passes, newest record first, every record kept until the last:
+///   1. each record's undo operations except its link deletions (the order they always ran in;
+///      the links are deleted last in each record anyway, and nothing else depends on them);
+///   2. one RTM_DELLINK of the group in the pod namespace (veth peers go with their pod ends);
+///   3. each record's link deletions (already gone: success) and the record's removal.
+/// A DEL killed anywhere leaves every record whose links may remain, and every operation is
+/// idempotent, so the next DEL finishes the job. Only used when every record is complete
+/// ("ready": no rollback-only operation, which could depend on a link being gone), was made in
+/// `netns_path`, and every device of the group there is one of the records' interfaces.
+/// Returns the outcome of each record (as teardown() would give it, same order as `records`),
+/// or nullopt when the batch does not apply (the caller tears down record by record).
+[[nodiscard]] std::optional<std::vector<Status>> teardown_batched(const cni::Env& env, const PlumbConfig& conf, Kernel& k,
+                                                                  const state::StateDir& state,
+                                                                  const std::vector<state::AttachmentRecord>& records);
+
 }  // namespace plumb::pod

@@ -18,8 +18,10 @@ Result<std::string> do_del(const cni::Env& env, const PlumbConfig& conf, Log& lo
   auto records = PLUMB_TRY(state.read(env.container_id));
   Kernel k = PLUMB_TRY(open_kernel(env.netns, false));
   std::optional<Error> first;
-  for (auto it = records.rbegin(); it != records.rend(); ++it) {
-    auto st = teardown(env, conf, k, state, *it, it->phase == "ready");
+  // The pod's devices in one message where possible; else record by record, newest first.
+  auto batched = teardown_batched(env, conf, k, state, records);
+  for (size_t i = records.size(); i-- > 0;) {
+    auto st = batched ? (*batched)[i] : teardown(env, conf, k, state, records[i], records[i].phase == "ready");
     if (!st) {
       log.error("DEL " + env.container_id + ": " + st.error().text());
       if (!first) first = st.error();
