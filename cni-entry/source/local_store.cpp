@@ -153,8 +153,10 @@ class LocalStore final : public PodSource {
     const std::string dir = root_ + "/status/" + pod.namespace_;
     PLUMB_TRY(mkdir_p(dir, 0755));
     DirLock lock = PLUMB_TRY(DirLock::take(dir));
-    PLUMB_TRY(write_atomic(dir + "/" + pod.name + ".owner", owner, {.mode = 0644, .fsync = true}));
-    return write_atomic(dir + "/" + pod.name + ".json", status_json, {.mode = 0644, .fsync = true});
+    // No fsync (two disk flushes per ADD): network-status describes a pod's networks, which do not
+    // outlive a power loss either; rename still gives readers the old or the new file.
+    PLUMB_TRY(write_atomic(dir + "/" + pod.name + ".owner", owner, {.mode = 0644}));
+    return write_atomic(dir + "/" + pod.name + ".json", status_json, {.mode = 0644});
   }
 
   std::string describe() const override { return "local store " + root_; }

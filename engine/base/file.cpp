@@ -80,6 +80,10 @@ Status write_atomic(const std::string& path, std::string_view data, WriteOptions
   int rc = ::close(fd);
   fd = -1;
   if (rc != 0) return abandon(errno, "write " + path);
+  if (opts.exchange && ::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, path.c_str(), RENAME_EXCHANGE) == 0) {
+    ::unlink(tmp.c_str());  // now the old version (a leftover is a crash's temporary file, removed by its owner)
+    return {};
+  }
   if (::rename(tmp.c_str(), path.c_str()) != 0) return abandon(errno, "rename " + tmp + " to " + path);
   return {};
 }

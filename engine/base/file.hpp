@@ -24,6 +24,14 @@ namespace plumb {
 struct WriteOptions {
   mode_t mode = 0600;  ///< permission bits of the new file, independent of the caller's umask
   bool fsync = false;  ///< fsync the data before the rename (survives power loss, costs a disk flush)
+  /// Replace an existing file by renameat2(RENAME_EXCHANGE) and unlinking the old version rather
+  /// than rename(2) over it, for files rewritten many times in a row (the journal's intents):
+  /// ext4 flushes the new data at a rename over a file (auto_da_alloc) and frees the old one's
+  /// blocks (a synchronous discard on a `discard` mount), 0.7-2 ms here; an exchange does
+  /// neither, and a version unlinked before its writeback never had blocks (0.05 ms). Readers
+  /// still see old or new. After a power loss the file may be empty rather than old or new.
+  /// Without RENAME_EXCHANGE support (EINVAL) or an existing file, a plain rename.
+  bool exchange = false;
 };
 
 /// Writes `data` to `path` atomically: a unique temporary file in the same directory

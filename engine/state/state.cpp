@@ -76,8 +76,14 @@ std::string StateDir::record_path(const AttachmentRecord& rec) const {
 }
 
 Status StateDir::write(const AttachmentRecord& rec) const {
-  PLUMB_TRY(mkdir_p(root_ + "/containers/" + rec.container_id));
-  return write_atomic(record_path(rec), encode(rec));
+  // The journal rewrites a record at every intent of an ADD (phase "adding"): those versions go
+  // by exchange (WriteOptions::exchange: no flush, no freed blocks); the complete record
+  // ("ready") by rename, which ext4 orders after its data (old or new after a power loss).
+  const WriteOptions opts{.exchange = rec.phase != "ready"};
+  auto st = write_atomic(record_path(rec), encode(rec), opts);
+  if (st || st.error().sys_errno != ENOENT) return st;
+  PLUMB_TRY(mkdir_p(root_ + "/containers/" + rec.container_id));  // the container's first record
+  return write_atomic(record_path(rec), encode(rec), opts);
 }
 
 Result<std::vector<AttachmentRecord>> StateDir::read(const std::string& container_id) const {
