@@ -80,11 +80,27 @@ Status write_atomic(const std::string& path, std::string_view data, WriteOptions
   int rc = ::close(fd);
   fd = -1;
   if (rc != 0) return abandon(errno, "write " + path);
-  if (opts.exchange && ::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, path.c_str(), RENAME_EXCHANGE) == 0) {
-    ::unlink(tmp.c_str());  // now the old version (a leftover is a crash's temporary file, removed by its owner)
-    return {};
-  }
   if (::rename(tmp.c_str(), path.c_str()) != 0) return abandon(errno, "rename " + tmp + " to " + path);
+  return {};
+}
+
+Status write_via_spare(const std::string& path, const std::string& spare, std::string_view data, mode_t mode, bool last) {
+  int fd = ::open(spare.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, mode);
+  if (fd < 0) return io_error(errno, "write " + path + " (open " + spare + ")");
+  size_t off = 0;
+  int err = 0;
+  while (off < data.size() && err == 0) {
+    ssize_t n = ::pwrite(fd, data.data() + off, data.size() - off, static_cast<off_t>(off));
+    if (n < 0 && errno != EINTR) err = errno;
+    if (n > 0) off += static_cast<size_t>(n);
+  }
+  if (err == 0 && ::ftruncate(fd, static_cast<off_t>(data.size())) != 0) err = errno;
+  if (err == 0 && ::fchmod(fd, mode) != 0) err = errno;
+  if (::close(fd) != 0 && err == 0) err = errno;
+  if (err != 0) return std::unexpected(Error{cni_code::kIo, err, "write " + spare, {}});
+  if (!last && ::renameat2(AT_FDCWD, spare.c_str(), AT_FDCWD, path.c_str(), RENAME_EXCHANGE) == 0) return {};
+  // The final version, no `path` yet (ENOENT), or no RENAME_EXCHANGE here (EINVAL): a rename.
+  if (::rename(spare.c_str(), path.c_str()) != 0) return io_error(errno, "rename " + spare + " to " + path);
   return {};
 }
 

@@ -24,14 +24,6 @@ namespace plumb {
 struct WriteOptions {
   mode_t mode = 0600;  ///< permission bits of the new file, independent of the caller's umask
   bool fsync = false;  ///< fsync the data before the rename (survives power loss, costs a disk flush)
-  /// Replace an existing file by renameat2(RENAME_EXCHANGE) and unlinking the old version rather
-  /// than rename(2) over it, for files rewritten many times in a row (the journal's intents):
-  /// ext4 flushes the new data at a rename over a file (auto_da_alloc) and frees the old one's
-  /// blocks (a synchronous discard on a `discard` mount), 0.7-2 ms here; an exchange does
-  /// neither, and a version unlinked before its writeback never had blocks (0.05 ms). Readers
-  /// still see old or new. After a power loss the file may be empty rather than old or new.
-  /// Without RENAME_EXCHANGE support (EINVAL) or an existing file, a plain rename.
-  bool exchange = false;
 };
 
 /// Writes `data` to `path` atomically: a unique temporary file in the same directory
@@ -39,6 +31,21 @@ struct WriteOptions {
 /// never a part. Errors: kIo with errno naming the path (ENOSPC, EROFS ...); the temporary file
 /// is removed on failure.
 [[nodiscard]] Status write_atomic(const std::string& path, std::string_view data, WriteOptions opts = {});
+
+/// Writes `data` to `path` atomically for readers, like write_atomic(), through the caller's
+/// fixed temporary file `spare` (same directory), for a file rewritten many times in a row (the
+/// journal's intents): `spare` is (re)used in place (written from offset 0, then cut to length:
+/// never truncated to zero), then swapped with `path` by renameat2(RENAME_EXCHANGE), so it
+/// holds the previous version for the next write. No new inode per write, no flush at the
+/// rename and no freed blocks (ext4's auto_da_alloc flushes at a rename over a file and, on a
+/// `discard` mount without journal, frees the old blocks with a synchronous discard: 0.7-2 ms
+/// here; a new inode costs a scan past every recently deleted one). With `last`, the final
+/// version: `spare` is renamed over `path` (ext4 then orders the data before the rename: old or
+/// new after a power loss) and is gone afterwards. Intermediate versions may read empty after a
+/// power loss. A crash leaves at most `spare` (callers remove it as a leftover).
+/// Errors: kIo with errno naming the path.
+[[nodiscard]] Status write_via_spare(const std::string& path, const std::string& spare, std::string_view data, mode_t mode,
+                                     bool last);
 
 /// Creates `path` and its missing parents with `mode` (independent of the umask), like mkdir -p.
 /// Errors: kIo with errno naming the component that failed; ENOTDIR when a component exists and

@@ -76,14 +76,25 @@ std::string StateDir::record_path(const AttachmentRecord& rec) const {
 }
 
 Status StateDir::write(const AttachmentRecord& rec) const {
-  // The journal rewrites a record at every intent of an ADD (phase "adding"): those versions go
-  // by exchange (WriteOptions::exchange: no flush, no freed blocks); the complete record
-  // ("ready") by rename, which ext4 orders after its data (old or new after a power loss).
-  const WriteOptions opts{.exchange = rec.phase != "ready"};
-  auto st = write_atomic(record_path(rec), encode(rec), opts);
+  // The journal rewrites a record at every intent of an ADD (phase "adding"): those versions are
+  // swapped in through one spare file per record (write_via_spare: no new inode, flush or freed
+  // blocks per intent); the complete record ("ready") is renamed over, which ext4 orders after its
+  // data (old or new after a power loss).
+  // A record's first version goes through a temporary file in its directory (read() removes one
+  // a killed writer left), so the spare only exists beside a record, whose removal removes it.
+  const std::string path = record_path(rec);
+  const std::string data = encode(rec);
+  if (::access(path.c_str(), F_OK) == 0) return write_via_spare(path, spare_path(rec), data, 0600, rec.phase == "ready");
+  auto st = write_atomic(path, data);
   if (st || st.error().sys_errno != ENOENT) return st;
   PLUMB_TRY(mkdir_p(root_ + "/containers/" + rec.container_id));  // the container's first record
-  return write_atomic(record_path(rec), encode(rec), opts);
+  return write_atomic(path, data);
+}
+
+std::string StateDir::spare_path(const AttachmentRecord& rec) const {
+  // Beside the container directories, not in one: a spare a killed ADD left is no record file
+  // (remove() deletes it with its record); ".tmp." keeps containers() from listing it.
+  return root_ + "/containers/" + rec.container_id + "." + std::to_string(rec.index) + "-" + rec.ifname + ".json.tmp.spare";
 }
 
 Result<std::vector<AttachmentRecord>> StateDir::read(const std::string& container_id) const {
@@ -119,6 +130,7 @@ Result<std::vector<AttachmentRecord>> StateDir::read(const std::string& containe
 
 Status StateDir::remove(const AttachmentRecord& rec) const {
   std::string path = record_path(rec);
+  ::unlink(spare_path(rec).c_str());  // an ADD undone (or killed) before its record was complete
   if (::unlink(path.c_str()) != 0 && errno != ENOENT) return fail_errno(errno, "remove state record " + path);
   std::string dir = root_ + "/containers/" + rec.container_id;
   if (::rmdir(dir.c_str()) != 0 && errno != ENOTEMPTY && errno != EEXIST && errno != ENOENT) {

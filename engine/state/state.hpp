@@ -80,6 +80,9 @@ class StateDir {
 
   /// <root>/containers/<id>/<index>-<ifname>.json, the record's file (named in errors).
   [[nodiscard]] std::string record_path(const AttachmentRecord& rec) const;
+  /// <root>/containers/<id>.<index>-<ifname>.json.tmp.spare: the file the journal's versions of
+  /// the record are written through while an ADD runs (write_via_spare); gone once it is complete.
+  [[nodiscard]] std::string spare_path(const AttachmentRecord& rec) const;
 
  private:
   std::string root_;
