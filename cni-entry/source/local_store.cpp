@@ -138,11 +138,16 @@ class LocalStore final : public PodSource {
     }
     std::sort(files.begin(), files.end());
     for (const auto& f : files) {
-      auto text = PLUMB_TRY(read_optional(f.string()));
-      if (!text) continue;  // removed while we scanned
-      auto nads = PLUMB_TRY(nad::parse_nad_yaml(*text, f.string()));
-      for (auto& n : nads) {
-        if (n.namespace_ == namespace_ && n.name == name) return std::move(n);
+      // Each file is parsed once per process: a pod's networks are looked up one by one, and
+      // several NADs often share a file (YAML parsing was a third of an ADD's instructions).
+      auto cached = parsed_.find(f.string());
+      if (cached == parsed_.end()) {
+        auto text = PLUMB_TRY(read_optional(f.string()));
+        if (!text) continue;  // removed while we scanned
+        cached = parsed_.emplace(f.string(), PLUMB_TRY(nad::parse_nad_yaml(*text, f.string()))).first;
+      }
+      for (const auto& n : cached->second) {
+        if (n.namespace_ == namespace_ && n.name == name) return n;
       }
     }
     return fail(cni_code::kNotFound, "NetworkAttachmentDefinition " + who + " not found in " + dir);
@@ -281,6 +286,7 @@ class LocalStore final : public PodSource {
   }
 
   std::string root_;
+  std::map<std::string, std::vector<nad::NetworkAttachmentDefinition>> parsed_;  ///< NAD file -> its NADs
 };
 
 }  // namespace
