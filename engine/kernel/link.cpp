@@ -156,10 +156,11 @@ Result<std::vector<LinkInfo>> list(netlink::Socket& nl) {
 // RTM_NEWLINK, NLM_F_REQUEST|NLM_F_CREATE|NLM_F_EXCL (NLM_F_ACK added by Socket::request):
 //
 //   nlmsghdr
-//   ifinfomsg { AF_UNSPEC, index 0 }
+//   ifinfomsg { AF_UNSPEC, index 0, [IFF_UP] }
 //   IFLA_IFNAME      "host_name\0"
 //   [IFLA_MTU        u32]
 //   [IFLA_ADDRESS    6 bytes host_mac]
+//   [IFLA_MASTER     u32 host_master_index]  a bridge port from birth
 //   IFLA_LINKINFO (nested)
 //   +-- IFLA_INFO_KIND  "veth\0"
 //   +-- IFLA_INFO_DATA (nested)
@@ -174,10 +175,12 @@ Result<std::vector<LinkInfo>> list(netlink::Socket& nl) {
 // Nests carry NLA_F_NESTED (libmnl sets it); the kernel masks it for these liberal policies.
 Message build_create_veth(const VethSpec& spec) {
   Message m(RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL);
-  put_ifinfo(m, AF_UNSPEC, 0);
+  ifinfomsg* ifi = put_ifinfo(m, AF_UNSPEC, 0);
+  if (spec.host_up) ifi->ifi_flags = ifi->ifi_change = IFF_UP;
   m.put_str(IFLA_IFNAME, spec.host_name);
   if (spec.mtu_bytes != 0) m.put_u32(IFLA_MTU, spec.mtu_bytes);
   if (spec.host_mac) m.put(IFLA_ADDRESS, spec.host_mac->bytes.data(), spec.host_mac->bytes.size());
+  if (spec.host_master_index > 0) m.put_u32(IFLA_MASTER, static_cast<uint32_t>(spec.host_master_index));
   {
     Message::Nest linkinfo(m, IFLA_LINKINFO);
     m.put_str(IFLA_INFO_KIND, "veth");

@@ -45,7 +45,8 @@ struct LinkInfo {
 /// A veth pair created in one RTM_NEWLINK: the host end in the socket's namespace, the peer
 /// created directly in the namespace `peer_netns_fd` under `peer_name` (no rename needed).
 ///
-///   ifinfomsg | IFLA_IFNAME host_name | IFLA_MTU | [IFLA_ADDRESS host_mac]
+///   ifinfomsg [IFF_UP with host_up] | IFLA_IFNAME host_name | IFLA_MTU | [IFLA_ADDRESS host_mac]
+///   [IFLA_MASTER host_master_index]
 ///   IFLA_LINKINFO { IFLA_INFO_KIND "veth",
 ///                   IFLA_INFO_DATA { VETH_INFO_PEER { ifinfomsg | IFLA_IFNAME peer_name |
 ///                                     IFLA_NET_NS_FD | IFLA_MTU | [IFLA_ADDRESS peer_mac]
@@ -58,6 +59,8 @@ struct VethSpec {
   std::optional<Mac> host_mac;
   std::optional<Mac> peer_mac;
   uint32_t peer_group = 0;          // IFLA_GROUP of the peer (kPodLinkGroup: removed with its pod's group); 0: none
+  int host_master_index = 0;        // IFLA_MASTER of the host end (a bridge port from birth); 0: none
+  bool host_up = false;             // the host end is up from birth (IFF_UP in the creating message)
 };
 /// Creates the pair with NLM_F_CREATE|NLM_F_EXCL. Errors: EEXIST when a name is taken.
 [[nodiscard]] Status create_veth(netlink::Socket& nl, const VethSpec& spec);

@@ -790,3 +790,24 @@ TEST_CASE("link groups: peers born in a group, one RTM_DELLINK of the group dele
   CHECK_FALSE(*again);  // nothing in the group: ENODEV
   CHECK_FALSE(link::remove_group(*pnl, 0).has_value());  // group 0 is every link's: refused
 }
+
+TEST_CASE("veth pair: the host end can be born a port of a bridge and up, in the creating message") {
+  plumb::test::Node node;
+  std::string pod = node.add_netns("born");
+  netns::Netns ns = open_ns(pod);
+  netlink::Socket nl = open_socket();
+  REQUIRE_OK(link::create_bridge(nl, {"brborn", 0, std::nullopt, false}));
+  const link::LinkInfo br = must_get(nl, "brborn");
+  link::VethSpec spec;
+  spec.host_name = "vborn";
+  spec.peer_name = "eth0";
+  spec.peer_netns_fd = ns.fd();
+  spec.host_master_index = br.index;
+  spec.host_up = true;
+  REQUIRE_OK(link::create_veth(nl, spec));
+  const link::LinkInfo host = must_get(nl, "vborn");
+  CHECK(host.master_index == br.index);
+  CHECK(host.up());
+  auto h = plumb::test::ip_json("link show vborn");
+  CHECK(str(h[0], "master") == "brborn");
+}
