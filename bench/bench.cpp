@@ -1,5 +1,7 @@
 // The bench's run (bench.hpp): node set-up, pods and their sandboxes, the preflight and the
 // three measuring phases.
+#include <rapidjson/document.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <stdexcept>
@@ -13,11 +15,18 @@ namespace bench {
 
 namespace fs = std::filesystem;
 
-std::vector<Way> Bench::order(int iter) const {
-  std::vector<Way> w(std::begin(kWays), std::end(kWays));
-  std::rotate(w.begin(), w.begin() + (iter % 3), w.end());
+std::vector<Way> Bench::order(int iter, const std::vector<Way>& ways) {
+  std::vector<Way> w = ways;
+  std::rotate(w.begin(), w.begin() + (iter % static_cast<int>(w.size())), w.end());
   return w;
 }
+
+namespace {
+
+const std::vector<Way> kMainWays(std::begin(kWays), std::end(kWays));
+const std::vector<Way> kAllLatencyWays(std::begin(kLatencyWays), std::end(kLatencyWays));
+
+}  // namespace
 
 void Bench::setup() {
   started_utc_ = [] {
@@ -51,6 +60,13 @@ void Bench::setup() {
   // plumb's node: default network conflists per scenario, NADs and pod manifests in its store.
   const std::string ipam_p = plumb_.dir + "/ipam";
   for (char s : std::string("ac")) write_text(plumb_.dir + "/default-" + s + ".conflist", default_conflist(ipam_p, s));
+  if (!o_.conflist.empty()) {
+    user_conflist_ = read_text(o_.conflist);
+    if (user_conflist_.empty()) throw std::runtime_error("--conflist " + o_.conflist + " cannot be read or is empty");
+    // plumb runs the same network; its host-local allocations go to its own node's directory
+    // (the reference way's stay where the file says: its default is under a private tmpfs).
+    write_text(plumb_.dir + "/default-x.conflist", with_data_dir(user_conflist_, plumb_.dir + "/ipam-x"));
+  }
   auto nad = [](const std::string& name, const std::string& config) {
     return "apiVersion: k8s.cni.cncf.io/v1\nkind: NetworkAttachmentDefinition\nmetadata:\n  name: " + name +
            "\n  namespace: default\nspec:\n  config: '" + config + "'\n";
@@ -86,7 +102,7 @@ void Bench::make_sandbox(Pod& p) {
   create_netns(p.netns);
   if (p.way == Way::Plumb) {
     std::string yaml = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + p.name + "\n  namespace: default\n";
-    if (p.scenario != 'a') {
+    if (has_secondaries(p.scenario)) {
       yaml += "  annotations:\n    k8s.v1.cni.cncf.io/networks: '[{\"name\": \"sec-bridge\", \"interface\": \"net1\"}, "
               "{\"name\": \"sec-macvlan\", \"interface\": \"net2\"}]'\n";
     }
@@ -159,8 +175,12 @@ void Bench::preflight() {
   // given (bridges, gateway address, nftables table, pinned programs). Any failure is reported
   // per scenario; nothing is silently skipped.
   std::vector<std::string> problems;
-  for (char s : o_.scenarios) {
+  std::string scenarios = o_.scenarios;
+  // The floor of scenario x is a's: plumb's first scenario-a pod makes the node objects it needs.
+  if (scenarios.find('x') != std::string::npos) scenarios.insert(0, "a");
+  for (char s : scenarios) {
     for (Way w : kWays) {
+      if (s == 'a' && o_.scenarios == "x" && w != Way::Plumb) continue;
       progress_.set(std::string("preflight: scenario ") + s + ", " + way_name(w), true);
       try {
         Sample smp = one_sample("preflight", s, w, 0, -1, true);
@@ -197,7 +217,7 @@ void Bench::phase_latency() {
   for (int it = 0; it < iters; ++it) {
     for (size_t si = 0; si < o_.scenarios.size(); ++si) {
       const char s = o_.scenarios[si];
-      for (Way w : order(it + static_cast<int>(si))) {
+      for (Way w : order(it + static_cast<int>(si), kAllLatencyWays)) {
         progress_.set("latency: iteration " + std::to_string(it + 1) + "/" + std::to_string(iters) + " (" +
                       std::to_string(o_.warmup) + " warm-up), scenario " + s + ", " + way_name(w));
         record(one_sample("latency", s, w, 0, it - o_.warmup, it < o_.warmup));
@@ -213,7 +233,7 @@ void Bench::phase_throughput() {
   const char s = o_.tput_scenario;
   int round = 0;
   for (int workers : o_.workers) {
-    for (Way w : order(round++)) {
+    for (Way w : order(round++, kMainWays)) {
       progress_.set("throughput: " + std::string(way_name(w)) + ", " + std::to_string(workers) + " workers, " +
                     std::to_string(o_.tput_pods) + " pods of scenario " + s, true);
       std::vector<Pod> pods;
@@ -237,13 +257,17 @@ void Bench::phase_throughput() {
 }
 
 /// Adds resident pods to both nodes (the floor shares plumb's node and its pods) until each has
-/// `level`, at once and untimed, every ADD verified.
-void Bench::fill_nodes(std::map<Way, std::vector<Pod>>& fill, int current, int level) {
+/// `level` (the reference node at most --fill-reference-max), at once and untimed, every ADD
+/// verified.
+void Bench::fill_nodes(std::map<Way, std::vector<Pod>>& fill, int current_all, int level_all) {
   const char s = o_.fill_scenario;
   std::vector<std::thread> fillers;
   std::mutex emu;
   std::string error;
   for (Way w : {Way::Plumb, Way::Reference}) {
+    const int cap = w == Way::Reference ? o_.fill_reference_max : level_all;
+    const int current = std::min(current_all, cap), level = std::min(level_all, cap);
+    if (level <= current) continue;
     auto& pods = fill[w];
     const size_t before = pods.size();
     for (int i = current; i < level; ++i) {
@@ -251,7 +275,7 @@ void Bench::fill_nodes(std::map<Way, std::vector<Pod>>& fill, int current, int l
       make_sandbox(pods.back());
     }
     std::vector<Pod>* vec = &pods;  // map nodes are stable: no insertion while the fillers run
-    fillers.emplace_back([&, w, vec, before, level] {
+    fillers.emplace_back([&, w, vec, before, current, level] {
       try {
         std::atomic<int> done{0};
         parallel(level - current, o_.fill_workers, node_of(w), [&](int i) {
@@ -282,7 +306,8 @@ void Bench::phase_fill() {
     fill_nodes(fill, current, level);
     current = level;
     for (int it = 0; it < o_.fill_samples; ++it) {
-      for (Way w : order(it)) {
+      for (Way w : order(it, kMainWays)) {
+        if (w == Way::Reference && level > o_.fill_reference_max) continue;  // not filled that far
         progress_.set("fill: " + std::to_string(level) + " pods on the node, sample " + std::to_string(it + 1) + "/" +
                       std::to_string(o_.fill_samples) + ", " + way_name(w));
         record(one_sample("fill", s, w, level, it, false));
@@ -298,6 +323,35 @@ void Bench::phase_fill() {
   progress_.line("fill: done in " + fmt(0, phase_secs_["fill"]) + " s");
 }
 
+void Bench::phase_startup() {
+  const int64_t t0 = now_ns();
+  // The reference plugins of the richest scenario's default network (or of the user's conflist).
+  std::vector<std::pair<std::string, std::string>> bins = {{"plumb", o_.plumb}};
+  rapidjson::Document net;
+  net.Parse(reference_default_conflist(o_.scenarios.back()).c_str());
+  if (!net.HasParseError() && net.IsObject() && net.HasMember("plugins") && net["plugins"].IsArray()) {
+    for (const auto& p : net["plugins"].GetArray()) {
+      if (p.IsObject() && p.HasMember("type") && p["type"].IsString()) bins.emplace_back(p["type"].GetString(), o_.cni_path + "/" + p["type"].GetString());
+    }
+  } else if (!net.HasParseError() && net.IsObject() && net.HasMember("type") && net["type"].IsString()) {
+    bins.emplace_back(net["type"].GetString(), o_.cni_path + "/" + net["type"].GetString());
+  }
+  const std::string input = R"({"cniVersion": "1.0.0"})";
+  for (int it = 0; it < o_.warmup + o_.samples; ++it) {
+    for (size_t k = 0; k < bins.size(); ++k) {
+      const auto& [name, path] = bins[(k + static_cast<size_t>(it)) % bins.size()];
+      progress_.set("start-up: " + name + " VERSION, iteration " + std::to_string(it + 1));
+      Proc r = spawn({path}, {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "CNI_COMMAND=VERSION"}, input);
+      if (!r.ok()) throw std::runtime_error(name + " VERSION failed: " + r.describe());
+      if (it < o_.warmup) continue;
+      Startup s{name, {}};
+      s.cost.add(r);
+      startup_.push_back(s);
+    }
+  }
+  phase_secs_["startup"] = static_cast<double>(now_ns() - t0) / 1e9;
+}
+
 void Bench::record(const Sample& s) {
   std::lock_guard<std::mutex> l(mu_);
   samples_.push_back(s);
@@ -308,6 +362,7 @@ Results Bench::results() const {
   r.options = &o_;
   r.samples = samples_;
   r.tput = tput_;
+  r.startup = startup_;
   r.started_utc = started_utc_;
   r.load_start = load_start_;
   r.phase_secs = phase_secs_;

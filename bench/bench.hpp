@@ -12,7 +12,12 @@
 //   reference  Debian's containernetworking-plugins driven the way Multus delegates: one
 //              conflist per attachment, cniVersion/name injected, prevResult chained,
 //              capabilities turned into runtimeConfig, each plugin executed with CNI_* env.
-//   floor      plumb-floor (bench/floor.cpp): only the kernel operations the attachment needs.
+//   floor      plumb-floor (bench/floor.cpp): only the kernel operations the attachment needs,
+//              deleting the pod's devices with one RTM_DELLINK (as plumb does); floor-naive (latency
+//              phase only) the same but one RTM_DELLINK per device (as the reference plugins do).
+// With --conflist, scenario x replaces a/b/c: the pod's default network is the user's conflist,
+// run by "reference" (their plugins from --cni-path, as a runtime runs them) and by plumb (which
+// implements or delegates each plugin); the floor there is scenario a's.
 // Every ADD is verified from the kernel (each interface present, up, with its addresses) before
 // it is counted and every DEL verified (only lo left); any failure stops the run with the
 // plugin's output. ways.cpp runs the ways, bench.cpp the phases, report.cpp the output.
@@ -34,10 +39,20 @@
 
 namespace bench {
 
-enum class Way { Plumb = 0, Reference = 1, Floor = 2 };
+enum class Way { Plumb = 0, Reference = 1, Floor = 2, FloorNaive = 3 };
+/// The ways of every phase.
 inline constexpr Way kWays[] = {Way::Plumb, Way::Reference, Way::Floor};
-/// "plumb", "reference", "floor".
+/// The latency phase also measures the floor without DEL batching.
+inline constexpr Way kLatencyWays[] = {Way::Plumb, Way::Reference, Way::Floor, Way::FloorNaive};
+/// "plumb", "reference", "floor", "floor-naive".
 const char* way_name(Way w);
+
+/// Scenarios b and c give the pod two secondary networks (net1, net2).
+inline bool has_secondaries(char scenario) { return scenario == 'b' || scenario == 'c'; }
+/// Scenarios c and x get the runtime's runtimeConfig (a host port, a bandwidth limit).
+inline bool has_runtime_config(char scenario) { return scenario == 'c' || scenario == 'x'; }
+/// The scenario whose kernel operations the floor does for `scenario` (x: a's).
+inline char floor_scenario(char scenario) { return scenario == 'x' ? 'a' : scenario; }
 
 /// One invocation's cost: for the reference chain, the sum of wall time of its plugin
 /// executions, the largest peak RSS among them and the sum of their CPU time.
@@ -69,6 +84,12 @@ struct Tput {
   std::vector<int64_t> add_ns;
 };
 
+/// One process start: a plugin answering CNI VERSION (process start-up, library loading, exit).
+struct Startup {
+  std::string binary;  ///< "plumb", or the reference plugin's type
+  Cost cost;
+};
+
 /// One pod being attached.
 struct Pod {
   std::string netns;  ///< name under /run/netns
@@ -96,6 +117,10 @@ std::string default_conflist(const std::string& data_dir, char scenario);
 std::string sec_bridge_json(const std::string& data_dir);
 /// net2: a bridge-mode macvlan on mst0 with host-local.
 std::string sec_macvlan_json(const std::string& data_dir);
+/// `network` (a conflist or a single plugin config, JSON) with the "dataDir" of every host-local
+/// "ipam" set to `data_dir`: plumb's copy of a user's conflist allocates in its own node's
+/// directory. Throws when `network` is not a JSON object.
+std::string with_data_dir(const std::string& network, const std::string& data_dir);
 /// The runtime's runtimeConfig for a pod of scenario c (what containerd derives from the pod
 /// spec): one host port and a bandwidth limit of 100 Mbit/s each way.
 std::string runtime_config(const Pod& p);
@@ -112,6 +137,7 @@ struct Results {
   const Options* options = nullptr;
   std::vector<Sample> samples;
   std::vector<Tput> tput;
+  std::vector<Startup> startup;
   std::string started_utc, load_start;
   std::map<std::string, double> phase_secs;
   int64_t elapsed_ns = 0;
@@ -128,6 +154,8 @@ class Bench {
   void phase_latency();
   void phase_throughput();
   void phase_fill();
+  /// Process start-up: plumb and the reference plugins answering VERSION, interleaved.
+  void phase_startup();
   /// What was measured (the report's input).
   [[nodiscard]] Results results() const;
   Progress& progress() { return progress_; }
@@ -151,11 +179,14 @@ class Bench {
   void verify_added(const Pod& p);
   void verify_deleted(const Pod& p);
   NodeNs& node_of(Way w) { return w == Way::Reference ? ref_ : plumb_; }
+  /// The conflist of the pod's default network for the reference way (scenario x: the user's).
+  std::string reference_default_conflist(char scenario) const;
   std::vector<std::string> cni_env(const std::string& verb, const Pod& p, const std::string& ifname) const;
   std::string plumb_config(const Pod& p, const std::string& prev_result) const;
   /// Runs fn(i) for i in [0, n) on `workers` threads, each inside `node`; returns wall time.
   int64_t parallel(int n, int workers, NodeNs& node, const std::function<void(int)>& fn);
-  std::vector<Way> order(int iter) const;
+  /// `ways` rotated by `iter` (the order changes every iteration).
+  static std::vector<Way> order(int iter, const std::vector<Way>& ways);
   void record(const Sample& s);
 
   Options o_;
@@ -169,8 +200,10 @@ class Bench {
   std::mutex mu_;
   std::vector<Sample> samples_;
   std::vector<Tput> tput_;
+  std::vector<Startup> startup_;
   std::map<Way, int> filled_;
   std::string started_utc_, load_start_;
+  std::string user_conflist_;  ///< --conflist: the file's text
   std::map<std::string, double> phase_secs_;
 };
 

@@ -5,7 +5,7 @@
 // chains, the pinned bandwidth programs) are taken as given. What is left is the cost the kernel
 // charges for the attachment plus one process start, which is what plumb is measured against.
 //
-//   plumb-floor ADD|DEL <a|b|c> <pod netns path> <slot> <host port> <bpffs dir>
+//   plumb-floor ADD|DEL|DEL-NAIVE <a|b|c> <pod netns path> <slot> <host port> <bpffs dir>
 //
 // Scenario a: default network (bridge cni0, 2001:db8:0:1::/64, gateway ::1, masquerade element).
 // Scenario b: a + net1 on bridge br1 (2001:db8:0:2::/64) + net2 macvlan on mst0 (2001:db8:0:3::/64).
@@ -16,6 +16,11 @@
 // veth names fl<slot> / fm<slot> (hex). Messages per ADD of scenario c: 3 link creates, 2 link
 // sets (pod ends up), 7 link lookups, 3 address adds, 1 route add, 1 nftables transaction (4
 // elements), 2 BPF map updates, 3 tc messages (4 with the fq root qdisc of EDT mode).
+// The pod-side devices are created in link group kPodLinkGroup (an attribute of the creating
+// message: free), as plumb creates them. DEL deletes them with one RTM_DELLINK of that group in
+// the pod namespace (the kernel's device unregistration, an RCU synchronisation, paid once per
+// pod: the batching plumb does); DEL-NAIVE deletes each device with its own RTM_DELLINK (paid
+// once per device, as the reference plugins do), the floor without that batching.
 // Exit status 0 on success; 1 with the failed operation on stderr otherwise.
 // netinet/in.h before the linux/ headers: glibc then keeps linux/in.h from redefining it.
 #include <netinet/in.h>
@@ -59,6 +64,7 @@ namespace ebpf = plumb::ebpf;
 
 struct Args {
   bool add = true;
+  bool batched_del = true;
   char scenario = 'a';
   std::string netns;
   unsigned slot = 0;
@@ -123,6 +129,7 @@ void create_veth(netlink::Socket& node, const std::string& host, int master, con
     m.put_extra(sizeof(ifinfomsg));
     m.put_str(IFLA_IFNAME, peer);
     m.put_u32(IFLA_NET_NS_FD, static_cast<uint32_t>(netns_fd));
+    m.put_u32(IFLA_GROUP, plumb::link::kPodLinkGroup);
   }
   must(node.request(m, "create veth " + host + "/" + peer), "create veth");
 }
@@ -136,6 +143,7 @@ void create_macvlan(netlink::Socket& node, int master, const std::string& name, 
   m.put_str(IFLA_IFNAME, name);
   m.put_u32(IFLA_LINK, static_cast<uint32_t>(master));
   m.put_u32(IFLA_NET_NS_FD, static_cast<uint32_t>(netns_fd));
+  m.put_u32(IFLA_GROUP, plumb::link::kPodLinkGroup);
   {
     netlink::Message::Nest linkinfo(m, IFLA_LINKINFO);
     m.put_str(IFLA_INFO_KIND, "macvlan");
@@ -206,11 +214,12 @@ void bandwidth_del(const Args& a, int host_index) {
 }
 
 Args parse_args(int argc, char** argv) {
-  if (argc != 7) die("usage: plumb-floor ADD|DEL a|b|c <pod netns> <slot> <host port> <bpffs dir>");
+  if (argc != 7) die("usage: plumb-floor ADD|DEL|DEL-NAIVE a|b|c <pod netns> <slot> <host port> <bpffs dir>");
   Args a;
   std::string verb = argv[1];
-  if (verb != "ADD" && verb != "DEL") die("verb must be ADD or DEL, not " + verb);
+  if (verb != "ADD" && verb != "DEL" && verb != "DEL-NAIVE") die("verb must be ADD, DEL or DEL-NAIVE, not " + verb);
   a.add = verb == "ADD";
+  a.batched_del = verb == "DEL";
   std::string s = argv[2];
   if (s != "a" && s != "b" && s != "c") die("scenario must be a, b or c, not " + s);
   a.scenario = s[0];
@@ -253,10 +262,14 @@ int main(int argc, char** argv) {
   } else {
     if (a.scenario == 'c') bandwidth_del(a, index_of(node, host0));
     nft_elements(a, ip0);
-    must(plumb::link::remove(node, host0), "delete host veth");
-    if (secondaries) {
-      must(plumb::link::remove(node, host1), "delete host veth of net1");
-      must(plumb::link::remove(pod, "net2"), "delete macvlan net2");
+    if (a.batched_del) {
+      if (!must(plumb::link::remove_group(pod, plumb::link::kPodLinkGroup), "delete the pod's links")) die("no pod link to delete");
+    } else {
+      must(plumb::link::remove(node, host0), "delete host veth");
+      if (secondaries) {
+        must(plumb::link::remove(node, host1), "delete host veth of net1");
+        must(plumb::link::remove(pod, "net2"), "delete macvlan net2");
+      }
     }
   }
   close(nsfd);

@@ -237,5 +237,15 @@ void enter_private_root(const std::string& bpf_dir) {
   lo_up();
 }
 
+bool private_cni_state() {
+  const bool created = ::mkdir(kCniStateDir, 0755) == 0;
+  if (mount("tmpfs", kCniStateDir, "tmpfs", 0, "mode=0755") != 0) {
+    const int err = errno;
+    if (created) ::rmdir(kCniStateDir);
+    throw std::runtime_error(std::string("mount tmpfs on ") + kCniStateDir + ": " + std::strerror(err));
+  }
+  return created;
+}
+
 
 }  // namespace bench

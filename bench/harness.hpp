@@ -93,4 +93,11 @@ void delete_netns(const std::string& name);
 /// /run/netns, a private bpffs under `bpf_dir`. Must run before any thread exists.
 void enter_private_root(const std::string& bpf_dir);
 
+/// Where CNI plugins keep state by default (host-local's networks/, the reference's results/).
+inline constexpr const char* kCniStateDir = "/var/lib/cni";
+/// After enter_private_root: a tmpfs on /var/lib/cni in the bench's mount namespace, so plugins of
+/// a user's conflist that keep state there by default write nothing on the machine. Returns true
+/// when the directory did not exist and was created (main removes it again at the end).
+bool private_cni_state();
+
 }  // namespace bench

@@ -8,8 +8,10 @@
 //   bench.cpp    set-up, preflight and the latency / throughput / fill phases
 //   report.cpp   results.json, results.md, the plot
 #include <sys/mount.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -22,17 +24,23 @@ int main(int argc, char** argv) {
   namespace fs = std::filesystem;
   using namespace bench;
   std::string scratch;
+  bool created_cni_state = false;
   int rc = 0;
   try {
+    // A child that exits before reading its stdin (a plugin answering VERSION) must not kill the
+    // bench: spawn() sees EPIPE and goes on.
+    ::signal(SIGPIPE, SIG_IGN);
     Options o = parse_options(argc, argv);
     o.out_dir = fs::absolute(o.out_dir).string();
     std::string tmpl = o.scratch_parent + "/plumb-bench.XXXXXX";
     if (mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp in " + o.scratch_parent + ": " + std::strerror(errno));
     scratch = tmpl;
     enter_private_root(scratch + "/bpf");
+    if (!o.conflist.empty()) created_cni_state = private_cni_state();
     Bench b(o, scratch);
     b.setup();
     b.preflight();
+    b.phase_startup();
     b.phase_latency();
     b.phase_throughput();
     b.phase_fill();
@@ -41,6 +49,10 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     std::fprintf(stderr, "\nplumb-bench: FAILED: %s\n", e.what());
     rc = 1;
+  }
+  if (created_cni_state) {
+    umount2(kCniStateDir, MNT_DETACH);
+    ::rmdir(kCniStateDir);
   }
   if (!scratch.empty()) {
     umount2((scratch + "/bpf").c_str(), MNT_DETACH);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <sstream>
 #include <stdexcept>
 
@@ -13,8 +14,10 @@ namespace {
 [[noreturn]] void usage(int code) {
   std::fprintf(code == 0 ? stdout : stderr,
                "usage: plumb-bench [--quick] [--samples N] [--warmup N] [--scenarios abc] [--fill 0,100,500,1000]\n"
-               "                   [--fill-samples N] [--fill-workers N] [--workers 1,2,4] [--tput-pods N]\n"
+               "                   [--fill-samples N] [--fill-workers N] [--fill-reference-max N] [--workers 1,2,4]\n"
+               "                   [--tput-pods N]\n"
                "                   [--out DIR] [--plumb PATH] [--floor PATH] [--cni-path DIR] [--scratch DIR]\n"
+               "                   [--conflist FILE]   (your CNI network against plumb and the floor; bench/README.md)\n"
                "Runs as root; creates its own private network and mount namespaces. See bench/README.md.\n");
   std::exit(code);
 }
@@ -42,6 +45,7 @@ Options parse_options(int argc, char** argv) {
     o.fill_samples = 4;
     o.workers = {1, 2, 4};
     o.tput_pods = 8;
+    o.fill_reference_max = 50;
   }
   for (size_t i = 0; i < a.size(); ++i) {
     auto next = [&]() -> std::string {
@@ -57,6 +61,7 @@ Options parse_options(int argc, char** argv) {
     else if (k == "--fill") o.fill_levels = int_list(next());
     else if (k == "--fill-samples") o.fill_samples = std::stoi(next());
     else if (k == "--fill-workers") o.fill_workers = std::stoi(next());
+    else if (k == "--fill-reference-max") o.fill_reference_max = std::stoi(next());
     else if (k == "--workers") o.workers = int_list(next());
     else if (k == "--tput-pods") o.tput_pods = std::stoi(next());
     else if (k == "--out") o.out_dir = next();
@@ -64,10 +69,17 @@ Options parse_options(int argc, char** argv) {
     else if (k == "--floor") o.floor = next();
     else if (k == "--cni-path") o.cni_path = next();
     else if (k == "--scratch") o.scratch_parent = next();
+    else if (k == "--conflist") o.conflist = next();
     else usage(2);
   }
+  if (!o.conflist.empty()) {
+    // The user's network is scenario x; a/b/c are plumb's own and not run with it.
+    if (o.conflist.front() != '/') o.conflist = std::filesystem::absolute(o.conflist).string();
+    o.scenarios = "x";
+  }
   for (char c : o.scenarios) {
-    if (c != 'a' && c != 'b' && c != 'c') throw std::runtime_error(std::string("unknown scenario '") + c + "' (a, b, c)");
+    if (c != 'a' && c != 'b' && c != 'c' && c != 'x') throw std::runtime_error(std::string("unknown scenario '") + c + "' (a, b, c)");
+    if (c == 'x' && o.conflist.empty()) throw std::runtime_error("scenario x is the network of --conflist FILE");
   }
   if (o.samples < 1 || o.warmup < 0 || o.fill_samples < 1 || o.fill_workers < 1 || o.tput_pods < 1) {
     throw std::runtime_error("sample counts and worker counts must be positive");

@@ -23,13 +23,18 @@ struct Options {
   int fill_samples = 10;               // per fill level and way
   char fill_scenario = 'c';            // shape of the measured and resident pods (richest of --scenarios)
   int fill_workers = 4;                // concurrent ADDs while filling (untimed)
+  /// The reference node is filled to at most this many pods: its iptables rules make each ADD
+  /// slower as it fills (filling it to 1000 took 17 of a default run's minutes), and its growth
+  /// is told by the levels up to here. The floor and plumb go to every level.
+  int fill_reference_max = 500;
   std::vector<int> workers = {1, 2, 4};
   int tput_pods = 16;                  // pods ADDed per (way, worker count)
   char tput_scenario = 'c';            // richest of --scenarios
   std::string out_dir = "bench/out";
   std::string plumb = PLUMB_BENCH_PLUMB;
   std::string floor = PLUMB_BENCH_FLOOR;
-  std::string cni_path = "/usr/lib/cni";
+  std::string cni_path = "/usr/lib/cni";   // the reference plugins, or those of --conflist
+  std::string conflist;                    // --conflist: the user's network (absolute path); scenario x
   std::string scratch_parent = "/var/tmp";
 };
 

@@ -1,5 +1,8 @@
 // The scenarios' networks and the ways' names (bench.hpp).
+#include <rapidjson/document.h>
+
 #include <algorithm>
+#include <stdexcept>
 
 #include "bench/bench.hpp"
 
@@ -10,6 +13,7 @@ const char* way_name(Way w) {
     case Way::Plumb: return "plumb";
     case Way::Reference: return "reference";
     case Way::Floor: return "floor";
+    case Way::FloorNaive: return "floor-naive";
   }
   return "?";
 }
@@ -48,6 +52,26 @@ std::string sec_bridge_json(const std::string& data_dir) {
 std::string sec_macvlan_json(const std::string& data_dir) {
   return R"({"cniVersion": "1.0.0", "name": "sec-macvlan", "type": "macvlan", "master": "mst0", "mode": "bridge", "ipam": )" +
          ipam_json(data_dir, 3) + "}";
+}
+
+std::string with_data_dir(const std::string& network, const std::string& data_dir) {
+  rapidjson::Document d;
+  d.Parse(network.c_str());
+  if (d.HasParseError() || !d.IsObject()) throw std::runtime_error("--conflist: not a JSON object: " + network.substr(0, 200));
+  auto& a = d.GetAllocator();
+  auto set_dir = [&](rapidjson::Value& plugin) {
+    if (!plugin.IsObject() || !plugin.HasMember("ipam") || !plugin["ipam"].IsObject()) return;
+    rapidjson::Value& ipam = plugin["ipam"];
+    if (!ipam.HasMember("type") || !ipam["type"].IsString() || std::string(ipam["type"].GetString()) != "host-local") return;
+    ipam.RemoveMember("dataDir");
+    ipam.AddMember("dataDir", rapidjson::Value(data_dir.c_str(), a), a);
+  };
+  if (d.HasMember("plugins") && d["plugins"].IsArray()) {
+    for (auto& plugin : d["plugins"].GetArray()) set_dir(plugin);
+  } else {
+    set_dir(d);
+  }
+  return json_dump(d);
 }
 
 std::string runtime_config(const Pod& p) {

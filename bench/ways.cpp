@@ -29,12 +29,12 @@ std::vector<std::string> Bench::cni_env(const std::string& verb, const Pod& p, c
 }
 
 std::string Bench::plumb_config(const Pod& p, const std::string& prev_result) const {
-  const char s = p.scenario == 'b' ? 'a' : p.scenario;  // b's default network is a's
+  const char s = p.scenario == 'b' ? 'a' : p.scenario;  // b's default network is a's (x: the user's conflist)
   std::string c = R"({"cniVersion": "1.0.0", "name": "plumb", "type": "plumb", "clusterNetwork": ")" + plumb_.dir + "/default-" +
                   s + R"(.conflist", "storeDir": ")" + plumb_.dir + R"(/store", "stateDir": ")" + plumb_.dir +
                   R"(/state", "confDir": ")" + plumb_.dir + R"(/net.d", "bpffsDir": ")" + bpffs_ +
                   R"(", "capabilities": {"portMappings": true, "bandwidth": true})";
-  if (p.scenario == 'c') c += R"(, "runtimeConfig": )" + runtime_config(p);
+  if (has_runtime_config(p.scenario)) c += R"(, "runtimeConfig": )" + runtime_config(p);
   if (!prev_result.empty()) c += R"(, "prevResult": )" + prev_result;
   return c + "}";
 }
@@ -43,7 +43,8 @@ Cost Bench::add(Pod& p) {
   switch (p.way) {
     case Way::Plumb: return add_plumb(p);
     case Way::Reference: return add_reference(p);
-    case Way::Floor: return add_floor(p);
+    case Way::Floor:
+    case Way::FloorNaive: return add_floor(p);
   }
   return {};
 }
@@ -52,15 +53,19 @@ Cost Bench::del(Pod& p) {
   switch (p.way) {
     case Way::Plumb: return del_plumb(p);
     case Way::Reference: return del_reference(p);
-    case Way::Floor: return del_floor(p);
+    case Way::Floor:
+    case Way::FloorNaive: return del_floor(p);
   }
   return {};
 }
 
 namespace {
 
-/// Reads "ips" of a CNI 1.0.0 result into expect: each address on its sandbox interface.
-void expect_from_result(const rapidjson::Value& r, std::map<std::string, std::vector<IpAddr>>& expect, const std::string& what) {
+/// Reads "ips" of a CNI 1.0.0 result into expect: each address on its sandbox interface. Without
+/// `ips_required` (a user's conflist, scenario x) a result without "ips" expects no address.
+void expect_from_result(const rapidjson::Value& r, std::map<std::string, std::vector<IpAddr>>& expect, const std::string& what,
+                        bool ips_required = true) {
+  if (!ips_required && r.IsObject() && !r.HasMember("ips")) return;
   if (!r.IsObject() || !r.HasMember("ips") || !r["ips"].IsArray() || !r.HasMember("interfaces") || !r["interfaces"].IsArray()) {
     throw std::runtime_error(what + ": result has no ips/interfaces: " + json_dump(r));
   }
@@ -101,7 +106,7 @@ Cost Bench::add_plumb(Pod& p) {
   res.Parse(r.out.c_str());
   if (res.HasParseError()) throw std::runtime_error("plumb ADD printed no JSON result: " + r.out);
   std::map<std::string, std::vector<IpAddr>> from_result;
-  expect_from_result(res, from_result, "plumb ADD");
+  expect_from_result(res, from_result, "plumb ADD", p.scenario != 'x');
   if (from_result["eth0"] != p.expect["eth0"]) throw std::runtime_error("plumb's result and network-status disagree on eth0's addresses");
   return c;
 }
@@ -122,10 +127,10 @@ struct RefAttachment {
   std::string conflist;  // {"cniVersion","name","plugins":[...]} or a single plugin config
 };
 
-std::vector<RefAttachment> ref_attachments(const std::string& ipam_dir, char scenario) {
+std::vector<RefAttachment> ref_attachments(const std::string& ipam_dir, char scenario, const std::string& default_net) {
   std::vector<RefAttachment> a;
-  a.push_back({"eth0", default_conflist(ipam_dir, scenario == 'b' ? 'a' : scenario)});
-  if (scenario != 'a') {
+  a.push_back({"eth0", default_net});
+  if (has_secondaries(scenario)) {
     a.push_back({"net1", sec_bridge_json(ipam_dir)});
     a.push_back({"net2", sec_macvlan_json(ipam_dir)});
   }
@@ -183,13 +188,18 @@ class RefNet {
 
 }  // namespace
 
+std::string Bench::reference_default_conflist(char scenario) const {
+  if (scenario == 'x') return user_conflist_;
+  return default_conflist(ref_.dir + "/ipam", scenario == 'b' ? 'a' : scenario);
+}
+
 Cost Bench::add_reference(Pod& p) {
   Cost c;
   int64_t t0 = now_ns();
   rapidjson::Document runtime;
-  runtime.Parse(p.scenario == 'c' ? runtime_config(p).c_str() : "{}");
+  runtime.Parse(has_runtime_config(p.scenario) ? runtime_config(p).c_str() : "{}");
   c.ns += now_ns() - t0;  // the delegating runtime's own work is part of the way's time
-  for (const auto& att : ref_attachments(ref_.dir + "/ipam", p.scenario)) {
+  for (const auto& att : ref_attachments(ref_.dir + "/ipam", p.scenario, reference_default_conflist(p.scenario))) {
     // ADD runs the list in order, each plugin getting the previous one's result.
     t0 = now_ns();
     RefNet net(att.conflist);
@@ -210,7 +220,7 @@ Cost Bench::add_reference(Pod& p) {
     rapidjson::Document res;
     res.Parse(prev.c_str());
     if (res.HasParseError()) throw std::runtime_error("reference chain printed no JSON result: " + prev);
-    expect_from_result(res, p.expect, "reference ADD " + att.ifname);
+    expect_from_result(res, p.expect, "reference ADD " + att.ifname, p.scenario != 'x');
     p.ref_results.push_back(prev);
   }
   return c;
@@ -220,8 +230,8 @@ Cost Bench::del_reference(Pod& p) {
   Cost c;
   int64_t t0 = now_ns();
   rapidjson::Document runtime;
-  runtime.Parse(p.scenario == 'c' ? runtime_config(p).c_str() : "{}");
-  auto atts = ref_attachments(ref_.dir + "/ipam", p.scenario);
+  runtime.Parse(has_runtime_config(p.scenario) ? runtime_config(p).c_str() : "{}");
+  auto atts = ref_attachments(ref_.dir + "/ipam", p.scenario, reference_default_conflist(p.scenario));
   c.ns += now_ns() - t0;
   // Multus deletes the attachments in reverse order; libcni runs each list in reverse order,
   // every plugin with the attachment's cached result as prevResult.
@@ -244,7 +254,8 @@ Cost Bench::del_reference(Pod& p) {
 namespace {
 
 std::vector<std::string> floor_argv(const Options& o, const std::string& verb, const Pod& p, const std::string& bpffs) {
-  return {o.floor, verb, std::string(1, p.scenario), "/run/netns/" + p.netns, std::to_string(p.slot), std::to_string(p.host_port), bpffs};
+  return {o.floor, verb, std::string(1, floor_scenario(p.scenario)), "/run/netns/" + p.netns, std::to_string(p.slot),
+          std::to_string(p.host_port), bpffs};
 }
 
 }  // namespace
@@ -254,7 +265,7 @@ Cost Bench::add_floor(Pod& p) {
   Proc r = spawn(floor_argv(o_, "ADD", p, bpffs_), {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}, "");
   c.add(r);
   if (!r.ok()) throw std::runtime_error("floor ADD (scenario " + std::string(1, p.scenario) + ") failed: " + r.describe());
-  for (int net = 1; net <= (p.scenario == 'a' ? 1 : 3); ++net) {
+  for (int net = 1; net <= (has_secondaries(p.scenario) ? 3 : 1); ++net) {
     IpAddr a = must(plumb::IpPrefix::parse(kSubnet[net]), "subnet").addr.plus(0x10000 + p.slot);
     p.expect[net == 1 ? "eth0" : net == 2 ? "net1" : "net2"].push_back(a);
   }
@@ -263,7 +274,8 @@ Cost Bench::add_floor(Pod& p) {
 
 Cost Bench::del_floor(Pod& p) {
   Cost c;
-  Proc r = spawn(floor_argv(o_, "DEL", p, bpffs_), {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}, "");
+  // floor: the pod's devices in one RTM_DELLINK (as plumb); floor-naive: one per device.
+  Proc r = spawn(floor_argv(o_, p.way == Way::FloorNaive ? "DEL-NAIVE" : "DEL", p, bpffs_), {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}, "");
   c.add(r);
   if (!r.ok()) throw std::runtime_error("floor DEL failed: " + r.describe());
   return c;
@@ -278,11 +290,14 @@ void Bench::verify_added(const Pod& p) {
   auto addrs = must(plumb::addr::list(nl), "list pod addresses");
   const std::string who = std::string(way_name(p.way)) + " ADD of " + p.cid + " (scenario " + p.scenario + ")";
   std::vector<std::string> want = {"eth0"};
-  if (p.scenario != 'a') want = {"eth0", "net1", "net2"};
+  if (has_secondaries(p.scenario)) want = {"eth0", "net1", "net2"};
+  auto expect = p.expect;
   for (auto& w : want) {
-    if (p.expect.count(w) == 0 || p.expect.at(w).empty()) throw std::runtime_error(who + ": no address reported for " + w);
+    // A user's conflist (scenario x) may give eth0 no address (no IPAM): then only its presence is checked.
+    if (p.scenario == 'x' && expect.count(w) == 0) expect[w] = {};
+    if (p.scenario != 'x' && (expect.count(w) == 0 || expect.at(w).empty())) throw std::runtime_error(who + ": no address reported for " + w);
   }
-  for (auto& [ifname, ips] : p.expect) {
+  for (auto& [ifname, ips] : expect) {
     auto l = std::find_if(links.begin(), links.end(), [&](const plumb::link::LinkInfo& li) { return li.name == ifname; });
     if (l == links.end()) throw std::runtime_error(who + ": interface " + ifname + " is not in the pod");
     if (!(l->flags & IFF_UP)) throw std::runtime_error(who + ": interface " + ifname + " is down");

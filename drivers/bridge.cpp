@@ -205,13 +205,14 @@ Status ensure_gateway_addr(Context& ctx, const link::LinkInfo& br, const IpPrefi
 }
 
 /// The veth pair: the pod end created directly in the pod namespace under its final name, the
-/// host end under a random name. Returns the host end.
-Result<link::LinkInfo> create_pod_veth(Context& ctx, const BridgeConfig& c) {
+/// host end under a random name, a port of `br` and up from birth (one message, as the floor
+/// does: enslaving and bringing it up later were two more). Returns the host end.
+Result<link::LinkInfo> create_pod_veth(Context& ctx, const BridgeConfig& c, const link::LinkInfo& br) {
   std::string host;
   for (int attempt = 0;; ++attempt) {
     host = random_ifname("veth");
     PLUMB_TRY(undo::will(ctx, undo::LinkDel{"node", host}));
-    link::VethSpec spec{host, ctx.ifname, ctx.pod_ns->fd(), c.mtu_bytes, std::nullopt, c.mac};
+    link::VethSpec spec{host, ctx.ifname, ctx.pod_ns->fd(), c.mtu_bytes, std::nullopt, c.mac, link::kPodLinkGroup, br.index, true};
     auto st = link::create_veth(*ctx.node, spec);
     if (st) break;
     if (st.error().sys_errno == EEXIST) {
@@ -230,10 +231,12 @@ Result<link::LinkInfo> create_pod_veth(Context& ctx, const BridgeConfig& c) {
 /// Makes `port` a port of `br`, up, with the port options of the config and VLANs `pvid`/`trunk`.
 Status setup_port(Context& ctx, const BridgeConfig& c, const link::LinkInfo& br, const link::LinkInfo& port, uint16_t pvid,
                   const std::vector<uint16_t>& trunk, bool pod_port) {
-  link::LinkChange change;
-  change.master_index = br.index;
-  change.up = true;
-  PLUMB_TRY(link::modify(*ctx.node, port.index, change));
+  if (port.master_index != br.index || !port.up()) {  // a pod's veth is both from birth
+    link::LinkChange change;
+    change.master_index = br.index;
+    change.up = true;
+    PLUMB_TRY(link::modify(*ctx.node, port.index, change));
+  }
   if (pod_port && c.hairpin) PLUMB_TRY(link::set_bridge_port_hairpin(*ctx.node, port.index, true));
   if (pod_port && c.port_isolation) PLUMB_TRY(bridge_port::set_isolated(*ctx.node, port.index, true));
   return configure_port_vlans(ctx, c, port, pvid, trunk);
@@ -292,7 +295,7 @@ Status configure_gateways(Context& ctx, const BridgeConfig& c, const link::LinkI
 
 Result<cni::CniResult> bridge_add(Context& ctx, const BridgeConfig& c, const cni::CniResult*) {
   link::LinkInfo br = PLUMB_TRY(ensure_bridge(ctx, c));
-  link::LinkInfo host_link = PLUMB_TRY(create_pod_veth(ctx, c));
+  link::LinkInfo host_link = PLUMB_TRY(create_pod_veth(ctx, c, br));
   auto pod_link = PLUMB_TRY(link::get(*ctx.pod, ctx.ifname));
   if (!pod_link) return fail(cni_code::kKernel, "veth peer " + ctx.ifname + " not found in " + ctx.netns_path + " after creation");
   PLUMB_TRY(setup_port(ctx, c, br, host_link, c.vlan, c.trunk_vids, true));

@@ -98,6 +98,9 @@ Result<cni::CniResult> run_ipam(Context& ctx, const IpamUse& use) {
   req.cni_args = ctx.cni_args;
   req.owner = ctx.ipam_owner;
   req.owner_ips = ctx.ipam_owner_ips;
+  // The attachment's record was just started (an earlier ADD's remains are torn down before a
+  // new one runs), so container+ifname holds nothing of this network: no look-up needed.
+  req.first_allocation = true;
   return use.ipam->add(req);
 }
 
@@ -244,6 +247,21 @@ Status check_pod_routes(Context& ctx, const cni::CniResult& prev) {
 
 // --- shared undo operations ------------------------------------------------------------------------
 
+namespace {
+
+/// The addresses of the attachment's recorded result (DEL of a completed attachment), none
+/// otherwise: the IPAM's release can then go straight to them.
+std::vector<IpAddr> held_addresses(const Context& ctx) {
+  std::vector<IpAddr> out;
+  if (ctx.attachment_result == nullptr) return out;
+  auto r = cni::decode_result(*ctx.attachment_result, "1.1.0");
+  if (!r) return out;
+  for (const auto& ip : r->ips) out.push_back(ip.address.addr);
+  return out;
+}
+
+}  // namespace
+
 namespace undo {
 
 Status run_op(Context& ctx, const LinkDel& op) {
@@ -262,6 +280,7 @@ Status run_op(Context& ctx, const IpamRelease& op) {
   req.network_name = op.network;
   req.ipam = &op.ipam;
   req.cni_args = ctx.cni_args;
+  req.held = held_addresses(ctx);
   auto st = ipam->del(req);
   if (!st) return std::unexpected(st.error().within("undo: release addresses of " + req.ifname));
   return {};

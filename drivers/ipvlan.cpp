@@ -64,7 +64,8 @@ Result<cni::CniResult> ipvlan_add(Context& ctx, const IpvlanConfig& c, const cni
   }
   auto created = lower::create_renamed(
       ctx, "ipvl", "create ipvlan (mode " + c.mode_name + ") on master " + master.name, [&](const std::string& tmp) {
-        link::IpvlanSpec spec{tmp, master.index, c.mode, c.keys.mtu_bytes.value_or(0), c.keys.link_in_container ? -1 : ctx.pod_ns->fd()};
+        link::IpvlanSpec spec{tmp, master.index, c.mode, c.keys.mtu_bytes.value_or(0), c.keys.link_in_container ? -1 : ctx.pod_ns->fd(),
+                              link::kPodLinkGroup};
         return link::create_ipvlan(lower::master_socket(ctx, c.keys), spec);
       });
   if (!created && created.error().cni_code == cni_code::kKernelFeature) {

@@ -83,6 +83,7 @@ Result<cni::CniResult> macvlan_add(Context& ctx, const MacvlanConfig& c, const c
         spec.mac = c.mac;
         spec.netns_fd = c.keys.link_in_container ? -1 : ctx.pod_ns->fd();
         spec.bc_queue_len = c.bc_queue_len;
+        spec.group = link::kPodLinkGroup;
         return link::create_macvlan(lower::master_socket(ctx, c.keys), spec);
       }));
   if (c.bc_queue_len != 0 && pod_link.macvlan_bc_queue_len != c.bc_queue_len) {

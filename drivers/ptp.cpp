@@ -62,7 +62,7 @@ Result<std::pair<link::LinkInfo, link::LinkInfo>> create_pair(Context& ctx, cons
   for (int attempt = 0;; ++attempt) {
     host = random_ifname("veth");
     PLUMB_TRY(undo::will(ctx, undo::LinkDel{"node", host}));
-    link::VethSpec spec{host, ctx.ifname, ctx.pod_ns->fd(), c.mtu_bytes.value_or(0), std::nullopt, c.mac};
+    link::VethSpec spec{host, ctx.ifname, ctx.pod_ns->fd(), c.mtu_bytes.value_or(0), std::nullopt, c.mac, link::kPodLinkGroup};
     auto st = link::create_veth(*ctx.node, spec);
     if (st) break;
     if (st.error().sys_errno == EEXIST) {

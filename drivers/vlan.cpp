@@ -40,7 +40,8 @@ Result<cni::CniResult> vlan_add(Context& ctx, const VlanConfig& c, const cni::Cn
   link::LinkInfo master = PLUMB_TRY(lower::resolve_master(ctx, c.keys, c.keys.master));
   const std::string what = "create vlan " + std::to_string(c.vlan_id) + " on master " + master.name;
   auto created = lower::create_renamed(ctx, "vlan", what, [&](const std::string& tmp) {
-    link::VlanSpec spec{tmp, master.index, c.vlan_id, c.keys.mtu_bytes.value_or(0), c.keys.link_in_container ? -1 : ctx.pod_ns->fd()};
+    link::VlanSpec spec{tmp, master.index, c.vlan_id, c.keys.mtu_bytes.value_or(0), c.keys.link_in_container ? -1 : ctx.pod_ns->fd(),
+                            link::kPodLinkGroup};
     return link::create_vlan(lower::master_socket(ctx, c.keys), spec);
   });
   if (!created && created.error().cni_code == cni_code::kKernelFeature) {

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <fstream>
 #include <sstream>
@@ -111,6 +112,23 @@ class Store {
 
   [[nodiscard]] const std::string& dir() const { return dir_.path(); }
 
+  /// The crash leftovers entries() reclaims, found without reading any file: temporary files of
+  /// reserve() by name, and empty address files (an allocator killed between creating and
+  /// writing one) by their size. For the DEL that reads no allocation file.
+  void sweep_leftovers() const {
+    auto listed = dir_.list();
+    if (!listed) return;
+    for (const auto& e : *listed) {
+      if (e.name.starts_with(kReserveTmpPrefix)) {
+        (void)dir_.remove(e.name);
+        continue;
+      }
+      if (e.type != DT_REG || !IpAddr::parse(e.name)) continue;
+      auto st = dir_.stat(e.name);
+      if (st && *st && (*st)->st_size == 0) (void)dir_.remove(e.name);
+    }
+  }
+
   /// Every file named by an address, with its trimmed content. Unreadable files are skipped,
   /// as the reference does.
   [[nodiscard]] Result<std::vector<Entry>> entries() const {
@@ -155,22 +173,32 @@ class Store {
     (void)dir_.remove(tmp);
     if (!linked) return std::unexpected(linked.error().within("host-local"));
     if (!*linked) return false;
-    st = dir_.write_atomic(std::string(kLastReservedPrefix) + std::to_string(rangeset), name, {.mode = 0644});
+    st = write_last_reserved(ip, rangeset);
     if (!st) {
       (void)dir_.remove(name);
-      return std::unexpected(st.error().within("host-local"));
+      return std::unexpected(st.error());
     }
     return true;
   }
 
   /// "container <id> interface <ifname>" holding address `ip` (the file's content), for errors.
   [[nodiscard]] std::string holder(const IpAddr& ip) const {
-    std::string content;
-    if (!read_small(ip.str(), content)) return "another owner";
-    auto lines = text::split(text::trim(content), '\n');
+    auto content = owner_of(ip);
+    if (!content) return "another owner";
+    auto lines = text::split(*content, '\n');
     std::string id(text::trim(lines.empty() ? std::string_view() : lines[0]));
     std::string ifname(text::trim(lines.size() > 1 ? lines[1] : std::string_view()));
     return "container " + id + (ifname.empty() ? std::string() : " interface " + ifname);
+  }
+
+  /// Writes `ip` to last_reserved_ip.<rangeset> in place (Dir::write_in_place: not O_TRUNC, which
+  /// made ext4 flush and discard on every ADD). Both allocators write it under the lock; a writer
+  /// killed in between leaves at worst another address there, which only moves where the next
+  /// search starts.
+  [[nodiscard]] Status write_last_reserved(const IpAddr& ip, size_t rangeset) const {
+    auto st = dir_.write_in_place(std::string(kLastReservedPrefix) + std::to_string(rangeset), ip.str(), 0644);
+    if (!st) return std::unexpected(st.error().within("host-local"));
+    return {};
   }
 
   /// Content of last_reserved_ip.<rangeset>, if present and an address.
@@ -180,6 +208,13 @@ class Store {
     auto ip = IpAddr::parse(text::trim(content));
     if (!ip) return {};
     return *ip;
+  }
+
+  /// The trimmed content of the file of `ip` (its owner), nullopt when there is none.
+  [[nodiscard]] std::optional<std::string> owner_of(const IpAddr& ip) const {
+    std::string content;
+    if (!read_small(ip.str(), content)) return {};
+    return std::string(text::trim(content));
   }
 
   /// Removes the file `name`; a missing file is not an error.
@@ -237,7 +272,7 @@ class HostLocal final : public Ipam {
 
     auto store_opt = PLUMB_TRY(Store::open(cfg_.data_dir, req.network_name, true));
     const Store& store = *store_opt;
-    std::vector<Entry> entries = PLUMB_TRY(store.entries());
+    std::vector<Entry> entries = PLUMB_TRY(entries_for_add(store, req));
     std::vector<std::string> created;  // files this ADD made: removed again if a later set fails
     for (size_t i = 0; i < sets.size(); ++i) {
       auto got = take_one(store, entries, ids, req.ifname, sets[i], i, want[i], net, created);
@@ -260,6 +295,10 @@ class HostLocal final : public Ipam {
     Ids ids = req.owner.empty() ? PLUMB_TRY(check_ids(req, false)) : PLUMB_TRY(owner_ids(req.owner, req.ifname));
     auto store = PLUMB_TRY(Store::open(cfg_.data_dir, req.network_name, false));
     if (!store) return {};
+    if (req.owner.empty() && PLUMB_TRY(release_held(*store, ids, req.held))) {
+      store->sweep_leftovers();  // what the look-up at every file would have reclaimed
+      return {};
+    }
     std::vector<Entry> entries = PLUMB_TRY(store->entries());
     // Files of the current format first; only if there are none, ones holding just the ID
     // (written by plugins older than ifname tracking), as the reference's ReleaseByID.
@@ -311,6 +350,32 @@ class HostLocal final : public Ipam {
   }
 
  private:
+  /// The allocation files ADD must look at: none when the caller vouches that this container and
+  /// interface hold nothing yet (Request::first_allocation; not for an IPAMClaim owner, whose
+  /// addresses outlive pods), else every one (the reference's GetByID). The allocation itself
+  /// needs no list: it starts after last_reserved_ip and lets O_EXCL/link(2) find a free file.
+  static Result<std::vector<Entry>> entries_for_add(const Store& store, const Request& req) {
+    if (req.first_allocation && req.owner.empty()) return std::vector<Entry>{};
+    return store.entries();
+  }
+
+  /// DEL's fast path: removes the files of `held` that name this container and interface.
+  /// Returns true when that released everything: every configured range set had one of them
+  /// (host-local gives one address per set). False: the caller looks at every file.
+  Result<bool> release_held(const Store& store, const Ids& ids, const std::vector<IpAddr>& held) const {
+    if (held.empty()) return false;
+    std::vector<bool> released(cfg_.ranges.size(), false);
+    for (const IpAddr& ip : held) {
+      auto owner = store.owner_of(ip);
+      if (!owner || *owner != ids.exact) continue;
+      PLUMB_TRY(store.remove(ip.str()));
+      for (size_t i = 0; i < cfg_.ranges.size(); ++i) {
+        if (range_for(cfg_.ranges[i], ip)) released[i] = true;
+      }
+    }
+    return std::all_of(released.begin(), released.end(), [](bool b) { return b; });
+  }
+
   /// runtimeConfig.ipRanges (the capability) prepended to the configured range sets. Errors:
   /// kInvalidConfig naming the range; overlapping sets.
   Result<std::vector<RangeSet>> range_sets(const Request& req) const {

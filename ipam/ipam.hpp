@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/base/ip.hpp"
 #include "engine/base/spawn.hpp"
 #include "engine/cni/cni.hpp"
 #include "engine/cni/delegate.hpp"
@@ -34,6 +35,17 @@ struct Request {
   std::string owner = {};
   /// The owner's addresses to re-use ("192.0.2.5/24": the claim's status.ips), requested first.
   std::vector<std::string> owner_ips = {};  // (initialised: brace-initialisations stay warning-free)
+  /// add(): the caller knows container_id+ifname holds no address of this network yet (plumb's
+  /// write-ahead records: an attachment being added whose earlier remains were torn down), so
+  /// host-local skips the look-up of addresses already held (the reference's GetByID, which reads
+  /// every allocation file of the network) and allocates from last_reserved_ip at once. False:
+  /// the look-up runs (a repeated ADD returns what is held), as the reference does.
+  bool first_allocation = false;
+  /// del(): the addresses the attachment was given (its recorded result). host-local removes
+  /// their files (when they name this container and interface) and reads no other file when
+  /// every configured range set had one of them; otherwise, or when empty, it looks at every
+  /// allocation file as the reference's ReleaseByID does.
+  std::vector<IpAddr> held = {};
   // A delegated IPAM (delegated_type() not empty) runs with the CNI IPAM delegation protocol:
   const json::Value* network_config = nullptr;  ///< the whole plugin config, its stdin
   std::string netns = {};                       ///< CNI_NETNS

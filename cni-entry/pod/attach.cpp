@@ -175,12 +175,17 @@ bool teardown_all(const cni::Env& env, const PlumbConfig& conf, Kernel& k, const
                   state::Records& recs, bool quarantine_newer, bool keep_disable_gc, Errors& errors) {
   screen(recs);
   bool all_gone = true;
-  for (auto it = recs.records.rbegin(); it != recs.records.rend(); ++it) {
-    if (keep_disable_gc && it->disable_gc) {
+  // The pod's devices in one message where possible (every record goes); else record by record.
+  const bool keeps_some = keep_disable_gc && std::any_of(recs.records.begin(), recs.records.end(),
+                                                         [](const state::AttachmentRecord& r) { return r.disable_gc; });
+  auto batched = keeps_some ? std::nullopt : teardown_batched(env, conf, k, state, recs.records);
+  for (size_t i = recs.records.size(); i-- > 0;) {
+    const auto& rec = recs.records[i];
+    if (keep_disable_gc && rec.disable_gc) {
       all_gone = false;
       continue;
     }
-    auto st = teardown(env, conf, k, state, *it, it->phase == "ready");
+    auto st = batched ? (*batched)[i] : teardown(env, conf, k, state, rec, rec.phase == "ready");
     if (!st) all_gone = false;
     errors.add(st);
   }

@@ -83,12 +83,32 @@ class Errors {
 void screen(state::Records& recs);
 
 /// Tears down the usable records of `recs` newest first (a record whose conflist said
-/// "disableGC" stays when `keep_disable_gc`), then deals with the damaged ones: each is moved to
+/// "disableGC" stays when `keep_disable_gc`; the pod's devices in one RTM_DELLINK where
+/// teardown_batched applies), then deals with the damaged ones: each is moved to
 /// quarantine, except one written by a newer plumb unless `quarantine_newer` (DEL keeps it for
 /// that plumb; GC resolves it). Every record is tried. Errors (all of them, in `errors`): each
 /// failed teardown (its record kept for a retry) and each damaged record, by path and where it
 /// went. Returns true when no record of the key is left.
 bool teardown_all(const cni::Env& env, const PlumbConfig& conf, Kernel& k, const state::StateDir& state, const state::Key& key,
                   state::Records& recs, bool quarantine_newer, bool keep_disable_gc, Errors& errors);
+
+/// DEL of every record of a key (container ID, CNI_IFNAME) with the pod's devices deleted in one message
+/// (cni-entry/pod/teardown_batch.cpp). The devices plumb creates inside the pod namespace are in
+/// link::kPodLinkGroup; the kernel's device unregistration (an RCU synchronisation) is paid once
+/// per RTM_DELLINK, so one message for the group instead of one per device saves it for every
+/// attachment but one. Three passes, newest record first, every record kept until the last:
+///   1. each record's undo operations except its link deletions (the order they always ran in;
+///      the links are deleted last in each record anyway, and nothing else depends on them);
+///   2. one RTM_DELLINK of the group in the pod namespace (veth peers go with their pod ends);
+///   3. each record's link deletions (already gone: success) and the record's removal.
+/// A DEL killed anywhere leaves every record whose links may remain, and every operation is
+/// idempotent, so the next DEL finishes the job. Only used when every record is complete
+/// ("ready": no rollback-only operation, which could depend on a link being gone), was made in
+/// `netns_path`, and every device of the group there is one of the records' interfaces.
+/// Returns the outcome of each record (as teardown() would give it, same order as `records`),
+/// or nullopt when the batch does not apply (the caller tears down record by record).
+[[nodiscard]] std::optional<std::vector<Status>> teardown_batched(const cni::Env& env, const PlumbConfig& conf, Kernel& k,
+                                                                  const state::StateDir& state,
+                                                                  const std::vector<state::AttachmentRecord>& records);
 
 }  // namespace plumb::pod

@@ -151,17 +151,23 @@ class LocalStore final : public PodSource {
     // with a warning (kubectl would have refused it; one bad file must not stop every pod).
     std::string skipped;
     for (const auto& f : files) {
-      auto text = read_optional(f.string());
-      if (text && !*text) continue;  // removed while we scanned
-      auto nads = text ? nad::parse_nad_yaml(**text, f.string()) : Result<std::vector<nad::NetworkAttachmentDefinition>>{};
-      if (!text || !nads) {
-        const Error& e = !text ? text.error() : nads.error();
-        warnings_.push_back("local store: skipped " + f.string() + ": " + e.text());
-        skipped += (skipped.empty() ? " (skipped as malformed: " : ", ") + f.filename().string();
-        continue;
+      // Each file is parsed once per process: a pod's networks are looked up one by one, and
+      // several NADs often share a file (YAML parsing was a third of an ADD's instructions).
+      auto cached = parsed_.find(f.string());
+      if (cached == parsed_.end()) {
+        auto text = read_optional(f.string());
+        if (text && !*text) continue;  // removed while we scanned
+        auto nads = text ? nad::parse_nad_yaml(**text, f.string()) : Result<std::vector<nad::NetworkAttachmentDefinition>>{};
+        if (!text || !nads) {
+          const Error& e = !text ? text.error() : nads.error();
+          warnings_.push_back("local store: skipped " + f.string() + ": " + e.text());
+          skipped += (skipped.empty() ? " (skipped as malformed: " : ", ") + f.filename().string();
+          continue;
+        }
+        cached = parsed_.emplace(f.string(), std::move(*nads)).first;
       }
-      for (auto& n : *nads) {
-        if (n.namespace_ == namespace_ && n.name == name) return std::move(n);
+      for (const auto& n : cached->second) {
+        if (n.namespace_ == namespace_ && n.name == name) return n;
       }
     }
     if (!skipped.empty()) skipped += ")";
@@ -174,8 +180,10 @@ class LocalStore final : public PodSource {
     PLUMB_TRY(check_pod(pod));
     auto dir = PLUMB_TRY(PLUMB_TRY(PLUMB_TRY(Dir::open(root_, 0755)).sub("status", 0755)).sub(pod.namespace_, 0755));
     DirLock lock = PLUMB_TRY(DirLock::take(dir));
-    PLUMB_TRY(dir.write_atomic(pod.name + ".owner", owner, {.mode = 0644, .fsync = true}));
-    return dir.write_atomic(pod.name + ".json", status_json, {.mode = 0644, .fsync = true});
+    // No fsync (two disk flushes per ADD): network-status describes a pod's networks, which do not
+    // outlive a power loss either; the rename still gives readers the old or the new file.
+    PLUMB_TRY(dir.write_atomic(pod.name + ".owner", owner, {.mode = 0644}));
+    return dir.write_atomic(pod.name + ".json", status_json, {.mode = 0644});
   }
 
   std::string describe() const override { return "local store " + root_; }
@@ -302,6 +310,7 @@ class LocalStore final : public PodSource {
 
   std::string root_;
   std::vector<std::string> warnings_;
+  std::map<std::string, std::vector<nad::NetworkAttachmentDefinition>> parsed_;  ///< NAD file -> its NADs
 };
 
 }  // namespace

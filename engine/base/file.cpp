@@ -220,6 +220,38 @@ Status Dir::write_atomic(std::string_view name, std::string_view data, WriteOpti
   return {};
 }
 
+Status Dir::write_in_place(std::string_view name, std::string_view data, mode_t mode) const {
+  PLUMB_TRY(check_name(name));
+  const std::string path = path_of(name);
+  int fd = ::openat(fd_.get(), std::string(name).c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, mode);
+  if (fd < 0) return io_error(errno, "write " + path);
+  struct stat st {};
+  int err = ::fstat(fd, &st) != 0 ? errno : (S_ISREG(st.st_mode) ? 0 : EINVAL);
+  for (size_t off = 0; off < data.size() && err == 0;) {
+    ssize_t n = ::pwrite(fd, data.data() + off, data.size() - off, static_cast<off_t>(off));
+    if (n < 0 && errno != EINTR) err = errno;
+    if (n > 0) off += static_cast<size_t>(n);
+  }
+  if (err == 0 && ::ftruncate(fd, static_cast<off_t>(data.size())) != 0) err = errno;
+  if (err == 0 && ::fchmod(fd, mode) != 0) err = errno;
+  if (::close(fd) != 0 && err == 0) err = errno;
+  if (err != 0) return io_error(err, "write " + path);
+  return {};
+}
+
+Status Dir::write_via_spare(std::string_view name, std::string_view spare, std::string_view data, mode_t mode, bool last) const {
+  PLUMB_TRY(check_name(name));
+  PLUMB_TRY(write_in_place(spare, data, mode));
+  const std::string to(name);
+  const std::string from(spare);
+  if (!last && ::renameat2(fd_.get(), from.c_str(), fd_.get(), to.c_str(), RENAME_EXCHANGE) == 0) return {};
+  // The final version, no `name` yet (ENOENT), or no RENAME_EXCHANGE here (EINVAL): a rename.
+  if (::renameat(fd_.get(), from.c_str(), fd_.get(), to.c_str()) != 0) {
+    return io_error(errno, "rename " + path_of(spare) + " to " + path_of(name));
+  }
+  return {};
+}
+
 Status Dir::create_exclusive(std::string_view name, std::string_view data, mode_t mode) const {
   PLUMB_TRY(check_name(name));
   const std::string path = path_of(name);

@@ -20,7 +20,7 @@ using netlink::classify_create;
 const std::vector<AttrPolicy> kLinkPolicy = {
     {IFLA_IFNAME, MNL_TYPE_NUL_STRING}, {IFLA_ADDRESS, MNL_TYPE_BINARY},   {IFLA_MTU, MNL_TYPE_U32},
     {IFLA_MASTER, MNL_TYPE_U32},        {IFLA_LINK, MNL_TYPE_U32},         {IFLA_LINK_NETNSID, MNL_TYPE_U32},
-    {IFLA_TXQLEN, MNL_TYPE_U32},        {IFLA_LINKINFO, MNL_TYPE_NESTED},
+    {IFLA_TXQLEN, MNL_TYPE_U32},        {IFLA_LINKINFO, MNL_TYPE_NESTED},   {IFLA_GROUP, MNL_TYPE_U32},
 };
 const std::vector<AttrPolicy> kLinkInfoPolicy = {
     {IFLA_INFO_KIND, MNL_TYPE_NUL_STRING},
@@ -64,6 +64,7 @@ Result<LinkInfo> parse_link(const nlmsghdr* nlh) {
   if (tb[IFLA_LINK]) li.link_index = static_cast<int>(mnl_attr_get_u32(tb[IFLA_LINK]));
   if (tb[IFLA_LINK_NETNSID]) li.link_netnsid = static_cast<int32_t>(mnl_attr_get_u32(tb[IFLA_LINK_NETNSID]));
   if (tb[IFLA_TXQLEN]) li.txqlen = mnl_attr_get_u32(tb[IFLA_TXQLEN]);
+  if (tb[IFLA_GROUP]) li.group = mnl_attr_get_u32(tb[IFLA_GROUP]);
   if (tb[IFLA_LINKINFO]) {
     auto info = PLUMB_TRY(netlink::parse_nested(tb[IFLA_LINKINFO], IFLA_INFO_MAX, kLinkInfoPolicy));
     if (info[IFLA_INFO_KIND]) li.kind = mnl_attr_get_str(info[IFLA_INFO_KIND]);
@@ -155,10 +156,11 @@ Result<std::vector<LinkInfo>> list(netlink::Socket& nl) {
 // RTM_NEWLINK, NLM_F_REQUEST|NLM_F_CREATE|NLM_F_EXCL (NLM_F_ACK added by Socket::request):
 //
 //   nlmsghdr
-//   ifinfomsg { AF_UNSPEC, index 0 }
+//   ifinfomsg { AF_UNSPEC, index 0, [IFF_UP] }
 //   IFLA_IFNAME      "host_name\0"
 //   [IFLA_MTU        u32]
 //   [IFLA_ADDRESS    6 bytes host_mac]
+//   [IFLA_MASTER     u32 host_master_index]  a bridge port from birth
 //   IFLA_LINKINFO (nested)
 //   +-- IFLA_INFO_KIND  "veth\0"
 //   +-- IFLA_INFO_DATA (nested)
@@ -168,14 +170,17 @@ Result<std::vector<LinkInfo>> list(netlink::Socket& nl) {
 //           [IFLA_NET_NS_FD u32 peer_netns_fd]  peer is born in that namespace
 //           [IFLA_MTU       u32]
 //           [IFLA_ADDRESS   6 bytes peer_mac]
+//           [IFLA_GROUP     u32 peer_group]
 //
 // Nests carry NLA_F_NESTED (libmnl sets it); the kernel masks it for these liberal policies.
 Message build_create_veth(const VethSpec& spec) {
   Message m(RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL);
-  put_ifinfo(m, AF_UNSPEC, 0);
+  ifinfomsg* ifi = put_ifinfo(m, AF_UNSPEC, 0);
+  if (spec.host_up) ifi->ifi_flags = ifi->ifi_change = IFF_UP;
   m.put_str(IFLA_IFNAME, spec.host_name);
   if (spec.mtu_bytes != 0) m.put_u32(IFLA_MTU, spec.mtu_bytes);
   if (spec.host_mac) m.put(IFLA_ADDRESS, spec.host_mac->bytes.data(), spec.host_mac->bytes.size());
+  if (spec.host_master_index > 0) m.put_u32(IFLA_MASTER, static_cast<uint32_t>(spec.host_master_index));
   {
     Message::Nest linkinfo(m, IFLA_LINKINFO);
     m.put_str(IFLA_INFO_KIND, "veth");
@@ -186,6 +191,7 @@ Message build_create_veth(const VethSpec& spec) {
     if (spec.peer_netns_fd >= 0) m.put_u32(IFLA_NET_NS_FD, static_cast<uint32_t>(spec.peer_netns_fd));
     if (spec.mtu_bytes != 0) m.put_u32(IFLA_MTU, spec.mtu_bytes);
     if (spec.peer_mac) m.put(IFLA_ADDRESS, spec.peer_mac->bytes.data(), spec.peer_mac->bytes.size());
+    if (spec.peer_group != 0) m.put_u32(IFLA_GROUP, spec.peer_group);
   }
   return m;
 }
@@ -228,6 +234,7 @@ Status create_bridge(netlink::Socket& nl, const BridgeSpec& spec) {
 //   [IFLA_MTU        u32]
 //   [IFLA_ADDRESS    6 bytes mac]
 //   [IFLA_NET_NS_FD  u32 netns_fd]         the macvlan is born in that namespace
+//   [IFLA_GROUP      u32 group]
 //   IFLA_LINKINFO (nested)
 //   +-- IFLA_INFO_KIND  "macvlan\0"
 //   +-- IFLA_INFO_DATA (nested)
@@ -241,6 +248,7 @@ Message build_create_macvlan(const MacvlanSpec& spec) {
   if (spec.mtu_bytes != 0) m.put_u32(IFLA_MTU, spec.mtu_bytes);
   if (spec.mac) m.put(IFLA_ADDRESS, spec.mac->bytes.data(), spec.mac->bytes.size());
   if (spec.netns_fd >= 0) m.put_u32(IFLA_NET_NS_FD, static_cast<uint32_t>(spec.netns_fd));
+  if (spec.group != 0) m.put_u32(IFLA_GROUP, spec.group);
   {
     Message::Nest linkinfo(m, IFLA_LINKINFO);
     m.put_str(IFLA_INFO_KIND, "macvlan");
@@ -265,8 +273,8 @@ Status create_macvlan(netlink::Socket& nl, const MacvlanSpec& spec) {
 namespace {
 
 /// A stacked link whose kind takes one u16 attribute: ifinfomsg, name, lower device, MTU, target
-/// namespace, IFLA_LINKINFO { IFLA_INFO_KIND kind, IFLA_INFO_DATA { attr u16 value } }.
-Message stacked_link(const std::string& name, int master_index, uint32_t mtu_bytes, int netns_fd, const char* kind,
+/// namespace, [group], IFLA_LINKINFO { IFLA_INFO_KIND kind, IFLA_INFO_DATA { attr u16 value } }.
+Message stacked_link(const std::string& name, int master_index, uint32_t mtu_bytes, int netns_fd, uint32_t group, const char* kind,
                      uint16_t attr, uint16_t value) {
   Message m(RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL);
   put_ifinfo(m, AF_UNSPEC, 0);
@@ -274,6 +282,7 @@ Message stacked_link(const std::string& name, int master_index, uint32_t mtu_byt
   m.put_u32(IFLA_LINK, static_cast<uint32_t>(master_index));
   if (mtu_bytes != 0) m.put_u32(IFLA_MTU, mtu_bytes);
   if (netns_fd >= 0) m.put_u32(IFLA_NET_NS_FD, static_cast<uint32_t>(netns_fd));
+  if (group != 0) m.put_u32(IFLA_GROUP, group);
   {
     Message::Nest linkinfo(m, IFLA_LINKINFO);
     m.put_str(IFLA_INFO_KIND, kind);
@@ -295,7 +304,7 @@ Status create_stacked(netlink::Socket& nl, const std::string& kind, const std::s
 }  // namespace
 
 Message build_create_ipvlan(const IpvlanSpec& spec) {
-  return stacked_link(spec.name, spec.master_index, spec.mtu_bytes, spec.netns_fd, "ipvlan", IFLA_IPVLAN_MODE, spec.mode);
+  return stacked_link(spec.name, spec.master_index, spec.mtu_bytes, spec.netns_fd, spec.group, "ipvlan", IFLA_IPVLAN_MODE, spec.mode);
 }
 
 Status create_ipvlan(netlink::Socket& nl, const IpvlanSpec& spec) {
@@ -304,7 +313,7 @@ Status create_ipvlan(netlink::Socket& nl, const IpvlanSpec& spec) {
 }
 
 Message build_create_vlan(const VlanSpec& spec) {
-  return stacked_link(spec.name, spec.master_index, spec.mtu_bytes, spec.netns_fd, "vlan", IFLA_VLAN_ID, spec.vlan_id);
+  return stacked_link(spec.name, spec.master_index, spec.mtu_bytes, spec.netns_fd, spec.group, "vlan", IFLA_VLAN_ID, spec.vlan_id);
 }
 
 Status create_vlan(netlink::Socket& nl, const VlanSpec& spec) {
@@ -411,6 +420,18 @@ Result<bool> remove(netlink::Socket& nl, int index) {
   Message m(RTM_DELLINK, 0);
   put_ifinfo(m, AF_UNSPEC, index);
   auto st = nl.request(m, "delete link index " + std::to_string(index));
+  if (st) return true;
+  if (st.error().sys_errno == ENODEV) return false;
+  return std::unexpected(st.error());
+}
+
+Result<bool> remove_group(netlink::Socket& nl, uint32_t group) {
+  const std::string what = "delete the links of group " + std::to_string(group);
+  if (group == 0) return std::unexpected(Error{cni_code::kInternal, EINVAL, what + ": group 0 is every link's default", {}});
+  Message m(RTM_DELLINK, 0);
+  put_ifinfo(m, AF_UNSPEC, 0);
+  m.put_u32(IFLA_GROUP, group);
+  auto st = nl.request(m, what);
   if (st) return true;
   if (st.error().sys_errno == ENODEV) return false;
   return std::unexpected(st.error());

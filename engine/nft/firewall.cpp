@@ -131,6 +131,7 @@ Status send_marked(Session& s, nfnl::Batch& b, size_t marker) {
 }
 
 Status ensure_base(Session& s) {
+  if (PLUMB_TRY(s.has_chain(obj::kFamily, kTableName, kForward))) return {};  // the marker: installed
   auto b = s.batch();
   auto table = obj::table(kTableName);
   b->add_table(NFT_MSG_NEWTABLE, NLM_F_CREATE, table.get(), "create table inet " + std::string(kTableName));
@@ -165,6 +166,7 @@ Status ensure_base(Session& s) {
 
 /// The admin chain (created empty) and its jump from firewall-admin, once.
 Status ensure_admin(Session& s, const std::string& name) {
+  if (PLUMB_TRY(s.has_chain(obj::kFamily, kTableName, name))) return {};  // the marker: installed
   auto b = s.batch();
   auto chain = obj::chain(kTableName, name);
   const size_t marker = b->add_chain(NFT_MSG_NEWCHAIN, NLM_F_CREATE | NLM_F_EXCL, chain.get(), "create chain " + ref(name));

@@ -133,6 +133,7 @@ std::vector<uint8_t> allowed_key(const std::string& port, const Mac& mac) {
 /// Table, sets, chain and rule in one transaction; the chain is created with NLM_F_EXCL as the
 /// marker that an earlier transaction installed all of it (EEXIST for it alone: installed).
 Status ensure_base(Session& s) {
+  if (PLUMB_TRY(s.has_chain(kBridge, kBridgeTableName, kChain))) return {};  // the marker: installed
   auto b = s.batch(kBridge);
   obj::Table table(nftnl_table_alloc());
   if (!table) throw std::bad_alloc();

@@ -6,6 +6,7 @@
 #include <linux/netfilter/nfnetlink.h>
 #include <linux/netlink.h>
 
+#include <libnftnl/chain.h>
 #include <libnftnl/common.h>
 #include <libnftnl/rule.h>
 #include <libnftnl/set.h>
@@ -173,6 +174,32 @@ Result<std::optional<std::string>> Session::first_rule_comment(const std::string
     return std::unexpected(st.error());
   }
   return std::optional<std::string>(first.value_or(""));
+}
+
+Result<bool> Session::has_chain(uint16_t family, const std::string& table, const std::string& chain) {
+  const std::string what = "nftables: get chain " + table + " " + chain;
+  obj::Chain c(nftnl_chain_alloc());
+  if (!c) return fail_errno(ENOMEM, what);
+  nftnl_chain_set_str(c.get(), NFTNL_CHAIN_TABLE, table.c_str());
+  nftnl_chain_set_str(c.get(), NFTNL_CHAIN_NAME, chain.c_str());
+  netlink::Message m = request(NFT_MSG_GETCHAIN, family, 0, [&](nlmsghdr* nlh) { nftnl_chain_nlmsg_build_payload(nlh, c.get()); });
+  auto st = socket().query(m, what, [](const nlmsghdr*) -> Status { return {}; });
+  if (st) return true;
+  if (st.error().sys_errno == ENOENT) return false;
+  return std::unexpected(st.error());
+}
+
+Result<bool> Session::has_set(uint16_t family, const std::string& table, const std::string& set) {
+  const std::string what = "nftables: get set " + table + " " + set;
+  obj::Set s(nftnl_set_alloc());
+  if (!s) return fail_errno(ENOMEM, what);
+  nftnl_set_set_str(s.get(), NFTNL_SET_TABLE, table.c_str());
+  nftnl_set_set_str(s.get(), NFTNL_SET_NAME, set.c_str());
+  netlink::Message m = request(NFT_MSG_GETSET, family, 0, [&](nlmsghdr* nlh) { nftnl_set_nlmsg_build_payload(nlh, s.get()); });
+  auto st = socket().query(m, what, [](const nlmsghdr*) -> Status { return {}; });
+  if (st) return true;
+  if (st.error().sys_errno == ENOENT) return false;
+  return std::unexpected(st.error());
 }
 
 Result<std::optional<Element>> Session::get_element(const std::string& table, const std::string& set,

@@ -80,6 +80,9 @@ std::string target_text(const IpAddr& a, uint16_t port) {
 // NLM_F_EXCL as the marker, its rules, the three base chains and their rules. The marker exists
 // only if an earlier transaction created all of it, so EEXIST for it alone means "installed".
 Status ensure_base(Session& s) {
+  // Read first: the marker chain exists once everything does, and a transaction that ends in
+  // EEXIST is aborted, which costs an RCU grace period (~13 ms here) on every pod.
+  if (PLUMB_TRY(s.has_chain(obj::kFamily, kTableName, pmobj::kChainDnat))) return {};
   auto b = s.batch();
   const std::string t = kTableName;
   auto table = obj::table(t);
@@ -161,6 +164,7 @@ Status ensure_base(Session& s) {
 Status ensure_class(Session& s, const Conditions& c) {
   const std::string cls = c.class_name();
   if (cls.empty()) return {};
+  if (PLUMB_TRY(s.has_set(obj::kFamily, kTableName, pmobj::dnat_map_name(c.family, true, cls)))) return {};  // the marker
   auto b = s.batch();
   std::vector<obj::Set> maps;
   std::vector<obj::Rule> rules;

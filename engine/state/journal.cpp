@@ -8,6 +8,11 @@ unsigned g_steps = 0;
 
 void set_fault_hook(FaultHook hook) { g_fault_hook = hook; }
 
+void fault_point() {
+  ++g_steps;
+  if (g_fault_hook != nullptr) g_fault_hook(g_steps);
+}
+
 Journal::Journal(const state::StateDir& dir, state::AttachmentRecord& rec) : dir_(dir), rec_(rec) {
   if (!rec_.undo.IsArray()) rec_.undo.SetArray();
 }

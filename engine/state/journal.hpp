@@ -42,6 +42,9 @@ class Journal {
 /// one that SIGKILLs itself at a chosen step to prove a DEL after a crash removes everything.
 using FaultHook = void (*)(unsigned step);
 void set_fault_hook(FaultHook hook);
+/// A step outside the intents where the hook may kill too (counted with them): DEL's batched
+/// teardown calls it between its passes (cni-entry/pod/teardown_batch.cpp).
+void fault_point();
 
 /// Runs the undo operations of `undo` (an array) in reverse order through `exec`. With
 /// `complete` (the ADD finished: phase "ready"), rollback-only operations are skipped. Every

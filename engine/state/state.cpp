@@ -15,6 +15,11 @@ namespace {
 constexpr const char* kContainers = "containers";
 constexpr const char* kLocks = "locks";
 constexpr const char* kQuarantine = "quarantine";
+/// A record's spare file ("<record>.spare", beside it): Dir::write_via_spare.
+constexpr const char* kSpareSuffix = ".spare";
+
+/// "<index>-<ifname>.json", the file name of a record in its key's directory.
+std::string record_name(const AttachmentRecord& rec) { return std::to_string(rec.index) + "-" + rec.ifname + ".json"; }
 
 /// The state directory's subdirectory `name`; nullopt when it (or the root) does not exist.
 Result<std::optional<Dir>> open_sub(const std::string& root, const char* name) {
@@ -79,6 +84,12 @@ void read_dir(const Dir& containers, const std::string& name, const Key& key, bo
     if (e.name.find(".json.tmp.") != std::string::npos) {
       // A write killed before its rename: callers hold the key's lock, so no writer is using it.
       (void)dir->remove(e.name);
+      continue;
+    }
+    if (e.name.ends_with(kSpareSuffix)) {
+      // A spare whose record is gone (quarantined, or removed by a plumb killed in between).
+      const std::string of = e.name.substr(0, e.name.size() - std::string_view(kSpareSuffix).size());
+      if (auto there = dir->stat(of); there && !*there) (void)dir->remove(e.name);
       continue;
     }
     if (e.name.size() <= 5 || !e.name.ends_with(".json")) continue;
@@ -165,16 +176,26 @@ Result<KeyLock> StateDir::lock(const Key& key) const {
 }
 
 std::string StateDir::record_path(const AttachmentRecord& rec) const {
-  return root_ + "/" + kContainers + "/" + rec.key().name() + "/" + std::to_string(rec.index) + "-" + rec.ifname + ".json";
+  return root_ + "/" + kContainers + "/" + rec.key().name() + "/" + record_name(rec);
 }
 
 Status StateDir::write(AttachmentRecord& rec) const {
   auto root = PLUMB_TRY(Dir::open(root_, 0700));
   auto containers = PLUMB_TRY(root.sub(kContainers, 0700));
   auto dir = PLUMB_TRY(containers.sub(rec.key().name(), 0700));
-  const std::string name = std::to_string(rec.index) + "-" + rec.ifname + ".json";
-  PLUMB_TRY(dir.write_atomic(name, encode(rec)));
-  rec.origin = dir.path_of(name);
+  const std::string name = record_name(rec);
+  const std::string encoded = encode(rec);
+  if (rec.origin != dir.path_of(name)) {
+    // The record's first version here: a temporary file renamed into place (read() removes one a
+    // killed writer left).
+    PLUMB_TRY(dir.write_atomic(name, encoded));
+    rec.origin = dir.path_of(name);
+    return {};
+  }
+  // The journal rewrites a record at every intent of an ADD (phase "adding"): those versions are
+  // swapped in through the record's spare file (no new inode, flush or freed blocks per intent);
+  // the complete record ("ready") is renamed over, which ext4 orders after its data.
+  return dir.write_via_spare(name, name + kSpareSuffix, encoded, 0600, rec.phase == "ready");
   return {};
 }
 
@@ -206,6 +227,7 @@ bool StateDir::has_records(const std::string& container_id) const {
 Status StateDir::remove(const AttachmentRecord& rec) const {
   if (rec.origin.empty()) return {};  // never written
   auto [dir, name] = PLUMB_TRY(containing_dir(root_, rec.origin));
+  (void)dir.remove(name + kSpareSuffix);  // an ADD undone (or killed) before its record was complete
   auto st = dir.remove(name);
   if (!st) return std::unexpected(st.error().within("remove state record"));
   auto containers = PLUMB_TRY(Dir::open(root_ + "/" + kContainers));
@@ -228,6 +250,7 @@ Result<std::string> StateDir::quarantine(const Key& key, const std::string& path
   std::string target = name;
   for (int n = 1; PLUMB_TRY(to.stat(target)).has_value(); ++n) target = name + "." + std::to_string(n);
   PLUMB_TRY(from.move(name, to, target));
+  (void)from.remove(name + kSpareSuffix);
   if (!whole_dir) (void)containers.remove_dir(from.path().substr(containers.path().size() + 1));
   return to.path_of(target);
 }

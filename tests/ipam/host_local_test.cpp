@@ -489,3 +489,41 @@ TEST_CASE("host-local: plumb and the reference both wait for flock on <dataDir>/
   }
   close(lock);
 }
+
+TEST_CASE("host-local: plumb's fast paths: a first allocation reads no file, a DEL with the held addresses reads only theirs") {
+  test::Node node;
+  Net net("fast", node.dir() + "/ipam", R"("ranges":[[{"subnet":"192.0.2.0/24"}],[{"subnet":"2001:db8:1::/64"}]])");
+  auto first = net.impl->add(net.req("c1"));
+  REQUIRE(first.has_value());
+  // first_allocation: the caller vouches that c1/eth0 holds nothing, so no look-up happens and a
+  // second address of each family is taken (without it, the held ones come back).
+  ipam::Request vouched = net.req("c1");
+  vouched.first_allocation = true;
+  auto second = net.impl->add(vouched);
+  REQUIRE(second.has_value());
+  REQUIRE(second->ips.size() == 2);
+  CHECK(second->ips[0].address.addr != first->ips[0].address.addr);
+  CHECK(second->ips[1].address.addr != first->ips[1].address.addr);
+  CHECK(ip_files(net.dir()).size() == 4);
+
+  // DEL with the held addresses removes exactly their files (one per range set: no scan), so the
+  // other pair of c1/eth0 stays; a DEL without them scans and removes it.
+  ipam::Request del = net.req("c1");
+  del.held = {second->ips[0].address.addr, second->ips[1].address.addr};
+  REQUIRE(net.impl->del(del).has_value());
+  CHECK(ip_files(net.dir()) == std::set<std::string>{first->ips[0].address.addr.str(), first->ips[1].address.addr.str()});
+  // A held address whose file names another owner is not removed, and the scan runs.
+  auto other = net.add("c2");
+  ipam::Request wrong = net.req("c1");
+  wrong.held = {*IpAddr::parse(addr_of(other[0]))};
+  REQUIRE(net.impl->del(wrong).has_value());
+  CHECK(ip_files(net.dir()) == std::set<std::string>{addr_of(other[0]), addr_of(other[1])});
+
+  // last_reserved_ip is rewritten in place, cut to the new address's length.
+  json::Document longer = *json::parse(R"({"ips":["192.0.2.100/24"]})", "rc");
+  REQUIRE(net.impl->add(net.req("c3", "eth0", {}, &longer)).has_value());
+  CHECK(slurp(net.dir() + "/last_reserved_ip.0") == "192.0.2.100");
+  json::Document shorter = *json::parse(R"({"ips":["192.0.2.9/24"]})", "rc");
+  REQUIRE(net.impl->add(net.req("c4", "eth0", {}, &shorter)).has_value());
+  CHECK(slurp(net.dir() + "/last_reserved_ip.0") == "192.0.2.9");
+}

@@ -79,7 +79,11 @@ void install_v1_records(const PodFixture& fx, const Node& node, const std::strin
   const std::string dir = fx.state() + "/containers/ctr-v1:eth0";
   const std::string legacy = fx.state() + "/containers/ctr-v1";
   std::set<std::string> fresh_names, old_names;
-  for (auto& e : fs::directory_iterator(dir)) fresh_names.insert(e.path().filename().string());
+  for (auto& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (name.ends_with(".spare")) continue;  // the journal's spare of a record an ADD left incomplete
+    fresh_names.insert(name);
+  }
   for (auto& e : fs::directory_iterator(fixture(set + "/containers/ctr-v1"))) old_names.insert(e.path().filename().string());
   REQUIRE(fresh_names == old_names);
   for (const auto& name : old_names) {
@@ -95,7 +99,7 @@ void install_v1_records(const PodFixture& fx, const Node& node, const std::strin
     write_file(legacy + "/" + name, dump(old_rec));
     fs::remove(dir + "/" + name);
   }
-  fs::remove(dir);
+  fs::remove_all(dir);
   if (fs::exists(fixture(set + "/sriov"))) {
     for (auto& e : fs::directory_iterator(fixture(set + "/sriov"))) {
       write_file(fx.state() + "/sriov/" + e.path().filename().string(), replace_all(read_file(e.path()), "@NODE@", node.dir()));

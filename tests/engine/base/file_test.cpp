@@ -1,6 +1,6 @@
 // engine/base/file: Dir never follows a symbolic link planted where plumb reads or writes, never
 // blocks on a FIFO, bounds what it reads, and creates with the modes asked for whatever the
-// umask; read_file refuses what is not a regular file.
+// umask; read_file refuses what is not a regular file; write_via_spare swaps a file with its spare.
 #include <doctest/doctest.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -144,4 +144,59 @@ TEST_CASE("link_new, move and remove_dir work relative to the directory") {
   CHECK(*dir->remove_dir("q"));
   CHECK(*dir->remove_dir("q"));  // missing is fine
   CHECK_FALSE(dir->remove("../escape"));  // not one component
+}
+
+TEST_CASE("write_via_spare: versions swap between the file and its spare, no new inode after the second; the last is renamed") {
+  TempDir t;
+  auto dir = Dir::open(t.path + "/owned", 0700);
+  REQUIRE(dir);
+  const std::string path = dir->path_of("rec.json");
+  const std::string spare = path + ".spare";
+  const auto inode_of = [](const std::string& p) {
+    struct stat st {};
+    REQUIRE(::lstat(p.c_str(), &st) == 0);
+    return st.st_ino;
+  };
+  Umask open_umask(0);
+  REQUIRE(dir->write_via_spare("rec.json", "rec.json.spare", "first, a long version", 0640, false));  // no file yet: renamed
+  CHECK(slurp(path) == "first, a long version");
+  CHECK_FALSE(std::filesystem::exists(spare));
+  const ino_t first = inode_of(path);
+  REQUIRE(dir->write_via_spare("rec.json", "rec.json.spare", "second", 0640, false));
+  CHECK(slurp(path) == "second");                  // cut to its length, nothing of the longer first
+  CHECK(slurp(spare) == "first, a long version");  // the previous version, for reuse
+  CHECK(inode_of(spare) == first);
+  const ino_t second = inode_of(path);
+  REQUIRE(dir->write_via_spare("rec.json", "rec.json.spare", "third", 0640, false));
+  CHECK(slurp(path) == "third");
+  CHECK(inode_of(path) == first);  // the two inodes take turns
+  CHECK(inode_of(spare) == second);
+  CHECK(mode_of(path) == 0640);
+  REQUIRE(dir->write_via_spare("rec.json", "rec.json.spare", "final", 0640, true));
+  CHECK(slurp(path) == "final");
+  CHECK(inode_of(path) == second);
+  CHECK_FALSE(std::filesystem::exists(spare));  // the final version is the spare renamed over the file
+}
+
+TEST_CASE("write_in_place and write_via_spare never follow a link planted at the file or its spare, nor block on a FIFO") {
+  TempDir t;
+  const std::string victim = t.path + "/victim";
+  put(victim, "precious");
+  auto dir = Dir::open(t.path + "/owned", 0700);
+  REQUIRE(dir);
+  REQUIRE(::symlink(victim.c_str(), dir->path_of("last").c_str()) == 0);
+  REQUIRE(::symlink(victim.c_str(), dir->path_of("rec.json.spare").c_str()) == 0);
+  REQUIRE(::mkfifo(dir->path_of("fifo").c_str(), 0600) == 0);
+  auto in_place = dir->write_in_place("last", "198.51.100.7", 0644);
+  REQUIRE_FALSE(in_place);
+  CHECK(in_place.error().sys_errno == ELOOP);
+  CHECK(in_place.error().msg.find(dir->path_of("last")) != std::string::npos);
+  auto fifo = dir->write_in_place("fifo", "x", 0644);
+  REQUIRE_FALSE(fifo);
+  CHECK(fifo.error().sys_errno != 0);
+  auto spare = dir->write_via_spare("rec.json", "rec.json.spare", "x", 0600, false);
+  REQUIRE_FALSE(spare);
+  CHECK(spare.error().sys_errno == ELOOP);
+  CHECK(slurp(victim) == "precious");
+  CHECK_FALSE(std::filesystem::exists(dir->path_of("rec.json")));
 }

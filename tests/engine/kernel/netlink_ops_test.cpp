@@ -734,3 +734,70 @@ TEST_CASE("sysctl: read and write a per-interface key inside a Guard in the pod 
   REQUIRE_FALSE(esc);
   CHECK(esc.error().cni_code == cni_code::kInvalidConfig);
 }
+
+TEST_CASE("link groups: peers born in a group, one RTM_DELLINK of the group deletes them and their node ends") {
+  plumb::test::Node node;
+  std::string pod = node.add_netns("grp");
+  netns::Netns ns = open_ns(pod);
+  netlink::Socket nl = open_socket();
+  auto pnl = netlink::Socket::open_in(ns.fd());
+  REQUIRE_OK(pnl);
+  for (const char* n : {"0", "1"}) {
+    link::VethSpec spec;
+    spec.host_name = std::string("gveth") + n;
+    spec.peer_name = std::string("eth") + n;
+    spec.peer_netns_fd = ns.fd();
+    spec.peer_group = link::kPodLinkGroup;
+    REQUIRE_OK(link::create_veth(nl, spec));
+  }
+  link::VethSpec other;  // not in the group
+  other.host_name = "oveth";
+  other.peer_name = "other";
+  other.peer_netns_fd = ns.fd();
+  REQUIRE_OK(link::create_veth(nl, other));
+  CHECK(must_get(*pnl, "eth0").group == link::kPodLinkGroup);
+  CHECK(must_get(*pnl, "other").group == 0);
+  CHECK(must_get(nl, "gveth0").group == 0);  // only the peer was asked to be in the group
+  auto d = plumb::test::ip_json("-n grp -d link show eth1");
+  CHECK(str(d[0], "group") == std::to_string(link::kPodLinkGroup));
+
+  auto removed = link::remove_group(*pnl, link::kPodLinkGroup);
+  REQUIRE_OK(removed);
+  CHECK(*removed);
+  auto left = link::list(*pnl);
+  REQUIRE_OK(left);
+  std::set<std::string> names;
+  for (auto& l : *left) names.insert(l.name);
+  CHECK(names == std::set<std::string>{"lo", "other"});
+  for (const char* n : {"gveth0", "gveth1"}) {
+    auto gone = link::get(nl, n);
+    REQUIRE_OK(gone);
+    CHECK_FALSE(gone->has_value());  // the node ends went with their peers
+  }
+  CHECK(must_get(nl, "oveth").index > 0);
+  auto again = link::remove_group(*pnl, link::kPodLinkGroup);
+  REQUIRE_OK(again);
+  CHECK_FALSE(*again);  // nothing in the group: ENODEV
+  CHECK_FALSE(link::remove_group(*pnl, 0).has_value());  // group 0 is every link's: refused
+}
+
+TEST_CASE("veth pair: the host end can be born a port of a bridge and up, in the creating message") {
+  plumb::test::Node node;
+  std::string pod = node.add_netns("born");
+  netns::Netns ns = open_ns(pod);
+  netlink::Socket nl = open_socket();
+  REQUIRE_OK(link::create_bridge(nl, {"brborn", 0, std::nullopt, false}));
+  const link::LinkInfo br = must_get(nl, "brborn");
+  link::VethSpec spec;
+  spec.host_name = "vborn";
+  spec.peer_name = "eth0";
+  spec.peer_netns_fd = ns.fd();
+  spec.host_master_index = br.index;
+  spec.host_up = true;
+  REQUIRE_OK(link::create_veth(nl, spec));
+  const link::LinkInfo host = must_get(nl, "vborn");
+  CHECK(host.master_index == br.index);
+  CHECK(host.up());
+  auto h = plumb::test::ip_json("link show vborn");
+  CHECK(str(h[0], "master") == "brborn");
+}

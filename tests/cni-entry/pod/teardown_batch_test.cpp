@@ -1,0 +1,129 @@
+// DEL with the pod's devices deleted in one RTM_DELLINK (cni-entry/pod/teardown_batch.cpp),
+// through the real binaries against the real kernel in a private node namespace per case: the
+// devices plumb makes in a pod are in its link group, one DEL removes all of them (veth node ends
+// with them), a device of the group that is not the container's is left alone, and a DEL killed
+// at any of its steps leaves records from which the next DEL finishes the job.
+#include <doctest/doctest.h>
+#include <signal.h>
+
+#include <set>
+#include <string>
+
+#include "engine/kernel/link.hpp"
+#include "tests/support/pod_fixture.hpp"
+
+using plumb::test::ip_json;
+using plumb::test::link_names;
+using plumb::test::Node;
+using plumb::test::PodFixture;
+using plumb::test::Proc;
+
+namespace {
+
+const std::string kGroup = std::to_string(plumb::link::kPodLinkGroup);
+
+/// A node with a bridge network and a macvlan network (on mst0, one end of a veth pair: this
+/// kernel has no dummy driver) besides the fixture's default network, and pod `name` selecting both.
+std::string setup(Node& node, const PodFixture& fx, const std::string& name) {
+  REQUIRE(plumb::test::sh("ip link add mst0 type veth peer name mst1 && ip link set mst0 up && ip link set mst1 up").exit_code == 0);
+  auto ipam = [&](const std::string& subnet) {
+    return R"({"type": "host-local", "dataDir": ")" + fx.ipam_dir() + R"(", "ranges": [[{"subnet": ")" + subnet + R"("}]]})";
+  };
+  fx.add_nad("default", "blue", R"({"cniVersion": "1.0.0", "type": "bridge", "bridge": "br-blue", "ipam": )" + ipam("198.51.100.0/24") + "}");
+  fx.add_nad("default", "mv", R"({"cniVersion": "1.0.0", "type": "macvlan", "master": "mst0", "mode": "bridge", "ipam": )" +
+                                  ipam("192.0.2.0/24") + "}");
+  fx.add_pod("default", name, "blue,mv");
+  return node.add_netns(name);
+}
+
+/// Pod interface name -> its link group, from iproute2.
+std::map<std::string, std::string> groups(const std::string& ns) {
+  std::map<std::string, std::string> out;
+  auto d = ip_json("-n " + ns + " -d link show");
+  for (auto& l : d.GetArray()) out[l["ifname"].GetString()] = l.HasMember("group") ? l["group"].GetString() : "";
+  return out;
+}
+
+/// Nothing of the pod is left: no pod interface, no node end, no address file, no record.
+void check_clean(const PodFixture& fx, const std::set<std::string>& node_links, const std::string& ns) {
+  CHECK(link_names(ns) == std::set<std::string>{"lo"});
+  CHECK(link_names("") == node_links);
+  CHECK(PodFixture::files_under(fx.state() + "/containers").empty());
+  for (auto& f : PodFixture::files_under(fx.ipam_dir())) {
+    const std::string base = f.substr(f.rfind('/') + 1);
+    CHECK_MESSAGE((base == "lock" || base.rfind("last_reserved_ip", 0) == 0), f);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a pod's devices are in plumb's link group; one DEL removes them all, their node ends with them") {
+  Node node;
+  PodFixture fx(node);
+  const std::string pod = setup(node, fx, "p1");
+  REQUIRE(fx.run("ADD", "ctr-1", pod, "default", "p1", fx.config()).exit_code == 0);
+  auto g = groups("p1");
+  CHECK(g["eth0"] == kGroup);
+  CHECK(g["net1"] == kGroup);
+  CHECK(g["net2"] == kGroup);
+  CHECK(g["lo"] != kGroup);
+  const auto node_links = link_names("");  // with the host ends of eth0 and net1
+  Proc del = fx.run("DEL", "ctr-1", pod, "default", "p1", fx.config());
+  INFO(del.out, del.err);
+  REQUIRE(del.exit_code == 0);
+  std::set<std::string> without_pod;
+  for (auto& l : node_links) {
+    if (l.rfind("veth", 0) != 0) without_pod.insert(l);
+  }
+  CHECK(without_pod.size() + 2 == node_links.size());
+  check_clean(fx, without_pod, "p1");
+}
+
+TEST_CASE("a device of the group that is not the container's is left alone, and the pod's go one by one") {
+  Node node;
+  PodFixture fx(node);
+  const std::string pod = setup(node, fx, "p2");
+  REQUIRE(fx.run("ADD", "ctr-2", pod, "default", "p2", fx.config()).exit_code == 0);
+  REQUIRE(plumb::test::sh("ip -n p2 link add extra0 group " + kGroup + " type veth peer name extra1").exit_code == 0);
+  Proc del = fx.run("DEL", "ctr-2", pod, "default", "p2", fx.config());
+  INFO(del.out, del.err);
+  REQUIRE(del.exit_code == 0);
+  CHECK(link_names("p2") == std::set<std::string>{"lo", "extra0", "extra1"});
+  CHECK(PodFixture::files_under(fx.state() + "/containers").empty());
+}
+
+TEST_CASE("SIGKILL after each step of a batched DEL (plumb-faulty): the records stay until the devices are gone, the next DEL finishes") {
+  Node node;
+  PodFixture fx(node);
+  const std::string pod = setup(node, fx, "p3");
+  REQUIRE(fx.run("ADD", "ctr-3", pod, "default", "p3", fx.config()).exit_code == 0);
+  REQUIRE(fx.run("DEL", "ctr-3", pod, "default", "p3", fx.config()).exit_code == 0);
+  const auto node_links = link_names("");  // the shared bridges now exist
+  unsigned killed = 0;
+  for (unsigned step = 1; step < 10; ++step) {
+    CAPTURE(step);
+    REQUIRE(fx.run("ADD", "ctr-3", pod, "default", "p3", fx.config()).exit_code == 0);
+    Proc del = fx.run_with(plumb::test::plumb_faulty_binary(), {{"PLUMB_FAULT_AFTER_STEP", std::to_string(step)}}, "DEL",
+                           "ctr-3", pod, "default", "p3", fx.config());
+    if (del.exit_code == 0) {  // past the last step: the DEL completed
+      check_clean(fx, node_links, "p3");
+      break;
+    }
+    REQUIRE(del.exit_code == 128 + SIGKILL);
+    ++killed;
+    const size_t records = PodFixture::files_under(fx.state() + "/containers").size();
+    if (step == 1) {  // everything but the links undone: devices and records all there
+      CHECK(link_names("p3") == std::set<std::string>{"lo", "eth0", "net1", "net2"});
+      CHECK(records == 3);
+    } else if (step == 2) {  // the group deleted with one message: no device left, every record kept
+      CHECK(link_names("p3") == std::set<std::string>{"lo"});
+      CHECK(link_names("") == node_links);
+      CHECK(records == 3);
+    }
+    Proc again = fx.run("DEL", "ctr-3", pod, "default", "p3", fx.config());
+    INFO(again.out, again.err);
+    REQUIRE(again.exit_code == 0);
+    check_clean(fx, node_links, "p3");
+  }
+  CHECK(killed == 5);  // after the undo pass, after the group, after each of the three records
+}
