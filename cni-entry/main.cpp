@@ -14,6 +14,7 @@
 #include "cni-entry/pod/config.hpp"
 #include "cni-entry/pod/log.hpp"
 #include "cni-entry/pod/pod.hpp"
+#include "cni-entry/reconcile/reconcile.hpp"
 
 namespace {
 
@@ -48,8 +49,10 @@ int report(const plumb::Error& e, const std::string& version, plumb::pod::Log& l
 
 int main(int argc, char** argv) {
   // The tap driver re-executes plumb under an SELinux exec context to create a labelled device
-  // (engine/kernel/tun.hpp); nothing else is ever passed arguments.
+  // (engine/kernel/tun.hpp); a runtime never passes arguments.
   if (argc >= 2 && std::string_view(argv[1]) == plumb::tun::kHelperArg) return plumb::tun::tap_helper_main(argc, argv);
+  // `plumb reconcile`: the cluster IPAM's reconciler (a CronJob, deploy/reconciler.yaml).
+  if (argc >= 2 && std::string_view(argv[1]) == "reconcile") return plumb::reconcile::main(argc - 2, argv + 2);
   std::string input((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
   plumb::pod::Log log;
 

@@ -45,8 +45,9 @@ Status gc_ipams(const PlumbConfig& conf, const state::StateDir& state, const Ipa
     return !recs || !recs->empty();
   };
   Status first;
+  const ipam::ClusterAccess cluster = ipam_cluster(conf);
   for (const auto& [key, entry] : ipams) {
-    auto made = ipam::make(entry.second);
+    auto made = ipam::make(entry.second, nullptr, &cluster);
     Status st = made ? Status{} : Status(std::unexpected(made.error()));
     if (made) {
       ipam::Request req;
@@ -195,7 +196,7 @@ Result<std::string> do_gc(const cni::Env& env, const PlumbConfig& conf, Log& log
   {
     // [kube] addresses held for IPAMClaims that no longer exist (no request without claims).
     auto src = source::make_source(conf);
-    keep(src ? claims::gc(**src, conf.state_dir, log) : Status(std::unexpected(src.error())));
+    keep(src ? claims::gc(**src, conf.state_dir, ipam_cluster(conf), log) : Status(std::unexpected(src.error())));
   }
   if (first) return std::unexpected(*first);
   return std::string();

@@ -214,3 +214,61 @@ TEST_CASE("IPAMClaims in the local store behave the same without an API server")
   CHECK_FALSE(read_file(fx.ipam_dir() + "/blue/198.51.100.3").empty());
   CHECK_FALSE(std::filesystem::exists(fx.store() + "/ipamclaims/default/vm-a.blue.status.json"));
 }
+
+TEST_CASE("a claim on a whereabouts network follows the pod from node A to node B; GC releases it once the claim is gone") {
+  Node node;
+  KubeCluster c(node);
+  // whereabouts with no etcd key: its pool is an IPPool in the API, reached with plumb's own
+  // credentials. "Node A" and "node B" are two plumb state directories and node names.
+  c.add_nad("default", "blue",
+            R"({"cniVersion": "0.4.0", "type": "bridge", "bridge": "br-blue", "ipam": {"type": "whereabouts",
+                "range": "198.51.100.0/24", "network_name": "blue"}})");
+  c.api.put("ipamclaims", "default", "vm-a.blue", claim_obj("vm-a.blue", ""));
+  c.add_pod("default", "vm-a", "uid-1", {{"k8s.v1.cni.cncf.io/networks", kSelection}});
+  const std::string conf_a = c.config(R"("whereaboutsNamespace": "kube-system")");
+  std::string conf_b = conf_a;
+  conf_b.replace(conf_b.find(c.fx.state()), c.fx.state().size(), node.dir() + "/state-b");
+  const std::map<std::string, std::string> on_a = {{"NODE_NAME", "node-a"}}, on_b = {{"NODE_NAME", "node-b"}};
+  std::string ns = node.add_netns("vm-a");
+
+  Proc add = c.run("ADD", "ctr-1", ns, "default", "vm-a", "uid-1", conf_a, on_a);
+  INFO("stdout: ", add.out, "\nstderr: ", add.err);
+  REQUIRE(add.exit_code == 0);
+  auto first = addrs("vm-a", "net1");
+  REQUIRE(first.size() == 1);
+  const std::string addr = *first.begin();
+  CHECK(claim_ips(c, "vm-a.blue") == addr);
+  const std::string pool = c.api.get("ippools", "kube-system", "blue-198.51.100.0-24");
+  CHECK(pool.find(R"("id":"ipamclaim:default/vm-a.blue")") != std::string::npos);
+
+  // Node A loses the pod (its DEL leaves the claim's address); the pod is re-created on node B.
+  REQUIRE(c.run("DEL", "ctr-1", ns, "default", "vm-a", "uid-1", conf_a, on_a).exit_code == 0);
+  node.del_netns("vm-a");
+  std::string ns_b = node.add_netns("vm-a-b");
+  c.add_pod("default", "vm-a", "uid-2", {{"k8s.v1.cni.cncf.io/networks", kSelection}});
+  Proc add_b = c.run("ADD", "ctr-2", ns_b, "default", "vm-a", "uid-2", conf_b, on_b);
+  INFO("node B: ", add_b.out, add_b.err);
+  REQUIRE(add_b.exit_code == 0);
+  CHECK(addrs("vm-a-b", "net1") == std::set<std::string>{addr});
+  CHECK(c.api.count("PATCH", kClaimStatus) == 1);  // written once, by node A
+  Proc check_b = c.run("CHECK", "ctr-2", ns_b, "default", "vm-a", "uid-2", conf_b, on_b);
+  INFO("check: ", check_b.out);
+  CHECK(check_b.exit_code == 0);
+
+  // A plain pod on node B never gets the claim's address.
+  c.add_pod("default", "plain", "uid-p", {{"k8s.v1.cni.cncf.io/networks", "blue"}});
+  std::string plain = node.add_netns("plain");
+  REQUIRE(c.run("ADD", "ctr-p", plain, "default", "plain", "uid-p", conf_b, on_b).exit_code == 0);
+  CHECK(addrs("plain", "net1") != std::set<std::string>{addr});
+
+  // The claim is deleted; node A's GC (the last node that recorded it) releases the address.
+  REQUIRE(c.run("DEL", "ctr-2", ns_b, "default", "vm-a", "uid-2", conf_b, on_b).exit_code == 0);
+  c.api.remove("ipamclaims", "default", "vm-a.blue");
+  Proc gc = plumb::test::run({plumb::test::plumb_binary()}, {{"CNI_COMMAND", "GC"}, {"NODE_NAME", "node-a"}},
+                             with_valid(c.config(R"("whereaboutsNamespace": "kube-system")", "1.1.0"), "[]"));
+  INFO("gc: ", gc.out, gc.err);
+  CHECK(gc.exit_code == 0);
+  const std::string after = c.api.get("ippools", "kube-system", "blue-198.51.100.0-24");
+  CHECK(after.find("ipamclaim:default/vm-a.blue") == std::string::npos);
+  CHECK(after.find(R"("id":"ctr-p")") != std::string::npos);  // the plain pod's stays
+}
