@@ -6,12 +6,8 @@
 #include "engine/base/text.hpp"
 
 namespace plumb::k8s {
-namespace {
 
-using http::Response;
-
-/// Reads a whole (small) file; errors: kIo naming the path.
-Result<std::string> read_whole(const std::string& path, std::string_view what) {
+Result<std::string> read_credential_file(const std::string& path, std::string_view what) {
   auto text = read_file(path, what);
   if (!text) {
     Error e = text.error();
@@ -20,6 +16,10 @@ Result<std::string> read_whole(const std::string& path, std::string_view what) {
   }
   return text;
 }
+
+namespace {
+
+using http::Response;
 
 /// The HTTP client options of an API server: its TLS settings, the per-attempt timeout and
 /// the retry policy of Options (retries after the first attempt, backoff doubling to the cap).
@@ -55,7 +55,7 @@ Result<Response> Client::request(std::string_view method, const std::string& pat
   std::string token = creds_.token;
   if (!creds_.token_file.empty()) {
     // Re-read on every request: service-account tokens are rotated under our feet.
-    auto t = read_whole(creds_.token_file, "token file");
+    auto t = read_credential_file(creds_.token_file, "token file");
     if (!t)
       return fail(cni_code::kInvalidConfig, what + ": cannot read the bearer token (" + creds_.origin + ")",
                   t.error().text());

@@ -46,6 +46,10 @@ struct Credentials {
 /// or auth-provider); kIo when the file cannot be read; kDecode for bad YAML.
 [[nodiscard]] Result<Credentials> load_kubeconfig(const std::string& path);
 
+/// Reads a credential file (kubeconfig, token) whole. Errors: kIo naming the path, whatever the
+/// reason (missing or unreadable).
+[[nodiscard]] Result<std::string> read_credential_file(const std::string& path, std::string_view what);
+
 /// The service-account directory a pod's containers get (in-cluster configuration).
 inline constexpr std::string_view kServiceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount";
 

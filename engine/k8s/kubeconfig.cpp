@@ -14,23 +14,6 @@
 namespace plumb::k8s {
 namespace {
 
-
-constexpr std::string_view kMergePatch = "application/merge-patch+json";
-constexpr std::string_view kConfigSource = "kubernetes.io/config.source";
-/// Writes retried after a 409 (each after re-reading the object).
-constexpr int kConflictRetries = 5;
-
-/// Reads a whole (small) file; errors: kIo naming the path.
-Result<std::string> read_whole(const std::string& path, std::string_view what) {
-  auto text = read_file(path, what);
-  if (!text) {
-    Error e = text.error();
-    e.cni_code = cni_code::kIo;  // a credential file that cannot be read, missing or not
-    return std::unexpected(e);
-  }
-  return text;
-}
-
 /// A kubeconfig *-data field: base64 (line breaks allowed) of something non-empty.
 Result<std::string> base64_decode(std::string_view in, const std::string& field) {
   auto out = base64::decode(in, field);
@@ -75,7 +58,7 @@ std::string resolve_path(const std::string& base_dir, const std::string& p) {
 
 Result<Credentials> load_kubeconfig(const std::string& path) {
   const std::string where = "kubeconfig " + path;
-  std::string text = PLUMB_TRY(read_whole(path, "kubeconfig"));
+  std::string text = PLUMB_TRY(read_credential_file(path, "kubeconfig"));
   std::string dir = ".";
   if (auto slash = path.rfind('/'); slash != std::string::npos) dir = slash == 0 ? "/" : path.substr(0, slash);
   Credentials c;
