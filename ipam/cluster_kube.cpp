@@ -104,7 +104,7 @@ Result<KubeClusterIpam::Impl::Claimed> KubeClusterIpam::Impl::claim(const Site& 
       pool = PLUMB_TRY(load(s));
       need_read = false;
       if (pool) {
-        if (auto held = holding(*pool, who)) return Claimed{PLUMB_TRY(check_want(s, who, *held, want)), false};
+        if (auto held = holding(*pool, who)) return Claimed{PLUMB_TRY(keep_held(s, who, *held, want)), false};
       }
     }
     auto cand = PLUMB_TRY(candidate(s, pool ? &*pool : nullptr, taken, want, origin));
@@ -134,11 +134,17 @@ std::optional<IpAddr> KubeClusterIpam::Impl::holding(const wb::IpPool& pool, con
   return std::nullopt;
 }
 
-Result<IpAddr> KubeClusterIpam::Impl::check_want(const Site& s, const Who& who, const IpAddr& held,
-                                                 const std::optional<IpAddr>& want) const {
+Result<IpAddr> KubeClusterIpam::Impl::keep_held(const Site& s, const Who& who, const IpAddr& held,
+                                                const std::optional<IpAddr>& want) {
   if (want && *want != held) {
     return fail(cni_code::kConflict, pool_what(s) + ": " + who.str() + " already holds " + held.str() + "; requested IP " +
                                          want->str() + " not given");
+  }
+  // Held already (an IPAMClaim's address on its next pod, or an ADD repeated after plumb lost
+  // its record): its reservation must be there too, and must be its own.
+  if (ipam.cfg_.overlapping_ranges && !PLUMB_TRY(reserve(held, who))) {
+    return fail(cni_code::kConflict, pool_what(s) + ": " + who.str() + " holds " + held.str() +
+                                         ", but another range's OverlappingRangeIPReservation holds that address");
   }
   return held;
 }

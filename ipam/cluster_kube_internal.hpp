@@ -92,8 +92,8 @@ struct KubeClusterIpam::Impl {
                            const std::function<bool(const wb::Allocation&)>& match);
 
   [[nodiscard]] std::optional<IpAddr> holding(const wb::IpPool& pool, const kube::Who& who) const;
-  [[nodiscard]] Result<IpAddr> check_want(const kube::Site& s, const kube::Who& who, const IpAddr& held,
-                                          const std::optional<IpAddr>& want) const;
+  /// An address `who` holds already: the requested one (if any) and reserved for it.
+  Result<IpAddr> keep_held(const kube::Site& s, const kube::Who& who, const IpAddr& held, const std::optional<IpAddr>& want);
   [[nodiscard]] std::string want_taken(const kube::Site& s, const IpAddr& want, const std::string& by) const;
   [[nodiscard]] std::string pool_what(const kube::Site& s) const;
   uint64_t rng();
