@@ -12,7 +12,8 @@ failure modes the tests need.
              overlappingrangeipreservations, nodeslicepools
   endpoints  GET    /api, /version
              GET    an object; a namespace's list; a list across namespaces (/api/v1/pods,
-                    /apis/<group>/<version>/<resource>); nodes' list
+                    /apis/<group>/<version>/<resource>); nodes' list; lists page with ?limit=N
+                    (metadata.continue: the offset of the next item, given back as &continue=)
              POST   a namespace's collection: create (409 AlreadyExists; metadata.uid,
                     resourceVersion, creationTimestamp, namespace set)
              PATCH  an object: application/merge-patch+json (RFC 7386; metadata.resourceVersion
@@ -53,6 +54,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -474,8 +476,15 @@ class Handler(BaseHTTPRequestHandler):
                 namespaces = [ns]
             with LOCK:
                 items = store.items(res, namespaces)
-            return self.send_json(200, {"kind": KINDS[res] + "List", "apiVersion": "v1",
-                                        "metadata": {"resourceVersion": str(self.server.rv)}, "items": items}, who)
+            meta = {"resourceVersion": str(self.server.rv)}
+            query = urllib.parse.parse_qs(self.path.split("?", 1)[1]) if "?" in self.path else {}
+            if "limit" in query:  # pages: the continue token is the offset of the next item
+                start = int(query.get("continue", ["0"])[0])
+                end = start + int(query["limit"][0])
+                if end < len(items):
+                    meta["continue"] = str(end)
+                items = items[start:end]
+            return self.send_json(200, {"kind": KINDS[res] + "List", "apiVersion": "v1", "metadata": meta, "items": items}, who)
         if self.command != "POST" or (namespaced and ns is None):
             return self.status(405, "MethodNotAllowed", "method not allowed", who)
         try:
