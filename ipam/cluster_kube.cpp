@@ -54,10 +54,11 @@ std::optional<IpAddr> next_free(const Site& s, const wb::IpPool& p, const std::s
 // ---- one request's work -------------------------------------------------------------------------
 
 Result<std::optional<wb::IpPool>> KubeClusterIpam::Impl::load(const Site& s) {
-  const std::string what = "read IPPool " + ipam.ns_ + "/" + s.name;
-  auto got = PLUMB_TRY(ipam.client_->get(wb::pools_path(ipam.ns_, s.name), what));
-  if (!got) return std::optional<wb::IpPool>{};
-  return std::optional<wb::IpPool>(PLUMB_TRY(wb::decode_pool(*got, "IPPool " + ipam.ns_ + "/" + s.name)));
+  const std::string path = wb::pools_path(ipam.ns_, s.name);
+  auto resp = PLUMB_TRY(ipam.client_->request("GET", path));
+  if (resp.status == 404) return std::optional<wb::IpPool>{};
+  if (resp.status != 200) return std::unexpected(ipam.client_->http_error("read IPPool " + ipam.ns_ + "/" + s.name, "GET", path, resp));
+  return std::optional<wb::IpPool>(PLUMB_TRY(wb::parse_pool(std::move(resp.body), "IPPool " + ipam.ns_ + "/" + s.name)));
 }
 
 Result<KubeClusterIpam::Impl::Write> KubeClusterIpam::Impl::send(std::string_view method, const std::string& path,

@@ -1,6 +1,7 @@
 // whereabouts' Kubernetes objects: names, paths, encoding and decoding (whereabouts.hpp).
 #include "ipam/whereabouts.hpp"
 
+#include <rapidjson/error/en.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 #include <sys/socket.h>
@@ -128,15 +129,30 @@ Result<IpPool> decode_pool(const json::Value& obj, const std::string& what) {
   if (allocs == nullptr || allocs->IsNull()) return p;
   if (!allocs->IsObject()) return fail(cni_code::kDecode, what + " spec.allocations is not an object");
   for (auto it = allocs->MemberBegin(); it != allocs->MemberEnd(); ++it) {
-    auto off = parse_dec(it->name.GetString());
+    auto off = parse_dec({it->name.GetString(), it->name.GetStringLength()});
     if (!off) continue;  // whereabouts skips keys that are not offsets too
     if (!it->value.IsObject()) {
       return fail(cni_code::kDecode, what + " spec.allocations[\"" + std::string(it->name.GetString()) + "\"] is not an object");
     }
-    p.allocations[*off] = Allocation{str_or_empty(it->value, "id"), str_or_empty(it->value, "podref"),
-                                     str_or_empty(it->value, "ifname")};
+    Allocation& a = p.allocations[*off];  // one pass over the members: a pool is read on every ADD
+    for (auto m = it->value.MemberBegin(); m != it->value.MemberEnd(); ++m) {
+      if (!m->value.IsString()) continue;
+      std::string_view key(m->name.GetString(), m->name.GetStringLength());
+      std::string* field = key == "id" ? &a.id : key == "podref" ? &a.podref : key == "ifname" ? &a.ifname : nullptr;
+      if (field != nullptr) field->assign(m->value.GetString(), m->value.GetStringLength());
+    }
   }
   return p;
+}
+
+Result<IpPool> parse_pool(std::string text, const std::string& what) {
+  rapidjson::Document d;  // in situ: strings stay in `text`, which outlives `d`
+  d.ParseInsitu(text.data());
+  if (d.HasParseError()) {
+    return fail(cni_code::kDecode, "cannot decode " + what + ": " + rapidjson::GetParseError_En(d.GetParseError()) +
+                                       " at offset " + std::to_string(d.GetErrorOffset()));
+  }
+  return decode_pool(d, what);
 }
 
 std::string encode_pool(const std::string& ns, const std::string& name, const IpPrefix& range,

@@ -79,6 +79,10 @@ struct IpPool {
 /// Decodes an IPPool object. Errors: kDecode naming `what` and the field (no spec.range, a bad
 /// CIDR, an allocation that is not an object).
 [[nodiscard]] Result<IpPool> decode_pool(const json::Value& obj, const std::string& what);
+/// Decodes an IPPool from the API server's answer `text` (parsed in place: a pool of thousands
+/// of allocations is read on every ADD). Errors: kDecode naming `what` (not JSON, or as
+/// decode_pool).
+[[nodiscard]] Result<IpPool> parse_pool(std::string text, const std::string& what);
 /// A new IPPool object (for POST) in `ns` with `allocations` (offset -> allocation).
 [[nodiscard]] std::string encode_pool(const std::string& ns, const std::string& name, const IpPrefix& range,
                                       const std::map<u128, Allocation>& allocations);
