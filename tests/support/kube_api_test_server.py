@@ -28,7 +28,10 @@ failure modes the tests need.
                     and "status" are applied (as before)
              A successful write bumps metadata.resourceVersion (one counter for the server).
   TLS        certificates are made with `openssl` at start under <dir>/tls: ca.crt/ca.key,
-             server.crt/key (SAN IP:127.0.0.1), client.crt/key (signed by the CA).
+             server.crt/key (SAN IP:127.0.0.1, and the --host address), client.crt/key (signed
+             by the CA).
+  listen     --host (default 127.0.0.1): another address of the test's namespace lets a second
+             node namespace, linked to it, reach the server.
   auth       a request is authenticated by a bearer token listed in <dir>/tokens (one per line,
              re-read on every request) or by a client certificate signed by the CA; else 401.
   faults     <dir>/faults.json, re-read on every request: a list of rules
@@ -88,7 +91,7 @@ def openssl(*args):
     subprocess.run(["openssl", *args], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def make_certs(tls):
+def make_certs(tls, host):
     os.makedirs(tls, exist_ok=True)
     if os.path.exists(os.path.join(tls, "client.crt")):
         return
@@ -96,7 +99,9 @@ def make_certs(tls):
     ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
     openssl("req", "-x509", *ec, "-keyout", p("ca.key"), "-out", p("ca.crt"), "-days", "2", "-subj", "/CN=plumb-test-ca")
     for name, subj, ext in (
-        ("server", "/CN=kube-apiserver", "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth"),
+        ("server", "/CN=kube-apiserver",
+         "subjectAltName=IP:127.0.0.1,DNS:localhost" + ("" if host == "127.0.0.1" else ",IP:" + host)
+         + "\nextendedKeyUsage=serverAuth"),
         ("client", "/O=system:nodes/CN=system:node:plumb-test", "extendedKeyUsage=clientAuth"),
     ):
         openssl("req", "-new", *ec, "-keyout", p(name + ".key"), "-out", p(name + ".csr"), "-subj", subj)
@@ -620,16 +625,17 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dir", required=True)
     ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--host", default="127.0.0.1")
     a = ap.parse_args()
     root = os.path.abspath(a.dir)
     os.makedirs(os.path.join(root, "objects"), exist_ok=True)
     tls = os.path.join(root, "tls")
-    make_certs(tls)
+    make_certs(tls, a.host)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(os.path.join(tls, "server.crt"), os.path.join(tls, "server.key"))
     ctx.load_verify_locations(os.path.join(tls, "ca.crt"))
     ctx.verify_mode = ssl.CERT_OPTIONAL
-    srv = Server(("127.0.0.1", a.port), Handler, root, ctx)
+    srv = Server((a.host, a.port), Handler, root, ctx)
     signal.signal(signal.SIGTERM, lambda *_: (srv.server_close(), os._exit(0)))
     with open(os.path.join(root, "port.tmp"), "w") as f:
         f.write(str(srv.server_address[1]))
