@@ -544,6 +544,47 @@ TEST_CASE("409 storms, delays and failed writes during ADD end in bounded time w
   CHECK(reservations(ns) == 1);  // f0's
 }
 
+TEST_CASE("409 storms and delays during DEL: bounded, and the allocation stays held until a DEL completes") {
+  const std::string ns = "delfaults";
+  const std::string pool_path = "/apis/whereabouts.cni.cncf.io/v1alpha1/namespaces/delfaults/ippools/192.0.2.0-24";
+  auto ipam = make(R"({"type": "whereabouts", "range": "192.0.2.0/24"})", "node-a", ns, client(std::chrono::milliseconds(800), 1));
+  REQUIRE(ipam->add(request("d0", "dp0")).has_value());
+  REQUIRE(ipam->add(request("d1", "dp1")).has_value());
+  auto ids = [&] {
+    std::set<std::string> out;
+    for (auto& [off, a] : pool_of(ns, "192.0.2.0-24").allocations) out.insert(a.id);
+    return out;
+  };
+
+  SUBCASE("a storm of 409s that ends: the DEL goes through") {
+    api().set_faults(R"([{"match": "^PATCH .*/ippools/", "action": "fail", "code": 409, "times": 3}])");
+    REQUIRE(ipam->del(request("d1", "dp1")).has_value());
+    CHECK(ipam->last_stats().conflicts == 3);
+  }
+  SUBCASE("409s without end: code 11 after a bounded number of writes; the next DEL releases") {
+    api().set_faults(R"([{"match": "^PATCH .*/ippools/", "action": "fail", "code": 409}])");
+    api().clear_requests();
+    auto r = ipam->del(request("d1", "dp1"));
+    REQUIRE_FALSE(r.has_value());
+    CHECK(r.error().cni_code == cni_code::kTryAgainLater);
+    CHECK(api().count("PATCH", pool_path) == 8);
+    CHECK(ids() == std::set<std::string>{"d0", "d1"});
+    CHECK(reservations(ns) == 2);
+  }
+  SUBCASE("a pool read slower than the timeout: code 11; the next DEL releases") {
+    api().set_faults(R"([{"match": "^GET .*/ippools/", "action": "delay", "seconds": 1.5}])");
+    auto t0 = std::chrono::steady_clock::now();
+    auto r = ipam->del(request("d1", "dp1"));
+    REQUIRE_FALSE(r.has_value());
+    CHECK(r.error().cni_code == cni_code::kTryAgainLater);
+    CHECK(seconds_since(t0) < 10);
+  }
+  api().set_faults("[]");
+  REQUIRE(ipam->del(request("d1", "dp1")).has_value());
+  CHECK(ids() == std::set<std::string>{"d0"});
+  CHECK(reservations(ns) == 1);  // d0's
+}
+
 TEST_CASE("an API server outage: ADD and DEL fail with code 11; the next DEL completes the release") {
   const std::string ns = "outage";
   const std::string text = R"({"type": "whereabouts", "range": "192.0.2.0/24"})";
