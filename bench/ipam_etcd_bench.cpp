@@ -26,31 +26,15 @@
 #include <vector>
 
 #include "engine/base/json.hpp"
+#include "bench/ipam_bench.hpp"
 #include "ipam/cluster.hpp"
 #include "tests/support/etcd_cluster.hpp"
 
 namespace {
 
 namespace cl = plumb::ipam::cluster;
+using namespace plumb::bench::ipam;  // NOLINT(google-build-using-namespace): the benches' shared helpers
 using Clock = std::chrono::steady_clock;
-
-[[noreturn]] void die(const std::string& what) {
-  std::fprintf(stderr, "ipam_etcd_bench: %s: %s\n", what.c_str(), std::strerror(errno));
-  std::exit(1);
-}
-
-/// A private network namespace with lo up: etcd and its clients never touch the host's.
-void enter_private_netns() {
-  if (::unshare(CLONE_NEWNET) != 0) die("unshare(CLONE_NEWNET) (run as root)");
-  int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) die("socket");
-  ifreq ifr{};
-  std::strncpy(ifr.ifr_name, "lo", IFNAMSIZ - 1);
-  if (::ioctl(fd, SIOCGIFFLAGS, &ifr) < 0) die("SIOCGIFFLAGS lo");
-  ifr.ifr_flags = static_cast<short>(ifr.ifr_flags | IFF_UP);
-  if (::ioctl(fd, SIOCSIFFLAGS, &ifr) < 0) die("SIOCSIFFLAGS lo");
-  ::close(fd);
-}
 
 struct ClientResult {
   std::vector<double> latency_ms;
@@ -62,9 +46,7 @@ struct ClientResult {
 
 /// Child body: `adds` ADDs as `node`, one line per ADD "<ms> <requests> <claims>" to `out`.
 [[noreturn]] void client(const std::string& ipam_text, const std::string& node, int adds, const std::string& out, int gun) {
-  char b;
-  while (::read(gun, &b, 1) > 0) {
-  }
+  wait_for_gun(gun);
   std::ofstream f(out);
   auto d = plumb::json::parse(ipam_text, "ipam");
   if (!d) ::_exit(2);
@@ -91,13 +73,6 @@ struct ClientResult {
   }
   f.close();
   ::_exit(0);
-}
-
-double percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t i = std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5));
-  return v[i];
 }
 
 }  // namespace
@@ -130,52 +105,14 @@ int main(int argc, char** argv) {
     const int per = total_adds / clients;
     const std::string text = R"({"type": "plumb-cluster", "range": "198.18.0.0/16", "network_name": "bench-)" +
                              std::to_string(clients) + R"(", "etcd_endpoints": )" + etcd.endpoints_json() + "}";
-    int gun[2];
-    if (::pipe(gun) != 0) die("pipe");
-    std::vector<pid_t> pids;
-    std::vector<std::string> outs;
-    for (int c = 0; c < clients; ++c) {
-      outs.push_back(dir + "/c" + std::to_string(clients) + "-" + std::to_string(c));
-      pid_t pid = ::fork();
-      if (pid < 0) die("fork");
-      if (pid == 0) {
-        ::close(gun[1]);
-        client(text, "bench-node-" + std::to_string(c), per, outs.back(), gun[0]);
-      }
-      pids.push_back(pid);
-    }
-    ::close(gun[0]);
-    auto t0 = Clock::now();
-    ::close(gun[1]);  // start
-    bool ok = true;
-    for (pid_t p : pids) {
-      int st = 0;
-      ::waitpid(p, &st, 0);
-      ok = ok && WIFEXITED(st) && WEXITSTATUS(st) == 0;
-    }
-    double secs = std::chrono::duration<double>(Clock::now() - t0).count();
-    std::vector<double> lat;
-    double req = 0, claims = 0;
-    for (auto& o : outs) {
-      std::ifstream f(o);
-      for (std::string line; std::getline(f, line);) {
-        if (line.rfind("ERR", 0) == 0) {
-          std::fprintf(stderr, "%s\n", line.c_str());
-          continue;
-        }
-        double ms = 0, r = 0, c = 0;
-        if (std::sscanf(line.c_str(), "%lf %lf %lf", &ms, &r, &c) == 3) {
-          lat.push_back(ms);
-          req += r;
-          claims += c;
-        }
-      }
-    }
-    const double n = static_cast<double>(lat.size());
-    std::printf("%8d %10.0f %10.2f %10.2f %12.2f %12.3f%s\n", clients, n / secs, percentile(lat, 0.5), percentile(lat, 0.99),
-                n > 0 ? req / n : 0, n > 0 ? claims / n : 0, ok ? "" : "  (a client failed)");
+    auto r = run_round(clients, dir + "/c" + std::to_string(clients) + "-", [&](int c, const std::string& out, int gun) {
+      client(text, "bench-node-" + std::to_string(c), per, out, gun);
+    });
+    const double n = static_cast<double>(r.ms.size());
+    std::printf("%8d %10.0f %10.2f %10.2f %12.2f %12.3f%s\n", clients, n / r.seconds, percentile(r.ms, 0.5),
+                percentile(r.ms, 0.99), n > 0 ? r.a / n : 0, n > 0 ? r.b / n : 0, r.ok ? "" : "  (a client failed)");
     std::fflush(stdout);
-    if (!ok) status_all = 1;
+    if (!r.ok) status_all = 1;
   }
   std::string rm = "rm -rf '" + dir + "'";
   if (std::system(rm.c_str()) != 0) status_all = 1;

@@ -15,6 +15,7 @@
 #include "cni-entry/pod/config.hpp"
 #include "cni-entry/pod/log.hpp"
 #include "cni-entry/pod/pod.hpp"
+#include "cni-entry/reconcile/reconcile.hpp"
 
 namespace {
 
@@ -50,11 +51,14 @@ int report(const plumb::Error& e, const std::string& version, plumb::pod::Log& l
 int main(int argc, char** argv) {
   // The tap driver re-executes plumb under an SELinux exec context to create a labelled device
   // (engine/kernel/tun.hpp); an operator (or deploy/daemonset.yaml) runs `plumb install` and
-  // `plumb uninstall` (cni-entry/install/). A runtime passes no arguments.
+  // `plumb uninstall` (cni-entry/install/), and
+  // `plumb reconcile`, the cluster IPAM's reconciler (a CronJob, deploy/reconciler.yaml). A runtime
+  // passes no arguments.
   if (argc >= 2 && std::string_view(argv[1]) == plumb::tun::kHelperArg) return plumb::tun::tap_helper_main(argc, argv);
   if (argc >= 2 && (std::string_view(argv[1]) == "install" || std::string_view(argv[1]) == "uninstall")) {
     return plumb::install::command_main(argc, argv);
   }
+  if (argc >= 2 && std::string_view(argv[1]) == "reconcile") return plumb::reconcile::main(argc - 2, argv + 2);
   std::string input((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
   plumb::pod::Log log;
 

@@ -33,7 +33,7 @@ Result<IpamUse> parse_ipam(const json::Value& conf, const ParseInput& in) {
   PLUMB_TRY(json::get_object(conf, "runtimeConfig", in.network));
   PLUMB_TRY(json::get_object(conf, "args", in.network));
   IpamUse use;
-  auto made = ipam::make(*ipam_conf, in.plugin_search.dirs.empty() ? nullptr : &in.plugin_search);
+  auto made = ipam::make(*ipam_conf, in.plugin_search.dirs.empty() ? nullptr : &in.plugin_search, &in.ipam_cluster);
   if (!made) return std::unexpected(made.error().within("network " + in.network));
   use.ipam = std::shared_ptr<ipam::Ipam>(std::move(*made));
   use.conf = std::make_shared<const json::Document>(json::clone(*ipam_conf));
@@ -273,7 +273,7 @@ Status run_op(Context& ctx, const LinkDel& op) {
 }
 
 Status run_op(Context& ctx, const IpamRelease& op) {
-  auto ipam = PLUMB_TRY(ipam::make(op.ipam));
+  auto ipam = PLUMB_TRY(ipam::make(op.ipam, nullptr, &ctx.ipam_cluster));
   ipam::Request req;
   req.container_id = ctx.container_id;
   req.ifname = op.ifname;

@@ -53,6 +53,8 @@ struct ParseInput {
   /// Where plugins plumb does not implement are found (binDir, CNI_PATH); no directories: types
   /// plumb does not implement are refused.
   cni::PluginSearch plugin_search = {};
+  /// How the cluster IPAM reaches whereabouts' pools in the Kubernetes API (plumb's credentials).
+  ipam::ClusterAccess ipam_cluster = {};
 };
 
 /// A plugin's "ipam", parsed once with the rest of its config. Drivers hand it to run_ipam()
@@ -105,6 +107,8 @@ struct Context {
   /// DEL/CHECK of a completed attachment: its recorded result (internal 1.1.0 shape), the
   /// prevResult delegated plugins get (libcni passes the list's cached result); else null.
   const json::Value* attachment_result = nullptr;
+  /// How the cluster IPAM reaches whereabouts' pools in the Kubernetes API (release on DEL).
+  ipam::ClusterAccess ipam_cluster;
 };
 
 /// One attachment kind or chained feature. See the file comment for the life of a plugin.

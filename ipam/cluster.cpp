@@ -16,6 +16,7 @@
 #include <set>
 
 #include "ipam/cluster_internal.hpp"
+#include "ipam/cluster_kube.hpp"
 #include "ipam/host_local.hpp"
 
 #include "engine/base/text.hpp"
@@ -23,6 +24,8 @@
 namespace plumb::ipam::cluster {
 namespace {
 using internal::from_u128;
+using internal::identity;
+using internal::pod_ref_of;
 using internal::requested;
 using internal::to_u128;
 using internal::u128;
@@ -103,38 +106,6 @@ Result<Ident> decode_holder(const etcd::KeyValue& kv) {
   auto doc = json::parse(kv.value, "etcd key " + kv.key);
   if (!doc) return std::unexpected(doc.error());
   return decode_ident(*doc, "etcd key " + kv.key);
-}
-
-std::string pod_ref_of(const Request& req) {
-  auto name = detail::cni_arg(req, "K8S_POD_NAME");
-  if (!name || name->empty()) return {};
-  return detail::cni_arg(req, "K8S_POD_NAMESPACE").value_or("default") + "/" + *name;
-}
-
-Status check_ids(const Request& req, const std::string& type, bool need_ifname) {
-  if (req.container_id.empty()) return fail(cni_code::kInvalidEnv, type + ": CNI_CONTAINERID is empty");
-  if (req.container_id.find('\0') != std::string::npos) {
-    return fail(cni_code::kInvalidEnv, type + ": CNI_CONTAINERID contains a NUL byte");
-  }
-  if (need_ifname && req.ifname.empty()) return fail(cni_code::kInvalidEnv, type + ": CNI_IFNAME is empty");
-  if (req.ifname.find('/') != std::string::npos || req.ifname.find('\0') != std::string::npos) {
-    return fail(cni_code::kInvalidEnv, type + ": CNI_IFNAME \"" + req.ifname + "\" is not an interface name");
-  }
-  return {};
-}
-
-/// Whom an allocation belongs to: (container ID, ifname), or for an IPAMClaim the owner id
-/// (Request::owner) and kClaimIfname: a claim's addresses follow the claim whatever interface the
-/// pod gives them. `need_ifname`: CNI_IFNAME must be valid (add/check; del takes what it gets).
-constexpr std::string_view kClaimIfname = "claim";
-Result<std::pair<std::string, std::string>> identity(const Request& req, const std::string& type, bool need_ifname) {
-  const std::string& owner = req.owner;
-  if (!owner.empty()) {
-    if (owner.find('\0') != std::string::npos) return fail(cni_code::kInvalidConfig, type + ": allocation owner contains a NUL byte");
-    return std::pair{owner, std::string(kClaimIfname)};
-  }
-  PLUMB_TRY(check_ids(req, type, need_ifname));
-  return std::pair{req.container_id, req.ifname};
 }
 
 /// Candidate search over one pool: windows of addresses read with one keys-only range each,
@@ -550,29 +521,45 @@ Status ClusterIpam::check(const Request& req, const cni::CniResult& prev) {
   return {};
 }
 
-Status ClusterIpam::gc(const Request&, const KeepFn& keep) {
+Result<std::vector<ClusterIpam::OwnerEntry>> ClusterIpam::owners() {
   const std::string prefix = owner_prefix(cfg_.pool_name);
   const std::string end = etcd::prefix_end(prefix);
   std::string from = prefix;
-  Status first;
+  std::vector<OwnerEntry> out;
   for (;;) {
     auto page = PLUMB_TRY(client_.range(from, end, false, kGcPage));
     for (auto& kv : page.kvs) {
       auto o = Owner::decode(kv);
-      if (!o || o->id.node != node_) continue;
-      if (std::string_view(o->id.container_id).starts_with(kClaimOwnerPrefix)) continue;  // an IPAMClaim's
-      if (keep(o->id.container_id, o->id.ifname)) continue;
-      auto st = release_owner(kv.key, kMaxReleases, kv.mod_revision);
-      if (!st && first) first = std::unexpected(st.error().within(cfg_.type + ": GC of " + o->id.str()));
+      if (!o) continue;  // not ours to judge
+      out.push_back(OwnerEntry{kv.key, kv.mod_revision, o->id.container_id, o->id.ifname, o->id.pod_ref, o->id.node, o->ips});
     }
     if (!page.more || page.kvs.empty()) break;
     from = page.kvs.back().key + std::string(1, '\0');
+  }
+  return out;
+}
+
+Status ClusterIpam::release_entry(const OwnerEntry& e) { return release_owner(e.key, kMaxReleases, e.mod_revision); }
+
+Status ClusterIpam::gc(const Request&, const KeepFn& keep) {
+  Status first;
+  for (const OwnerEntry& o : PLUMB_TRY(owners())) {
+    if (o.node != node_) continue;
+    if (std::string_view(o.container_id).starts_with(kClaimOwnerPrefix)) continue;  // an IPAMClaim's
+    if (keep(o.container_id, o.ifname)) continue;
+    auto st = release_entry(o);
+    if (!st && first) {
+      first = std::unexpected(st.error().within(cfg_.type + ": GC of container " + o.container_id + " interface " + o.ifname));
+    }
   }
   return first;
 }
 
 Result<std::unique_ptr<ClusterIpam>> make(const json::Value& ipam, const std::string& node) {
   Config cfg = PLUMB_TRY(parse_config(ipam));
+  if (cfg.datastore != Datastore::Etcd) {
+    return fail(cni_code::kInvalidConfig, cfg.type + ": no etcd_host or etcd_endpoints: this pool lives in the Kubernetes API");
+  }
   if (node.empty() || node.find('/') != std::string::npos) {
     return fail(cni_code::kInvalidEnv, "node name \"" + node + "\" is empty or contains '/'");
   }
@@ -585,10 +572,15 @@ Result<std::unique_ptr<ClusterIpam>> make(const json::Value& ipam, const std::st
 
 namespace plumb::ipam::detail {
 
-Result<std::unique_ptr<Ipam>> make_cluster(const json::Value& ipam) {
+Result<std::unique_ptr<Ipam>> make_cluster(const json::Value& ipam, const ClusterAccess* access) {
   // Validate the config before asking for the node name, so config errors come first.
-  PLUMB_TRY(cluster::parse_config(ipam));
+  auto cfg = PLUMB_TRY(cluster::parse_config(ipam));
   std::string node = PLUMB_TRY(cluster::node_name());
+  if (cfg.datastore == cluster::Datastore::Kubernetes) {
+    auto k = cluster::make_kube(std::move(cfg), node, access);
+    if (!k) return std::unexpected(k.error().within("ipam"));
+    return std::unique_ptr<Ipam>(std::move(*k));
+  }
   auto c = PLUMB_TRY(cluster::make(ipam, node));
   return std::unique_ptr<Ipam>(std::move(c));
 }

@@ -1,6 +1,8 @@
-// Cluster-wide IPAM: one pool shared by every node, kept in etcd, allocated with compare-and-swap
-// transactions and no global lock. Served for "type": "whereabouts" (its config keys, so
-// existing NADs move over unchanged) and "type": "plumb-cluster".
+// Cluster-wide IPAM: one pool shared by every node, allocated with compare-and-swap and no
+// global lock, kept where whereabouts keeps it: its IPPool objects in the Kubernetes API
+// (ipam/cluster_kube.hpp; whereabouts' default, used when no etcd key is set) or in etcd (this
+// file). Served for "type": "whereabouts" (its config keys, so existing NADs move over unchanged)
+// and "type": "plumb-cluster".
 //
 // Config (the "ipam" object; whereabouts' names):
 //   range          "192.0.2.0/24" or "192.0.2.10-192.0.2.20/24" (start-end/prefix)
@@ -14,8 +16,12 @@
 //   etcd_host ("host:port" or URL, comma separated), etcd_endpoints ([URL...]),
 //   etcd_ca_cert_file, etcd_cert_file, etcd_key_file, etcd_username, etcd_password
 //   etcd_retry_timeout_ms (plumb's): budget for one etcd operation (default 10000)
-// Ignored whereabouts keys: datastore ("kubernetes" without etcd endpoints is an error), log_file,
-// log_level, kubernetes, leader_*, enable_overlapping_ranges, reconciler_cron_expression.
+//   datastore      "kubernetes" or "etcd"; default: etcd when etcd endpoints are given
+//   enable_overlapping_ranges (default true), node_slice_size ("/28"), kubernetes.kubeconfig:
+//                  the Kubernetes datastore's (ipam/cluster_kube.hpp)
+// Accepted and ignored (plumb needs no leader and logs as plumb does): leader_lease_duration,
+// leader_renew_deadline, leader_retry_period, sleep_for_race, log_file, log_level,
+// configuration_path, reconciler_cron_expression, kubernetes.k8s_api_root.
 //
 // Storage (etcd keys):
 //   /plumb/ipam/<pool>/<ip>                      {containerID, ifname, podRef, node, time}
@@ -72,6 +78,10 @@ struct Pool {
   [[nodiscard]] std::string str() const;
 };
 
+/// Where a pool lives: whereabouts' IPPool objects in the Kubernetes API (whereabouts' default,
+/// ipam/cluster_kube.hpp), or plumb's keys in etcd (this file).
+enum class Datastore { Kubernetes, Etcd };
+
 /// The validated "ipam" object.
 struct Config {
   std::string type;                   // "whereabouts" or "plumb-cluster" (for messages)
@@ -81,11 +91,18 @@ struct Config {
   std::vector<cni::RouteEntry> routes;
   cni::Dns dns;
   etcd::Options etcd;
+  Datastore datastore = Datastore::Kubernetes;  // etcd when etcd_host/etcd_endpoints are set
+  std::string network_name;         // network_name as written ("" = unnamed: IPPool names carry no prefix)
+  bool overlapping_ranges = true;   // enable_overlapping_ranges (whereabouts' default: on)
+  std::string node_slice_size;      // node_slice_size as written ("" = no node slices)
+  std::optional<unsigned> node_slice_len;  // node_slice_size as a prefix length
+  std::string kubeconfig;           // kubernetes.kubeconfig: used only when plumb itself has no API credentials
 };
 
 /// Parses and validates the whole "ipam" object (keys in the file comment). Errors:
 /// kInvalidConfig naming the field and value (bad CIDR, start after end, address outside the
-/// subnet, overlapping entries, no range, no etcd endpoint, cert without key).
+/// subnet, overlapping entries, no range, datastore "etcd" without endpoint, cert without key,
+/// node_slice_size that is not a prefix length inside the range or with several ranges).
 [[nodiscard]] Result<Config> parse_config(const json::Value& ipam);
 
 /// Fixed-width text of an address as used in keys ("192.000.002.007", "2001:0db8:0000:...").
@@ -103,8 +120,8 @@ struct Config {
 /// "/plumb/cursors/<pool>/<node>".
 [[nodiscard]] std::string cursor_key(const std::string& pool, const std::string& node);
 
-/// The node name owners are recorded with: $NODE_NAME if set and not empty, else the host
-/// name. Errors: kInvalidEnv when neither is usable or the name contains '/'.
+/// The node name owners are recorded with (and node slices are assigned to): $NODE_NAME if set
+/// and not empty, else whereabouts' $NODENAME, else the host name. Errors: kInvalidEnv when neither is usable or the name contains '/'.
 [[nodiscard]] Result<std::string> node_name();
 
 /// Owner id prefix of IPAMClaim-held allocations: GC never releases them.
@@ -136,6 +153,22 @@ class ClusterIpam final : public Ipam {
   /// Releases allocations of this node whose owner `keep` rejects; IPAMClaim owners
   /// (kClaimOwnerPrefix) are kept. Every owner is tried; the first error is returned.
   [[nodiscard]] Status gc(const Request& req, const KeepFn& keep) override;
+  [[nodiscard]] bool supports_owner() const override { return true; }
+
+  /// One allocation owner of the pool as stored (the reconciler judges them one by one).
+  struct OwnerEntry {
+    std::string key;        // its owner key
+    int64_t mod_revision = 0;
+    std::string container_id;  // or an IPAMClaim owner ("ipamclaim:<ns>/<name>")
+    std::string ifname;
+    std::string pod_ref;    // "<ns>/<pod>", "" when unknown
+    std::string node;       // the node that allocated
+    std::vector<IpPrefix> ips;
+  };
+  /// Every owner of the pool (paged reads). Errors: etcd's.
+  [[nodiscard]] Result<std::vector<OwnerEntry>> owners();
+  /// Releases an owner listed by owners() and its addresses, only while its key is unchanged.
+  [[nodiscard]] Status release_entry(const OwnerEntry& e);
 
   /// Releases `ip` if container_id+ifname holds it (and drops it from the owner's list).
   /// Errors: kConflict naming the holder when someone else holds it; absent is not an error.
@@ -158,12 +191,14 @@ class ClusterIpam final : public Ipam {
   AddStats stats_;
 };
 
-/// Builds the cluster IPAM for `node` from its "ipam" object (no etcd request is made).
+/// Builds the etcd datastore's cluster IPAM for `node` from its "ipam" object (no etcd request
+/// is made). Errors: parse_config's; kInvalidConfig when the config names no etcd endpoint.
 [[nodiscard]] Result<std::unique_ptr<ClusterIpam>> make(const json::Value& ipam, const std::string& node);
 
 }  // namespace plumb::ipam::cluster
 
 namespace plumb::ipam::detail {
-/// make()'s entry for "whereabouts" and "plumb-cluster": the node from cluster::node_name().
-[[nodiscard]] Result<std::unique_ptr<Ipam>> make_cluster(const json::Value& ipam);
+/// make()'s entry for "whereabouts" and "plumb-cluster": the node from cluster::node_name(); the
+/// Kubernetes datastore reached through `access` (null: only ipam.kubernetes.kubeconfig).
+[[nodiscard]] Result<std::unique_ptr<Ipam>> make_cluster(const json::Value& ipam, const ClusterAccess* access);
 }  // namespace plumb::ipam::detail

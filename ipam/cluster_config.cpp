@@ -10,6 +10,7 @@
 #include "engine/base/text.hpp"
 #include "ipam/cluster_internal.hpp"
 #include "ipam/host_local.hpp"
+#include "ipam/whereabouts.hpp"
 
 namespace plumb::ipam::cluster {
 namespace {
@@ -116,6 +117,40 @@ Status add_endpoints(const json::Value& ipam, const char* key, std::vector<std::
   return {};
 }
 
+/// The Kubernetes datastore's keys (whereabouts'): which datastore, overlapping ranges, node
+/// slices, and the keys accepted as no-ops.
+Status parse_datastore(const json::Value& ipam, Config& c) {
+  auto store = PLUMB_TRY(json::get_string(ipam, "datastore", "ipam"));
+  if (store && *store != "kubernetes" && *store != "etcd") {
+    return fail(cni_code::kInvalidConfig, "ipam.datastore \"" + *store + "\" must be \"kubernetes\" or \"etcd\"");
+  }
+  if (store && *store == "etcd" && c.etcd.endpoints.empty()) {
+    return fail(cni_code::kInvalidConfig, "ipam.datastore is \"etcd\" but ipam.etcd_host (or ipam.etcd_endpoints) is missing");
+  }
+  // whereabouts' default datastore is Kubernetes; etcd when its endpoints are given.
+  c.datastore = (store && *store == "kubernetes") || c.etcd.endpoints.empty() ? Datastore::Kubernetes : Datastore::Etcd;
+  c.overlapping_ranges = PLUMB_TRY(json::get_bool(ipam, "enable_overlapping_ranges", "ipam")).value_or(true);
+  if (const json::Value* k = PLUMB_TRY(json::get_object(ipam, "kubernetes", "ipam")); k != nullptr) {
+    c.kubeconfig = PLUMB_TRY(json::get_string(*k, "kubeconfig", "ipam.kubernetes")).value_or("");
+  }
+  for (const char* key : {"leader_lease_duration", "leader_renew_deadline", "leader_retry_period", "sleep_for_race"}) {
+    PLUMB_TRY(json::get_int(ipam, key, "ipam"));  // accepted: plumb needs no leader election
+  }
+  auto slice = PLUMB_TRY(json::get_string(ipam, "node_slice_size", "ipam"));
+  if (!slice || slice->empty()) return {};
+  if (c.datastore != Datastore::Kubernetes) {
+    return fail(cni_code::kInvalidConfig, "ipam.node_slice_size \"" + *slice + "\" needs the Kubernetes datastore (no etcd keys)");
+  }
+  if (c.pools.size() != 1) {
+    return fail(cni_code::kInvalidConfig, "ipam.node_slice_size \"" + *slice + "\" takes exactly one range (got " +
+                                              std::to_string(c.pools.size()) + ", as whereabouts' node slices)");
+  }
+  c.node_slice_size = *slice;
+  c.node_slice_len = PLUMB_TRY(whereabouts::parse_slice_size(*slice, c.pools[0].subnet));
+  PLUMB_TRY(whereabouts::divide(c.pools[0].subnet, *c.node_slice_len));
+  return {};
+}
+
 }  // namespace
 
 Result<std::vector<std::optional<IpAddr>>> internal::requested(const Request& req, const Config& cfg) {
@@ -147,6 +182,38 @@ Result<std::vector<std::optional<IpAddr>>> internal::requested(const Request& re
     want[*idx] = ip;
   }
   return want;
+}
+
+std::string internal::pod_ref_of(const Request& req) {
+  auto name = detail::cni_arg(req, "K8S_POD_NAME");
+  if (!name || name->empty()) return {};
+  return detail::cni_arg(req, "K8S_POD_NAMESPACE").value_or("default") + "/" + *name;
+}
+
+namespace {
+
+Status check_ids(const Request& req, const std::string& type, bool need_ifname) {
+  if (req.container_id.empty()) return fail(cni_code::kInvalidEnv, type + ": CNI_CONTAINERID is empty");
+  if (req.container_id.find('\0') != std::string::npos) {
+    return fail(cni_code::kInvalidEnv, type + ": CNI_CONTAINERID contains a NUL byte");
+  }
+  if (need_ifname && req.ifname.empty()) return fail(cni_code::kInvalidEnv, type + ": CNI_IFNAME is empty");
+  if (req.ifname.find('/') != std::string::npos || req.ifname.find('\0') != std::string::npos) {
+    return fail(cni_code::kInvalidEnv, type + ": CNI_IFNAME \"" + req.ifname + "\" is not an interface name");
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<std::pair<std::string, std::string>> internal::identity(const Request& req, const std::string& type, bool need_ifname) {
+  const std::string& owner = req.owner;
+  if (!owner.empty()) {
+    if (owner.find('\0') != std::string::npos) return fail(cni_code::kInvalidConfig, type + ": allocation owner contains a NUL byte");
+    return std::pair{owner, std::string(kClaimIfname)};
+  }
+  PLUMB_TRY(check_ids(req, type, need_ifname));
+  return std::pair{req.container_id, req.ifname};
 }
 
 bool Pool::allocatable(const IpAddr& a) const {
@@ -195,6 +262,7 @@ Result<Config> parse_config(const json::Value& ipam) {
       return fail(cni_code::kInvalidConfig, "ipam.network_name \"" + *name + "\" cannot name a pool (no '/', not '.' or '..')");
     }
     c.pool_name = *name;
+    c.network_name = *name;
   }
   c.routes = PLUMB_TRY(detail::parse_routes(ipam, "ipam"));
   if (const json::Value* dns = PLUMB_TRY(json::get_object(ipam, "dns", "ipam")); dns != nullptr) {
@@ -205,13 +273,8 @@ Result<Config> parse_config(const json::Value& ipam) {
   }
   PLUMB_TRY(add_endpoints(ipam, "etcd_host", c.etcd.endpoints));
   PLUMB_TRY(add_endpoints(ipam, "etcd_endpoints", c.etcd.endpoints));
-  if (c.etcd.endpoints.empty()) {
-    auto store = PLUMB_TRY(json::get_string(ipam, "datastore", "ipam"));
-    std::string why = store && *store == "kubernetes"
-                          ? " (ipam.datastore \"kubernetes\" is not supported: plumb keeps cluster pools in etcd)"
-                          : "";
-    return fail(cni_code::kInvalidConfig, "ipam.etcd_host (or ipam.etcd_endpoints) is missing" + why);
-  }
+  PLUMB_TRY(parse_datastore(ipam, c));
+  if (c.datastore == Datastore::Kubernetes) return c;
   struct Text {
     const char* key;
     std::string* out;
@@ -302,8 +365,10 @@ std::string cursor_key(const std::string& pool, const std::string& node) {
 
 Result<std::string> node_name() {
   std::string name;
-  if (const char* env = std::getenv("NODE_NAME"); env != nullptr && *env != '\0') {
-    name = env;
+  const char* env = std::getenv("NODE_NAME");
+  if (env == nullptr || *env == '\0') env = std::getenv("NODENAME");  // whereabouts' variable
+  if (env != nullptr && *env != '\0') {
+    name = text::trim(env);
   } else {
     char host[256] = {0};
     if (::gethostname(host, sizeof host - 1) != 0) {

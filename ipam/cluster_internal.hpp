@@ -2,7 +2,11 @@
 // config, requested addresses, key layout). Not part of the IPAM's interface.
 #pragma once
 
+#include <sys/socket.h>
+
 #include <optional>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "ipam/cluster.hpp"
@@ -36,5 +40,18 @@ inline IpAddr from_u128(int family, u128 v) {
 /// address when it is outside every range, excluded, or a second address for one range;
 /// kInvalidConfig for a malformed address.
 [[nodiscard]] Result<std::vector<std::optional<IpAddr>>> requested(const Request& req, const Config& cfg);
+
+/// The ifname of IPAMClaim-owned allocations: a claim's addresses follow the claim whatever
+/// interface the pod gives them.
+inline constexpr std::string_view kClaimIfname = "claim";
+
+/// Whom an allocation belongs to: (container ID, ifname), or for an IPAMClaim the owner id
+/// (Request::owner) and kClaimIfname. `need_ifname`: CNI_IFNAME must be valid (add/check; del
+/// takes what it gets). Errors: kInvalidEnv for an empty or malformed CNI_CONTAINERID/CNI_IFNAME.
+[[nodiscard]] Result<std::pair<std::string, std::string>> identity(const Request& req, const std::string& type,
+                                                                   bool need_ifname);
+
+/// "<K8S_POD_NAMESPACE, default "default">/<K8S_POD_NAME>", or "" without a pod name.
+[[nodiscard]] std::string pod_ref_of(const Request& req);
 
 }  // namespace plumb::ipam::cluster::internal

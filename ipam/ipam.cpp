@@ -13,7 +13,7 @@ bool implemented(std::string_view type) {
   return type == "host-local" || type == "static" || type == "whereabouts" || type == "plumb-cluster";
 }
 
-Result<std::unique_ptr<Ipam>> make(const json::Value& ipam, const cni::PluginSearch* search) {
+Result<std::unique_ptr<Ipam>> make(const json::Value& ipam, const cni::PluginSearch* search, const ClusterAccess* cluster) {
   if (!ipam.IsObject()) {
     return fail(cni_code::kInvalidConfig, "ipam must be an object, got " + json::quote(ipam));
   }
@@ -21,7 +21,7 @@ Result<std::unique_ptr<Ipam>> make(const json::Value& ipam, const cni::PluginSea
   if (!type) return fail(cni_code::kInvalidConfig, "ipam.type is missing");
   if (*type == "host-local") return detail::make_host_local(ipam);
   if (*type == "static") return detail::make_static(ipam);
-  if (*type == "whereabouts" || *type == "plumb-cluster") return detail::make_cluster(ipam);
+  if (*type == "whereabouts" || *type == "plumb-cluster") return detail::make_cluster(ipam, cluster);
   if (search != nullptr) return detail::make_delegated(*type, *search);
   return fail(cni_code::kInvalidConfig,
               "ipam.type \"" + *type + "\" is not supported (plumb implements host-local, static, whereabouts and plumb-cluster)");

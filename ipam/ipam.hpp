@@ -15,6 +15,7 @@
 #include "engine/cni/delegate.hpp"
 #include "engine/base/json.hpp"
 #include "engine/base/result.hpp"
+#include "engine/k8s/client.hpp"
 
 namespace plumb::ipam {
 
@@ -67,14 +68,15 @@ class Ipam {
   /// Verifies the container still holds the addresses in `prev` (CHECK). Errors name the address.
   [[nodiscard]] virtual Status check(const Request& req, const cni::CniResult& prev) = 0;
 
-  /// Whether this IPAM can hold addresses for Request::owner (IPAMClaims, spec 8): host-local.
+  /// Whether this IPAM can hold addresses for Request::owner (IPAMClaims, spec 8): host-local
+  /// and the cluster IPAM (both datastores).
   [[nodiscard]] virtual bool supports_owner() const { return false; }
   /// The plugin type this IPAM delegates to (ipam/delegated.cpp); "" for plumb's own IPAMs.
   [[nodiscard]] virtual std::string delegated_type() const { return {}; }
 
   /// GC's question about one allocation owner (container ID, ifname): true = still in use.
   using KeepFn = std::function<bool(const std::string& container_id, const std::string& ifname)>;
-  /// CNI GC for IPAMs whose allocations live beyond this node's records (cluster pools in etcd):
+  /// CNI GC for IPAMs whose allocations live beyond this node's records (cluster pools):
   /// releases what this node holds for owners `keep` rejects. req gives network_name and ipam
   /// (container_id/ifname unused). Default: nothing to do (host-local, static).
   [[nodiscard]] virtual Status gc(const Request& req, const KeepFn& keep) {
@@ -84,13 +86,25 @@ class Ipam {
   }
 };
 
+/// How plumb's cluster IPAM reaches the Kubernetes API for whereabouts' pools: with plumb's own
+/// credentials (its config's kubeconfig, else the in-cluster service account), never a second
+/// set of its own. Plain settings: nothing is read or connected until an IPAM needs it.
+struct ClusterAccess {
+  std::string kubeconfig;      ///< plumb config kubeconfig; "" = in-cluster when KUBERNETES_SERVICE_HOST is set
+  k8s::Options api;            ///< apiTimeoutSeconds, apiRetries
+  std::string pool_namespace;  ///< plumb config whereaboutsNamespace; "" = the credentials' namespace, else kube-system
+};
+
 /// Builds the IPAM named by ipam.type: "host-local", "static", or the cluster IPAM on etcd
-/// ("whereabouts", "plumb-cluster"; ipam/cluster.hpp). Parses and validates the whole
-/// config now (ranges, gateways, routes, addresses). Any other type is delegated (CNI IPAM
-/// delegation, ipam/delegated.cpp) when `search` is given: its binary must exist now.
-/// Errors: kInvalidConfig naming the field and value; an unknown type without `search` is
-/// kInvalidConfig naming it; kNotFound naming a delegated type and the directories searched.
-[[nodiscard]] Result<std::unique_ptr<Ipam>> make(const json::Value& ipam, const cni::PluginSearch* search = nullptr);
+/// ("whereabouts", "plumb-cluster"; ipam/cluster.hpp: etcd, or whereabouts' IPPools through
+/// `cluster`). Parses and validates the whole config now (ranges, gateways, routes, addresses)
+/// and loads the credentials a Kubernetes pool needs (no request is made). Any other type is
+/// delegated (CNI IPAM delegation, ipam/delegated.cpp) when `search` is given: its binary must
+/// exist now. Errors: kInvalidConfig naming the field and value (also a Kubernetes pool without
+/// credentials); an unknown type without `search` is kInvalidConfig naming it; kNotFound naming
+/// a delegated type and the directories searched.
+[[nodiscard]] Result<std::unique_ptr<Ipam>> make(const json::Value& ipam, const cni::PluginSearch* search = nullptr,
+                                                 const ClusterAccess* cluster = nullptr);
 /// True for the IPAM types plumb implements itself (make() without a search builds them).
 [[nodiscard]] bool implemented(std::string_view type);
 

@@ -76,6 +76,7 @@ drivers::Context make_context(const cni::Env& env, const PlumbConfig& conf, Kern
   ctx.cni_args = env.args;
   ctx.vf_backends = nullptr;
   ctx.plugin_search = plugin_search(conf, env.path);
+  ctx.ipam_cluster = ipam_cluster(conf);
   return ctx;
 }
 

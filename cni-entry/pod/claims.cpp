@@ -1,4 +1,5 @@
-// IPAMClaims: hand a claim to host-local, publish its addresses, release them at GC (claims.hpp).
+// IPAMClaims: hand a claim to the IPAM (host-local, the cluster IPAM), publish its addresses,
+// release them at GC (claims.hpp).
 #include "engine/base/file.hpp"
 #include "cni-entry/pod/claims.hpp"
 
@@ -40,7 +41,7 @@ Result<std::optional<Use>> prepare(source::PodSource& src, const std::string& st
   const std::string who = "IPAMClaim " + pod_namespace + "/" + element->ipam_claim_reference;
   if (std::none_of(parsed.begin(), parsed.end(), holds_for_owner)) {
     log.warning("network " + network + ": ignoring \"ipam-claim-reference\" " + who +
-                ": none of the network's plugins uses host-local IPAM, the only one plumb can tie to a claim");
+                ": none of the network's plugins uses an IPAM plumb can tie to a claim (host-local, whereabouts, plumb-cluster)");
     return std::optional<Use>{};
   }
   if (!file_safe(network))
@@ -90,7 +91,7 @@ Status publish(source::PodSource& src, const Use& use, const cni::CniResult& res
   return {};
 }
 
-Status gc(source::PodSource& src, const std::string& state_dir, Log& log) {
+Status gc(source::PodSource& src, const std::string& state_dir, const ipam::ClusterAccess& cluster, Log& log) {
   const std::string dir = claims_dir(state_dir);
   struct stat sb {};
   if (::stat(dir.c_str(), &sb) != 0) return {};  // no claim was ever used here
@@ -139,7 +140,7 @@ Status gc(source::PodSource& src, const std::string& state_dir, Log& log) {
           all_released = false;
           continue;
         }
-        auto ipam = ipam::make(*ipam_conf);
+        auto ipam = ipam::make(*ipam_conf, nullptr, &cluster);
         Status st = ipam ? Status{} : Status(std::unexpected(ipam.error()));
         if (ipam) {
           ipam::Request req;

@@ -4,9 +4,10 @@
 // (ipamclaims.k8s.cni.cncf.io/v1alpha1) or the local store (<store>/ipamclaims/).
 //
 // How: the attachment's IPAM gets the claim as ipam::Request::owner ("ipamclaim:<ns>/<name>")
-// and owner_ips (status.ips when set), through drivers::Context::ipam_owner: host-local then holds
-// the addresses for the claim (so a pod's DEL, which releases by container ID, leaves them
-// alone) and requests status.ips. Each claimed
+// and owner_ips (status.ips when set), through drivers::Context::ipam_owner: host-local or the
+// cluster IPAM then holds the addresses for the claim (so a pod's DEL, which releases by container
+// ID, leaves them alone) and requests status.ips. With the cluster IPAM the claim's addresses
+// live in the cluster's pool, so the claim follows the pod to any node. Each claimed
 // allocation is recorded under <stateDir>/ipamclaims/<ns>/<claim>/<network>.json before any
 // address is taken, so GC can release it once the claim no longer exists.
 #pragma once
@@ -35,7 +36,7 @@ struct Use {
 
 /// Prepares one planned attachment: for a selection element with ipam-claim-reference, the claim
 /// is read from `src` in `pod_namespace` and, for every plugin of `parsed` whose IPAM can hold
-/// addresses for an owner (ipam::Ipam::supports_owner: host-local), recorded for GC under
+/// addresses for an owner (ipam::Ipam::supports_owner: host-local, the cluster IPAM), recorded for GC under
 /// `state_dir` before any address is taken. A network with no such IPAM ignores the claim (spec
 /// 4.1.2.1.11: delegates that do not implement it ignore it) with a warning in `log`. Returns the
 /// claim in use, or nullopt. Errors: kNotFound naming the claim when it does not exist; the
@@ -50,9 +51,10 @@ struct Use {
 /// kNotFound; different status.ips set by another writer kConflict).
 [[nodiscard]] Status publish(source::PodSource& src, const Use& use, const cni::CniResult& result);
 
-/// GC: for every recorded claim that `src` says no longer exists, releases the addresses
-/// host-local holds for it and drops the record; claims that exist, or that cannot be looked up
-/// (logged), are kept. Returns the first error (lookup or release); records are processed on.
-[[nodiscard]] Status gc(source::PodSource& src, const std::string& state_dir, Log& log);
+/// GC: for every recorded claim that `src` says no longer exists, releases the addresses its
+/// IPAM holds for it (host-local; the cluster IPAM through `cluster`) and drops the record;
+/// claims that exist, or that cannot be looked up (logged), are kept. Returns the first error
+/// (lookup or release); records are processed on.
+[[nodiscard]] Status gc(source::PodSource& src, const std::string& state_dir, const ipam::ClusterAccess& cluster, Log& log);
 
 }  // namespace plumb::pod::claims

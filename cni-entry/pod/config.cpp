@@ -1,9 +1,12 @@
 #include "cni-entry/pod/config.hpp"
 
 #include "engine/cni/cni.hpp"
+#include "cni-entry/npwg/nad.hpp"
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
+#include <cmath>
 
 namespace plumb::pod {
 namespace {
@@ -113,6 +116,12 @@ Result<PlumbConfig> parse_config(std::string_view text) {
     c.api_retries = static_cast<int>(*v);
   }
   c.status_errors_fatal = PLUMB_TRY(json::get_bool(d, "statusErrorsFatal", w)).value_or(false);
+  if (auto v = PLUMB_TRY(json::get_string(d, "whereaboutsNamespace", w)); v && !v->empty()) {
+    if (!nad::is_dns1123_label(*v)) {
+      return fail(cni_code::kInvalidConfig, "plumb config.whereaboutsNamespace \"" + *v + "\" is not a namespace name (DNS-1123 label)");
+    }
+    c.whereabouts_namespace = *v;
+  }
   PLUMB_TRY(parse_pod_resources(d, c));
   PLUMB_TRY(parse_multus_keys(d, c));
   for (const auto* key : {"storeDir", "stateDir"}) {
@@ -137,6 +146,18 @@ Result<PlumbConfig> parse_config(std::string_view text) {
   c.valid_attachments = std::move(valid);
   c.valid_attachments.insert(c.valid_attachments.end(), legacy.begin(), legacy.end());
   return c;
+}
+
+k8s::Options api_options(const PlumbConfig& conf) {
+  k8s::Options opts;
+  opts.timeout = std::chrono::milliseconds(static_cast<int64_t>(std::llround(conf.api_timeout_seconds * 1000)));
+  if (opts.timeout.count() < 1) opts.timeout = std::chrono::milliseconds(1);
+  opts.retries = conf.api_retries;
+  return opts;
+}
+
+ipam::ClusterAccess ipam_cluster(const PlumbConfig& conf) {
+  return ipam::ClusterAccess{conf.kubeconfig, api_options(conf), conf.whereabouts_namespace};
 }
 
 }  // namespace plumb::pod

@@ -12,6 +12,8 @@
 #include "engine/base/json.hpp"
 #include "engine/base/result.hpp"
 #include "engine/cni/delegate.hpp"
+#include "engine/k8s/client.hpp"
+#include "ipam/ipam.hpp"
 
 namespace plumb::pod {
 
@@ -42,6 +44,8 @@ struct PlumbConfig {
   double api_timeout_seconds = 30;      // apiTimeoutSeconds: one request attempt, connect included
   int api_retries = 3;                  // apiRetries: extra attempts after transient errors (backoff 0.5 s doubling, max 4 s)
   bool status_errors_fatal = false;     // statusErrorsFatal: a failed network-status write fails (and undoes) the ADD
+  std::string whereabouts_namespace;    // whereaboutsNamespace: where whereabouts' IPPools live ("" = the
+                                        // kubeconfig context's namespace, else kube-system, as whereabouts)
   // kubelet's pod-resources API (cni-entry/source/kubelet.hpp): device IDs of NADs with resourceName.
   std::string pod_resources_socket = source::kDefaultPodResourcesSocket;  // podResourcesSocket
   double pod_resources_timeout_seconds = 10;  // podResourcesTimeoutSeconds: the whole lookup (Multus: 10 s)
@@ -70,6 +74,13 @@ struct PlumbConfig {
 /// and the refused logOptions and auxiliaryCNIChainName; plus plumb's delegateTimeoutSeconds
 /// and readinessTimeoutSeconds. Errors: kInvalidConfig naming the key and value.
 [[nodiscard]] Status parse_multus_keys(const json::Value& d, PlumbConfig& c);
+
+/// The API request options plumb's config asks for (apiTimeoutSeconds, apiRetries).
+[[nodiscard]] k8s::Options api_options(const PlumbConfig& conf);
+
+/// How the cluster IPAM reaches whereabouts' pools in the Kubernetes API: plumb's kubeconfig (or
+/// in-cluster service account), its API options and whereaboutsNamespace.
+[[nodiscard]] ipam::ClusterAccess ipam_cluster(const PlumbConfig& conf);
 
 /// Where plugins plumb delegates to are found for this invocation: binDir, then CNI_PATH.
 [[nodiscard]] cni::PluginSearch plugin_search(const PlumbConfig& conf, const std::string& cni_path_env);

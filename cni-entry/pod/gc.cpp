@@ -44,8 +44,9 @@ Status gc_ipams(const PlumbConfig& conf, const state::StateDir& state, const Ipa
     return state.has_records(cid);
   };
   Status first;
+  const ipam::ClusterAccess cluster = ipam_cluster(conf);
   for (const auto& [key, entry] : ipams) {
-    auto made = ipam::make(entry.second);
+    auto made = ipam::make(entry.second, nullptr, &cluster);
     Status st = made ? Status{} : Status(std::unexpected(made.error()));
     if (made) {
       ipam::Request req;
@@ -191,7 +192,7 @@ Result<std::string> do_gc(const cni::Env& env, const PlumbConfig& conf, Log& log
   {
     // [kube] addresses held for IPAMClaims that no longer exist (no request without claims).
     auto src = source::make_source(conf);
-    errors.add(src ? claims::gc(**src, conf.state_dir, log) : Status(std::unexpected(src.error())));
+    errors.add(src ? claims::gc(**src, conf.state_dir, ipam_cluster(conf), log) : Status(std::unexpected(src.error())));
   }
   auto st = errors.status();
   if (!st) return std::unexpected(st.error());

@@ -177,7 +177,7 @@ Status complete(Attachment& att, const cni::Env& env, const PlumbConfig& conf, s
   inject_device_id(att);
   // The device-info file path, handed as runtimeConfig.CNIDeviceInfoFile where declared.
   PLUMB_TRY(devinfo::plan(att.plugins, att.device_info, conf.device_info_dir, env.container_id, att.ifname));
-  auto parsed = parse_plugins(att.plugins, att.net.name, att.ifname, env.args, plugin_search(conf, env.path));
+  auto parsed = parse_plugins(att.plugins, att.net.name, att.ifname, env.args, plugin_search(conf, env.path), ipam_cluster(conf));
   if (!parsed) return std::unexpected(parsed.error().within(att.where()));
   att.parsed = std::move(*parsed);
   // IPAMClaims (spec 8): the claim's owner for the IPAM, recorded for GC.
@@ -193,9 +193,9 @@ std::string Attachment::where() const {
 
 Result<std::vector<drivers::ParsedPlugin>> parse_plugins(const json::Value& plugins, const std::string& network,
                                                          const std::string& ifname, const drivers::CniArgs& cni_args,
-                                                         const cni::PluginSearch& search) {
+                                                         const cni::PluginSearch& search, const ipam::ClusterAccess& cluster) {
   if (!plugins.IsArray()) return fail(cni_code::kInvalidConfig, "network " + network + ": the plugin list is not a list");
-  drivers::ParseInput in{network, ifname, cni_args, search};
+  drivers::ParseInput in{network, ifname, cni_args, search, cluster};
   std::vector<drivers::ParsedPlugin> out;
   for (const auto& p : plugins.GetArray()) out.push_back(PLUMB_TRY(drivers::parse_plugin(p, in)));
   return out;

@@ -52,10 +52,12 @@ struct PodPlan {
                                    const source::PodRef& pod, Log& log);
 
 /// Parses the plugins of one attachment (a JSON array of plugin configs: planned at ADD, or
-/// recorded for CHECK); types plumb does not implement are delegated through `search`.
+/// recorded for CHECK); types plumb does not implement are delegated through `search`; the
+/// cluster IPAM reaches the Kubernetes API through `cluster`.
 /// Errors: the drivers' parse errors naming the network.
 [[nodiscard]] Result<std::vector<drivers::ParsedPlugin>> parse_plugins(const json::Value& plugins, const std::string& network,
                                                                        const std::string& ifname, const drivers::CniArgs& cni_args,
-                                                                       const cni::PluginSearch& search);
+                                                                       const cni::PluginSearch& search,
+                                                                       const ipam::ClusterAccess& cluster = {});
 
 }  // namespace plumb::pod

@@ -3,7 +3,6 @@
 
 #include <chrono>
 #include <cmath>
-#include <cstdlib>
 
 #include "cni-entry/pod/config.hpp"
 #include "cni-entry/source/kube.hpp"
@@ -48,20 +47,11 @@ Result<std::optional<std::map<std::string, std::string>>> annotations_for_add(
 }
 
 Result<std::unique_ptr<PodSource>> make_source(const pod::PlumbConfig& conf) {
-  kube::Options opts;
-  opts.timeout = std::chrono::milliseconds(static_cast<int64_t>(std::llround(conf.api_timeout_seconds * 1000)));
-  if (opts.timeout.count() < 1) opts.timeout = std::chrono::milliseconds(1);
-  opts.retries = conf.api_retries;
-  if (!conf.kubeconfig.empty()) {
-    auto creds = kube::load_kubeconfig(conf.kubeconfig);
-    if (!creds) return std::unexpected(creds.error().within("plumb config.kubeconfig"));
-    return kube::make_kube_source(std::move(*creds), opts, conf.multus_namespace);
+  auto creds = k8s::configured(conf.kubeconfig);
+  if (!creds) {
+    return std::unexpected(conf.kubeconfig.empty() ? creds.error() : creds.error().within("plumb config.kubeconfig"));
   }
-  if (const char* host = std::getenv("KUBERNETES_SERVICE_HOST"); host != nullptr && *host != '\0') {
-    const char* port = std::getenv("KUBERNETES_SERVICE_PORT");
-    auto creds = PLUMB_TRY(kube::in_cluster(host, port != nullptr ? port : "443"));
-    return kube::make_kube_source(std::move(creds), opts, conf.multus_namespace);
-  }
+  if (*creds) return kube::make_kube_source(std::move(**creds), pod::api_options(conf), conf.multus_namespace);
   return make_local_store(conf.store_dir);
 }
 

@@ -126,8 +126,10 @@ TEST_CASE("whereabouts config errors name the field and value") {
         std::string::npos);
   CHECK(error_of(R"("range": "192.0.2.0/24", "exclude": ["2001:db8::/64"], )" + std::string(kEtcd)).find("ipam.exclude[0]") !=
         std::string::npos);
-  CHECK(error_of(R"("range": "192.0.2.0/24")").find("ipam.etcd_host (or ipam.etcd_endpoints) is missing") != std::string::npos);
-  CHECK(error_of(R"("range": "192.0.2.0/24", "datastore": "kubernetes")").find("datastore \"kubernetes\"") != std::string::npos);
+  // No etcd key is whereabouts' Kubernetes datastore (tests/ipam/cluster_kube_test.cpp); "etcd" needs one.
+  CHECK(error_of(R"("range": "192.0.2.0/24", "datastore": "etcd")").find("ipam.etcd_host (or ipam.etcd_endpoints) is missing") !=
+        std::string::npos);
+  CHECK(error_of(R"("range": "192.0.2.0/24", "datastore": "consul")").find("ipam.datastore \"consul\"") != std::string::npos);
   CHECK(error_of(R"("range": "192.0.2.0/24", "etcd_cert_file": "/c", )" + std::string(kEtcd)).find("etcd_key_file") !=
         std::string::npos);
   CHECK(error_of(R"("range": "192.0.2.0/24", "network_name": "a/b", )" + std::string(kEtcd)).find("\"a/b\"") != std::string::npos);

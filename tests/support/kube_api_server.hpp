@@ -23,9 +23,11 @@ namespace plumb::test {
 
 class KubeApiServer {
  public:
-  /// Starts the server with its data under `dir` (created). Waits up to 20 s for it to listen
+  /// Starts the server with its data under `dir` (created), listening on `host` (an address of
+  /// the test's current namespace; its certificate names it). Waits up to 20 s for it to listen
   /// (the first start makes certificates with openssl); fails the test (REQUIRE) otherwise.
-  explicit KubeApiServer(std::string dir) : dir_(std::move(dir)) {
+  explicit KubeApiServer(std::string dir, std::string host = "127.0.0.1")
+      : dir_(std::move(dir)), host_(std::move(host)) {
     std::filesystem::create_directories(dir_ + "/objects");
     start();
   }
@@ -42,7 +44,7 @@ class KubeApiServer {
   }
 
   int port() const { return port_; }
-  std::string url() const { return "https://127.0.0.1:" + std::to_string(port_); }
+  std::string url() const { return "https://" + host_ + ":" + std::to_string(port_); }
   const std::string& dir() const { return dir_; }
   std::string tls(const std::string& file) const { return dir_ + "/tls/" + file; }
 
@@ -123,7 +125,8 @@ class KubeApiServer {
         ::dup2(log, 2);
       }
       std::string p = std::to_string(port);
-      ::execlp("python3", "python3", script.c_str(), "--dir", dir_.c_str(), "--port", p.c_str(), nullptr);
+      ::execlp("python3", "python3", script.c_str(), "--dir", dir_.c_str(), "--port", p.c_str(), "--host",
+               host_.c_str(), nullptr);
       ::_exit(127);
     }
     for (int i = 0; i < 400; ++i) {
@@ -143,6 +146,7 @@ class KubeApiServer {
   }
 
   std::string dir_;
+  std::string host_;
   pid_t pid_ = -1;
   int port_ = 0;
 };

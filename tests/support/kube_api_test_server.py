@@ -4,32 +4,49 @@
 It is not a Kubernetes API server: it serves just what plumb uses, from JSON files, with the
 failure modes the tests need.
 
-  objects    <dir>/objects/<resource>/<namespace>/<name>.json, read on every request
-             (resource: pods, network-attachment-definitions, ipamclaims). Tests edit them directly.
-  endpoints  GET  /api, /version
-             GET  /api/v1/namespaces/{ns}/pods/{name}
-             PATCH|PUT /api/v1/namespaces/{ns}/pods/{name}/status
-             GET  /apis/k8s.cni.cncf.io/v1/namespaces/{ns}/network-attachment-definitions[/{name}]
-             GET  /apis/k8s.cni.cncf.io/v1alpha1/namespaces/{ns}/ipamclaims/{name}
-             PATCH|PUT /apis/k8s.cni.cncf.io/v1alpha1/namespaces/{ns}/ipamclaims/{name}/status
-             PATCH takes a JSON merge patch (RFC 7386); metadata.resourceVersion and metadata.uid in
-             the body are preconditions (409 Conflict when they differ); a successful write bumps
-             metadata.resourceVersion. On /status only "metadata" and "status" are applied.
+  objects    <dir>/objects/<resource>/<namespace>/<name>.json (cluster-scoped resources, nodes:
+             namespace "_cluster"). Tests edit the files directly; the server caches each object
+             by the file's (mtime, size, inode) and reads it again when that changes.
+  resources  pods, nodes (cluster-scoped); k8s.cni.cncf.io network-attachment-definitions (v1),
+             ipamclaims (v1alpha1); whereabouts.cni.cncf.io/v1alpha1 ippools,
+             overlappingrangeipreservations, nodeslicepools
+  endpoints  GET    /api, /version
+             GET    an object; a namespace's list; a list across namespaces (/api/v1/pods,
+                    /apis/<group>/<version>/<resource>); nodes' list; lists page with ?limit=N
+                    (metadata.continue: the offset of the next item, given back as &continue=)
+             POST   a namespace's collection: create (409 AlreadyExists; metadata.uid,
+                    resourceVersion, creationTimestamp, namespace set)
+             PATCH  an object: application/merge-patch+json (RFC 7386; metadata.resourceVersion
+                    and metadata.uid in the body are preconditions: 409 Conflict when they
+                    differ) or application/json-patch+json (RFC 6902 add/remove/replace/test with
+                    the semantics of the json-patch library the API server uses: testing a
+                    missing member against null succeeds; any failed operation is 422 Invalid and
+                    changes nothing)
+             PUT    an object: replace, metadata.resourceVersion required and must match (409)
+             DELETE an object: DeleteOptions preconditions uid/resourceVersion (409); 404 if absent
+             PATCH|PUT .../pods/{name}/status and .../ipamclaims/{name}/status: only "metadata"
+                    and "status" are applied (as before)
+             A successful write bumps metadata.resourceVersion (one counter for the server).
   TLS        certificates are made with `openssl` at start under <dir>/tls: ca.crt/ca.key,
-             server.crt/key (SAN IP:127.0.0.1), client.crt/key (signed by the CA).
+             server.crt/key (SAN IP:127.0.0.1, and the --host address), client.crt/key (signed
+             by the CA).
+  listen     --host (default 127.0.0.1): another address of the test's namespace lets a second
+             node namespace, linked to it, reach the server.
   auth       a request is authenticated by a bearer token listed in <dir>/tokens (one per line,
              re-read on every request) or by a client certificate signed by the CA; else 401.
   faults     <dir>/faults.json, re-read on every request: a list of rules
                {"match": "<regex on 'METHOD /path'>", "action": "delay|drop|fail|bump_rv",
                 "seconds": 2.5, "code": 503, "times": N}
              delay: wait before answering; drop: close the connection without an answer;
-             fail: answer `code` with a Status; bump_rv: after answering, bump the object's
-             resourceVersion (another writer) as it answers. "times" limits how often a rule fires (counted
-             from the last change of the file; default unlimited).
+             fail: answer `code` with a Status (409: reason Conflict); bump_rv: after answering a
+             GET, bump the object's resourceVersion (another writer). "times" limits how often a
+             rule fires (counted from the last change of the file; default unlimited).
   log        every request is appended to <dir>/requests.log as "METHOD /path STATUS AUTH".
   start      the chosen port is written to <dir>/port once the server listens.
 """
 import argparse
+import copy
+import datetime
 import json
 import os
 import re
@@ -40,25 +57,41 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.parse
+import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-LOCK = threading.Lock()
+LOCK = threading.RLock()
+CLUSTER = "_cluster"  # the namespace directory of cluster-scoped objects
+# (group, version, plural) -> (directory, namespaced)
 RESOURCES = {
-    ("", "v1", "pods"): "pods",
-    ("k8s.cni.cncf.io", "v1", "network-attachment-definitions"): "network-attachment-definitions",
-    ("k8s.cni.cncf.io", "v1alpha1", "ipamclaims"): "ipamclaims",
+    ("", "v1", "pods"): ("pods", True),
+    ("", "v1", "nodes"): ("nodes", False),
+    ("k8s.cni.cncf.io", "v1", "network-attachment-definitions"): ("network-attachment-definitions", True),
+    ("k8s.cni.cncf.io", "v1alpha1", "ipamclaims"): ("ipamclaims", True),
+    ("whereabouts.cni.cncf.io", "v1alpha1", "ippools"): ("ippools", True),
+    ("whereabouts.cni.cncf.io", "v1alpha1", "overlappingrangeipreservations"): ("overlappingrangeipreservations", True),
+    ("whereabouts.cni.cncf.io", "v1alpha1", "nodeslicepools"): ("nodeslicepools", True),
 }
+KINDS = {"pods": "Pod", "nodes": "Node", "network-attachment-definitions": "NetworkAttachmentDefinition",
+         "ipamclaims": "IPAMClaim", "ippools": "IPPool",
+         "overlappingrangeipreservations": "OverlappingRangeIPReservation", "nodeslicepools": "NodeSlicePool"}
+NAME = r"[a-z0-9]([a-z0-9.-]*[a-z0-9])?"
 PATH_RE = re.compile(
     r"^/(?:api/(?P<core>v1)|apis/(?P<group>[a-z0-9.-]+)/(?P<version>v[a-z0-9]+))"
-    r"/namespaces/(?P<ns>[a-z0-9-]+)/(?P<res>[a-z-]+)(?:/(?P<name>[a-z0-9.-]+)(?:/(?P<sub>status))?)?$"
+    r"(?:/namespaces/(?P<ns>[a-z0-9-]+))?/(?P<res>[a-z-]+)(?:/(?P<name>" + NAME + r")(?:/(?P<sub>status))?)?$"
 )
+
+
+class PatchError(Exception):
+    pass
 
 
 def openssl(*args):
     subprocess.run(["openssl", *args], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def make_certs(tls):
+def make_certs(tls, host):
     os.makedirs(tls, exist_ok=True)
     if os.path.exists(os.path.join(tls, "client.crt")):
         return
@@ -66,7 +99,9 @@ def make_certs(tls):
     ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
     openssl("req", "-x509", *ec, "-keyout", p("ca.key"), "-out", p("ca.crt"), "-days", "2", "-subj", "/CN=plumb-test-ca")
     for name, subj, ext in (
-        ("server", "/CN=kube-apiserver", "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth"),
+        ("server", "/CN=kube-apiserver",
+         "subjectAltName=IP:127.0.0.1,DNS:localhost" + ("" if host == "127.0.0.1" else ",IP:" + host)
+         + "\nextendedKeyUsage=serverAuth"),
         ("client", "/O=system:nodes/CN=system:node:plumb-test", "extendedKeyUsage=clientAuth"),
     ):
         openssl("req", "-new", *ec, "-keyout", p(name + ".key"), "-out", p(name + ".csr"), "-subj", subj)
@@ -87,6 +122,95 @@ def merge_patch(target, patch):
         else:
             target[k] = merge_patch(target.get(k), v)
     return target
+
+
+def pointer(path):
+    if path == "":
+        return []
+    if not path.startswith("/"):
+        raise PatchError(f"bad path {path!r}")
+    return [t.replace("~1", "/").replace("~0", "~") for t in path[1:].split("/")]
+
+
+def json_patch(doc, ops):
+    """RFC 6902 add/remove/replace/test with evanphx/json-patch's semantics. The result shares
+    what no operation touches with `doc`; only the containers on the operations' paths are
+    copied (a pool of thousands of allocations is not copied whole for one added slot), so `doc`
+    is unchanged whatever happens."""
+    if not isinstance(ops, list):
+        raise PatchError("a JSON patch is a list of operations")
+    if not isinstance(doc, dict):
+        raise PatchError("the object is not a JSON object")
+    new = dict(doc)
+    copied = {id(new)}
+
+    def parent(tokens):
+        cur = new
+        for t in tokens[:-1]:
+            if isinstance(cur, dict) and t in cur:
+                k = t
+            elif isinstance(cur, list) and t.isdigit() and int(t) < len(cur):
+                k = int(t)
+            else:
+                return None
+            nxt = cur[k]
+            if isinstance(nxt, (dict, list)) and id(nxt) not in copied:
+                nxt = dict(nxt) if isinstance(nxt, dict) else list(nxt)
+                cur[k] = nxt
+                copied.add(id(nxt))
+            cur = nxt
+        return cur
+
+    for op in ops:
+        kind, tokens = op.get("op"), pointer(op.get("path", ""))
+        if not tokens:
+            raise PatchError("operations on the whole document are not served")
+        par, key = parent(tokens), tokens[-1]
+        if par is None or not isinstance(par, (dict, list)):
+            raise PatchError(f"{kind} operation does not apply: doc is missing path: {op.get('path')}")
+        value = op.get("value")
+        if isinstance(par, list):
+            patch_list(par, key, kind, value, op.get("path"))
+            continue
+        present = key in par
+        if kind == "add":
+            par[key] = value
+        elif kind in ("remove", "replace"):
+            if not present:
+                raise PatchError(f"{kind} operation does not apply: doc is missing key: {op.get('path')}")
+            if kind == "remove":
+                del par[key]
+            else:
+                par[key] = value
+        elif kind == "test":
+            val = par.get(key)
+            if (val is None and value is not None) or (val is not None and val != value):
+                raise PatchError(f"testing value {op.get('path')} failed")
+        else:
+            raise PatchError(f"operation {kind!r} is not served")
+    return new
+
+
+def patch_list(par, key, kind, value, path):
+    if key == "-" and kind == "add":
+        par.append(value)
+        return
+    if not key.isdigit() or int(key) > len(par) or (kind != "add" and int(key) >= len(par)):
+        if kind == "test" and value is None:
+            return
+        raise PatchError(f"{kind}: index {key} out of range in {path}")
+    idx = int(key)
+    if kind == "add":
+        par.insert(idx, value)
+    elif kind == "remove":
+        par.pop(idx)
+    elif kind == "replace":
+        par[idx] = value
+    elif kind == "test":
+        if par[idx] != value:
+            raise PatchError(f"testing value {path} failed")
+    else:
+        raise PatchError(f"operation {kind!r} is not served")
 
 
 class Faults:
@@ -122,16 +246,88 @@ class Faults:
             return out
 
 
+class Store:
+    """Objects in files, cached by (mtime, size, inode): a large pool is parsed once per change."""
+
+    def __init__(self, root):
+        self.root = root
+        self.cache = {}  # path -> (stamp, obj, bytes)
+
+    def path(self, res, ns, name):
+        return os.path.join(self.root, "objects", res, ns, name + ".json")
+
+    @staticmethod
+    def stamp(path):
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            return None
+        return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+    def load(self, path):
+        """(object, its JSON bytes), or (None, None). Callers must not modify the object."""
+        st = self.stamp(path)
+        if st is None:
+            self.cache.pop(path, None)
+            return None, None
+        hit = self.cache.get(path)
+        if hit and hit[0] == st:
+            return hit[1], hit[2]
+        try:
+            with open(path, "rb") as f:
+                raw = f.read()
+            obj = json.loads(raw)
+        except (OSError, ValueError):
+            return None, None
+        data = json.dumps(obj, separators=(",", ":")).encode()
+        if self.stamp(path) == st:  # not rewritten while read (a test editing the file)
+            self.cache[path] = (st, obj, data)
+        return obj, data
+
+    def save(self, path, obj):
+        data = json.dumps(obj, separators=(",", ":")).encode()
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = path + ".tmp"
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+        self.cache[path] = (self.stamp(path), obj, data)
+        return data
+
+    def remove(self, path):
+        self.cache.pop(path, None)
+        os.remove(path)
+
+    def items(self, res, namespaces):
+        out = []
+        for ns in namespaces:
+            d = os.path.join(self.root, "objects", res, ns)
+            if not os.path.isdir(d):
+                continue
+            for f in sorted(os.listdir(d)):
+                if f.endswith(".json"):
+                    obj, _ = self.load(os.path.join(d, f))
+                    if obj is not None:
+                        out.append(obj)
+        return out
+
+
 class Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = 64
 
     def __init__(self, addr, handler, root, ctx):
         super().__init__(addr, handler)
         self.root = root
         self.ctx = ctx
         self.faults = Faults(os.path.join(root, "faults.json"))
+        self.store = Store(root)
         self.rv = int(time.time())
+
+    def next_rv(self):
+        self.rv += 1
+        return str(self.rv)
 
     def finish_request(self, request, client_address):
         # TLS handshake in the worker thread: a slow client never blocks accept().
@@ -156,20 +352,28 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, fmt, *args):  # quiet
         pass
 
+    def setup(self):
+        # Headers and body go out in two writes: without TCP_NODELAY the body waits for the
+        # client's delayed ACK of the headers (40 ms per answer).
+        self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        super().setup()
+
     # ---- helpers ----
     def record(self, status, who):
         with LOCK:
             with open(os.path.join(self.server.root, "requests.log"), "a") as f:
                 f.write(f"{self.command} {self.path} {status} {who}\n")
 
-    def send_json(self, code, obj, who):
-        body = json.dumps(obj).encode()
+    def send_bytes(self, code, body, who):
         self.record(code, who)  # before answering: a client that got the answer finds it logged
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
+
+    def send_json(self, code, obj, who):
+        self.send_bytes(code, json.dumps(obj).encode(), who)
 
     def status(self, code, reason, message, who):
         self.send_json(code, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
@@ -190,38 +394,19 @@ class Handler(BaseHTTPRequestHandler):
             return "cert"
         return None
 
-    def object_path(self, res, ns, name):
-        return os.path.join(self.server.root, "objects", res, ns, name + ".json")
-
-    def load(self, path):
-        try:
-            with open(path) as f:
-                return json.load(f)
-        except FileNotFoundError:
-            return None
-
-    def save(self, path, obj):
-        tmp = path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(obj, f, indent=1)
-        os.replace(tmp, path)
-
     def bump(self, path):
         with LOCK:
-            obj = self.load(path)
+            obj, _ = self.server.store.load(path)
             if obj is None:
                 return
+            obj = copy.deepcopy(obj)
             obj.setdefault("metadata", {})["resourceVersion"] = str(int(obj["metadata"].get("resourceVersion", "1")) + 1000)
-            self.save(path, obj)
+            self.server.store.save(path, obj)
 
-    # ---- dispatch ----
-    def handle_any(self):
-        length = int(self.headers.get("Content-Length", "0") or 0)
-        body = self.rfile.read(length) if length else b""
-        line = f"{self.command} {self.path}"
-        rules = self.server.faults.matching(line)
-        bump_after = False
-        for r in rules:
+    def apply_faults(self):
+        """Runs the fault rules; True when one answered (or dropped) the request."""
+        self.bump_after = False
+        for r in self.server.faults.matching(f"{self.command} {self.path}"):
             act = r.get("action")
             if act == "delay":
                 time.sleep(float(r.get("seconds", 1)))
@@ -232,12 +417,22 @@ class Handler(BaseHTTPRequestHandler):
                     self.connection.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
-                return
+                return True
             elif act == "fail":
                 code = int(r.get("code", 500))
-                return self.status(code, "InternalError", f"injected failure {code}", "-")
+                reason = {409: "Conflict", 422: "Invalid", 429: "TooManyRequests"}.get(code, "InternalError")
+                self.status(code, reason, f"injected failure {code}", "-")
+                return True
             elif act == "bump_rv":
-                bump_after = True
+                self.bump_after = True
+        return False
+
+    # ---- dispatch ----
+    def handle_any(self):
+        length = int(self.headers.get("Content-Length", "0") or 0)
+        self.body = self.rfile.read(length) if length else b""
+        if self.apply_faults():
+            return
         who = self.authenticate()
         if who is None:
             return self.status(401, "Unauthorized", "Unauthorized", "-")
@@ -249,67 +444,175 @@ class Handler(BaseHTTPRequestHandler):
         key = (m.group("group") or "", m.group("core") or m.group("version"), m.group("res")) if m else None
         if not m or key not in RESOURCES:
             return self.status(404, "NotFound", f"the server could not find the requested resource {path}", who)
-        res, ns, name, sub = RESOURCES[key], m.group("ns"), m.group("name"), m.group("sub")
+        res, namespaced = RESOURCES[key]
+        ns, name, sub = m.group("ns"), m.group("name"), m.group("sub")
+        if not namespaced:
+            if ns is not None:
+                return self.status(404, "NotFound", f"{res} is not namespaced", who)
+            ns = CLUSTER
         if name is None:
-            if self.command != "GET":
-                return self.status(405, "MethodNotAllowed", "method not allowed", who)
-            d = os.path.join(self.server.root, "objects", res, ns)
-            items = []
-            if os.path.isdir(d):
-                for f in sorted(os.listdir(d)):
-                    if f.endswith(".json"):
-                        items.append(self.load(os.path.join(d, f)))
-            return self.send_json(200, {"kind": "List", "apiVersion": "v1", "metadata": {}, "items": items}, who)
-        opath = self.object_path(res, ns, name)
-        if self.command == "GET" and sub is None:
-            obj = self.load(opath)
+            return self.collection(res, ns, namespaced, who)
+        opath = self.server.store.path(res, ns, name)
+        if sub == "status":
+            if res not in ("pods", "ipamclaims") or self.command not in ("PATCH", "PUT"):
+                return self.status(405, "MethodNotAllowed", f"{self.command} {path} is not served", who)
+            return self.write_status(res, name, opath, who)
+        if self.command == "GET":
+            with LOCK:
+                obj, data = self.server.store.load(opath)
             if obj is None:
                 return self.status(404, "NotFound", f'{res} "{name}" not found', who)
-            if bump_after:
+            if self.bump_after:
                 self.bump(opath)  # the client gets the old version: its resourceVersion is stale
-            return self.send_json(200, obj, who)
-        if self.command in ("PATCH", "PUT") and sub == "status":
-            try:
-                doc = json.loads(body or b"{}")
-            except ValueError:
-                return self.status(400, "BadRequest", "body is not JSON", who)
-            if self.command == "PATCH" and self.headers.get("Content-Type") != "application/merge-patch+json":
-                return self.status(415, "UnsupportedMediaType", "only application/merge-patch+json", who)
-            with LOCK:
-                obj = self.load(opath)
-                if obj is None:
-                    code, answer = 404, None
-                else:
-                    meta = obj.setdefault("metadata", {})
-                    want = doc.get("metadata", {}) if isinstance(doc, dict) else {}
-                    if "uid" in want and want["uid"] != meta.get("uid"):
-                        code, answer = 409, f'Precondition failed: UID in precondition: {want["uid"]}, UID in object meta: {meta.get("uid")}'
-                    elif "resourceVersion" in want and want["resourceVersion"] != meta.get("resourceVersion"):
-                        code, answer = 409, ("Operation cannot be fulfilled on " + res + ' "' + name +
-                                             '": the object has been modified; please apply your changes to the latest version and try again')
-                    elif self.command == "PUT" and "resourceVersion" not in want:
-                        code, answer = 422, "metadata.resourceVersion: Invalid value: 0x0: must be specified for an update"
-                    else:
-                        part = {k: v for k, v in doc.items() if k in ("metadata", "status")}
-                        part.get("metadata", {}).pop("resourceVersion", None)
-                        part.get("metadata", {}).pop("uid", None)
-                        if self.command == "PUT":
-                            obj["status"] = part.get("status", {})
-                            obj["metadata"]["annotations"] = part.get("metadata", {}).get("annotations", {})
-                        else:
-                            obj = merge_patch(obj, part)
-                        self.server.rv += 1
-                        obj["metadata"]["resourceVersion"] = str(self.server.rv)
-                        self.save(opath, obj)
-                        code, answer = 200, obj
-            if code == 404:
-                return self.status(404, "NotFound", f'{res} "{name}" not found', who)
-            if code == 409:
-                return self.status(409, "Conflict", answer, who)
-            if code == 422:
-                return self.status(422, "Invalid", answer, who)
-            return self.send_json(200, answer, who)
+            return self.send_bytes(200, data, who)
+        if self.command in ("PATCH", "PUT"):
+            return self.update(res, name, opath, who)
+        if self.command == "DELETE":
+            return self.delete(res, name, opath, who)
         return self.status(405, "MethodNotAllowed", f"{self.command} {path} is not served by this test server", who)
+
+    def collection(self, res, ns, namespaced, who):
+        store = self.server.store
+        if self.command == "GET":
+            if ns is None:  # every namespace
+                d = os.path.join(self.server.root, "objects", res)
+                namespaces = sorted(os.listdir(d)) if os.path.isdir(d) else []
+            else:
+                namespaces = [ns]
+            with LOCK:
+                items = store.items(res, namespaces)
+            meta = {"resourceVersion": str(self.server.rv)}
+            query = urllib.parse.parse_qs(self.path.split("?", 1)[1]) if "?" in self.path else {}
+            if "limit" in query:  # pages: the continue token is the offset of the next item
+                start = int(query.get("continue", ["0"])[0])
+                end = start + int(query["limit"][0])
+                if end < len(items):
+                    meta["continue"] = str(end)
+                items = items[start:end]
+            return self.send_json(200, {"kind": KINDS[res] + "List", "apiVersion": "v1", "metadata": meta, "items": items}, who)
+        if self.command != "POST" or (namespaced and ns is None):
+            return self.status(405, "MethodNotAllowed", "method not allowed", who)
+        try:
+            obj = json.loads(self.body or b"{}")
+        except ValueError:
+            return self.status(400, "BadRequest", "body is not JSON", who)
+        meta = obj.setdefault("metadata", {}) if isinstance(obj, dict) else None
+        name = meta.get("name") if meta is not None else None
+        if not isinstance(name, str) or not re.fullmatch(NAME, name) or len(name) > 253:
+            return self.status(422, "Invalid", f"metadata.name: Invalid value: {name!r}", who)
+        opath = store.path(res, ns, name)
+        with LOCK:
+            if store.load(opath)[0] is not None:
+                return self.status(409, "AlreadyExists", f'{res} "{name}" already exists', who)
+            if namespaced:
+                meta["namespace"] = ns
+            meta["uid"] = str(uuid.uuid4())
+            meta["resourceVersion"] = self.server.next_rv()
+            meta["creationTimestamp"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+            data = store.save(opath, obj)
+        return self.send_bytes(201, data, who)
+
+    def update(self, res, name, opath, who):
+        try:
+            doc = json.loads(self.body or b"null")
+        except ValueError:
+            return self.status(400, "BadRequest", "body is not JSON", who)
+        ctype = self.headers.get("Content-Type", "")
+        store = self.server.store
+        with LOCK:
+            obj, _ = store.load(opath)
+            if obj is None:
+                return self.status(404, "NotFound", f'{res} "{name}" not found', who)
+            meta = obj.get("metadata", {})
+            conflict = ("Operation cannot be fulfilled on " + res + ' "' + name +
+                        '": the object has been modified; please apply your changes to the latest version and try again')
+            if self.command == "PATCH" and ctype == "application/json-patch+json":
+                try:
+                    new = json_patch(obj, doc)
+                except PatchError as e:
+                    return self.status(422, "Invalid", f"the server rejected our request due to an error in our request: {e}", who)
+            elif self.command == "PATCH" and ctype == "application/merge-patch+json":
+                want = doc.get("metadata", {}) if isinstance(doc, dict) else {}
+                if "uid" in want and want["uid"] != meta.get("uid"):
+                    return self.status(409, "Conflict", f'Precondition failed: UID in precondition: {want["uid"]}', who)
+                if "resourceVersion" in want and want["resourceVersion"] != meta.get("resourceVersion"):
+                    return self.status(409, "Conflict", conflict, who)
+                part = copy.deepcopy(doc) if isinstance(doc, dict) else {}
+                part.get("metadata", {}).pop("resourceVersion", None)
+                part.get("metadata", {}).pop("uid", None)
+                new = merge_patch(copy.deepcopy(obj), part)
+            elif self.command == "PUT":
+                rv = (doc.get("metadata", {}) if isinstance(doc, dict) else {}).get("resourceVersion")
+                if rv is None:
+                    return self.status(422, "Invalid", "metadata.resourceVersion: must be specified for an update", who)
+                if rv != meta.get("resourceVersion"):
+                    return self.status(409, "Conflict", conflict, who)
+                new = copy.deepcopy(doc)
+            else:
+                return self.status(415, "UnsupportedMediaType", f"content type {ctype!r} is not served", who)
+            nmeta = dict(new.get("metadata") or {})  # never the stored object's own dict
+            new["metadata"] = nmeta
+            for k in ("name", "namespace", "uid", "creationTimestamp"):
+                if k in meta:
+                    nmeta[k] = meta[k]
+            nmeta["resourceVersion"] = self.server.next_rv()
+            data = store.save(opath, new)
+        return self.send_bytes(200, data, who)
+
+    def delete(self, res, name, opath, who):
+        try:
+            opts = json.loads(self.body) if self.body else {}
+        except ValueError:
+            return self.status(400, "BadRequest", "body is not JSON", who)
+        pre = opts.get("preconditions", {}) if isinstance(opts, dict) else {}
+        store = self.server.store
+        with LOCK:
+            obj, _ = store.load(opath)
+            if obj is None:
+                return self.status(404, "NotFound", f'{res} "{name}" not found', who)
+            meta = obj.get("metadata", {})
+            for k in ("uid", "resourceVersion"):
+                if k in pre and pre[k] != meta.get(k):
+                    return self.status(409, "Conflict", f"Precondition failed: {k} in precondition: {pre[k]}, "
+                                                        f"{k} in object meta: {meta.get(k)}", who)
+            store.remove(opath)
+        return self.send_json(200, {"kind": "Status", "apiVersion": "v1", "status": "Success",
+                                    "details": {"name": name, "kind": res}}, who)
+
+    def write_status(self, res, name, opath, who):
+        try:
+            doc = json.loads(self.body or b"{}")
+        except ValueError:
+            return self.status(400, "BadRequest", "body is not JSON", who)
+        if self.command == "PATCH" and self.headers.get("Content-Type") != "application/merge-patch+json":
+            return self.status(415, "UnsupportedMediaType", "only application/merge-patch+json", who)
+        store = self.server.store
+        with LOCK:
+            obj, _ = store.load(opath)
+            if obj is None:
+                return self.status(404, "NotFound", f'{res} "{name}" not found', who)
+            obj = copy.deepcopy(obj)
+            meta = obj.setdefault("metadata", {})
+            want = doc.get("metadata", {}) if isinstance(doc, dict) else {}
+            if "uid" in want and want["uid"] != meta.get("uid"):
+                return self.status(409, "Conflict", f'Precondition failed: UID in precondition: {want["uid"]}, '
+                                                    f'UID in object meta: {meta.get("uid")}', who)
+            if "resourceVersion" in want and want["resourceVersion"] != meta.get("resourceVersion"):
+                return self.status(409, "Conflict", "Operation cannot be fulfilled on " + res + ' "' + name +
+                                   '": the object has been modified; please apply your changes to the latest version and try again', who)
+            if self.command == "PUT" and "resourceVersion" not in want:
+                return self.status(422, "Invalid", "metadata.resourceVersion: Invalid value: 0x0: must be specified for an update", who)
+            part = {k: v for k, v in doc.items() if k in ("metadata", "status")}
+            part.get("metadata", {}).pop("resourceVersion", None)
+            part.get("metadata", {}).pop("uid", None)
+            if self.command == "PUT":
+                obj["status"] = part.get("status", {})
+                obj["metadata"]["annotations"] = part.get("metadata", {}).get("annotations", {})
+            else:
+                obj = merge_patch(obj, part)
+            obj["metadata"]["resourceVersion"] = self.server.next_rv()
+            data = store.save(opath, obj)
+        return self.send_bytes(200, data, who)
 
     do_GET = handle_any
     do_PATCH = handle_any
@@ -322,16 +625,17 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dir", required=True)
     ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--host", default="127.0.0.1")
     a = ap.parse_args()
     root = os.path.abspath(a.dir)
     os.makedirs(os.path.join(root, "objects"), exist_ok=True)
     tls = os.path.join(root, "tls")
-    make_certs(tls)
+    make_certs(tls, a.host)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(os.path.join(tls, "server.crt"), os.path.join(tls, "server.key"))
     ctx.load_verify_locations(os.path.join(tls, "ca.crt"))
     ctx.verify_mode = ssl.CERT_OPTIONAL
-    srv = Server(("127.0.0.1", a.port), Handler, root, ctx)
+    srv = Server((a.host, a.port), Handler, root, ctx)
     signal.signal(signal.SIGTERM, lambda *_: (srv.server_close(), os._exit(0)))
     with open(os.path.join(root, "port.tmp"), "w") as f:
         f.write(str(srv.server_address[1]))

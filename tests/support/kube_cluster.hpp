@@ -53,7 +53,8 @@ inline std::vector<std::string> address_files(const std::string& dir) {
 
 class KubeCluster {
  public:
-  explicit KubeCluster(Node& node) : fx(node), api(node.dir() + "/api") {
+  /// `api_host`: the address the API test server listens on (an address of the node's namespace).
+  explicit KubeCluster(Node& node, const std::string& api_host = "127.0.0.1") : fx(node), api(node.dir() + "/api", api_host) {
     token_file = node.dir() + "/token";
     write_file(token_file, "tok-1\n");
     api.set_tokens({"tok-1"});
@@ -97,14 +98,15 @@ class KubeCluster {
     return a["k8s.v1.cni.cncf.io/network-status"].GetString();
   }
 
-  /// Runs a verb as a kubelet runtime would: K8S_POD_NAMESPACE/NAME/UID in CNI_ARGS.
+  /// Runs a verb as a kubelet runtime would: K8S_POD_NAMESPACE/NAME/UID in CNI_ARGS. `binary`:
+  /// what to execute in plumb's place (a wrapper running it on another node).
   Proc run(const std::string& command, const std::string& cid, const std::string& netns, const std::string& ns,
            const std::string& name, const std::string& uid, const std::string& conf,
-           const std::map<std::string, std::string>& extra_env = {}) const {
+           const std::map<std::string, std::string>& extra_env = {}, const std::string& binary = plumb_binary()) const {
     std::map<std::string, std::string> env = extra_env;
     env["CNI_ARGS"] = "IgnoreUnknown=1;K8S_POD_NAMESPACE=" + ns + ";K8S_POD_NAME=" + name +
                       ";K8S_POD_INFRA_CONTAINER_ID=" + cid + (uid.empty() ? std::string() : ";K8S_POD_UID=" + uid);
-    return fx.run_with(plumb_binary(), env, command, cid, netns, ns, name, conf);
+    return fx.run_with(binary, env, command, cid, netns, ns, name, conf);
   }
 
   /// CNI GC with these (containerID, ifname) still valid.

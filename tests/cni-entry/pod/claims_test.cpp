@@ -214,3 +214,135 @@ TEST_CASE("IPAMClaims in the local store behave the same without an API server")
   CHECK_FALSE(read_file(fx.ipam_dir() + "/blue/198.51.100.3").empty());
   CHECK_FALSE(std::filesystem::exists(fx.store() + "/ipamclaims/default/vm-a.blue.status.json"));
 }
+
+namespace {
+
+/// A second node for the cross-node case: the named namespace `name`, linked to the test's node by
+/// a veth (node 192.0.2.1/30, `name` 192.0.2.2/30) so its plumb reaches the API test server on
+/// 192.0.2.1. Returns a wrapper that runs the plumb binary inside it.
+std::string second_node(Node& node, const std::string& name) {
+  node.add_netns(name);
+  Proc link = plumb::test::sh("ip link add nodelink type veth peer name nodelink netns " + name +
+                              " && ip addr add 192.0.2.1/30 dev nodelink && ip link set nodelink up"
+                              " && ip -n " + name + " addr add 192.0.2.2/30 dev nodelink && ip -n " + name +
+                              " link set nodelink up");
+  REQUIRE_MESSAGE(link.exit_code == 0, link.err);
+  const std::string wrapper = node.dir() + "/plumb-on-" + name;
+  write_file(wrapper, "#!/bin/sh\nexec ip netns exec " + name + " " + plumb::test::plumb_binary() + " \"$@\"\n");
+  std::filesystem::permissions(wrapper, std::filesystem::perms::owner_all);
+  return wrapper;
+}
+
+/// The ids holding addresses in an IPPool as stored by the API server.
+std::set<std::string> pool_ids(const KubeCluster& c, const std::string& ns, const std::string& name) {
+  auto d = parse(c.api.get("ippools", ns, name));
+  std::set<std::string> out;
+  if (!d.IsObject() || !d.HasMember("spec") || !d["spec"].HasMember("allocations")) return out;
+  for (auto& a : d["spec"]["allocations"].GetObject()) out.insert(a.value["id"].GetString());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a claim on a whereabouts network follows the pod from node A to node B; no pod takes it meanwhile; the claim's deletion frees it") {
+  Node node;  // node A: the test's namespace, where the API test server runs
+  const std::string plumb_b = second_node(node, "node-b");
+  KubeCluster c(node, "192.0.2.1");
+  // whereabouts with no etcd key: its pool is an IPPool in the API, reached with plumb's own
+  // credentials by both nodes. Node B has its own namespace, stateDir, default network and name.
+  c.add_nad("default", "blue",
+            R"({"cniVersion": "0.4.0", "type": "bridge", "bridge": "br-blue", "capabilities": {"ips": true},
+                "ipam": {"type": "whereabouts", "range": "198.51.100.0/24", "network_name": "blue"}})");
+  c.api.put("ipamclaims", "default", "vm-a.blue", claim_obj("vm-a.blue", ""));
+  c.add_pod("default", "vm-a", "uid-1", {{"k8s.v1.cni.cncf.io/networks", kSelection}});
+  const std::string extra = R"("whereaboutsNamespace": "kube-system")";
+  const std::string conf_a = c.config(extra);
+  const std::string state_b = node.dir() + "/state-b", default_b = node.dir() + "/default-b.conflist";
+  std::string default_net = read_file(c.fx.default_conflist());
+  default_net.replace(default_net.find(c.fx.ipam_dir()), c.fx.ipam_dir().size(), node.dir() + "/ipam-b");
+  write_file(default_b, default_net);
+  auto on_node_b = [&](std::string conf) {
+    conf.replace(conf.find(c.fx.state()), c.fx.state().size(), state_b);
+    conf.replace(conf.find(c.fx.default_conflist()), c.fx.default_conflist().size(), default_b);
+    return conf;
+  };
+  const std::string conf_b = on_node_b(conf_a);
+  const std::map<std::string, std::string> on_a = {{"NODE_NAME", "node-a"}}, on_b = {{"NODE_NAME", "node-b"}};
+  const std::string pool = "blue-198.51.100.0-24";
+  const std::string claim_id = "ipamclaim:default/vm-a.blue";
+  std::string ns = node.add_netns("vm-a");
+
+  Proc add = c.run("ADD", "ctr-1", ns, "default", "vm-a", "uid-1", conf_a, on_a);
+  INFO("stdout: ", add.out, "\nstderr: ", add.err);
+  REQUIRE(add.exit_code == 0);
+  auto first = addrs("vm-a", "net1");
+  REQUIRE(first.size() == 1);
+  const std::string addr = *first.begin();
+  const std::string ip = addr.substr(0, addr.find('/'));
+  CHECK(claim_ips(c, "vm-a.blue") == addr);
+  CHECK(pool_ids(c, "kube-system", pool) == std::set<std::string>{claim_id});
+  CHECK(c.api.get("overlappingrangeipreservations", "kube-system", "blue-" + ip).find(claim_id) != std::string::npos);
+
+  // Node A loses the pod: its DEL leaves the claim's address held.
+  REQUIRE(c.run("DEL", "ctr-1", ns, "default", "vm-a", "uid-1", conf_a, on_a).exit_code == 0);
+  node.del_netns("vm-a");
+  CHECK(pool_ids(c, "kube-system", pool) == std::set<std::string>{claim_id});
+
+  // Meanwhile no pod on node B takes it: asked for by address it is refused (nothing left
+  // behind); a pod that asks for nothing gets another one.
+  const std::string want_it = R"([{"name": "blue", "ips": [")" + addr + R"("]}])";
+  c.add_pod("default", "thief", "uid-t", {{"k8s.v1.cni.cncf.io/networks", want_it}});
+  std::string thief = node.add_netns("thief");
+  Proc taken = c.run("ADD", "ctr-t", thief, "default", "thief", "uid-t", conf_b, on_b, plumb_b);
+  INFO("thief: ", taken.out, taken.err);
+  CHECK(taken.exit_code != 0);
+  CHECK(taken.out.find("requested IP " + ip + " is already allocated") != std::string::npos);
+  CHECK(taken.out.find(claim_id) != std::string::npos);
+  CHECK(link_names("thief") == std::set<std::string>{"lo"});
+  CHECK(plumb::test::PodFixture::files_under(state_b + "/containers").empty());
+  c.add_pod("default", "plain", "uid-p", {{"k8s.v1.cni.cncf.io/networks", "blue"}});
+  std::string plain = node.add_netns("plain");
+  REQUIRE(c.run("ADD", "ctr-p", plain, "default", "plain", "uid-p", conf_b, on_b, plumb_b).exit_code == 0);
+  auto plain_addr = addrs("plain", "net1");
+  REQUIRE(plain_addr.size() == 1);
+  CHECK(*plain_addr.begin() != addr);
+  CHECK(pool_ids(c, "kube-system", pool) == std::set<std::string>{claim_id, "ctr-p"});
+
+  // The pod is re-created on node B and gets the claim's address there.
+  std::string ns_b = node.add_netns("vm-a-b");
+  c.add_pod("default", "vm-a", "uid-2", {{"k8s.v1.cni.cncf.io/networks", kSelection}});
+  Proc add_b = c.run("ADD", "ctr-2", ns_b, "default", "vm-a", "uid-2", conf_b, on_b, plumb_b);
+  INFO("node B: ", add_b.out, add_b.err);
+  REQUIRE(add_b.exit_code == 0);
+  CHECK(addrs("vm-a-b", "net1") == std::set<std::string>{addr});
+  CHECK(link_names("node-b").contains("br-blue"));  // attached by node B's plumb, in node B
+  CHECK(c.api.count("PATCH", kClaimStatus) == 1);  // status.ips written once, by node A
+  CHECK(pool_ids(c, "kube-system", pool) == std::set<std::string>{claim_id, "ctr-p"});
+  Proc check_b = c.run("CHECK", "ctr-2", ns_b, "default", "vm-a", "uid-2", conf_b, on_b, plumb_b);
+  INFO("check: ", check_b.out);
+  CHECK(check_b.exit_code == 0);
+
+  // The pod goes again, then the claim is deleted: GC on node B (the node that held it last)
+  // releases the address and its reservation; node A's GC then only drops its record.
+  REQUIRE(c.run("DEL", "ctr-2", ns_b, "default", "vm-a", "uid-2", conf_b, on_b, plumb_b).exit_code == 0);
+  c.api.remove("ipamclaims", "default", "vm-a.blue");
+  const std::string valid_b = R"([{"containerID": "ctr-p", "ifname": "eth0"}, {"containerID": "ctr-p", "ifname": "net1"}])";
+  Proc gc_b = plumb::test::run({plumb_b}, {{"CNI_COMMAND", "GC"}, {"CNI_PATH", "/usr/lib/cni"}, {"NODE_NAME", "node-b"}},
+                               with_valid(on_node_b(c.config(extra, "1.1.0")), valid_b));
+  INFO("gc B: ", gc_b.out, gc_b.err);
+  CHECK(gc_b.exit_code == 0);
+  CHECK(pool_ids(c, "kube-system", pool) == std::set<std::string>{"ctr-p"});
+  CHECK(c.api.get("overlappingrangeipreservations", "kube-system", "blue-" + ip).empty());
+  CHECK(plumb::test::PodFixture::files_under(state_b + "/ipamclaims/default").empty());
+  Proc gc_a = c.gc(with_valid(c.config(extra, "1.1.0"), "[]"));
+  INFO("gc A: ", gc_a.out, gc_a.err);
+  CHECK(gc_a.exit_code == 0);
+  CHECK(plumb::test::PodFixture::files_under(c.fx.state() + "/ipamclaims/default").empty());
+  CHECK(pool_ids(c, "kube-system", pool) == std::set<std::string>{"ctr-p"});
+
+  // Free now: the pod that asked for it on node B gets it.
+  Proc retaken = c.run("ADD", "ctr-t2", thief, "default", "thief", "uid-t", conf_b, on_b, plumb_b);
+  INFO("thief again: ", retaken.out, retaken.err);
+  REQUIRE(retaken.exit_code == 0);
+  CHECK(addrs("thief", "net1") == std::set<std::string>{addr});
+}

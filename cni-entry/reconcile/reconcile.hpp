@@ -1,0 +1,27 @@
+// `plumb reconcile`: releases the cluster IPAM's allocations whose owner is gone, in whereabouts'
+// Kubernetes objects and in the etcd pools NADs name, as whereabouts' ip-reconciler does (run it
+// as a CronJob: deploy/reconciler.yaml). The rules are ipam/reconcile.hpp's; this file reads the
+// cluster and prints what it did.
+//
+//   plumb reconcile [--dry-run] [--kubeconfig PATH] [--namespace NS] [--timeout SECONDS]
+//
+//   --dry-run     print what would be released, write nothing
+//   --kubeconfig  API credentials (default: the in-cluster service account)
+//   --namespace   where whereabouts' objects live (default: $WHEREABOUTS_NAMESPACE, else the
+//                 credentials' namespace, else kube-system)
+//   --timeout     limit of one API request in seconds (default 30)
+//
+// Order of reads: whereabouts' objects and every etcd pool (NADs of every namespace name them)
+// first, then pods, nodes and IPAMClaims (see ipam/reconcile.hpp for why). Output: one line per
+// release on stdout ("released <what>: <reason>", or "would release" with --dry-run) and a
+// summary; errors on stderr. Exit status 0, 1 when any pool could not be read or released (the
+// others are still done), 2 for a usage error.
+#pragma once
+
+namespace plumb::reconcile {
+
+/// Runs `plumb reconcile` with the arguments after "reconcile" (argv[0] is the first of them).
+/// Returns the process exit status.
+[[nodiscard]] int main(int argc, char** argv);
+
+}  // namespace plumb::reconcile

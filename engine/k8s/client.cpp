@@ -1,0 +1,159 @@
+// The Kubernetes API client (see client.hpp): requests with the credentials' TLS settings and
+// bearer token, retries, and the mapping of HTTP answers to plumb errors.
+#include "engine/k8s/client.hpp"
+
+#include "engine/base/file.hpp"
+#include "engine/base/text.hpp"
+
+namespace plumb::k8s {
+
+Result<std::string> read_credential_file(const std::string& path, std::string_view what) {
+  auto text = read_file(path, what);
+  if (!text) {
+    Error e = text.error();
+    e.cni_code = cni_code::kIo;  // a credential file that cannot be read, missing or not
+    return std::unexpected(e);
+  }
+  return text;
+}
+
+namespace {
+
+using http::Response;
+
+/// The HTTP client options of an API server: its TLS settings, the per-attempt timeout and
+/// the retry policy of Options (retries after the first attempt, backoff doubling to the cap).
+http::Options http_options(const Credentials& creds, const Options& opts) {
+  http::Options o;
+  o.tls.ca_file = creds.ca_file;
+  o.tls.ca_pem = creds.ca_pem;
+  o.tls.cert_file = creds.client_cert_file;
+  o.tls.cert_pem = creds.client_cert_pem;
+  o.tls.key_file = creds.client_key_file;
+  o.tls.key_pem = creds.client_key_pem;
+  o.tls.insecure_skip_verify = creds.insecure_skip_tls_verify;
+  o.timeout = opts.timeout;
+  o.retry.max_attempts = opts.retries + 1;
+  o.retry.backoff = opts.backoff;
+  o.retry.backoff_max = opts.backoff_max;
+  o.peer = "the API server";
+  return o;
+}
+
+}  // namespace
+
+Client::Client(Credentials creds, Options opts) : creds_(std::move(creds)), http_(http_options(creds_, opts)) {}
+
+Result<Response> Client::request(std::string_view method, const std::string& path, const std::string& body,
+                                 std::string_view content_type, int retries) {
+  http::Request req;
+  req.method = method;
+  req.url = creds_.server + path;
+  req.body = body;
+  req.content_type = content_type;
+  const std::string what = req.method + " " + req.url;
+  std::string token = creds_.token;
+  if (!creds_.token_file.empty()) {
+    // Re-read on every request: service-account tokens are rotated under our feet.
+    auto t = read_credential_file(creds_.token_file, "token file");
+    if (!t)
+      return fail(cni_code::kInvalidConfig, what + ": cannot read the bearer token (" + creds_.origin + ")",
+                  t.error().text());
+    token = std::string(text::trim(*t));
+    if (token.empty()) return fail(cni_code::kInvalidConfig, what + ": token file " + creds_.token_file + " is empty");
+  }
+  if (token.find_first_of("\r\n") != std::string::npos)
+    return fail(cni_code::kInvalidConfig, what + ": the bearer token contains a line break (" + creds_.origin + ")");
+  req.headers.push_back("Accept: application/json");
+  if (!token.empty()) req.headers.push_back("Authorization: Bearer " + token);
+  http::RetryPolicy policy = http_.options().retry;
+  if (retries >= 0) policy.max_attempts = retries + 1;
+  auto resp = http_.request(req, policy);
+  if (!resp && resp.error().cni_code == cni_code::kInvalidConfig) resp.error().msg += " (" + creds_.origin + ")";
+  return resp;
+}
+
+Error Client::http_error(std::string_view what, std::string_view method, const std::string& path,
+                         const Response& resp) const {
+  std::string message;
+  if (auto d = json::parse(resp.body, "API server answer"); d && d->IsObject()) {
+    if (auto m = json::get_string(*d, "message", "Status"); m && *m) message = **m;
+  }
+  if (message.empty()) message = resp.body.substr(0, 200);
+  unsigned code = cni_code::kIo;
+  if (resp.status == 401 || resp.status == 403) code = cni_code::kInvalidConfig;
+  if (resp.status == 404) code = cni_code::kNotFound;
+  if (resp.status == 409) code = cni_code::kConflict;
+  if (http::transient_status(resp.status)) code = cni_code::kTryAgainLater;
+  std::string status = "HTTP " + std::to_string(resp.status);
+  if (auto p = http::reason_phrase(resp.status); !p.empty()) status += " " + std::string(p);
+  std::string msg = std::string(what) + ": " + std::string(method) + " " + creds_.server + path + ": " + status;
+  if (resp.status == 401) msg += " (the API server rejected the credentials of " + creds_.origin + ")";
+  if (resp.status == 403) msg += " (" + creds_.origin + " is not authorised)";
+  return Error{code, 0, msg, message};
+}
+
+Result<std::optional<json::Document>> Client::get(const std::string& path, const std::string& what) {
+  Response resp = PLUMB_TRY(request("GET", path));
+  if (resp.status == 404) return std::optional<json::Document>{};
+  if (resp.status != 200) return std::unexpected(http_error(what, "GET", path, resp));
+  return std::optional<json::Document>(PLUMB_TRY(object_of(resp, what + ": the answer")));
+}
+
+namespace {
+
+/// RFC 3986 percent-encoding of a query value (continue tokens are base64).
+std::string query_escape(std::string_view s) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : s) {
+    if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.' || c == '~') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out += {'%', kHex[c >> 4], kHex[c & 15]};
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<std::vector<json::Document>> Client::list(const std::string& path, const std::string& what) {
+  std::vector<json::Document> items;
+  std::string cont;
+  do {
+    std::string page = path + "?limit=500" + (cont.empty() ? std::string() : "&continue=" + query_escape(cont));
+    Response resp = PLUMB_TRY(request("GET", page));
+    if (resp.status != 200) return std::unexpected(http_error(what, "GET", page, resp));
+    json::Document d = PLUMB_TRY(object_of(resp, what + ": the answer"));
+    const json::Value* arr = json::find(d, "items");
+    if (arr == nullptr || !arr->IsArray()) return fail(cni_code::kDecode, what + ": the answer has no items list");
+    for (const auto& item : arr->GetArray()) items.push_back(json::clone(item));
+    cont = meta_string(d, "continue");
+  } while (!cont.empty());
+  return items;
+}
+
+Result<json::Document> object_of(const Response& resp, const std::string& what) {
+  auto d = json::parse(resp.body, what);
+  if (!d) return std::unexpected(d.error());
+  if (!d->IsObject()) return fail(cni_code::kDecode, what + " is not a JSON object");
+  return std::move(*d);
+}
+
+std::string meta_string(const json::Value& obj, std::string_view key) {
+  const json::Value* meta = json::find(obj, "metadata");
+  const json::Value* v = meta != nullptr && meta->IsObject() ? json::find(*meta, key) : nullptr;
+  return v != nullptr && v->IsString() ? std::string(v->GetString()) : std::string();
+}
+
+std::string status_reason(const Response& resp) {
+  auto d = json::parse(resp.body, "API server answer");
+  if (!d || !d->IsObject()) return {};
+  const json::Value* kind = json::find(*d, "kind");
+  const json::Value* reason = json::find(*d, "reason");
+  if (kind == nullptr || !kind->IsString() || std::string_view(kind->GetString()) != "Status") return {};
+  return reason != nullptr && reason->IsString() ? reason->GetString() : std::string();
+}
+
+}  // namespace plumb::k8s

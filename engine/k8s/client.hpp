@@ -1,0 +1,129 @@
+// A small Kubernetes API client on engine/base/http and RapidJSON: credentials from a kubeconfig
+// or the in-cluster service account, requests with timeouts, retries and a bearer token re-read
+// from its file for every request (rotated service-account tokens keep working, multus-cni #852),
+// and the answers' JSON objects. It knows the REST conventions (paths, Status answers, JSON merge
+// and JSON patches, create/delete preconditions) but no resource: the pod source
+// (cni-entry/source/kube.cpp) reads pods, NADs and IPAMClaims through it, the cluster IPAM
+// (ipam/cluster_kube.cpp) whereabouts' IPPools.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/base/http.hpp"
+#include "engine/base/json.hpp"
+#include "engine/base/result.hpp"
+
+namespace plumb::k8s {
+
+/// Where the API server is and how plumb authenticates to it.
+struct Credentials {
+  std::string server;   // "https://host:port" (no trailing '/')
+  std::string ca_file;  // certificate-authority: PEM file; "" = none
+  std::string ca_pem;   // certificate-authority-data, decoded PEM; "" = none
+  bool insecure_skip_tls_verify = false;
+  std::string client_cert_file;  // client-certificate: PEM file; "" = none
+  std::string client_cert_pem;   // client-certificate-data, decoded; "" = none
+  std::string client_key_file;   // client-key: PEM file; "" = none
+  std::string client_key_pem;    // client-key-data, decoded; "" = none
+  std::string token;             // token: a fixed bearer token; "" = none
+  std::string token_file;        // tokenFile: re-read on every request; "" = none
+  std::string namespace_;        // the current context's namespace ("" = not set)
+  std::string origin;            // for messages: "kubeconfig /etc/.. (context c)"
+};
+
+/// Loads the credentials of a kubeconfig file: its current-context (or its only context when
+/// current-context is unset) names a cluster (server, certificate-authority[-data],
+/// insecure-skip-tls-verify), a user (token, tokenFile, client-certificate[-data],
+/// client-key[-data]) and optionally a namespace. Relative file paths are taken relative to the
+/// kubeconfig's directory, as kubectl does; files named are not read here (only when used).
+/// Errors: kInvalidConfig naming the file and the field (missing context/cluster/user, no
+/// server, bad base64, a client certificate without its key, unsupported user auth such as exec
+/// or auth-provider); kIo when the file cannot be read; kDecode for bad YAML.
+[[nodiscard]] Result<Credentials> load_kubeconfig(const std::string& path);
+
+/// Reads a credential file (kubeconfig, token) whole. Errors: kIo naming the path, whatever the
+/// reason (missing or unreadable).
+[[nodiscard]] Result<std::string> read_credential_file(const std::string& path, std::string_view what);
+
+/// The service-account directory a pod's containers get (in-cluster configuration).
+inline constexpr std::string_view kServiceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount";
+
+/// In-cluster credentials as client-go builds them: server https://<host>:<port> (an IPv6 host
+/// is bracketed), CA <sa_dir>/ca.crt, bearer token <sa_dir>/token re-read on every request.
+/// Errors: kInvalidConfig when host or port is empty or the port is not a number.
+[[nodiscard]] Result<Credentials> in_cluster(const std::string& host, const std::string& port,
+                                             const std::string& sa_dir = std::string(kServiceAccountDir));
+
+/// plumb's rule for reaching the API server: the kubeconfig file when `kubeconfig` is set, else
+/// the in-cluster service account when KUBERNETES_SERVICE_HOST (and _PORT, default 443) is in the
+/// environment, else nullopt (no API server: the local store). Reads only the kubeconfig file.
+/// Errors: load_kubeconfig's and in_cluster's.
+[[nodiscard]] Result<std::optional<Credentials>> configured(const std::string& kubeconfig);
+
+/// Timeouts and retries of every request (see engine/base/http.hpp for what is retried).
+struct Options {
+  std::chrono::milliseconds timeout{30000};     // one attempt, connection set-up included
+  int retries = 3;                              // extra attempts after a transient failure
+  std::chrono::milliseconds backoff{500};       // wait before the first retry, doubled each time
+  std::chrono::milliseconds backoff_max{4000};  // cap of the wait
+};
+
+/// Content types of the writes.
+inline constexpr std::string_view kJson = "application/json";
+inline constexpr std::string_view kMergePatch = "application/merge-patch+json";
+inline constexpr std::string_view kJsonPatch = "application/json-patch+json";
+
+/// Requests to one API server with its credentials: one HTTP client (connections are reused
+/// within an invocation), the bearer token re-read from its file for every request. Not
+/// thread-safe: one per thread.
+class Client {
+ public:
+  Client(Credentials creds, Options opts);
+
+  /// Sends `method path` (path starts with '/', query included) with an optional body of
+  /// `content_type`, retried as http::Client::request does (`retries` -1: Options::retries);
+  /// any HTTP status that is not retried, or still transient after the last retry, is returned
+  /// as a Response. Errors: kTryAgainLater naming method, URL and curl's reason when the server
+  /// stays unreachable; kInvalidConfig for TLS set-up/verification failures and an unreadable or
+  /// empty token file (naming it).
+  [[nodiscard]] Result<http::Response> request(std::string_view method, const std::string& path,
+                                               const std::string& body = {}, std::string_view content_type = {},
+                                               int retries = -1);
+
+  /// The error for an unexpected HTTP answer: 401/403 kInvalidConfig (credentials rejected /
+  /// not authorised), 404 kNotFound, 409 kConflict, 429/5xx kTryAgainLater, else kIo; the msg
+  /// names `what`, method, URL, status and the API server's own message (in details).
+  [[nodiscard]] Error http_error(std::string_view what, std::string_view method, const std::string& path,
+                                 const http::Response& resp) const;
+
+  /// GET of one object: nullopt on 404. Errors: http_error()'s for other statuses; kDecode when
+  /// the answer is not a JSON object.
+  [[nodiscard]] Result<std::optional<json::Document>> get(const std::string& path, const std::string& what);
+
+  /// Every item of a collection (`path` without a query), read in pages of 500 following
+  /// metadata.continue. Errors: http_error()'s; kDecode when an answer is not a list.
+  [[nodiscard]] Result<std::vector<json::Document>> list(const std::string& path, const std::string& what);
+
+  [[nodiscard]] const Credentials& credentials() const { return creds_; }
+  /// HTTP attempts made so far (retries included), for cost checks.
+  [[nodiscard]] uint64_t attempts() const { return http_.attempts(); }
+
+ private:
+  Credentials creds_;
+  http::Client http_;
+};
+
+/// The answer's body as a JSON object. Errors: kDecode naming `what`.
+[[nodiscard]] Result<json::Document> object_of(const http::Response& resp, const std::string& what);
+/// metadata.<key> of an object as a string ("" when absent or not a string).
+[[nodiscard]] std::string meta_string(const json::Value& obj, std::string_view key);
+/// The "reason" of a Status answer ("AlreadyExists", "Conflict", "Invalid"...; "" when the body
+/// is not a Status).
+[[nodiscard]] std::string status_reason(const http::Response& resp);
+
+}  // namespace plumb::k8s
