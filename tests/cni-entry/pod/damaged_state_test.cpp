@@ -60,7 +60,8 @@ void damage(const std::string& kind, const std::string& path) {
   } else if (kind == "truncated") {
     write_file(path, text.substr(0, text.size() / 2));
   } else if (kind == "garbage") {
-    write_file(path, std::string("\x7f\x45\x4c\x46\x02\x01\x01\x00 garbage \xff\xfe", 21));
+    static constexpr char kGarbage[] = "\x7f\x45\x4c\x46\x02\x01\x01\x00 garbage \xff\xfe";
+    write_file(path, std::string(kGarbage, sizeof kGarbage - 1));  // the NUL inside kept, none after
   } else if (kind == "wrong types") {
     edit([](rapidjson::Document& r) { r["index"].SetString("zero"); });
   } else if (kind == "entry dropped") {
