@@ -1,4 +1,5 @@
-// The typed undo journal's one writer, one reader and one dispatch (drivers/undo.hpp).
+// The typed undo journal's one writer and one reader (drivers/undo.hpp); what runs the
+// operations is in undo_run.cpp, so the fuzzers can link the reader alone.
 #include "drivers/undo.hpp"
 
 #include <type_traits>
@@ -218,24 +219,10 @@ Result<Op> decode(const json::Value& v, const std::string& origin) {
   return decode_named(v, n, origin + ": undo operation " + n);
 }
 
-Status will(Context& ctx, Op op, bool rollback_only) {
-  if (ctx.journal == nullptr) return fail(cni_code::kInternal, "undo: no journal to record " + name_of(op) + " in");
-  return ctx.journal->will(encode(op), rollback_only);
-}
-
-Status run(Context& ctx, const Op& op) {
-  return std::visit([&](const auto& o) { return run_op(ctx, o); }, op);
-}
-
 Status check(const json::Value& undo, const std::string& origin) {
   if (!undo.IsArray()) return fail(cni_code::kDecode, origin + ": the undo list is not a list");
   for (const auto& v : undo.GetArray()) PLUMB_TRY(decode(v, origin));
   return {};
-}
-
-Status unwind(Context& ctx, const json::Value& undo, bool complete, const std::string& origin) {
-  PLUMB_TRY(check(undo, origin));
-  return txn::unwind(undo, complete, [&](const json::Value& v) -> Status { return run(ctx, PLUMB_TRY(decode(v, origin))); });
 }
 
 }  // namespace plumb::drivers::undo

@@ -16,16 +16,17 @@
 namespace plumb::drivers::vf_attach {
 namespace {
 
-std::string alloc_dir(const std::string& state_dir) { return state_dir + "/sriov"; }
-std::string alloc_path(const std::string& state_dir, const std::string& pci) {
-  return alloc_dir(state_dir) + "/" + pci;
-}
+constexpr const char* kAllocDir = "sriov";
 
-Status need_state_dir(const Context& ctx) {
-  if (ctx.state_dir.empty()) return fail(cni_code::kInternal, "SR-IOV: no state directory to keep VF allocations in");
-  auto st = mkdir_p(alloc_dir(ctx.state_dir), 0700);
-  if (!st) return std::unexpected(st.error().within("VF allocation directory"));
-  return {};
+/// <state_dir>/sriov, opened (created 0700 with `create`) relative to the state directory and
+/// never through a link. Errors: kNotFound when missing and not created; kIo naming the path.
+Result<Dir> alloc_dir(const std::string& state_dir, bool create) {
+  if (state_dir.empty()) return fail(cni_code::kInternal, "SR-IOV: no state directory to keep VF allocations in");
+  const std::optional<mode_t> mode = create ? std::optional<mode_t>(0700) : std::nullopt;
+  auto root = Dir::open(state_dir, mode);
+  auto dir = root ? root->sub(kAllocDir, mode) : std::move(root);
+  if (!dir && dir.error().cni_code != cni_code::kNotFound) return std::unexpected(dir.error().within("VF allocation directory"));
+  return dir;
 }
 
 bool netns_alive(const std::string& path) { return !path.empty() && netns::Netns::open(path).has_value(); }
@@ -45,8 +46,7 @@ Status restore_stale(Backends& b, const Allocation& stale) {
 
 /// The lock of VF `pci`'s allocation record (creating the allocation directory).
 Result<state::FileLock> lock_vf(const Context& ctx, const std::string& pci) {
-  PLUMB_TRY(need_state_dir(ctx));
-  return state::lock_file(alloc_path(ctx.state_dir, pci) + ".lock");
+  return state::lock_file(PLUMB_TRY(alloc_dir(ctx.state_dir, true)), pci + ".lock");
 }
 
 /// True when the VF of `op` is now allocated to another container or interface.
@@ -58,11 +58,13 @@ Result<bool> owned_by_other(const Context& ctx, const undo::VfOwner& op) {
 }  // namespace
 
 Result<std::optional<Allocation>> read_allocation(const std::string& state_dir, const std::string& pci) {
-  const std::string path = alloc_path(state_dir, pci);
-  auto text = read_file(path, "VF allocation");
+  auto dir = alloc_dir(state_dir, false);
+  if (!dir && dir.error().cni_code == cni_code::kNotFound) return std::optional<Allocation>{};
+  if (!dir) return std::unexpected(dir.error());
+  auto text = dir->read(pci, "VF allocation", 1u << 20);
   if (!text && text.error().cni_code == cni_code::kNotFound) return std::optional<Allocation>{};
   if (!text) return std::unexpected(text.error());
-  const std::string where = "VF allocation " + path;
+  const std::string where = "VF allocation " + dir->path_of(pci);
   auto doc = PLUMB_TRY(json::parse(*text, where));
   Allocation a;
   a.pci = pci;
@@ -91,7 +93,7 @@ Status write_allocation(const std::string& state_dir, const Allocation& al) {
   json::Value r(rapidjson::kArrayType);
   for (auto& s : al.restore) r.PushBack(s.to_json(a), a);
   d.AddMember("restore", r, a);
-  return write_atomic(alloc_path(state_dir, al.pci), json::dump(d));
+  return PLUMB_TRY(alloc_dir(state_dir, true)).write_atomic(al.pci, json::dump(d));
 }
 
 DefaultBackends::DefaultBackends(Context& ctx) : pf(*ctx.node), backends{&pf, &rdma, &vdpa} {}
@@ -290,9 +292,9 @@ using vf_attach::DefaultBackends;
 Status run_op(Context& ctx, const VfRelease& op) {
   auto lock = PLUMB_TRY(vf_attach::lock_vf(ctx, op.pci));
   if (PLUMB_TRY(vf_attach::owned_by_other(ctx, op))) return {};
-  const std::string path = vf_attach::alloc_path(ctx.state_dir, op.pci);
-  if (::unlink(path.c_str()) != 0 && errno != ENOENT)
-    return fail_errno(errno, "undo: release VF " + op.pci + " (remove " + path + ")");
+  auto dir = PLUMB_TRY(vf_attach::alloc_dir(ctx.state_dir, true));
+  auto st = dir.remove(op.pci);
+  if (!st) return std::unexpected(st.error().within("undo: release VF " + op.pci));
   return {};
 }
 

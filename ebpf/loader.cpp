@@ -22,6 +22,7 @@
 #include <thread>
 #include <utility>
 
+#include "engine/base/file.hpp"
 #include "engine/netlink/socket.hpp"
 
 // The skeleton is generated C (bpftool gen skeleton); it is not written for C++ warning levels.
@@ -40,8 +41,18 @@ namespace {
 constexpr uint64_t kNsPerSec = 1'000'000'000;
 constexpr uint64_t kGsoMaxBytes = 65536;
 
+/// The pin directory's name under bpffs_dir: "bandwidth_v<abi>".
+std::string pin_name_of(uint32_t abi = PLUMB_BW_ABI_VERSION) { return "bandwidth_v" + std::to_string(abi); }
+
 std::string pin_dir_of(const std::string& bpffs_dir, uint32_t abi = PLUMB_BW_ABI_VERSION) {
-  return bpffs_dir + "/bandwidth_v" + std::to_string(abi);
+  return bpffs_dir + "/" + pin_name_of(abi);
+}
+
+/// "/proc/self/fd/<dir fd>/<name>": a path the bpf(2) pin and get commands resolve inside the
+/// directory held open, never through a link planted at the directory's path since (Debian 12's
+/// libbpf 1.1 has no bpf_obj_pin_opts/BPF_F_PATH_FD).
+std::string fd_path(const Dir& dir, std::string_view name) {
+  return "/proc/self/fd/" + std::to_string(dir.fd()) + "/" + std::string(name);
 }
 
 std::string key_text(const plumb_bw_key& k) {
@@ -87,23 +98,30 @@ bool on_bpffs(const std::string& path) {
   return ::statfs(path.c_str(), &st) == 0 && static_cast<unsigned long>(st.f_type) == BPF_FS_MAGIC;
 }
 
-/// bpffs_dir exists on a bpf filesystem afterwards (created when its parent is on bpffs).
-Status ensure_bpffs_dir(const std::string& bpffs_dir) {
+/// bpffs_dir opened (Dir: its own name never a link), on a bpf filesystem; created 0700 when
+/// missing and its parent is on bpffs. Errors: kInvalidConfig (not absolute, not on bpffs); kIo
+/// naming the path (ELOOP for a link).
+Result<Dir> open_bpffs_dir(const std::string& bpffs_dir) {
   if (bpffs_dir.empty() || bpffs_dir.front() != '/') {
     return fail(cni_code::kInvalidConfig, "plumb config.bpffsDir \"" + bpffs_dir + "\" must be an absolute path");
   }
-  std::string parent = bpffs_dir.substr(0, std::max<size_t>(bpffs_dir.find_last_of('/'), 1));
-  if (::access(bpffs_dir.c_str(), F_OK) != 0) {
+  auto dir = Dir::open(bpffs_dir);
+  if (!dir && dir.error().cni_code == cni_code::kNotFound) {
+    std::string parent = bpffs_dir.substr(0, std::max<size_t>(bpffs_dir.find_last_of('/'), 1));
     if (!on_bpffs(parent)) {
       return fail(cni_code::kInvalidConfig, "plumb config.bpffsDir \"" + bpffs_dir + "\": its parent " + parent +
                                                 " is not on a bpf filesystem (mount -t bpf bpf " + parent + ")");
     }
+    // mkdir(2) never follows a link at the last component (EEXIST; then open() refuses it).
     if (::mkdir(bpffs_dir.c_str(), 0700) != 0 && errno != EEXIST) return fail_errno(errno, "create bpffs directory " + bpffs_dir);
+    dir = Dir::open(bpffs_dir);
   }
-  if (!on_bpffs(bpffs_dir)) {
+  if (!dir) return std::unexpected(dir.error());
+  struct statfs st {};
+  if (::fstatfs(dir->fd(), &st) != 0 || static_cast<unsigned long>(st.f_type) != BPF_FS_MAGIC) {
     return fail(cni_code::kInvalidConfig, "plumb config.bpffsDir \"" + bpffs_dir + "\" is not on a bpf filesystem");
   }
-  return {};
+  return dir;
 }
 
 Status check_map(int fd, const std::string& path, uint32_t type, uint32_t key_size, uint32_t value_size) {
@@ -129,17 +147,19 @@ Status check_prog(int fd, const std::string& path) {
   return {};
 }
 
-void remove_tmp_pins(const std::string& tmp) {
+/// Removes the temporary pin directory `tmp_name` (held open as `tmp`) of `bpffs` and its pins.
+void remove_tmp_pins(const Dir& bpffs, const Dir& tmp, const std::string& tmp_name) {
   for (const char* name : {PLUMB_BW_PIN_PROG_HOST_INGRESS, PLUMB_BW_PIN_PROG_HOST_EGRESS, PLUMB_BW_PIN_PROG_EDT_EGRESS,
                            PLUMB_BW_PIN_MAP_STATE, PLUMB_BW_PIN_MAP_NODE}) {
-    ::unlink((tmp + "/" + name).c_str());
+    (void)tmp.remove(name);
   }
-  ::rmdir(tmp.c_str());
+  (void)bpffs.remove_dir(tmp_name);
 }
 
-/// Loads the skeleton, chooses the mode and pins everything under `pin_dir` (atomically, via a
-/// temporary directory). Losing the race to a concurrent loader is success: its pins are used.
-Status load_and_pin(const std::string& pin_dir) {
+/// Loads the skeleton, chooses the mode and pins everything as `bpffs`/`pin_name` (atomically,
+/// via a temporary directory, all relative to `bpffs`). Losing the race to a concurrent loader
+/// is success: its pins are used.
+Status load_and_pin(const Dir& bpffs, const std::string& pin_name) {
   LibbpfLog log;
   std::unique_ptr<plumb_bandwidth, SkelDeleter> skel(plumb_bandwidth__open());
   if (!skel) return fail(cni_code::kKernelFeature, "open the bandwidth BPF object", log.text());
@@ -157,8 +177,13 @@ Status load_and_pin(const std::string& pin_dir) {
   char suffix[32];
   std::snprintf(suffix, sizeof suffix, "%d_%016llx", static_cast<int>(::getpid()), static_cast<unsigned long long>(rnd));
   // bpffs refuses names containing '.' (EPERM).
-  std::string tmp = pin_dir + "_tmp_" + suffix;
-  if (::mkdir(tmp.c_str(), 0700) != 0) return fail_errno(errno, "create " + tmp);
+  const std::string tmp_name = pin_name + "_tmp_" + suffix;
+  if (::mkdirat(bpffs.fd(), tmp_name.c_str(), 0700) != 0) return fail_errno(errno, "create " + bpffs.path_of(tmp_name));
+  auto tmp = bpffs.sub(tmp_name);
+  if (!tmp) {
+    (void)bpffs.remove_dir(tmp_name);
+    return std::unexpected(tmp.error());
+  }
   const std::pair<const char*, int> pins[] = {
       {PLUMB_BW_PIN_PROG_HOST_INGRESS, bpf_program__fd(skel->progs.tb_host_ingress)},
       {PLUMB_BW_PIN_PROG_HOST_EGRESS, bpf_program__fd(skel->progs.tb_host_egress)},
@@ -167,17 +192,16 @@ Status load_and_pin(const std::string& pin_dir) {
       {PLUMB_BW_PIN_MAP_NODE, bpf_map__fd(skel->maps.plumb_bw_node)},
   };
   for (auto& [name, fd] : pins) {
-    std::string path = tmp + "/" + name;
-    if (bpf_obj_pin(fd, path.c_str()) != 0) {
+    if (bpf_obj_pin(fd, fd_path(*tmp, name).c_str()) != 0) {
       int e = errno;
-      remove_tmp_pins(tmp);
-      return fail_errno(e, "pin " + path);
+      remove_tmp_pins(bpffs, *tmp, tmp_name);
+      return fail_errno(e, "pin " + tmp->path_of(name));
     }
   }
-  if (::rename(tmp.c_str(), pin_dir.c_str()) != 0) {
+  if (::renameat(bpffs.fd(), tmp_name.c_str(), bpffs.fd(), pin_name.c_str()) != 0) {
     int e = errno;
-    remove_tmp_pins(tmp);
-    if (e != EEXIST && e != ENOTEMPTY) return fail_errno(e, "move pins " + tmp + " to " + pin_dir);
+    remove_tmp_pins(bpffs, *tmp, tmp_name);
+    if (e != EEXIST && e != ENOTEMPTY) return fail_errno(e, "move pins " + tmp->path() + " to " + bpffs.path_of(pin_name));
   }
   return {};
 }
@@ -269,17 +293,24 @@ void Programs::close_all() {
 }
 
 Result<std::optional<Programs>> Programs::open_existing(const std::string& bpffs_dir, uint32_t abi) {
-  std::string pin_dir = pin_dir_of(bpffs_dir, abi);
-  struct stat st {};
-  if (::stat(pin_dir.c_str(), &st) != 0) {
-    if (errno == ENOENT) return std::optional<Programs>{};
-    return fail_errno(errno, "inspect " + pin_dir);
-  }
+  auto bpffs = Dir::open(bpffs_dir);
+  if (!bpffs && bpffs.error().cni_code == cni_code::kNotFound) return std::optional<Programs>{};
+  if (!bpffs) return std::unexpected(bpffs.error());
+  return open_in(*bpffs, abi);
+}
+
+Result<std::optional<Programs>> Programs::open_in(const Dir& bpffs, uint32_t abi) {
+  auto pins = bpffs.sub(pin_name_of(abi));  // a link there is refused (ELOOP), naming its path
+  if (!pins && pins.error().cni_code == cni_code::kNotFound) return std::optional<Programs>{};
+  if (!pins) return std::unexpected(pins.error());
+  const std::string& pin_dir = pins->path();
   Programs p;
   p.pin_dir_ = pin_dir;
   auto get = [&](const char* name, int* fd) -> Status {
-    std::string path = pin_dir + "/" + name;
-    *fd = bpf_obj_get(path.c_str());
+    std::string path = pins->path_of(name);
+    auto st = PLUMB_TRY(pins->stat(name));
+    if (st && S_ISLNK(st->st_mode)) return fail_errno(ELOOP, "open pin " + path + ": a symbolic link, not followed");
+    *fd = bpf_obj_get(fd_path(*pins, name).c_str());
     if (*fd < 0) {
       return std::unexpected(Error{cni_code::kKernel, errno, "open pin " + path,
                                    "the pins under " + pin_dir + " are incomplete; remove that directory so plumb reloads the programs"});
@@ -308,10 +339,10 @@ Result<std::optional<Programs>> Programs::open_existing(const std::string& bpffs
 }
 
 Result<Programs> Programs::load_or_open(const std::string& bpffs_dir) {
-  PLUMB_TRY(ensure_bpffs_dir(bpffs_dir));
-  if (auto p = PLUMB_TRY(open_existing(bpffs_dir))) return std::move(*p);
-  PLUMB_TRY(load_and_pin(pin_dir_of(bpffs_dir)));
-  auto p = PLUMB_TRY(open_existing(bpffs_dir));
+  const Dir bpffs = PLUMB_TRY(open_bpffs_dir(bpffs_dir));
+  if (auto p = PLUMB_TRY(open_in(bpffs))) return std::move(*p);
+  PLUMB_TRY(load_and_pin(bpffs, pin_name_of()));
+  auto p = PLUMB_TRY(open_in(bpffs));
   if (!p) return fail(cni_code::kKernel, "bandwidth programs were pinned under " + pin_dir_of(bpffs_dir) + " but are not there");
   return std::move(*p);
 }

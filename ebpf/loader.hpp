@@ -14,6 +14,10 @@
 #include "engine/base/result.hpp"
 #include "engine/kernel/tc.hpp"
 
+namespace plumb {
+class Dir;
+}  // namespace plumb
+
 namespace plumb::ebpf {
 
 /// A tc hook of the pod's HOST-side interface. HostIngress shapes what the pod sends (its
@@ -69,6 +73,8 @@ class Programs {
   /// Opens existing pins only: nullopt when nothing was ever loaded under bpffs_dir (a DEL must
   /// not load programs just to find nothing to remove).
   /// `abi`: the pins of another ABI version (an undo record written by an older plumb).
+  /// A link at bpffs_dir's own name or at the pin directory is an error naming that path
+  /// (ELOOP), never followed.
   [[nodiscard]] static Result<std::optional<Programs>> open_existing(const std::string& bpffs_dir,
                                                                      uint32_t abi = PLUMB_BW_ABI_VERSION);
 
@@ -112,6 +118,8 @@ class Programs {
  private:
   Programs() = default;
   void close_all();
+  /// The pins of ABI `abi` under the opened bpffs directory (open_existing's work).
+  [[nodiscard]] static Result<std::optional<Programs>> open_in(const Dir& bpffs, uint32_t abi = PLUMB_BW_ABI_VERSION);
   int tb_ingress_ = -1, tb_egress_ = -1, edt_egress_ = -1, state_ = -1, node_ = -1;
   Mode mode_ = Mode::TokenBucket;
   std::string pin_dir_;

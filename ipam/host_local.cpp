@@ -167,7 +167,7 @@ class Store {
     const std::string name = ip.str();
     const std::string tmp = std::string(kReserveTmpPrefix) + std::to_string(::getpid());
     (void)dir_.remove(tmp);  // ours from an earlier call of this process, never another's
-    auto st = dir_.create_exclusive(tmp, ids.exact, 0644);
+    auto st = dir_.create_exclusive(tmp, ids.exact, {.mode = 0644});
     if (!st) return std::unexpected(st.error().within("host-local"));
     auto linked = dir_.link_new(tmp, name);
     (void)dir_.remove(tmp);

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <functional>
 #include <vector>
 
 #include "engine/state/state.hpp"
@@ -91,77 +92,96 @@ Status publish(source::PodSource& src, const Use& use, const cni::CniResult& res
   return {};
 }
 
+namespace {
+
+/// Releases the addresses recorded in `claim_dir` (one record per network) for the deleted
+/// claim `ns`/`name`, removing each record whose release succeeded. Every failure goes to
+/// `note`. Returns true when every record was released (the directory may go).
+bool release_claim(const Dir& claim_dir, const std::string& ns, const std::string& name, const ipam::ClusterAccess& cluster,
+                   Log& log, const std::function<void(const Error&)>& note) {
+  auto files = claim_dir.list();
+  if (!files) {
+    note(files.error());
+    return false;
+  }
+  bool all_released = true;
+  for (const auto& f : *files) {
+    const std::string path = claim_dir.path_of(f.name);
+    auto text = claim_dir.read(f.name, "IPAMClaim record", 1u << 20);
+    if (!text) {
+      note(text.error());
+      all_released = false;
+      continue;
+    }
+    auto rec = json::parse(*text, path);
+    const json::Value* ipam_conf = nullptr;
+    std::optional<std::string> network, owner;
+    if (rec && rec->IsObject()) {
+      ipam_conf = json::find(*rec, "ipam");
+      if (auto v = json::get_string(*rec, "network", path)) network = *v;
+      if (auto v = json::get_string(*rec, "owner", path)) owner = *v;
+    }
+    if (ipam_conf == nullptr || !network || !owner || owner->rfind(kOwnerPrefix, 0) != 0) {
+      note(Error{cni_code::kDecode, 0, "IPAMClaim record " + path + " is not readable; left in place", {}});
+      all_released = false;
+      continue;
+    }
+    auto ipam = ipam::make(*ipam_conf, nullptr, &cluster);
+    Status st = ipam ? Status{} : Status(std::unexpected(ipam.error()));
+    if (ipam) {
+      ipam::Request req;
+      req.container_id = *owner;
+      req.owner = *owner;
+      req.network_name = *network;
+      req.ipam = ipam_conf;
+      st = (*ipam)->del(req);
+    }
+    if (!st) {
+      note(st.error().within("release the addresses of deleted IPAMClaim " + ns + "/" + name + " in network " + *network));
+      all_released = false;
+      continue;
+    }
+    if (auto rm = claim_dir.remove(f.name); !rm) note(rm.error());
+    log.info("GC: released the addresses of deleted IPAMClaim " + ns + "/" + name + " in network " + *network);
+  }
+  return all_released;
+}
+
+}  // namespace
+
 Status gc(source::PodSource& src, const std::string& state_dir, const ipam::ClusterAccess& cluster, Log& log) {
-  const std::string dir = claims_dir(state_dir);
-  struct stat sb {};
-  if (::stat(dir.c_str(), &sb) != 0) return {};  // no claim was ever used here
-  auto lock = PLUMB_TRY(state::lock_file(PLUMB_TRY(Dir::open(dir)), "lock"));
+  auto opened = Dir::open(claims_dir(state_dir));
+  if (!opened && opened.error().cni_code == cni_code::kNotFound) return {};  // no claim was ever used here
+  const Dir dir = PLUMB_TRY(std::move(opened));
+  auto lock = PLUMB_TRY(state::lock_file(dir, "lock"));
   std::optional<Error> first;
-  auto note = [&](const Error& e) {
+  const std::function<void(const Error&)> note = [&](const Error& e) {
     log.error("GC: " + e.text());
     if (!first) first = e;
   };
-  for (const auto& ns : PLUMB_TRY(list_dir(dir))) {
-    if (ns == "lock" || !nad::is_dns1123_label(ns)) continue;
-    const std::string ns_dir = dir + "/" + ns;
-    for (const auto& name : PLUMB_TRY(list_dir(ns_dir))) {
-      if (!nad::is_dns1123_subdomain(name)) continue;
-      const std::string claim_dir = ns_dir + "/" + name;
-      auto claim = src.ipam_claim(ns, name);
-      if (!claim) {
-        note(claim.error().within("look up IPAMClaim " + ns + "/" + name + " (its addresses are kept)"));
-        continue;
-      }
-      if (*claim) continue;  // still there: its addresses stay
-      auto files = list_dir(claim_dir);
-      if (!files) {
-        note(files.error());
-        continue;
-      }
-      bool all_released = true;
-      for (const auto& f : *files) {
-        const std::string path = claim_dir + "/" + f;
-        auto text = read_file(path, "IPAMClaim record");
-        if (!text) {
-          note(text.error());
-          all_released = false;
-          continue;
-        }
-        auto rec = json::parse(*text, path);
-        const json::Value* ipam_conf = nullptr;
-        std::optional<std::string> network, owner;
-        if (rec && rec->IsObject()) {
-          ipam_conf = json::find(*rec, "ipam");
-          if (auto v = json::get_string(*rec, "network", path)) network = *v;
-          if (auto v = json::get_string(*rec, "owner", path)) owner = *v;
-        }
-        if (ipam_conf == nullptr || !network || !owner || owner->rfind(kOwnerPrefix, 0) != 0) {
-          note(Error{cni_code::kDecode, 0, "IPAMClaim record " + path + " is not readable; left in place", {}});
-          all_released = false;
-          continue;
-        }
-        auto ipam = ipam::make(*ipam_conf, nullptr, &cluster);
-        Status st = ipam ? Status{} : Status(std::unexpected(ipam.error()));
-        if (ipam) {
-          ipam::Request req;
-          req.container_id = *owner;
-          req.owner = *owner;
-          req.network_name = *network;
-          req.ipam = ipam_conf;
-          st = (*ipam)->del(req);
-        }
-        if (!st) {
-          note(st.error().within("release the addresses of deleted IPAMClaim " + ns + "/" + name + " in network " +
-                                 *network));
-          all_released = false;
-          continue;
-        }
-        if (::unlink(path.c_str()) != 0 && errno != ENOENT) note(Error{cni_code::kIo, errno, "remove " + path, {}});
-        log.info("GC: released the addresses of deleted IPAMClaim " + ns + "/" + name + " in network " + *network);
-      }
-      if (all_released) ::rmdir(claim_dir.c_str());
+  for (const auto& ns : PLUMB_TRY(dir.list())) {
+    if (ns.name == "lock" || !nad::is_dns1123_label(ns.name)) continue;
+    auto ns_dir = dir.sub(ns.name);  // a link here is refused (ELOOP), never followed
+    if (!ns_dir) {
+      note(ns_dir.error());
+      continue;
     }
-    ::rmdir(ns_dir.c_str());  // fails (kept) while it holds other claims
+    for (const auto& claim : PLUMB_TRY(ns_dir->list())) {
+      if (!nad::is_dns1123_subdomain(claim.name)) continue;
+      auto found = src.ipam_claim(ns.name, claim.name);
+      if (!found) {
+        note(found.error().within("look up IPAMClaim " + ns.name + "/" + claim.name + " (its addresses are kept)"));
+        continue;
+      }
+      if (*found) continue;  // still there: its addresses stay
+      auto claim_dir = ns_dir->sub(claim.name);
+      if (!claim_dir) {
+        note(claim_dir.error());
+        continue;
+      }
+      if (release_claim(*claim_dir, ns.name, claim.name, cluster, log, note)) (void)ns_dir->remove_dir(claim.name);
+    }
+    (void)dir.remove_dir(ns.name);  // false (kept) while it holds other claims
   }
   if (first) return std::unexpected(*first);
   return {};

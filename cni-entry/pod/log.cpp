@@ -23,7 +23,9 @@ void Log::write(Level level, const std::string& msg) {
   // stderr is the runtime's log; stdout is reserved for the CNI result.
   if (to_stderr_) (void)!::write(2, line.data(), line.size());
   if (!file_.empty()) {
-    int fd = ::open(file_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    // Never through a link planted at the log file's name (O_NOFOLLOW), never blocking on a
+    // FIFO without a reader (O_NONBLOCK): then nothing is written there.
+    int fd = ::open(file_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
     if (fd >= 0) {
       char stamp[32] = {};
       std::time_t now = std::time(nullptr);

@@ -66,7 +66,8 @@ Result<grpc::Reply> call(const KubeletOptions& opts, Clock::time_point deadline,
   o.peer = peer;
   http::Client client(std::move(o));
   auto reply = grpc::unary(client, kAuthority, method, request);
-  if (!reply && reply.error().cni_code == cni_code::kTryAgainLater && Clock::now() >= deadline) {
+  if (!reply && reply.error().cni_code == cni_code::kTryAgainLater &&
+      (reply.error().sys_errno == ETIMEDOUT || Clock::now() >= deadline)) {
     return fail(cni_code::kTryAgainLater,
                 peer + " did not answer within " + std::to_string(opts.timeout.count()) +
                     " ms (plumb config podResourcesTimeoutSeconds)",

@@ -202,9 +202,13 @@ class LocalStore final : public PodSource {
     if (!text) {
       // The claim is gone: the status plumb wrote for it goes too, so a new claim of the same
       // name starts without addresses, as a re-created API object does.
-      if (::unlink((base + ".status.json").c_str()) != 0 && errno != ENOENT && errno != ENOTDIR) {
-        return std::unexpected(Error{cni_code::kIo, errno, "remove " + base + ".status.json", {}});
+      // Relative to the namespace's directory, opened without following a link (as
+      // write_ipam_claim_ips writes it): a planted link is refused, naming its path.
+      auto dir = Dir::open(root_ + "/ipamclaims/" + namespace_);
+      if (!dir && dir.error().cni_code != cni_code::kNotFound && dir.error().sys_errno != ENOTDIR) {
+        return std::unexpected(dir.error().within("remove " + base + ".status.json"));
       }
+      if (dir) PLUMB_TRY(dir->remove(name + ".status.json"));
       return std::optional<IpamClaim>{};
     }
     IpamClaim c;

@@ -252,17 +252,18 @@ Status Dir::write_via_spare(std::string_view name, std::string_view spare, std::
   return {};
 }
 
-Status Dir::create_exclusive(std::string_view name, std::string_view data, mode_t mode) const {
+Status Dir::create_exclusive(std::string_view name, std::string_view data, WriteOptions opts) const {
   PLUMB_TRY(check_name(name));
   const std::string path = path_of(name);
-  int fd = ::openat(fd_.get(), std::string(name).c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+  int fd = ::openat(fd_.get(), std::string(name).c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, opts.mode);
   if (fd < 0) {
     int err = errno;
     if (err == EEXIST) return std::unexpected(Error{cni_code::kConflict, err, "create " + path, "it exists already"});
     return io_error(err, "create " + path);
   }
   Status st = write_all(fd, data);
-  if (st && ::fchmod(fd, mode) != 0) st = std::unexpected(Error{cni_code::kIo, errno, {}, {}});
+  if (st && ::fchmod(fd, opts.mode) != 0) st = std::unexpected(Error{cni_code::kIo, errno, {}, {}});
+  if (st && opts.fsync && ::fsync(fd) != 0) st = std::unexpected(Error{cni_code::kIo, errno, {}, {}});
   if (::close(fd) != 0 && st) st = std::unexpected(Error{cni_code::kIo, errno, {}, {}});
   if (!st) {
     ::unlinkat(fd_.get(), std::string(name).c_str(), 0);

@@ -112,9 +112,10 @@ class Dir {
   /// Errors: kIo naming the path (ELOOP when a link is at `spare`).
   [[nodiscard]] Status write_via_spare(std::string_view name, std::string_view spare, std::string_view data, mode_t mode,
                                        bool last) const;
-  /// Creates `name` holding `data` once (O_CREAT|O_EXCL|O_NOFOLLOW, `mode`). Errors: sys_errno
-  /// EEXIST (code kConflict) when anything, a link included, is there; kIo otherwise.
-  [[nodiscard]] Status create_exclusive(std::string_view name, std::string_view data, mode_t mode) const;
+  /// Creates `name` holding `data` once (O_CREAT|O_EXCL|O_NOFOLLOW, opts.mode; with opts.fsync,
+  /// the data is flushed before it returns). Errors: sys_errno EEXIST (code kConflict) when
+  /// anything, a link included, is there; kIo otherwise (the partial file removed).
+  [[nodiscard]] Status create_exclusive(std::string_view name, std::string_view data, WriteOptions opts) const;
   /// Links the existing file `from` (in this directory) as `to`: false when `to` exists (taken).
   [[nodiscard]] Result<bool> link_new(std::string_view from, std::string_view to) const;
   /// Opens (creating with `mode` if missing) the lock file `name` for flock(2); read-only on a

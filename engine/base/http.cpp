@@ -4,6 +4,7 @@
 #include <curl/curl.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -138,7 +139,8 @@ Error transport_error(CURLcode rc, const std::string& what, const std::string& p
   std::string detail = errbuf[0] != '\0' ? std::string(errbuf) : std::string(curl_easy_strerror(rc));
   if (tls_config_error(rc)) return Error{cni_code::kInvalidConfig, 0, what + ": TLS with " + peer + " failed", detail};
   unsigned code = transient_curl(rc) ? cni_code::kTryAgainLater : cni_code::kIo;
-  return Error{code, 0, what + ": " + peer + " cannot be reached", detail};
+  // A timeout keeps ETIMEDOUT, so callers can tell "no answer in time" from curl's own clock.
+  return Error{code, rc == CURLE_OPERATION_TIMEDOUT ? ETIMEDOUT : 0, what + ": " + peer + " cannot be reached", detail};
 }
 
 }  // namespace

@@ -8,7 +8,7 @@
 //
 // Failures come back as plumb::Error and are never logged here. Transport failures are
 // classified by cni_code:
-//   kTryAgainLater   transient: cannot resolve/connect, timeout, reset, empty reply, TLS
+//   kTryAgainLater   transient: cannot resolve/connect, timeout (sys_errno ETIMEDOUT), reset, empty reply, TLS
 //                    handshake aborted; worth retrying
 //   kInvalidConfig   TLS set-up or verification failed (bad CA, certificate rejected, bad key):
 //                    retrying cannot help

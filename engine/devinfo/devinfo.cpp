@@ -37,10 +37,11 @@ Result<Dir> parent_of(const std::string& path, bool create) {
 
 std::string name_of(const std::string& path) { return std::filesystem::path(path).filename().string(); }
 
-/// Creates `path` exclusively with mode 0444 and writes `data`. kConflict when present.
+/// Creates `path` exclusively with mode 0444 and writes `data`, flushed to disk (a device plugin
+/// or DEL after a power loss finds the whole file or none). kConflict when present.
 Status create_exclusive(const std::string& path, const std::string& data, const std::string& what) {
   auto dir = PLUMB_TRY(parent_of(path, true));
-  auto st = dir.create_exclusive(name_of(path), data, 0444);
+  auto st = dir.create_exclusive(name_of(path), data, {.mode = 0444, .fsync = true});
   if (!st && st.error().sys_errno == EEXIST) return fail(cni_code::kConflict, what + ": device-info file " + path + " already exists");
   if (!st) return std::unexpected(st.error().within(what));
   return {};

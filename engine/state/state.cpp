@@ -2,6 +2,7 @@
 #include "engine/state/state.hpp"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <sys/file.h>
 #include <unistd.h>
 
@@ -131,8 +132,8 @@ std::string Key::describe() const { return "container " + container_id + (ifname
 
 void FileLock::unlink_path() {
   // Only the holder unlinks, before dropping the lock: waiters then notice the inode changed.
-  // unlink(2) never follows a link at the last component.
-  if (fd_.get() >= 0 && !path_.empty()) ::unlink(path_.c_str());
+  // unlinkat(2) never follows a link at the last component, and the directory is the one held.
+  if (fd_.get() >= 0 && dir_fd_.get() >= 0 && !name_.empty()) ::unlinkat(dir_fd_.get(), name_.c_str(), 0);
 }
 
 Result<FileLock> lock_file(const Dir& dir, const std::string& name) {
@@ -149,17 +150,16 @@ Result<FileLock> lock_file(const Dir& dir, const std::string& name) {
     struct stat held {};
     auto named = dir.stat(name);
     if (::fstat(fd, &held) == 0 && named && *named && held.st_ino == (*named)->st_ino && held.st_dev == (*named)->st_dev) {
-      return FileLock(fd, dir.path_of(name));
+      int dir_fd = ::fcntl(dir.fd(), F_DUPFD_CLOEXEC, 0);
+      if (dir_fd < 0) {
+        int err = errno;
+        ::close(fd);
+        return fail_errno(err, "lock " + dir.path_of(name) + " (keep its directory open)");
+      }
+      return FileLock(fd, dir_fd, name);
     }
     ::close(fd);  // unlinked (or replaced) while we waited: take the current one
   }
-}
-
-Result<FileLock> lock_file(const std::string& path) {
-  const auto slash = path.find_last_of('/');
-  if (slash == std::string::npos || slash == 0) return fail(cni_code::kInternal, "lock file " + path + " has no directory");
-  auto dir = PLUMB_TRY(Dir::open(path.substr(0, slash), 0700));
-  return lock_file(dir, path.substr(slash + 1));
 }
 
 Result<KeyLock> StateDir::lock(const Key& key) const {

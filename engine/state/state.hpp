@@ -90,22 +90,24 @@ struct Records {
 class FileLock {
  public:
   FileLock() = default;
-  FileLock(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  /// Holds the locked descriptor `fd` of file `name` in the directory open as `dir_fd` (both
+  /// owned from now on).
+  FileLock(int fd, int dir_fd, std::string name) : fd_(fd), dir_fd_(dir_fd), name_(std::move(name)) {}
   /// Removes the lock file while still holding the lock (nothing left to serialise), so lock
-  /// files do not accumulate; lock_file() retries when its file was unlinked.
+  /// files do not accumulate; lock_file() retries when its file was unlinked. Relative to the
+  /// directory the lock was taken in (unlinkat), never through a link planted since.
   void unlink_path();
 
  private:
   UniqueFd fd_;
-  std::string path_;
+  UniqueFd dir_fd_;
+  std::string name_;
 };
 
 /// Takes an exclusive flock on `name` in `dir` (created 0600 if missing, never through a link),
 /// blocking, and verifies the name still names the locked file (holders unlink it when done).
 /// Errors: errno naming the path.
 [[nodiscard]] Result<FileLock> lock_file(const Dir& dir, const std::string& name);
-/// The same for a lock file given by path (its directory created 0700 if missing).
-[[nodiscard]] Result<FileLock> lock_file(const std::string& path);
 
 /// The locks of one key: its own and, while a legacy directory of its container exists, that
 /// directory's lock (the one older plumbs take).

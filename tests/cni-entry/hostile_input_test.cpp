@@ -58,6 +58,15 @@ struct Hostile {
 
 }  // namespace
 
+TEST_CASE("the node snapshot sees a BPF pin left in the node's bpffs (where plumb's default bpffsDir lives)") {
+  Hostile h;
+  const NodeSnapshot before = h.snapshot();
+  REQUIRE(std::filesystem::create_directory("/sys/fs/bpf/plumb"));  // each Node has its own bpffs there
+  CHECK_FALSE(h.snapshot() == before);
+  std::filesystem::remove("/sys/fs/bpf/plumb");
+  CHECK(h.snapshot() == before);
+}
+
 TEST_CASE("stdin built to exhaust a parser: decode errors naming the limit, VERSION still answers") {
   Hostile h;
   const std::string brackets(1'000'000, '[');

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "tests/support/bounded_run.hpp"
+#include "tests/support/kube_cluster.hpp"
 #include "tests/support/pod_fixture.hpp"
 
 using plumb::test::BoundedProc;
@@ -89,6 +90,87 @@ TEST_CASE("a link planted at any path plumb writes is refused by name and never 
   p.refused(ipam, true);                                                    // host-local's network directory
   fs::rename(state + "/locks", state + "/locks.real");
   p.refused(state + "/locks", true);                                        // the locks directory itself
+}
+
+TEST_CASE("links planted at the IPAMClaim paths (GC records and their lock, storeDir's status file) are refused by name") {
+  Planted p;
+  p.fx.add_nad("default", "blue", plumb::test::bridge_net("br-blue", "198.51.100.0/24", p.fx.ipam_dir()));
+  p.fx.add_pod("default", "web", R"([{"name": "blue", "ipam-claim-reference": "vm-a.blue"}])");
+  const std::string store_ns = p.fx.store() + "/ipamclaims/default", claims = p.fx.state() + "/ipamclaims";
+  write_file(store_ns + "/vm-a.blue.yaml",
+             "apiVersion: k8s.cni.cncf.io/v1alpha1\nkind: IPAMClaim\nmetadata:\n  name: vm-a.blue\n  namespace: default\n"
+             "spec:\n  network: blue\n  interface: net1\n");
+  p.refused(claims + "/lock", false);    // the claims lock
+  p.refused(claims + "/default", true);  // the namespace's GC record directory
+  const std::string pod = p.node.add_netns("claim");
+  REQUIRE(p.add(pod).exit_code == 0);
+  REQUIRE(p.verb("DEL", pod).exit_code == 0);
+  REQUIRE(fs::exists(claims + "/default/vm-a.blue/blue.json"));
+  REQUIRE(fs::exists(store_ns + "/vm-a.blue.status.json"));
+
+  // storeDir: the claim is gone and the namespace's directory is a link to one that still holds
+  // a status file: plumb does not remove it through the link.
+  const std::string victim_store = p.node.dir() + "/victim-store";
+  fs::rename(store_ns, victim_store);
+  fs::remove(victim_store + "/vm-a.blue.yaml");
+  fs::create_directory_symlink(victim_store, store_ns);
+  BoundedProc add = p.add(p.node.add_netns("claim2"));
+  INFO(add.out, add.err);
+  CHECK(add.exit_code == 1);
+  CHECK(add.cni_error().second.find(store_ns) != std::string::npos);
+  CHECK(fs::exists(victim_store + "/vm-a.blue.status.json"));
+  fs::remove(store_ns);
+  fs::rename(victim_store, store_ns);
+
+  // GC of the deleted claim: its record directory is a link; nothing behind it is released.
+  const std::string victim_claim = p.node.dir() + "/victim-claim";
+  fs::rename(claims + "/default/vm-a.blue", victim_claim);
+  fs::create_directory_symlink(victim_claim, claims + "/default/vm-a.blue");
+  const auto held = plumb::test::PodFixture::files_under(p.fx.ipam_dir() + "/blue");
+  const std::string conf = p.fx.config({}, "1.1.0");
+  auto gc = plumb::test::run_bounded({plumb::test::plumb_binary()}, {{"CNI_COMMAND", "GC"}, {"CNI_PATH", "/usr/lib/cni"}},
+                                     conf.substr(0, conf.rfind('}')) + R"(, "cni.dev/valid-attachments": []})");
+  INFO(gc.out, gc.err);
+  CHECK(gc.exit_code == 1);
+  CHECK(gc.cni_error().second.find(claims + "/default/vm-a.blue") != std::string::npos);
+  CHECK(fs::exists(victim_claim + "/blue.json"));
+  CHECK(plumb::test::PodFixture::files_under(p.fx.ipam_dir() + "/blue") == held);  // the claim's address is kept
+}
+
+TEST_CASE("a link planted at a key's quarantine directory is refused by name: the damaged record stays, the target untouched") {
+  Planted p;
+  const std::string pod = p.node.add_netns("pod");
+  REQUIRE(p.add(pod).exit_code == 0);
+  const std::string key = p.cid() + ":eth0", rec = p.fx.state() + "/containers/" + key + "/0-eth0.json";
+  write_file(rec, "{\"damaged\": ");
+  const std::string at = p.fx.state() + "/quarantine/" + key;
+  fs::create_directories(p.fx.state() + "/quarantine");
+  fs::create_directory_symlink(p.victim_dir, at);
+  BoundedProc del = p.verb("DEL", pod);
+  INFO(del.out, del.err);
+  CHECK(del.exit_code == 1);
+  CHECK(del.cni_error().second.find(at) != std::string::npos);
+  CHECK(fs::is_empty(p.victim_dir));
+  CHECK(read_file(rec) == "{\"damaged\": ");  // kept where it was: nothing is forgotten
+  fs::remove(at);
+  (void)p.verb("DEL", pod);
+}
+
+TEST_CASE("a link planted at the log file is never written through") {
+  Planted p;
+  const std::string log = p.node.dir() + "/plumb.log";
+  fs::create_symlink(p.victim_file, log);
+  const std::string pod = p.node.add_netns("pod");
+  BoundedProc add = p.add(pod, R"("logFile": ")" + log + R"(")");
+  INFO(add.out, add.err);
+  CHECK(add.exit_code == 0);
+  CHECK(read_file(p.victim_file) == "precious");
+  fs::remove(log);
+  CHECK(p.verb("DEL", pod).exit_code == 0);
+  const std::string again = p.node.add_netns("again");
+  CHECK(p.add(again, R"("logFile": ")" + log + R"(")").exit_code == 0);
+  CHECK(read_file(log).find("ADD " + p.cid()) != std::string::npos);  // the same setting logs once no link is there
+  CHECK(p.verb("DEL", again).exit_code == 0);
 }
 
 TEST_CASE("links planted at address files are taken addresses: skipped, never written through") {

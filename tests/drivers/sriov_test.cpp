@@ -239,6 +239,44 @@ TEST_CASE("[kernel netdevs, recorded PF] DEL after the pod namespace is gone suc
   CHECK_FALSE(read_allocation(b.state(), "0000:03:00.2")->has_value());
 }
 
+TEST_CASE("[kernel netdevs, recorded PF] a link planted at the VF allocation directory is refused by name at ADD and at DEL, "
+          "its target untouched") {
+  Node node;
+  Bench b(node);
+  sriov_tree(b);
+  node.add_netns("pod1");
+  const std::string alloc_dir = b.state() + "/sriov", victim = node.dir() + "/victim";
+  std::filesystem::create_directories(victim);
+  std::filesystem::create_directories(b.state());
+  std::filesystem::create_directory_symlink(victim, alloc_dir);
+  const std::string conf = sriov_conf(R"("deviceID":"0000:03:00.2","vlan":100)", b.ipam("198.51.100.0/24"));
+  {
+    Att a(b, "ctr1", "net1", "pod1");
+    auto r = a.add("sriov", conf);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().text().find(alloc_dir) != std::string::npos);
+    CHECK(std::filesystem::is_empty(victim));  // no lock, no allocation written through the link
+    REQUIRE(a.unwind(false));
+    CHECK(test::same_state(b.pf.vfs[{"pf0", 1}], initial_state(1)));
+  }
+  std::filesystem::remove(alloc_dir);
+  Att a(b, "ctr2", "net1", "pod1");
+  REQUIRE(a.add("sriov", conf));
+  // DEL's release: the allocation directory swapped for a link to a copy of it.
+  std::filesystem::remove(victim);
+  std::filesystem::rename(alloc_dir, victim);
+  std::filesystem::create_directory_symlink(victim, alloc_dir);
+  auto del = a.unwind(true);
+  REQUIRE_FALSE(del);
+  CHECK(del.error().text().find(alloc_dir) != std::string::npos);
+  CHECK(std::filesystem::exists(victim + "/0000:03:00.2"));  // the VF allocation behind the link is kept
+  std::filesystem::remove(alloc_dir);
+  std::filesystem::rename(victim, alloc_dir);
+  REQUIRE(a.unwind(true));  // once the link is gone the DEL completes
+  CHECK(test::same_state(b.pf.vfs[{"pf0", 1}], initial_state(1)));
+  CHECK_FALSE(read_allocation(b.state(), "0000:03:00.2")->has_value());
+}
+
 TEST_CASE("[recorded PF] config: sriov-cni's validation rules, each a clear error naming the key (no kernel change)") {
   Node node;
   Bench b(node);

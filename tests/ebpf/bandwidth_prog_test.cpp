@@ -290,6 +290,40 @@ TEST_CASE("EDT program: departures are stamped at the rate, CE beyond mark, drop
   CHECK(s.dropped_pkts == 1);
 }
 
+TEST_CASE("loader: a link planted at bpffsDir, at the pin directory or at a pin is refused by name, never followed") {
+  Node node;
+  PrivateBpffs fs(node);
+  namespace sfs = std::filesystem;
+  const std::string dir = fs.dir() + "/plumb", target = fs.dir() + "/elsewhere";
+  sfs::create_directory(target);
+  auto refused = [&](const std::string& at, auto&& r) {
+    CAPTURE(at);
+    REQUIRE_FALSE(r);
+    CAPTURE(r.error().text());
+    CHECK(r.error().text().find(at) != std::string::npos);
+    CHECK(r.error().sys_errno == ELOOP);
+    CHECK(sfs::is_empty(target));  // nothing pinned through the link
+  };
+  // bpffsDir itself.
+  sfs::create_directory_symlink(target, dir);
+  refused(dir, Programs::load_or_open(dir));
+  refused(dir, Programs::open_existing(dir));
+  sfs::remove(dir);
+  // The pin directory bandwidth_v<ABI> under it.
+  sfs::create_directory(dir);
+  const std::string pins = dir + "/bandwidth_v" + std::to_string(PLUMB_BW_ABI_VERSION);
+  sfs::create_directory_symlink(target, pins);
+  refused(pins, Programs::load_or_open(dir));
+  refused(pins, Programs::open_existing(dir));
+  sfs::remove(pins);
+  // One pin: the real one moved aside and a link put in its place.
+  REQUIRE(Programs::load_or_open(dir));
+  const std::string state = pins + "/" PLUMB_BW_PIN_MAP_STATE;
+  sfs::rename(state, pins + "/moved");
+  sfs::create_symlink(pins + "/moved", state);
+  refused(state, Programs::open_existing(dir));
+}
+
 TEST_CASE("loader: programs are loaded once and pinned; a second open reuses the pins; bucket parameters") {
   Node node;
   PrivateBpffs fs(node);

@@ -2,7 +2,9 @@
 // or a hand edit, and the network-status ADD records from what plugins returned.
 //  - State records (engine/state/record.cpp): any text either decodes into a record that encodes
 //    and decodes again to the same record, or is refused, naming the file, as damaged (kDecode)
-//    or as a newer plumb's (kNewerRecord).
+//    or as a newer plumb's (kNewerRecord); the undo list of a record that decodes is checked as
+//    DEL checks it before running any operation (drivers/undo.cpp): read whole, or refused with
+//    kDecode/kNewerRecord naming the record's path.
 //  - network-status (NPWG 5): any text a delegated plugin may print as its result, decoded in
 //    every version, becomes a status entry (and device-info when the text is one) whose encoded
 //    annotation passes the 5.x checks and reads back as one entry per attachment.
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "cni-entry/npwg/nad.hpp"
+#include "drivers/undo.hpp"
 #include "engine/base/json.hpp"
 #include "engine/cni/cni.hpp"
 #include "engine/devinfo/devinfo.hpp"
@@ -30,6 +33,18 @@ void record(std::string_view text) {
     return;
   }
   if (!rec->undo.IsArray()) __builtin_trap();
+  if (auto st = plumb::drivers::undo::check(rec->undo, std::string(kPath)); !st) {
+    const unsigned code = st.error().cni_code;
+    if (code != plumb::cni_code::kDecode && code != plumb::cni_code::kNewerRecord) __builtin_trap();
+    if (st.error().msg.find(kPath) == std::string::npos) __builtin_trap();  // names the record
+  } else {
+    for (const auto& v : rec->undo.GetArray()) {  // what DEL would run re-encodes as it was read
+      auto op = plumb::drivers::undo::decode(v, std::string(kPath));
+      if (!op) __builtin_trap();
+      auto again = plumb::drivers::undo::decode(plumb::drivers::undo::encode(*op), std::string(kPath));
+      if (!again || plumb::drivers::undo::name_of(*again) != plumb::drivers::undo::name_of(*op)) __builtin_trap();
+    }
+  }
   auto back = plumb::state::decode(plumb::state::encode(*rec), "re-encoded");
   if (!back) __builtin_trap();  // what plumb writes it reads
   if (back->container_id != rec->container_id || back->index != rec->index || back->ifname != rec->ifname ||

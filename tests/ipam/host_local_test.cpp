@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -208,6 +209,19 @@ TEST_CASE("host-local: allocate, check, release, round robin") {
   // Wraps past the broadcast address and the gateway to the freed .2.
   CHECK(net.add("c6") == std::vector<std::string>{"192.0.2.2/29"});
   CHECK(ip_files(net.dir()) == std::set<std::string>{"192.0.2.2", "192.0.2.3", "192.0.2.4", "192.0.2.5", "192.0.2.6"});
+}
+
+TEST_CASE("host-local: a link planted at this process's reserve temp file is removed, never written through") {
+  test::Node node;
+  Net net("net1", node.dir() + "/ipam", R"("ranges":[[{"subnet":"192.0.2.0/29"}]])");
+  REQUIRE(net.add("c1") == std::vector<std::string>{"192.0.2.2/29"});  // the network's directory exists
+  const std::string victim = node.dir() + "/victim", tmp = net.dir() + "/.plumb-reserve." + std::to_string(::getpid());
+  { std::ofstream(victim) << "precious"; }
+  std::filesystem::create_symlink(victim, tmp);
+  CHECK(net.add("c2") == std::vector<std::string>{"192.0.2.3/29"});
+  CHECK(slurp(victim) == "precious");
+  CHECK_FALSE(std::filesystem::is_symlink(tmp));
+  CHECK(slurp(net.dir() + "/192.0.2.3") == "c2\r\neth0");
 }
 
 TEST_CASE("host-local: repeated ADD returns the addresses already held") {

@@ -1,8 +1,10 @@
 // "The node is exactly as it was": what a refused or failed verb must not change, read
 // independently of plumb — links, addresses and routes of the node and of the given pod
-// namespaces (ip -j), the whole nftables ruleset, the BPF pins and every file plumb keeps under
-// the node's scratch directory (state records, locks, network-status, host-local files,
-// device-info) with its type and mode. Two snapshots compare equal when nothing changed.
+// namespaces (ip -j), the whole nftables ruleset, the BPF pins (every entry of the node's own
+// bpffs at /sys/fs/bpf, where plumb's default bpffsDir lives, and of a PrivateBpffs under the
+// scratch directory) and every file plumb keeps under the node's scratch directory (state
+// records, locks, network-status, host-local files, device-info) with its type and mode. Two
+// snapshots compare equal when nothing changed.
 #pragma once
 
 #include <sys/stat.h>
@@ -19,6 +21,24 @@ namespace plumb::test {
 struct NodeSnapshot {
   std::string kernel;  ///< ip/nft output
   std::string files;   ///< "<type> <mode> <size> <path>" per entry under the scratch directory
+  std::string pins;    ///< the same for every entry of the node's bpffs (/sys/fs/bpf)
+
+  /// "<type> <mode> <size> <path>\n" for every entry under `dir` (links not followed).
+  static std::string list_tree(const std::string& dir) {
+    std::string out;
+    std::error_code ec;
+    for (auto it = std::filesystem::recursive_directory_iterator(dir, ec); !ec && it != std::filesystem::recursive_directory_iterator();
+         it.increment(ec)) {
+      struct stat st {};
+      if (::lstat(it->path().c_str(), &st) != 0) continue;
+      const char type = S_ISDIR(st.st_mode) ? 'd' : S_ISLNK(st.st_mode) ? 'l' : S_ISREG(st.st_mode) ? 'f' : 'o';
+      char mode[8];
+      std::snprintf(mode, sizeof mode, "%04o", st.st_mode & 07777);
+      out += std::string(1, type) + " " + mode + " " + std::to_string(S_ISREG(st.st_mode) ? st.st_size : 0) + " " +
+             it->path().string() + "\n";
+    }
+    return out;
+  }
 
   /// Reads the node (the test's current namespace), the pod namespaces `pods` (names under
   /// /run/netns) and every entry under `dir` (the node's scratch directory).
@@ -40,17 +60,8 @@ struct NodeSnapshot {
       add("ip " + n + "-6 route show table all");
     }
     add("nft list ruleset");
-    std::error_code ec;
-    for (auto it = std::filesystem::recursive_directory_iterator(dir, ec); !ec && it != std::filesystem::recursive_directory_iterator();
-         it.increment(ec)) {
-      struct stat st {};
-      if (::lstat(it->path().c_str(), &st) != 0) continue;
-      const char type = S_ISDIR(st.st_mode) ? 'd' : S_ISLNK(st.st_mode) ? 'l' : S_ISREG(st.st_mode) ? 'f' : 'o';
-      char mode[8];
-      std::snprintf(mode, sizeof mode, "%04o", st.st_mode & 07777);
-      s.files += std::string(1, type) + " " + mode + " " + std::to_string(S_ISREG(st.st_mode) ? st.st_size : 0) + " " +
-                 it->path().string() + "\n";
-    }
+    s.files = list_tree(dir);
+    s.pins = list_tree("/sys/fs/bpf");  // each Node mounts a fresh bpffs there (private_node.cpp)
     return s;
   }
 
@@ -64,6 +75,7 @@ struct NodeSnapshot {
     const auto n_ = (now);                 \
     CHECK(n_.kernel == b_.kernel);         \
     CHECK(n_.files == b_.files);           \
+    CHECK(n_.pins == b_.pins);             \
   } while (0)
 
 }  // namespace plumb::test

@@ -60,7 +60,7 @@ TEST_CASE("a link planted where Dir writes, reads, locks or descends is refused 
   auto sub = dir->sub("subdir", 0700);
   REQUIRE_FALSE(sub);
   CHECK(sub.error().msg.find(dir->path() + "/subdir") != std::string::npos);
-  auto excl = dir->create_exclusive("sub", "x", 0444);
+  auto excl = dir->create_exclusive("sub", "x", {.mode = 0444});
   REQUIRE_FALSE(excl);
   CHECK(excl.error().sys_errno == EEXIST);
   auto replaced = dir->write_atomic("record.json", "new", {.mode = 0600});
@@ -118,7 +118,7 @@ TEST_CASE("under umask 000 directories, files and lock files get exactly the mod
   CHECK(mode_of(t.path + "/a/b/c") == 0700);
   REQUIRE(sub->write_atomic("f", "x", {.mode = 0644}));
   CHECK(mode_of(t.path + "/a/b/c/f") == 0644);
-  REQUIRE(sub->create_exclusive("once", "y", 0444));
+  REQUIRE(sub->create_exclusive("once", "y", {.mode = 0444, .fsync = true}));
   CHECK(mode_of(t.path + "/a/b/c/once") == 0444);
   auto fd = sub->open_lock("lock");
   REQUIRE(fd);
@@ -132,7 +132,7 @@ TEST_CASE("link_new, move and remove_dir work relative to the directory") {
   TempDir t;
   auto dir = Dir::open(t.path);
   REQUIRE(dir);
-  REQUIRE(dir->create_exclusive("tmp", "owner", 0644));
+  REQUIRE(dir->create_exclusive("tmp", "owner", {.mode = 0644}));
   CHECK(*dir->link_new("tmp", "192.0.2.5"));
   CHECK_FALSE(*dir->link_new("tmp", "192.0.2.5"));  // taken
   auto to = dir->sub("q", 0700);
