@@ -13,6 +13,8 @@
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
+#include <set>
 #include <utility>
 
 #include "engine/base/text.hpp"
@@ -153,18 +155,23 @@ class LocalStore final : public PodSource {
     for (const auto& f : files) {
       // Each file is parsed once per process: a pod's networks are looked up one by one, and
       // several NADs often share a file (YAML parsing was a third of an ADD's instructions).
+      // A malformed one is remembered too: parsed and warned about once.
       auto cached = parsed_.find(f.string());
-      if (cached == parsed_.end()) {
+      if (cached == parsed_.end() && !malformed_.contains(f.string())) {
         auto text = read_optional(f.string());
         if (text && !*text) continue;  // removed while we scanned
         auto nads = text ? nad::parse_nad_yaml(**text, f.string()) : Result<std::vector<nad::NetworkAttachmentDefinition>>{};
         if (!text || !nads) {
           const Error& e = !text ? text.error() : nads.error();
           warnings_.push_back("local store: skipped " + f.string() + ": " + e.text());
-          skipped += (skipped.empty() ? " (skipped as malformed: " : ", ") + f.filename().string();
-          continue;
+          malformed_.insert(f.string());
+        } else {
+          cached = parsed_.emplace(f.string(), std::move(*nads)).first;
         }
-        cached = parsed_.emplace(f.string(), std::move(*nads)).first;
+      }
+      if (cached == parsed_.end()) {
+        skipped += (skipped.empty() ? " (skipped as malformed: " : ", ") + f.filename().string();
+        continue;
       }
       for (const auto& n : cached->second) {
         if (n.namespace_ == namespace_ && n.name == name) return n;
@@ -315,6 +322,7 @@ class LocalStore final : public PodSource {
   std::string root_;
   std::vector<std::string> warnings_;
   std::map<std::string, std::vector<nad::NetworkAttachmentDefinition>> parsed_;  ///< NAD file -> its NADs
+  std::set<std::string> malformed_;  ///< NAD files that did not parse (skipped)
 };
 
 }  // namespace

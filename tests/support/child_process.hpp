@@ -15,6 +15,8 @@
 #include <thread>
 #include <vector>
 
+#include "tests/support/private_node.hpp"
+
 namespace plumb::test {
 
 /// Starts argv (argv[0] an absolute path) in the background with `env` plus PATH as its whole
@@ -28,16 +30,7 @@ inline pid_t start_child(const std::vector<std::string>& argv, const std::map<st
     ::dup2(fd, 1);
     ::dup2(fd, 2);
   }
-  std::vector<std::string> envs = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"};
-  for (auto& [k, v] : env) envs.push_back(k + "=" + v);
-  std::vector<char*> envp, args;
-  for (auto& e : envs) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> av = argv;
-  for (auto& a : av) args.push_back(a.data());
-  args.push_back(nullptr);
-  ::execve(args[0], args.data(), envp.data());
-  ::_exit(127);
+  exec_child(argv, env);
 }
 
 /// SIGTERM to `pid`, up to `grace` for it to exit, then SIGKILL; reaps it and sets pid to -1.

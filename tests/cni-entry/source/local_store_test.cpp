@@ -120,6 +120,7 @@ TEST_CASE("network_attachment: a malformed NAD file is skipped with a warning na
   REQUIRE_FALSE(missing.has_value());
   CHECK(missing.error().cni_code == cni_code::kNotFound);
   CHECK(contains(missing.error().msg, "skipped as malformed: 00-junk.yaml, 01-deep.json"));
+  CHECK(s.src->take_warnings().empty());  // each malformed file is parsed, and warned about, once
 }
 
 TEST_CASE("pod_annotations reads metadata.annotations of the Pod manifest") {
