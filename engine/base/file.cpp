@@ -227,10 +227,8 @@ Status Dir::write_in_place(std::string_view name, std::string_view data, mode_t 
   if (fd < 0) return io_error(errno, "write " + path);
   struct stat st {};
   int err = ::fstat(fd, &st) != 0 ? errno : (S_ISREG(st.st_mode) ? 0 : EINVAL);
-  for (size_t off = 0; off < data.size() && err == 0;) {
-    ssize_t n = ::pwrite(fd, data.data() + off, data.size() - off, static_cast<off_t>(off));
-    if (n < 0 && errno != EINTR) err = errno;
-    if (n > 0) off += static_cast<size_t>(n);
+  if (err == 0) {
+    if (auto written = write_all(fd, data); !written) err = written.error().sys_errno;  // from offset 0
   }
   if (err == 0 && ::ftruncate(fd, static_cast<off_t>(data.size())) != 0) err = errno;
   if (err == 0 && ::fchmod(fd, mode) != 0) err = errno;
