@@ -91,7 +91,7 @@ std::set<std::string> tree(const std::string& dir) {
 /// An iperf3 server in the node namespace, bound to one address; stopped by pid.
 class Iperf3Server {
  public:
-  Iperf3Server(const std::string& addr, int port) : port_(port) {
+  Iperf3Server(const std::string& addr, int port) {
     pid_ = fork();
     REQUIRE(pid_ >= 0);
     if (pid_ == 0) {
@@ -134,7 +134,6 @@ class Iperf3Server {
 
  private:
   pid_t pid_ = -1;
-  int port_;
   bool listening_ = false;
 };
 

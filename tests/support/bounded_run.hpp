@@ -69,7 +69,7 @@ inline BoundedProc run_bounded(const std::vector<std::string>& argv, const std::
     ::dup2(in[0], 0);
     ::dup2(out[1], 1);
     ::dup2(err[1], 2);
-#if !defined(__SANITIZE_ADDRESS__)
+#ifndef PLUMB_SANITIZED  // GCC and clang alike (clang 16 does not define __SANITIZE_ADDRESS__)
     rlimit as{bounds.memory_bytes, bounds.memory_bytes};
     ::setrlimit(RLIMIT_AS, &as);
 #endif
