@@ -161,8 +161,11 @@ Status Dir::check_name(std::string_view name) const {
 Result<Dir> Dir::open(const std::string& path, std::optional<mode_t> create_mode) {
   std::string p = path;
   while (p.size() > 1 && p.back() == '/') p.pop_back();
-  if (create_mode) PLUMB_TRY(mkdir_p(p, *create_mode));
   int fd = ::open(p.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0 && errno == ENOENT && create_mode) {  // made only when missing: one open when it exists
+    PLUMB_TRY(mkdir_p(p, *create_mode));
+    fd = ::open(p.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  }
   if (fd < 0) return dir_error(AT_FDCWD, p, errno, p);
   return Dir(fd, p);
 }

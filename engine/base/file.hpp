@@ -80,7 +80,7 @@ class Dir {
   Dir() = default;
 
   /// Opens the directory `path` (its last component not a symbolic link); with `create_mode`,
-  /// creates it and its missing parents with that mode first. Errors: kNotFound when missing
+  /// creates it and its missing parents with that mode when it is missing. Errors: kNotFound when missing
   /// and not created; kIo naming the path (ELOOP for a symbolic link, ENOTDIR).
   [[nodiscard]] static Result<Dir> open(const std::string& path, std::optional<mode_t> create_mode = std::nullopt);
 

@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -179,10 +180,23 @@ std::string StateDir::record_path(const AttachmentRecord& rec) const {
   return root_ + "/" + kContainers + "/" + rec.key().name() + "/" + record_name(rec);
 }
 
-Status StateDir::write(AttachmentRecord& rec) const {
+Result<const Dir*> StateDir::key_dir(const Key& key) const {
+  // Records are written holding the key's lock (spec 7.3): no other process removes the key's
+  // directory meanwhile. This one may have (remove() once it was empty), which the directory
+  // shows: removed, its link count is 0.
+  if (key_dir_ && key_dir_->name == key.name()) {
+    struct stat st {};
+    if (::fstat(key_dir_->dir.fd(), &st) == 0 && st.st_nlink > 0) return &key_dir_->dir;
+  }
+  key_dir_.reset();
   auto root = PLUMB_TRY(Dir::open(root_, 0700));
   auto containers = PLUMB_TRY(root.sub(kContainers, 0700));
-  auto dir = PLUMB_TRY(containers.sub(rec.key().name(), 0700));
+  key_dir_ = std::make_shared<KeyDirCache>(KeyDirCache{key.name(), PLUMB_TRY(containers.sub(key.name(), 0700))});
+  return &key_dir_->dir;
+}
+
+Status StateDir::write(AttachmentRecord& rec) const {
+  const Dir& dir = *PLUMB_TRY(key_dir(rec.key()));
   const std::string name = record_name(rec);
   const std::string encoded = encode(rec);
   if (rec.origin != dir.path_of(name)) {
@@ -196,7 +210,6 @@ Status StateDir::write(AttachmentRecord& rec) const {
   // swapped in through the record's spare file (no new inode, flush or freed blocks per intent);
   // the complete record ("ready") is renamed over, which ext4 orders after its data.
   return dir.write_via_spare(name, name + kSpareSuffix, encoded, 0600, rec.phase == "ready");
-  return {};
 }
 
 Result<Records> StateDir::read(const Key& key) const {
@@ -237,6 +250,7 @@ Status StateDir::remove(const AttachmentRecord& rec) const {
 }
 
 Result<std::string> StateDir::quarantine(const Key& key, const std::string& path) const {
+  key_dir_.reset();  // records move out of (or with) the key's directory
   auto root = PLUMB_TRY(Dir::open(root_, 0700));
   auto to = PLUMB_TRY(PLUMB_TRY(root.sub(kQuarantine, 0700)).sub(key.name(), 0700));
   auto containers = PLUMB_TRY(root.sub(kContainers));

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <optional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -149,7 +150,17 @@ class StateDir {
   [[nodiscard]] std::string record_path(const AttachmentRecord& rec) const;
 
  private:
+  /// The directory of the key write() wrote last, kept open across the journal's versions of
+  /// one ADD (otherwise each version opens the root, containers/ and the key's directory).
+  struct KeyDirCache {
+    std::string name;
+    Dir dir;
+  };
+  /// The key's record directory (created when missing): the cached one while it still exists.
+  [[nodiscard]] Result<const Dir*> key_dir(const Key& key) const;
+
   std::string root_;
+  mutable std::shared_ptr<KeyDirCache> key_dir_;  // shared by copies: they name the same root
 };
 
 /// Encodes a record in format kRecordFormat, its integrity trailer last (exposed for tests).

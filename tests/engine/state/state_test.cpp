@@ -234,3 +234,32 @@ TEST_CASE("links planted in the state directory are refused by path, their targe
   REQUIRE(got->damaged.size() == 1);
   CHECK(got->damaged[0].path == t.path + "/state/containers/c2:eth0");
 }
+
+TEST_CASE("write() keeps the key's directory open, and follows it when the directory was removed") {
+  TempDir t;
+  state::StateDir dir(t.path);
+  const state::Key key{"c1", "eth0"};
+  auto first = record("c1", "eth0", 0, "net0");
+  first.phase = "adding";
+  REQUIRE(dir.write(first));
+  first.phase = "ready";
+  REQUIRE(dir.write(first));  // the second version goes through the directory kept open
+  REQUIRE(dir.read(key)->records.size() == 1);
+  // The last record removed, the directory goes with it; the next record must land in a new
+  // directory at the same path, not in the removed one the first writes held open.
+  REQUIRE(dir.remove(first));
+  REQUIRE_FALSE(fs::exists(t.path + "/containers/c1:eth0"));
+  auto second = record("c1", "eth0", 1, "net1");
+  REQUIRE(dir.write(second));
+  auto got = dir.read(key);
+  REQUIRE(got);
+  REQUIRE(got->records.size() == 1);
+  CHECK(got->records[0].ifname == "net1");
+  CHECK(fs::exists(t.path + "/containers/c1:eth0/1-net1.json"));
+  // A directory removed behind this process's back (as a test, since the key's lock keeps other
+  // plumb processes out) is followed the same way.
+  fs::remove_all(t.path + "/containers/c1:eth0");
+  auto third = record("c1", "eth0", 2, "net2");
+  REQUIRE(dir.write(third));
+  CHECK(fs::exists(t.path + "/containers/c1:eth0/2-net2.json"));
+}
