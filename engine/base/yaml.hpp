@@ -11,8 +11,9 @@
 //     [-+]?[0-9]+, 0x.., 0o.., 0b.. integers (int64, else uint64, else a float); decimal floats
 //     ([-+]?(.5|1|1.|1.5)(e[-+]?N)?); .inf/.nan (every spelling) are an error naming the key, JSON
 //     has no such numbers (Kubernetes fails the same way, in json.Marshal); anything else a string;
-//   - tags: !!str makes a string, !!int !!float !!bool !!null require the text to resolve to that
-//     type (an error naming it otherwise), other tags are ignored.
+//   - tags: !!str makes a string (!!binary too: its base64 text), !!int !!float !!bool !!null
+//     require the text to resolve to that type (an error naming it otherwise), other tags are ignored.
+// README.md ("How YAML is read") lists where this differs from Kubernetes.
 // Mapping keys are the key scalar's text as written (a non-scalar key is an error naming its
 // position); of duplicate keys the last is kept, as json::parse does (and go-yaml v2 non-strict).
 // Anchors are document-scoped; an alias is a copy of the anchored value.
