@@ -191,10 +191,11 @@ Result<Outcome> apply(const Options& opts) {
   auto sa = PLUMB_TRY(read_service_account(opts.service_host, opts.service_port, opts.service_account_dir));
   if (sa) in.kubeconfig_path = support_dir(opts.host_cni_conf_dir) + "/" + std::string(kKubeconfigName);
   const std::string conflist = PLUMB_TRY(render_conflist(in));  // everything checked before a write
+  const std::string kubeconfig = sa ? PLUMB_TRY(render_kubeconfig(*sa)) : std::string();
   if (sa) {
     PLUMB_TRY(mkdir_p(support_dir(opts.cni_conf_dir), 0700));
     out.kubeconfig_written = PLUMB_TRY(
-        write_if_changed(support_dir(opts.cni_conf_dir) + "/" + std::string(kKubeconfigName), render_kubeconfig(*sa)));
+        write_if_changed(support_dir(opts.cni_conf_dir) + "/" + std::string(kKubeconfigName), kubeconfig));
   }
   out.conflist_written = PLUMB_TRY(write_if_changed(opts.cni_conf_dir + "/" + std::string(kConflistName), conflist));
   return out;

@@ -1,8 +1,6 @@
 // What `plumb install` writes (see node_config.hpp).
 #include "cni-entry/install/node_config.hpp"
 
-#include <yaml-cpp/yaml.h>
-
 #include <algorithm>
 #include <map>
 #include <vector>
@@ -11,6 +9,7 @@
 #include "engine/base/file.hpp"
 #include "engine/base/json.hpp"
 #include "engine/base/text.hpp"
+#include "engine/base/yaml.hpp"
 #include "engine/cni/cni.hpp"
 #include "cni-entry/source/kube.hpp"
 
@@ -96,31 +95,33 @@ Result<std::optional<ServiceAccount>> read_service_account(const std::string& ho
   return std::optional<ServiceAccount>(std::move(sa));
 }
 
-std::string render_kubeconfig(const ServiceAccount& sa) {
-  YAML::Emitter out;
-  out << YAML::BeginMap;
-  out << YAML::Key << "apiVersion" << YAML::Value << "v1";
-  out << YAML::Key << "kind" << YAML::Value << "Config";
-  out << YAML::Key << "clusters" << YAML::Value << YAML::BeginSeq << YAML::BeginMap;
-  out << YAML::Key << "name" << YAML::Value << "local";
-  out << YAML::Key << "cluster" << YAML::Value << YAML::BeginMap;
-  out << YAML::Key << "server" << YAML::Value << sa.server;
-  out << YAML::Key << "certificate-authority-data" << YAML::Value << base64::encode(sa.ca_pem);
-  out << YAML::EndMap << YAML::EndMap << YAML::EndSeq;
-  out << YAML::Key << "users" << YAML::Value << YAML::BeginSeq << YAML::BeginMap;
-  out << YAML::Key << "name" << YAML::Value << "plumb";
-  out << YAML::Key << "user" << YAML::Value << YAML::BeginMap;
-  out << YAML::Key << "token" << YAML::Value << YAML::DoubleQuoted << sa.token;
-  out << YAML::EndMap << YAML::EndMap << YAML::EndSeq;
-  out << YAML::Key << "contexts" << YAML::Value << YAML::BeginSeq << YAML::BeginMap;
-  out << YAML::Key << "name" << YAML::Value << "plumb";
-  out << YAML::Key << "context" << YAML::Value << YAML::BeginMap;
-  out << YAML::Key << "cluster" << YAML::Value << "local";
-  out << YAML::Key << "user" << YAML::Value << "plumb";
-  out << YAML::EndMap << YAML::EndMap << YAML::EndSeq;
-  out << YAML::Key << "current-context" << YAML::Value << "plumb";
-  out << YAML::EndMap;
-  return std::string(out.c_str()) + "\n";
+Result<std::string> render_kubeconfig(const ServiceAccount& sa) {
+  json::Document d(rapidjson::kObjectType);
+  auto& a = d.GetAllocator();
+  // One {"name": name, inner_key: inner} entry of a kubeconfig list, as the list.
+  auto entry = [&a](std::string_view name, std::string_view inner_key, json::Value inner) {
+    json::Value e(rapidjson::kObjectType);
+    json::set_string(e, "name", name, a);
+    json::set(e, inner_key, std::move(inner), a);
+    json::Value list(rapidjson::kArrayType);
+    list.PushBack(std::move(e), a);
+    return list;
+  };
+  json::Value cluster(rapidjson::kObjectType);
+  json::set_string(cluster, "server", sa.server, a);
+  json::set_string(cluster, "certificate-authority-data", base64::encode(sa.ca_pem), a);
+  json::Value user(rapidjson::kObjectType);
+  json::set_string(user, "token", sa.token, a);
+  json::Value context(rapidjson::kObjectType);
+  json::set_string(context, "cluster", "local", a);
+  json::set_string(context, "user", "plumb", a);
+  json::set_string(d, "apiVersion", "v1", a);
+  json::set_string(d, "kind", "Config", a);
+  json::set(d, "clusters", entry("local", "cluster", std::move(cluster)), a);
+  json::set(d, "users", entry("plumb", "user", std::move(user)), a);
+  json::set(d, "contexts", entry("plumb", "context", std::move(context)), a);
+  json::set_string(d, "current-context", "plumb", a);
+  return yaml::dump(d);
 }
 
 Result<std::string> render_conflist(const ConflistInputs& in) {

@@ -44,8 +44,8 @@ struct ServiceAccount {
 
 /// The kubeconfig plumb uses on the node: one cluster (server https://host:port, the CA as
 /// certificate-authority-data), one user with the token inline, one current context. YAML made
-/// with yaml-cpp's emitter.
-[[nodiscard]] std::string render_kubeconfig(const ServiceAccount& sa);
+/// with libyaml's emitter (yaml::dump). Errors: kInternal when the token is not UTF-8.
+[[nodiscard]] Result<std::string> render_kubeconfig(const ServiceAccount& sa);
 
 /// Inputs of plumb's conflist.
 struct ConflistInputs {

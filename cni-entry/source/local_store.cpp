@@ -7,7 +7,6 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -18,7 +17,7 @@
 #include <utility>
 
 #include "engine/base/text.hpp"
-#include "engine/base/yaml_guard.hpp"
+#include "engine/base/yaml.hpp"
 #include "cni-entry/source/source.hpp"
 
 namespace plumb::source {
@@ -98,29 +97,21 @@ class LocalStore final : public PodSource {
     auto text = PLUMB_TRY(read_optional(path));
     if (!text) return std::optional<Annotations>{};
     Annotations out;
-    try {
-      PLUMB_TRY(yaml::check(*text, path));
-      const YAML::Node doc = YAML::Load(*text);
-      if (!doc.IsMap()) {
-        if (doc.IsNull()) return std::optional<Annotations>(std::move(out));
-        return fail(cni_code::kDecode, "pod manifest " + path + " is not a YAML map");
+    const json::Document doc = PLUMB_TRY(yaml::load(*text, "pod manifest " + path));
+    if (doc.IsNull()) return std::optional<Annotations>(std::move(out));
+    if (!doc.IsObject()) return fail(cni_code::kDecode, "pod manifest " + path + " is not a YAML map");
+    const json::Value* meta = json::find(doc, "metadata");
+    if (meta == nullptr) return std::optional<Annotations>(std::move(out));
+    if (!meta->IsObject()) return fail(cni_code::kDecode, "pod manifest " + path + ": metadata is not a map");
+    const json::Value* ann = json::find(*meta, "annotations");
+    if (ann == nullptr) return std::optional<Annotations>(std::move(out));
+    if (!ann->IsObject()) return fail(cni_code::kDecode, "pod manifest " + path + ": metadata.annotations is not a map");
+    for (const auto& kv : ann->GetObject()) {
+      const std::string key(kv.name.GetString(), kv.name.GetStringLength());
+      if (!kv.value.IsString() && !kv.value.IsNull()) {
+        return fail(cni_code::kDecode, "pod manifest " + path + ": annotation \"" + key + "\" is not a string: " + json::quote(kv.value));
       }
-      const YAML::Node meta = doc["metadata"];
-      if (!meta.IsDefined() || meta.IsNull()) return std::optional<Annotations>(std::move(out));
-      if (!meta.IsMap()) return fail(cni_code::kDecode, "pod manifest " + path + ": metadata is not a map");
-      const YAML::Node ann = meta["annotations"];
-      if (!ann.IsDefined() || ann.IsNull()) return std::optional<Annotations>(std::move(out));
-      if (!ann.IsMap()) return fail(cni_code::kDecode, "pod manifest " + path + ": metadata.annotations is not a map");
-      for (const auto& kv : ann) {
-        if (!kv.first.IsScalar()) return fail(cni_code::kDecode, "pod manifest " + path + ": annotation key is not a string");
-        if (!kv.second.IsScalar() && !kv.second.IsNull()) {
-          return fail(cni_code::kDecode, "pod manifest " + path + ": annotation \"" + kv.first.Scalar() + "\" is not a string");
-        }
-        out[kv.first.Scalar()] = kv.second.IsNull() ? std::string{} : kv.second.Scalar();
-      }
-    } catch (const YAML::Exception& ex) {
-      std::string pos = ex.mark.is_null() ? std::string{} : ":" + std::to_string(ex.mark.line + 1) + ":" + std::to_string(ex.mark.column + 1);
-      return fail(cni_code::kDecode, "cannot decode pod manifest " + path + pos + ": " + ex.msg);
+      out[key] = kv.value.IsNull() ? std::string{} : std::string(kv.value.GetString(), kv.value.GetStringLength());
     }
     return std::optional<Annotations>(std::move(out));
   }
@@ -221,28 +212,14 @@ class LocalStore final : public PodSource {
     IpamClaim c;
     c.namespace_ = namespace_;
     c.name = name;
-    try {
-      PLUMB_TRY(yaml::check(*text, path));
-      const YAML::Node doc = YAML::Load(*text);
-      if (!doc.IsMap() && !doc.IsNull()) return fail(cni_code::kDecode, "IPAMClaim manifest " + path + " is not a YAML map");
-      if (doc.IsMap()) {
-        auto has = [](const YAML::Node& n) { return n.IsDefined() && !n.IsNull(); };
-        if (const YAML::Node spec = doc["spec"]; has(spec) && spec.IsMap()) {
-          if (has(spec["network"]) && spec["network"].IsScalar()) c.network = spec["network"].Scalar();
-          if (has(spec["interface"]) && spec["interface"].IsScalar()) c.interface = spec["interface"].Scalar();
-        }
-        const YAML::Node status = doc["status"];
-        if (const YAML::Node ips = has(status) && status.IsMap() ? status["ips"] : YAML::Node(); has(ips)) {
-          if (!ips.IsSequence()) return fail(cni_code::kDecode, "IPAMClaim manifest " + path + ": status.ips is not a list");
-          for (const auto& ip : ips) {
-            if (!ip.IsScalar()) return fail(cni_code::kDecode, "IPAMClaim manifest " + path + ": status.ips holds a non-string");
-            c.ips.push_back(ip.Scalar());
-          }
-        }
-      }
-    } catch (const YAML::Exception& ex) {
-      return fail(cni_code::kDecode, "cannot decode IPAMClaim manifest " + path + ": " + ex.msg);
+    const json::Document doc = PLUMB_TRY(yaml::load(*text, "IPAMClaim manifest " + path));
+    if (!doc.IsObject() && !doc.IsNull()) return fail(cni_code::kDecode, "IPAMClaim manifest " + path + " is not a YAML map");
+    if (const json::Value* spec = doc.IsObject() ? json::find(doc, "spec") : nullptr; spec != nullptr && spec->IsObject()) {
+      if (const json::Value* v = json::find(*spec, "network"); v != nullptr && v->IsString()) c.network = v->GetString();
+      if (const json::Value* v = json::find(*spec, "interface"); v != nullptr && v->IsString()) c.interface = v->GetString();
     }
+    const json::Value* status = doc.IsObject() ? json::find(doc, "status") : nullptr;
+    if (status != nullptr && status->IsObject()) c.ips = PLUMB_TRY(ip_list(*status, "IPAMClaim manifest " + path + ": status.ips"));
     // What plumb wrote wins over the manifest's own status.
     auto written = PLUMB_TRY(read_optional(base + ".status.json"));
     if (written) {
@@ -302,19 +279,22 @@ class LocalStore final : public PodSource {
     return root_ + "/ipamclaims/" + namespace_ + "/" + name;
   }
 
-  /// The "ips" list of a status file plumb wrote.
+  /// The "ips" list of a status file plumb wrote (JSON, read as YAML: JSON is YAML).
   static Result<std::vector<std::string>> written_ips(const std::string& text, const std::string& path) {
+    const json::Document doc = PLUMB_TRY(yaml::load(text, path));
+    if (!doc.IsObject() || json::find(doc, "ips") == nullptr) return fail(cni_code::kDecode, path + " has no \"ips\" list");
+    return ip_list(doc, path + ": \"ips\"");
+  }
+
+  /// The member "ips" of `obj`: a list of strings (none when absent). Errors: kDecode naming `what`.
+  static Result<std::vector<std::string>> ip_list(const json::Value& obj, const std::string& what) {
     std::vector<std::string> out;
-    try {
-      PLUMB_TRY(yaml::check(text, path));
-      const YAML::Node doc = YAML::Load(text);  // JSON is YAML
-      if (!doc.IsDefined() || !doc.IsMap() || !doc["ips"].IsDefined() || !doc["ips"].IsSequence()) return fail(cni_code::kDecode, path + " has no \"ips\" list");
-      for (const auto& ip : doc["ips"]) {
-        if (!ip.IsScalar()) return fail(cni_code::kDecode, path + ": \"ips\" holds a non-string");
-        out.push_back(ip.Scalar());
-      }
-    } catch (const YAML::Exception& ex) {
-      return fail(cni_code::kDecode, "cannot decode " + path + ": " + ex.msg);
+    const json::Value* ips = json::find(obj, "ips");
+    if (ips == nullptr) return out;
+    if (!ips->IsArray()) return fail(cni_code::kDecode, what + " is not a list");
+    for (const auto& ip : ips->GetArray()) {
+      if (!ip.IsString()) return fail(cni_code::kDecode, what + " holds a non-string: " + json::quote(ip));
+      out.emplace_back(ip.GetString(), ip.GetStringLength());
     }
     return out;
   }

@@ -119,6 +119,8 @@ bool keeps_duplicates(const Value& name) {
   return std::string_view(name.GetString(), name.GetStringLength()) == "sysctl";
 }
 
+}  // namespace
+
 /// Go's encoding/json (libcni, Multus, the reference plugins) keeps the last of duplicate object
 /// keys; RapidJSON keeps them all and finds the first. Removes every earlier duplicate, in every
 /// object of `root` (but "sysctl" objects: keeps_duplicates), so plumb reads what a Go plugin
@@ -156,7 +158,6 @@ void keep_last_duplicates(Document& root) {
   }
 }
 
-}  // namespace
 
 Result<Document> parse(std::string_view text, const std::string& what, unsigned max_depth) {
   Document d;

@@ -19,7 +19,7 @@ using Document = rapidjson::Document;
 
 /// How deep arrays and objects may nest in any JSON plumb reads from outside (stdin, NAD configs,
 /// annotations, API and etcd answers, device-info files, delegated plugins' output): the same
-/// bound as the YAML gate (yaml_guard.hpp). CNI configs nest about 8 deep.
+/// bound as YAML (yaml.hpp). CNI configs nest about 8 deep.
 inline constexpr unsigned kMaxDepth = 64;
 
 /// Parses `text` with RapidJSON's iterative parser (no recursion, whatever the input) and at
@@ -28,6 +28,11 @@ inline constexpr unsigned kMaxDepth = 64;
 /// Of duplicate object keys the last is kept, as Go's encoding/json (libcni and the reference
 /// plugins) does, but in "sysctl" objects (tuning refuses a key given twice, as the reference).
 [[nodiscard]] Result<Document> parse(std::string_view text, const std::string& what, unsigned max_depth = kMaxDepth);
+/// Go's encoding/json (libcni, Multus, the reference plugins) keeps the last of duplicate object
+/// keys; RapidJSON keeps them all and finds the first. Removes every earlier duplicate in every
+/// object of `root` (but in "sysctl" objects, which tuning checks itself), so plumb reads what a Go
+/// program reads. Iterative and linear in the number of members. parse() and yaml::load_all call it.
+void keep_last_duplicates(Document& root);
 /// Serializes compactly (recursive: for documents plumb built or parsed, which parse() bounds).
 [[nodiscard]] std::string dump(const Value& v);
 /// A value quoted for an error message: compact JSON of at most about `max_bytes` bytes, cut with

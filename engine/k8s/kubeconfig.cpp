@@ -1,14 +1,12 @@
 // Kubernetes credentials: a kubeconfig file's current context, or the in-cluster service account
 // (see client.hpp).
-#include <yaml-cpp/yaml.h>
-
 #include <algorithm>
 #include <cstdlib>
 
 #include "engine/base/base64.hpp"
 #include "engine/base/file.hpp"
 #include "engine/base/text.hpp"
-#include "engine/base/yaml_guard.hpp"
+#include "engine/base/yaml.hpp"
 #include "engine/k8s/client.hpp"
 
 namespace plumb::k8s {
@@ -23,20 +21,18 @@ Result<std::string> base64_decode(std::string_view in, const std::string& field)
 }
 
 
-/// True if `n` exists (yaml-cpp throws on type queries of missing nodes).
-bool has(const YAML::Node& n) { return n.IsDefined() && !n.IsNull(); }
-
 /// A named entry of a kubeconfig list (clusters/contexts/users): its inner map.
-Result<YAML::Node> named(const YAML::Node& doc, const char* list, const char* inner, const std::string& name,
-                         const std::string& where) {
-  const YAML::Node l = doc[list];
-  if (!has(l))
+Result<const json::Value*> named(const json::Value& doc, const char* list, const char* inner, const std::string& name,
+                                 const std::string& where) {
+  const json::Value* l = json::find(doc, list);
+  if (l == nullptr)
     return fail(cni_code::kInvalidConfig, where + ": no \"" + list + "\" list (looking for \"" + name + "\")");
-  if (!l.IsSequence()) return fail(cni_code::kInvalidConfig, where + ": \"" + list + "\" is not a list");
-  for (const auto& e : l) {
-    if (!has(e) || !e.IsMap() || !has(e["name"]) || !e["name"].IsScalar() || e["name"].Scalar() != name) continue;
-    const YAML::Node in = e[inner];
-    if (!has(in) || !in.IsMap())
+  if (!l->IsArray()) return fail(cni_code::kInvalidConfig, where + ": \"" + list + "\" is not a list");
+  for (const auto& e : l->GetArray()) {
+    const json::Value* n = json::find(e, "name");
+    if (n == nullptr || !n->IsString() || std::string_view(n->GetString(), n->GetStringLength()) != name) continue;
+    const json::Value* in = json::find(e, inner);
+    if (in == nullptr || !in->IsObject())
       return fail(cni_code::kInvalidConfig,
                   where + ": " + list + " entry \"" + name + "\" has no \"" + inner + "\" map");
     return in;
@@ -44,14 +40,75 @@ Result<YAML::Node> named(const YAML::Node& doc, const char* list, const char* in
   return fail(cni_code::kInvalidConfig, where + ": " + list + " has no entry named \"" + name + "\"");
 }
 
-std::string scalar(const YAML::Node& m, const char* key) {
-  const YAML::Node v = m[key];
-  return has(v) && v.IsScalar() ? v.Scalar() : std::string();
+/// The scalar `m[key]` as client-go reads it into a string field: a string, or a number or boolean
+/// as its text (sigs.k8s.io/yaml converts those for a string target); "" when absent or null.
+/// Errors: kInvalidConfig naming `where`, the key and the value when it is a map or a list.
+Result<std::string> string_of(const json::Value& m, const char* key, const std::string& where) {
+  const json::Value* v = json::find(m, key);
+  if (v == nullptr) return std::string();
+  if (v->IsString()) return std::string(v->GetString(), v->GetStringLength());
+  if (v->IsNumber() || v->IsBool()) return json::dump(*v);
+  return fail(cni_code::kInvalidConfig, where + ": " + key + " must be a string, got " + json::quote(*v));
 }
 
 std::string resolve_path(const std::string& base_dir, const std::string& p) {
   if (p.empty() || p.front() == '/') return p;
   return base_dir + "/" + p;
+}
+
+/// The user's credentials into `c`.
+Status read_user(const json::Value& user, const std::string& dir, const std::string& uw, Credentials& c) {
+  for (const char* unsupported : {"exec", "auth-provider", "username", "password"}) {
+    if (json::find(user, unsupported) != nullptr) {
+      return fail(cni_code::kInvalidConfig,
+                  uw + " uses \"" + unsupported +
+                      "\", which plumb does not support (use token, tokenFile or a client certificate)");
+    }
+  }
+  c.token = std::string(text::trim(PLUMB_TRY(string_of(user, "token", uw))));
+  c.token_file = resolve_path(dir, PLUMB_TRY(string_of(user, "tokenFile", uw)));
+  c.client_cert_file = resolve_path(dir, PLUMB_TRY(string_of(user, "client-certificate", uw)));
+  c.client_key_file = resolve_path(dir, PLUMB_TRY(string_of(user, "client-key", uw)));
+  if (auto d = PLUMB_TRY(string_of(user, "client-certificate-data", uw)); !d.empty()) {
+    c.client_cert_pem = PLUMB_TRY(base64_decode(d, uw + " client-certificate-data"));
+  }
+  if (auto d = PLUMB_TRY(string_of(user, "client-key-data", uw)); !d.empty()) {
+    c.client_key_pem = PLUMB_TRY(base64_decode(d, uw + " client-key-data"));
+  }
+  bool cert = !c.client_cert_file.empty() || !c.client_cert_pem.empty();
+  bool key = !c.client_key_file.empty() || !c.client_key_pem.empty();
+  if (cert != key) {
+    return fail(cni_code::kInvalidConfig,
+                uw + " has a client " + (cert ? "certificate without its key" : "key without its certificate"));
+  }
+  return {};
+}
+
+/// The cluster's server and CA into `c`.
+Status read_cluster(const json::Value& cluster, const std::string& dir, const std::string& cw, Credentials& c) {
+  c.server = PLUMB_TRY(string_of(cluster, "server", cw));
+  while (!c.server.empty() && c.server.back() == '/') c.server.pop_back();
+  if (c.server.rfind("https://", 0) != 0 && c.server.rfind("http://", 0) != 0) {
+    return fail(cni_code::kInvalidConfig, cw + " server \"" + c.server + "\" must be an https:// (or http://) URL");
+  }
+  c.ca_file = resolve_path(dir, PLUMB_TRY(string_of(cluster, "certificate-authority", cw)));
+  if (auto d = PLUMB_TRY(string_of(cluster, "certificate-authority-data", cw)); !d.empty()) {
+    c.ca_pem = PLUMB_TRY(base64_decode(d, cw + " certificate-authority-data"));
+  }
+  c.insecure_skip_tls_verify = PLUMB_TRY(json::get_bool(cluster, "insecure-skip-tls-verify", cw)).value_or(false);
+  return {};
+}
+
+/// The context to use: current-context, else the only context.
+Result<std::string> context_name(const json::Value& doc, const std::string& where) {
+  std::string name = PLUMB_TRY(string_of(doc, "current-context", where));
+  if (!name.empty()) return name;
+  const json::Value* ctxs = json::find(doc, "contexts");
+  const json::Value* only = ctxs != nullptr && ctxs->IsArray() && ctxs->Size() == 1 ? json::find((*ctxs)[0], "name") : nullptr;
+  if (only == nullptr || !only->IsString()) {
+    return fail(cni_code::kInvalidConfig, where + ": current-context is not set and there is not exactly one context");
+  }
+  return std::string(only->GetString(), only->GetStringLength());
 }
 
 }  // namespace
@@ -62,74 +119,22 @@ Result<Credentials> load_kubeconfig(const std::string& path) {
   std::string dir = ".";
   if (auto slash = path.rfind('/'); slash != std::string::npos) dir = slash == 0 ? "/" : path.substr(0, slash);
   Credentials c;
-  PLUMB_TRY(yaml::check(text, where));  // libyaml first: yaml-cpp hangs on some malformed input
-  try {
-    const YAML::Node doc = YAML::Load(text);
-    if (!doc.IsMap()) return fail(cni_code::kInvalidConfig, where + " is not a YAML map");
-    std::string ctx_name = scalar(doc, "current-context");
-    if (ctx_name.empty()) {
-      const YAML::Node ctxs = doc["contexts"];
-      if (has(ctxs) && ctxs.IsSequence() && ctxs.size() == 1 && has(ctxs[0]) && ctxs[0].IsMap() &&
-          has(ctxs[0]["name"]) && ctxs[0]["name"].IsScalar()) {
-        ctx_name = ctxs[0]["name"].Scalar();
-      } else {
-        return fail(cni_code::kInvalidConfig,
-                    where + ": current-context is not set and there is not exactly one context");
-      }
-    }
-    YAML::Node ctx = PLUMB_TRY(named(doc, "contexts", "context", ctx_name, where));
-    c.namespace_ = scalar(ctx, "namespace");
-    std::string cluster_name = scalar(ctx, "cluster");
-    std::string user_name = scalar(ctx, "user");
-    if (cluster_name.empty())
-      return fail(cni_code::kInvalidConfig, where + ": context \"" + ctx_name + "\" names no cluster");
-    YAML::Node cluster = PLUMB_TRY(named(doc, "clusters", "cluster", cluster_name, where));
-    c.server = scalar(cluster, "server");
-    while (!c.server.empty() && c.server.back() == '/') c.server.pop_back();
-    if (c.server.rfind("https://", 0) != 0 && c.server.rfind("http://", 0) != 0) {
-      return fail(cni_code::kInvalidConfig, where + ": cluster \"" + cluster_name + "\" server \"" + c.server +
-                                                "\" must be an https:// (or http://) URL");
-    }
-    c.ca_file = resolve_path(dir, scalar(cluster, "certificate-authority"));
-    if (auto d = scalar(cluster, "certificate-authority-data"); !d.empty()) {
-      c.ca_pem = PLUMB_TRY(base64_decode(d, where + ": cluster \"" + cluster_name + "\" certificate-authority-data"));
-    }
-    if (const YAML::Node v = cluster["insecure-skip-tls-verify"]; has(v) && v.IsScalar())
-      c.insecure_skip_tls_verify = v.as<bool>();
-    if (!user_name.empty()) {
-      YAML::Node user = PLUMB_TRY(named(doc, "users", "user", user_name, where));
-      const std::string uw = where + ": user \"" + user_name + "\"";
-      for (const char* unsupported : {"exec", "auth-provider", "username", "password"}) {
-        if (has(user[unsupported])) {
-          return fail(cni_code::kInvalidConfig,
-                      uw + " uses \"" + unsupported +
-                          "\", which plumb does not support (use token, tokenFile or a client certificate)");
-        }
-      }
-      c.token = std::string(text::trim(scalar(user, "token")));
-      c.token_file = resolve_path(dir, scalar(user, "tokenFile"));
-      c.client_cert_file = resolve_path(dir, scalar(user, "client-certificate"));
-      c.client_key_file = resolve_path(dir, scalar(user, "client-key"));
-      if (auto d = scalar(user, "client-certificate-data"); !d.empty()) {
-        c.client_cert_pem = PLUMB_TRY(base64_decode(d, uw + " client-certificate-data"));
-      }
-      if (auto d = scalar(user, "client-key-data"); !d.empty()) {
-        c.client_key_pem = PLUMB_TRY(base64_decode(d, uw + " client-key-data"));
-      }
-      bool cert = !c.client_cert_file.empty() || !c.client_cert_pem.empty();
-      bool key = !c.client_key_file.empty() || !c.client_key_pem.empty();
-      if (cert != key) {
-        return fail(cni_code::kInvalidConfig,
-                    uw + " has a client " + (cert ? "certificate without its key" : "key without its certificate"));
-      }
-    }
-    c.origin = where + " (context " + ctx_name + ")";
-  } catch (const YAML::Exception& ex) {
-    std::string pos = ex.mark.is_null()
-                          ? std::string{}
-                          : ":" + std::to_string(ex.mark.line + 1) + ":" + std::to_string(ex.mark.column + 1);
-    return fail(cni_code::kDecode, "cannot decode " + where + pos + ": " + ex.msg);
+  const json::Document doc = PLUMB_TRY(yaml::load(text, where));
+  if (!doc.IsObject()) return fail(cni_code::kInvalidConfig, where + " is not a YAML map");
+  const std::string ctx_name = PLUMB_TRY(context_name(doc, where));
+  const json::Value& ctx = *PLUMB_TRY(named(doc, "contexts", "context", ctx_name, where));
+  const std::string xw = where + ": context \"" + ctx_name + "\"";
+  c.namespace_ = PLUMB_TRY(string_of(ctx, "namespace", xw));
+  const std::string cluster_name = PLUMB_TRY(string_of(ctx, "cluster", xw));
+  const std::string user_name = PLUMB_TRY(string_of(ctx, "user", xw));
+  if (cluster_name.empty()) return fail(cni_code::kInvalidConfig, xw + " names no cluster");
+  const json::Value& cluster = *PLUMB_TRY(named(doc, "clusters", "cluster", cluster_name, where));
+  PLUMB_TRY(read_cluster(cluster, dir, where + ": cluster \"" + cluster_name + "\"", c));
+  if (!user_name.empty()) {
+    const json::Value& user = *PLUMB_TRY(named(doc, "users", "user", user_name, where));
+    PLUMB_TRY(read_user(user, dir, where + ": user \"" + user_name + "\"", c));
   }
+  c.origin = where + " (context " + ctx_name + ")";
   return c;
 }
 

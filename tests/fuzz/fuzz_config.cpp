@@ -1,11 +1,13 @@
 // libFuzzer target: plumb's own config, CNI configs/conflists (normalize: name/cniVersion
-// injection) and NetworkAttachmentDefinition YAML.
+// injection), NetworkAttachmentDefinition YAML, and YAML itself: whatever yaml::load_all reads,
+// yaml::dump writes back as YAML that loads to the same value.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
 
 #include "cni-entry/npwg/nad.hpp"
 #include "cni-entry/pod/config.hpp"
+#include "engine/base/yaml.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);
@@ -19,5 +21,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   }
   (void)plumb::nad::parse_nad_yaml(text, "fuzz input");
+  if (auto docs = plumb::yaml::load_all(text, "fuzz input")) {
+    for (const auto& doc : *docs) {
+      auto again = plumb::yaml::dump(doc);
+      if (!again) __builtin_trap();
+      auto back = plumb::yaml::load(*again, "dumped");
+      if (!back || plumb::json::dump(*back) != plumb::json::dump(doc)) __builtin_trap();
+    }
+  }
   return 0;
 }

@@ -12,7 +12,6 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <yaml-cpp/yaml.h>
 
 #include <chrono>
 #include <filesystem>
@@ -20,6 +19,7 @@
 #include <thread>
 
 #include "cni-entry/install/install.hpp"
+#include "engine/base/yaml.hpp"
 #include "tests/support/child_process.hpp"
 #include "tests/support/foreign_plugin.hpp"
 #include "tests/support/kube_cluster.hpp"
@@ -103,11 +103,13 @@ Proc run_as_runtime(const InstallNode& n, const std::string& verb, const std::st
 
 /// The command line of deploy/daemonset.yaml's container, its host paths mapped into this node.
 std::vector<std::string> daemonset_command(const InstallNode& n) {
-  YAML::Node ds = YAML::LoadFile(std::string(PLUMB_FIXTURES) + "/../../deploy/daemonset.yaml");
-  YAML::Node c = ds["spec"]["template"]["spec"]["containers"][0];
+  const std::string path = std::string(PLUMB_FIXTURES) + "/../../deploy/daemonset.yaml";
+  auto ds = plumb::yaml::load(read_file(path), path);
+  REQUIRE_MESSAGE(ds, (ds ? "" : ds.error().text()));
+  const auto& c = (*ds)["spec"]["template"]["spec"]["containers"][0];
   std::vector<std::string> argv;
-  for (const auto& a : c["command"]) argv.push_back(a.as<std::string>());
-  for (const auto& a : c["args"]) argv.push_back(a.as<std::string>());
+  for (const auto& a : c["command"].GetArray()) argv.emplace_back(a.GetString());
+  for (const auto& a : c["args"].GetArray()) argv.emplace_back(a.GetString());
   REQUIRE(argv.size() >= 2);
   argv[0] = plumb::test::plumb_binary();
   for (auto& a : argv) {

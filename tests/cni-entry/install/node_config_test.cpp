@@ -94,7 +94,7 @@ TEST_CASE("the kubeconfig made from a service account is read back by plumb's ow
   auto sa = plumb::install::read_service_account("fd00::1", "6443", d.path + "/sa");
   REQUIRE(sa);
   REQUIRE(*sa);
-  write_file(d.path + "/kubeconfig", plumb::install::render_kubeconfig(**sa));
+  write_file(d.path + "/kubeconfig", plumb::install::render_kubeconfig(**sa).value());
   auto creds = plumb::source::kube::load_kubeconfig(d.path + "/kubeconfig");
   REQUIRE(creds);
   CHECK(creds->server == "https://[fd00::1]:6443");

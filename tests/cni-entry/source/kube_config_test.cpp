@@ -141,6 +141,15 @@ TEST_CASE("kubeconfig errors name the file and the field") {
     auto e = load_error(d, kubeconfig("", "    exec:\n      command: aws\n"));
     CHECK(contains(e.msg, "\"exec\""));
   }
+  SUBCASE("typed as client-go reads them: a number is a string field's text, a map is not") {
+    auto r = source::kube::load_kubeconfig(d.write("kc", kubeconfig("", "    token: 12345\n")));
+    REQUIRE_MESSAGE(r.has_value(), (r ? "" : r.error().text()));
+    CHECK(r->token == "12345");
+    auto e = load_error(d, kubeconfig("", "    token: {a: 1}\n"));
+    CHECK(contains(e.msg, "user \"plumb\": token must be a string, got {\"a\":1}"));
+    e = load_error(d, kubeconfig("    insecure-skip-tls-verify: \"yes\"\n", "    token: x\n"));
+    CHECK(contains(e.msg, "insecure-skip-tls-verify must be"));
+  }
   SUBCASE("a missing file") {
     auto r = source::kube::load_kubeconfig(d.path + "/none");
     REQUIRE_FALSE(r.has_value());
