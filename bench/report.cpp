@@ -78,6 +78,29 @@ std::string machine_text() {
          std::to_string(mem_kib / 1024 / 1024) + " GiB, Linux " + u.release;
 }
 
+/// "<fstype> (<mount options>) at <mount point>": the filesystem holding `dir` (the scratch
+/// directory: the nodes' state, store and IPAM files), from /proc/self/mountinfo. plumb's cost
+/// depends on it (bench/README.md: a new inode on ext4 without a journal scans recently deleted
+/// ones); the floor writes no file.
+std::string filesystem_text(const std::string& dir) {
+  std::error_code ec;
+  const std::string path = std::filesystem::canonical(dir, ec).string();
+  std::string best_point, best;
+  std::istringstream in(read_text("/proc/self/mountinfo"));
+  for (std::string line; std::getline(in, line);) {
+    // id parent major:minor root mount-point options [optional...] - fstype source super-options
+    const auto f = plumb::text::split(line, ' ');
+    const auto dash = std::find(f.begin(), f.end(), "-");
+    if (f.size() < 6 || dash == f.end() || f.end() - dash < 3) continue;
+    const std::string point(f[4]);
+    const bool covers = path == point || point == "/" || path.starts_with(point + "/");
+    if (!covers || point.size() < best_point.size()) continue;
+    best_point = point;
+    best = std::string(dash[1]) + " (" + std::string(f[5]) + "," + std::string(dash[3]) + ") at " + point;
+  }
+  return best.empty() ? "an unknown filesystem" : best;
+}
+
 /// Which figure of a Cost: wall milliseconds, peak RSS MiB or CPU milliseconds.
 enum class Figure { Ms, RssMib, CpuMs };
 
@@ -183,13 +206,15 @@ void Report::header(const std::string& load_end) {
   settings.AddMember("plumb", str(o_.plumb), al_);
   settings.AddMember("cni_path", str(o_.cni_path), al_);
   settings.AddMember("conflist", str(o_.conflist), al_);
+  settings.AddMember("scratch_filesystem", str(filesystem_text(o_.scratch_parent)), al_);
   doc_.AddMember("settings", settings, al_);
   rj::Value phases(rj::kObjectType);
   for (auto& [k, v] : r_.phase_secs) phases.AddMember(str(k), rj::Value(v), al_);
   doc_.AddMember("phase_seconds", phases, al_);
   md_ << "# plumb pod set-up latency bench\n\n"
       << "Run " << r_.started_utc << " on " << machine_text() << ". Load average at start " << load_start << ", at end "
-      << load_end << (o_.quick ? ". **--quick run: few samples.**" : ".") << "\n"
+      << load_end << (o_.quick ? ". **--quick run: few samples.**" : ".") << " Node files (state, store, IPAM) on "
+      << filesystem_text(o_.scratch_parent) << ".\n"
       << "Milliseconds of wall time per CNI invocation (posix_spawn to wait4), warm-up discarded; ratios are medians of "
          "per-pair ratios (the samples of one iteration). IPv6 pods, DAD off in pod namespaces.\n\n";
   if (!o_.conflist.empty()) {
