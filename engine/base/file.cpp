@@ -233,8 +233,10 @@ Status Dir::write_in_place(std::string_view name, std::string_view data, mode_t 
   if (err == 0) {
     if (auto written = write_all(fd, data); !written) err = written.error().sys_errno;  // from offset 0
   }
-  if (err == 0 && ::ftruncate(fd, static_cast<off_t>(data.size())) != 0) err = errno;
-  if (err == 0 && ::fchmod(fd, mode) != 0) err = errno;
+  // Only what the syscalls change: the old content's tail beyond the new (st is from before the
+  // write), the umask's mode of a file just made (or one changed by hand).
+  if (err == 0 && st.st_size > static_cast<off_t>(data.size()) && ::ftruncate(fd, static_cast<off_t>(data.size())) != 0) err = errno;
+  if (err == 0 && (st.st_mode & 07777) != mode && ::fchmod(fd, mode) != 0) err = errno;
   if (::close(fd) != 0 && err == 0) err = errno;
   if (err != 0) return io_error(err, "write " + path);
   return {};
