@@ -200,3 +200,21 @@ TEST_CASE("write_in_place and write_via_spare never follow a link planted at the
   CHECK(slurp(victim) == "precious");
   CHECK_FALSE(std::filesystem::exists(dir->path_of("rec.json")));
 }
+
+TEST_CASE("write_in_place gives the mode asked for whatever the umask or a hand's chmod, and cuts a shorter rewrite") {
+  TempDir t;
+  auto dir = Dir::open(t.path + "/owned", 0700);
+  REQUIRE(dir);
+  const std::string path = dir->path_of("last");
+  {
+    Umask strict(0277);  // a new file would be 0400 without the chmod
+    REQUIRE(dir->write_in_place("last", "198.51.100.100", 0644));
+  }
+  CHECK(mode_of(path) == 0644);
+  REQUIRE(::chmod(path.c_str(), 0600) == 0);  // changed by hand: put back at the next write
+  REQUIRE(dir->write_in_place("last", "198.51.100.7", 0644));
+  CHECK(mode_of(path) == 0644);
+  CHECK(slurp(path) == "198.51.100.7");  // nothing left of the longer first content
+  REQUIRE(dir->write_in_place("last", "198.51.100.70", 0644));
+  CHECK(slurp(path) == "198.51.100.70");
+}

@@ -263,3 +263,18 @@ TEST_CASE("write() keeps the key's directory open, and follows it when the direc
   REQUIRE(dir.write(third));
   CHECK(fs::exists(t.path + "/containers/c1:eth0/2-net2.json"));
 }
+
+TEST_CASE("write() writes a key's later versions through the directory its first version opened") {
+  TempDir t;
+  state::StateDir dir(t.path);
+  auto rec = record("c1", "eth0", 0, "net0");
+  rec.phase = "adding";
+  REQUIRE(dir.write(rec));
+  // Moved aside (as a test only: under the key's lock no plumb process moves it), the directory
+  // still open receives the next version; a write that opened the path again would make a new one.
+  fs::rename(t.path + "/containers/c1:eth0", t.path + "/containers/moved");
+  auto second = record("c1", "eth0", 1, "net1");
+  REQUIRE(dir.write(second));
+  CHECK(fs::exists(t.path + "/containers/moved/1-net1.json"));
+  CHECK_FALSE(fs::exists(t.path + "/containers/c1:eth0"));
+}
