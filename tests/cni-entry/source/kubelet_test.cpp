@@ -12,7 +12,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 
 #include "tests/support/fake_kubelet.hpp"
 #include "tests/support/private_node.hpp"
@@ -110,6 +112,11 @@ TEST_CASE("[fake kubelet] socket missing, stale socket, slow kubelet: errors nam
     CHECK_MESSAGE(d.error().msg.find("did not answer within 400 ms (plumb config podResourcesTimeoutSeconds)") !=
                       std::string::npos,
                   d.error().msg);
+    // The fake logs a call when its gRPC thread picks it up, which under load can come after the
+    // client's 400 ms: wait (bounded) for the Get, then long enough for a List plumb would have
+    // sent before returning to be logged too.
+    for (int i = 0; i < 100 && k.calls().empty(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
     CHECK(k.calls() == std::vector<std::string>{"Get default/pod-a"});  // no List after a timeout
   }
 }
