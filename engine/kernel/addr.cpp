@@ -84,6 +84,7 @@ Result<std::vector<AddrInfo>> list(netlink::Socket& nl, int index, int family) {
   Message m(RTM_GETADDR, NLM_F_DUMP);
   auto* ifa = m.put_header<ifaddrmsg>();
   ifa->ifa_family = static_cast<uint8_t>(family);
+  ifa->ifa_index = static_cast<uint32_t>(index);  // a filter under strict checking (socket.cpp)
   PLUMB_TRY(nl.dump(m, "dump addresses", [&](const nlmsghdr* nlh) -> Status {
     if (nlh->nlmsg_type != RTM_NEWADDR) return {};
     auto tb = PLUMB_TRY(netlink::parse_attrs(nlh, sizeof(ifaddrmsg), IFA_MAX, kAddrPolicy));

@@ -11,12 +11,15 @@ Batch::Batch(uint16_t res_id, uint32_t first_seq, size_t limit)
     // Sized for the BATCH_BEGIN message up front: growing an empty vector in slot() here makes
     // GCC 12 at -O3 report a false -Warray-bounds in the inlined relocation.
     : res_id_(res_id), first_seq_(first_seq), limit_(limit),
-      buf_(MNL_NLMSG_HDRLEN + MNL_ALIGN(sizeof(nfgenmsg)), 0) {
+      buf_(MNL_NLMSG_HDRLEN + MNL_ALIGN(sizeof(nfgenmsg))) {
+  // A batch holds at most limit bytes (finish() refuses more) plus the message being written
+  // (room for limit bytes): one allocation, whose pages are touched only as far as it is written.
+  buf_.reserve(2 * limit_);
   put_control(NFNL_MSG_BATCH_BEGIN, first_seq_);
 }
 
 char* Batch::slot(size_t room) {
-  if (buf_.size() < used_ + room) buf_.resize(used_ + room, 0);
+  if (buf_.size() < used_ + room) buf_.resize(used_ + room);
   std::memset(buf_.data() + used_, 0, MNL_NLMSG_HDRLEN);  // builders write everything after it
   return buf_.data() + used_;
 }
@@ -50,7 +53,7 @@ size_t Batch::add(const Message& m) {
 size_t Batch::add_raw(const std::function<void(char* buf, uint32_t seq)>& write) {
   const uint32_t seq = seq_of(count_);
   char* buf = slot(limit_);
-  write(buf, seq);
+  write_over_zeroes(buf, limit_, [&](char* b) { write(b, seq); });
   auto* nlh = reinterpret_cast<nlmsghdr*>(buf);
   if (nlh->nlmsg_len < MNL_NLMSG_HDRLEN || nlh->nlmsg_len > limit_) {
     malformed_ = true;  // nothing of it is kept

@@ -72,7 +72,7 @@ class Batch {
   uint16_t res_id_;
   uint32_t first_seq_;
   size_t limit_;
-  std::vector<char> buf_;
+  ByteBuffer<char> buf_;
   size_t used_ = 0;
   size_t count_ = 0;
   bool finished_ = false;

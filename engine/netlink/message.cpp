@@ -100,7 +100,7 @@ std::string ext_ack_text(const nlmsghdr* nlh, size_t payload_offset, bool failed
 // ---------------------------------------------------------------------------------------------
 // Message
 
-Message::Message(uint16_t type, uint16_t flags) : buf_(kInitialMessageBytes, 0) {
+Message::Message(uint16_t type, uint16_t flags) : buf_(kInitialMessageBytes) {
   nlmsghdr* nlh = mnl_nlmsg_put_header(buf_.data());
   nlh->nlmsg_type = type;
   nlh->nlmsg_flags = static_cast<uint16_t>(NLM_F_REQUEST | flags);
@@ -113,7 +113,7 @@ size_t Message::size() const { return reinterpret_cast<const nlmsghdr*>(buf_.dat
 void Message::reserve(size_t more) {
   size_t need = size() + more;
   if (need <= buf_.size()) return;
-  buf_.resize(std::max(need, buf_.size() * 2), 0);
+  buf_.resize(std::max(need, buf_.size() * 2));
 }
 
 nlmsghdr* Message::raw(size_t room) {
@@ -133,10 +133,26 @@ void Message::put(uint16_t type, const void* data, size_t len) {
   }
   static const uint8_t kEmpty = 0;
   if (data == nullptr) data = &kEmpty;  // len is 0 then; memcpy must not see a null pointer
+  const size_t at = size();  // where the attribute starts
   if (!mnl_attr_put_check(header(), buf_.size(), type, len, data)) {
     reserve(MNL_ATTR_HDRLEN + MNL_ALIGN(len));
     mnl_attr_put(header(), type, len, data);
   }
+  // libmnl 1.0.4 leaves the padding after the payload as it finds it; the buffer is not cleared.
+  if (const size_t pad = MNL_ALIGN(len) - len; pad > 0) std::memset(buf_.data() + at + MNL_ATTR_HDRLEN + len, 0, pad);
+}
+
+uint32_t write_over_zeroes(char* buf, size_t room, const std::function<void(char* buf)>& write) {
+  constexpr size_t kClearedAhead = 4096;
+  const size_t cleared = std::min(room, kClearedAhead);
+  std::memset(buf, 0, cleared);
+  write(buf);
+  const uint32_t len = reinterpret_cast<const nlmsghdr*>(buf)->nlmsg_len;
+  if (len > cleared && len <= room) {
+    std::memset(buf, 0, len);
+    write(buf);
+  }
+  return len;
 }
 
 void Message::put_u8(uint16_t type, uint8_t v) { put(type, &v, sizeof v); }

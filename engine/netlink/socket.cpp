@@ -91,6 +91,13 @@ Result<Socket> Socket::open(int protocol) {
   if (mnl_socket_setsockopt(nl, NETLINK_CAP_ACK, &one, sizeof one) < 0 && errno != ENOPROTOOPT) {
     return fail_errno(errno, "enable NETLINK_CAP_ACK on " + what);
   }
+  // rtnetlink's strict checking (Linux 4.20, as iproute2 enables it): dumps honour the filters in
+  // their header (an address dump asked for one ifindex walks only that device, not every
+  // address of the node). An older kernel dumps everything and the readers filter as before.
+  if (protocol == NETLINK_ROUTE && mnl_socket_setsockopt(nl, NETLINK_GET_STRICT_CHK, &one, sizeof one) < 0 &&
+      errno != ENOPROTOOPT) {
+    return fail_errno(errno, "enable NETLINK_GET_STRICT_CHK on " + what);
+  }
   return s;
 }
 

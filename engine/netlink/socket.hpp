@@ -105,7 +105,7 @@ class Socket {
   uint32_t seq_ = 0;
   uint64_t restarts_ = 0;
   bool healthy_ = true;
-  std::vector<uint8_t> rxbuf_;
+  ByteBuffer<uint8_t> rxbuf_;
 };
 
 /// The calling thread's socket of `protocol` in its current network namespace, for code that

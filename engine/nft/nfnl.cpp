@@ -120,7 +120,7 @@ bool only_errno(const Outcome& out, int err) {
 netlink::Message request(uint16_t type, uint16_t family, uint16_t flags, const std::function<void(nlmsghdr*)>& payload) {
   netlink::Message m(0, 0);
   char* buf = reinterpret_cast<char*>(m.raw(kSingleMessageRoom));
-  payload(nftnl_nlmsg_build_hdr(buf, type, family, flags, 0));
+  netlink::write_over_zeroes(buf, kSingleMessageRoom, [&](char* b) { payload(nftnl_nlmsg_build_hdr(b, type, family, flags, 0)); });
   return m;
 }
 
