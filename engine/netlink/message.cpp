@@ -142,7 +142,7 @@ void Message::put(uint16_t type, const void* data, size_t len) {
   if (const size_t pad = MNL_ALIGN(len) - len; pad > 0) std::memset(buf_.data() + at + MNL_ATTR_HDRLEN + len, 0, pad);
 }
 
-uint32_t write_over_zeroes(char* buf, size_t room, const std::function<void(char* buf)>& write) {
+void write_over_zeroes(char* buf, size_t room, const std::function<void(char* buf)>& write) {
   constexpr size_t kClearedAhead = 4096;
   const size_t cleared = std::min(room, kClearedAhead);
   std::memset(buf, 0, cleared);
@@ -152,7 +152,6 @@ uint32_t write_over_zeroes(char* buf, size_t room, const std::function<void(char
     std::memset(buf, 0, len);
     write(buf);
   }
-  return len;
 }
 
 void Message::put_u8(uint16_t type, uint8_t v) { put(type, &v, sizeof v); }

@@ -115,8 +115,8 @@ class Message {
 /// and skips bytes it does not set (libnftnl's builders through libmnl 1.0.4, which leaves
 /// attribute padding as it finds it), so that every byte of the message is defined: the first
 /// 4 KiB are cleared before it runs, and a longer message is written again over cleared bytes.
-/// Clearing the whole room (64 KiB per message) cost more than the message. Returns nlmsg_len.
-uint32_t write_over_zeroes(char* buf, size_t room, const std::function<void(char* buf)>& write);
+/// Clearing the whole room (64 KiB per message) cost more than the message.
+void write_over_zeroes(char* buf, size_t room, const std::function<void(char* buf)>& write);
 
 /// Attribute table: attrs[type] is nullptr when absent. Filled by parse_attrs after validating
 /// each attribute's type against a policy (MNL_TYPE_*) — never read an attribute that was not

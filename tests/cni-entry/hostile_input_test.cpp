@@ -84,6 +84,10 @@ TEST_CASE("stdin built to exhaust a parser: decode errors naming the limit, VERS
   CHECK(v.exited());
   CHECK(v.exit_code == 0);
   CHECK(v.out.find("supportedVersions") != std::string::npos);
+  // stdin is read whole, across many reads: a cniVersion after 200 KiB of padding is answered.
+  BoundedProc big = h.run(h.env("VERSION"), R"({"pad":")" + std::string(200'000, 'x') + R"(","cniVersion":"0.4.0"})");
+  CHECK(big.exit_code == 0);
+  CHECK(big.out.find(R"("cniVersion":"0.4.0")") != std::string::npos);
 }
 
 TEST_CASE("values nested 100,000 levels in annotations, NAD configs, cni-args and the runtime's pod annotations") {

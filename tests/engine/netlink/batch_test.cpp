@@ -11,6 +11,7 @@
 #include <linux/netfilter/nf_tables.h>
 #include <linux/netfilter/nfnetlink.h>
 
+#include <algorithm>
 #include <bit>
 #include <cstdint>
 #include <vector>
@@ -101,4 +102,42 @@ TEST_CASE("an outcome is ok only when every message was acked without error") {
   out.acks[1] = {true, 0, ""};
   out.batch_err = EOPNOTSUPP;
   CHECK_FALSE(out.ok());
+}
+
+TEST_CASE("write_over_zeroes: every byte a builder skips reads zero, in a message longer than the cleared 4 KiB too") {
+  for (uint32_t len : {uint32_t{100}, uint32_t{6000}}) {
+    CAPTURE(len);
+    std::vector<char> buf(64 * 1024, static_cast<char>(0xAA));  // what an earlier use left there
+    int runs = 0;
+    netlink::write_over_zeroes(buf.data(), buf.size(), [&](char* b) {
+      ++runs;
+      auto* nlh = reinterpret_cast<nlmsghdr*>(b);  // the header only, as a builder that skips padding
+      nlh->nlmsg_len = len;
+      nlh->nlmsg_type = 1;
+      nlh->nlmsg_flags = 0;
+      nlh->nlmsg_seq = 0;
+      nlh->nlmsg_pid = 0;
+      for (uint32_t i = sizeof(nlmsghdr); i < len; i += 100) b[i] = 1;
+    });
+    CHECK(runs == (len > 4096 ? 2 : 1));
+    size_t garbage = 0, ones = 0;
+    for (uint32_t i = sizeof(nlmsghdr); i < len; ++i) {
+      if (buf[i] == 1) ++ones;
+      else if (buf[i] != 0) ++garbage;
+    }
+    CHECK(garbage == 0);
+    CHECK(ones == (len - sizeof(nlmsghdr) + 99) / 100);
+  }
+}
+
+TEST_CASE("Message::put clears an attribute's padding whatever its buffer held") {
+  netlink::Message m(uint16_t{16}, 0);
+  const size_t before = m.size();
+  // raw() makes room without clearing it; fill that room as an earlier use of the memory would.
+  auto* room = reinterpret_cast<uint8_t*>(m.raw(64)) + before;
+  std::fill(room, room + 64, uint8_t{0xAA});
+  m.put_str(3, "abcde");  // 6 payload bytes: 2 of padding
+  const Bytes b = m.bytes();
+  REQUIRE(b.size() == before + 12);
+  CHECK(Bytes(b.begin() + static_cast<long>(before) + 4, b.end()) == Bytes{'a', 'b', 'c', 'd', 'e', 0, 0, 0});
 }
