@@ -159,21 +159,17 @@ class Store {
   /// Creates the file for `ip` (O_EXCL) holding the owner; false if it already exists. Records
   /// `ip` as last_reserved_ip.<rangeset>.
   ///
-  /// The file appears with its content in one step: the owner is written to a temporary file that
-  /// is then link(2)ed to the address's name (EEXIST when taken). A plumb killed half-way leaves
-  /// at most a temporary file (removed by the next open of the store), never an empty address
-  /// file that no DEL could attribute.
+  /// The file appears with its content in one step (Dir::create_whole: EEXIST when taken), never
+  /// as an empty address file that no DEL could attribute. Where the filesystem has no unnamed
+  /// files, a plumb killed half-way leaves at most the temporary file ".plumb-reserve.<pid>"
+  /// (removed by the next open of the store).
   [[nodiscard]] Result<bool> reserve(const Ids& ids, const IpAddr& ip, size_t rangeset) const {
     const std::string name = ip.str();
     const std::string tmp = std::string(kReserveTmpPrefix) + std::to_string(::getpid());
-    (void)dir_.remove(tmp);  // ours from an earlier call of this process, never another's
-    auto st = dir_.create_exclusive(tmp, ids.exact, {.mode = 0644});
-    if (!st) return std::unexpected(st.error().within("host-local"));
-    auto linked = dir_.link_new(tmp, name);
-    (void)dir_.remove(tmp);
+    auto linked = dir_.create_whole(name, ids.exact, {.mode = 0644}, tmp);
     if (!linked) return std::unexpected(linked.error().within("host-local"));
     if (!*linked) return false;
-    st = write_last_reserved(ip, rangeset);
+    auto st = write_last_reserved(ip, rangeset);
     if (!st) {
       (void)dir_.remove(name);
       return std::unexpected(st.error());

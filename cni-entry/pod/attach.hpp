@@ -98,9 +98,12 @@ bool teardown_all(const cni::Env& env, const PlumbConfig& conf, Kernel& k, const
 /// per RTM_DELLINK, so one message for the group instead of one per device saves it for every
 /// attachment but one. Three passes, newest record first, every record kept until the last:
 ///   1. each record's undo operations except its link deletions (the order they always ran in;
-///      the links are deleted last in each record anyway, and nothing else depends on them);
+///      the links are deleted last in each record anyway, and nothing else depends on them) and,
+///      in a record that deletes its device, its bandwidth teardown;
 ///   2. one RTM_DELLINK of the group in the pod namespace (veth peers go with their pod ends);
-///   3. each record's link deletions (already gone: success) and the record's removal.
+///   3. each record's link deletions (already gone: success), the bandwidth teardowns left (the
+///      shaped device, or its veth peer, went with the group and took plumb's filters and qdiscs
+///      with it: only the map entries are left to delete), and the record's removal.
 /// A DEL killed anywhere leaves every record whose links may remain, and every operation is
 /// idempotent, so the next DEL finishes the job. Only used when every record is complete
 /// ("ready": no rollback-only operation, which could depend on a link being gone), was made in

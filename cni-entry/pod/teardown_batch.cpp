@@ -26,17 +26,44 @@ Result<bool> batchable(Kernel& k, const std::string& netns_path, const std::vect
   return any;
 }
 
-/// Runs the record's undo operations (newest first, rollback-only ones skipped: complete
-/// records) whose kind is (links) or is not (!links) a link deletion.
+/// When an undo operation of a batched DEL runs: before the group deletion, or after it.
+enum class Pass { kBefore, kAfter };
+
+/// Whether the complete record deletes a device it made (a link deletion that is not
+/// rollback-only): the group deletion then removes it, and the host end of a veth with it.
+bool deletes_its_device(const state::AttachmentRecord& rec) {
+  bool found = false;
+  (void)txn::unwind(rec.undo, /*complete=*/true, [&](const json::Value& v) -> Status {
+    auto op = drivers::undo::decode(v, {});
+    found = found || (op && std::holds_alternative<drivers::undo::LinkDel>(*op));
+    return {};
+  });
+  return found;
+}
+
+/// The pass of `op`: link deletions after the group deletion (by then they find nothing, or
+/// delete what the group did not hold); so is the bandwidth teardown of a record whose device
+/// the group deletion removes (the shaped device is that device or its veth peer: its filters
+/// and qdiscs go with it, and the operation, finding no device, only deletes its map entries —
+/// one link lookup instead of a dozen tc messages). Everything else before.
+Pass pass_of(const drivers::undo::Op& op, bool device_goes_with_group) {
+  if (std::holds_alternative<drivers::undo::LinkDel>(op)) return Pass::kAfter;
+  if (device_goes_with_group && std::holds_alternative<drivers::undo::BandwidthRemove>(op)) return Pass::kAfter;
+  return Pass::kBefore;
+}
+
+/// Runs the record's undo operations of pass `pass` (newest first, rollback-only ones skipped:
+/// complete records).
 Status unwind_part(const cni::Env& env, const PlumbConfig& conf, Kernel& k, const state::StateDir& state,
-                   const state::AttachmentRecord& rec, bool links) {
+                   const state::AttachmentRecord& rec, Pass pass) {
   auto ctx = make_context(env, conf, k, rec.ifname, rec.network);
   if (rec.result.IsObject()) ctx.attachment_result = &rec.result;
   const std::string origin = state.record_path(rec);
   if (!rec.undo.IsArray()) return fail(cni_code::kDecode, origin + ": the undo list is not a list");
+  const bool goes_with_group = deletes_its_device(rec);
   auto st = txn::unwind(rec.undo, /*complete=*/true, [&](const json::Value& v) -> Status {
     auto op = PLUMB_TRY(drivers::undo::decode(v, origin));
-    if (std::holds_alternative<drivers::undo::LinkDel>(op) != links) return {};
+    if (pass_of(op, goes_with_group) != pass) return {};
     return drivers::undo::run(ctx, op);
   });
   if (!st) return std::unexpected(st.error().within("tear down " + rec.ifname + " (" + rec.network + ")"));
@@ -51,13 +78,13 @@ std::optional<std::vector<Status>> teardown_batched(const cni::Env& env, const P
   auto ok = batchable(k, env.netns, records);
   if (!ok || !*ok) return std::nullopt;
   std::vector<Status> out(records.size());
-  for (size_t i = records.size(); i-- > 0;) out[i] = unwind_part(env, conf, k, state, records[i], /*links=*/false);
+  for (size_t i = records.size(); i-- > 0;) out[i] = unwind_part(env, conf, k, state, records[i], Pass::kBefore);
   txn::fault_point();
   // A failure here leaves the devices to the link deletions of pass 3, one message each.
   (void)link::remove_group(*k.pod, link::kPodLinkGroup);
   txn::fault_point();
   for (size_t i = records.size(); i-- > 0;) {
-    Status st = unwind_part(env, conf, k, state, records[i], /*links=*/true);
+    Status st = unwind_part(env, conf, k, state, records[i], Pass::kAfter);
     if (out[i] && !st) out[i] = st;
     if (out[i]) out[i] = state.remove(records[i]);
     txn::fault_point();

@@ -50,15 +50,21 @@ void collect(void* user, const char* resource, size_t resource_len, const char* 
   (*static_cast<PodDevices*>(user))[std::string(resource, resource_len)].emplace_back(id, id_len);
 }
 
-/// One attempt of `method` with `request`, bounded by what is left until `deadline`.
+/// The error of a call the timeout ended: code kTryAgainLater, sys_errno ETIMEDOUT.
+std::unexpected<Error> timed_out(const std::string& peer, const KubeletOptions& opts, std::string details = {}) {
+  return std::unexpected(Error{cni_code::kTryAgainLater, ETIMEDOUT,
+                               peer + " did not answer within " + std::to_string(opts.timeout.count()) +
+                                   " ms (plumb config podResourcesTimeoutSeconds)",
+                               std::move(details)});
+}
+
+/// One attempt of `method` with `request`, bounded by what is left until `deadline`. Errors:
+/// timed_out() when the time is up (before or during the call), the transport's otherwise.
 Result<grpc::Reply> call(const KubeletOptions& opts, Clock::time_point deadline, const char* method,
                          const std::string& request) {
   const std::string peer = "kubelet's pod-resources API (socket " + opts.socket + ")";
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-  if (left.count() <= 0) {
-    return fail(cni_code::kTryAgainLater, peer + " did not answer within " + std::to_string(opts.timeout.count()) +
-                                              " ms (plumb config podResourcesTimeoutSeconds)");
-  }
+  if (left.count() <= 0) return timed_out(peer, opts);
   http::Options o;
   o.timeout = left;
   o.unix_socket = opts.socket;
@@ -68,10 +74,7 @@ Result<grpc::Reply> call(const KubeletOptions& opts, Clock::time_point deadline,
   auto reply = grpc::unary(client, kAuthority, method, request);
   if (!reply && reply.error().cni_code == cni_code::kTryAgainLater &&
       (reply.error().sys_errno == ETIMEDOUT || Clock::now() >= deadline)) {
-    return fail(cni_code::kTryAgainLater,
-                peer + " did not answer within " + std::to_string(opts.timeout.count()) +
-                    " ms (plumb config podResourcesTimeoutSeconds)",
-                reply.error().details);
+    return timed_out(peer, opts, reply.error().details);
   }
   return reply;
 }
@@ -112,7 +115,9 @@ Result<PodDevices> pod_devices(const KubeletOptions& opts, const PodRef& pod) {
   PodDevices out;
   auto get_req = encode([&](char* b, size_t n) { return c->encode_get(ns.data(), ns.size(), name.data(), name.size(), b, n); });
   auto got = call(opts, deadline, kGet, get_req);
-  if (!got && Clock::now() >= deadline) return std::unexpected(got.error());
+  // A Get the timeout ended is final: the transport's clock may end it a little before ours, and
+  // a List then would only be cut off.
+  if (!got && (got.error().sys_errno == ETIMEDOUT || Clock::now() >= deadline)) return std::unexpected(got.error());
   if (got && got->status == grpc::code::kOk) {
     int rc = c->decode_get(got->payload.data(), got->payload.size(), ns.data(), ns.size(), name.data(), name.size(),
                            collect, &out);

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -123,23 +124,11 @@ class LocalStore final : public PodSource {
     }
     const std::string dir = root_ + "/nads";
     const std::string who = namespace_ + "/" + name;
-    std::error_code ec;
-    std::vector<fs::path> files;
-    fs::directory_iterator it(dir, ec);
-    if (ec) {
-      if (ec == std::errc::no_such_file_or_directory) {
-        return fail(cni_code::kNotFound, "NetworkAttachmentDefinition " + who + " not found in " + dir);
-      }
-      return std::unexpected(Error{cni_code::kIo, ec.value(), "list " + dir, {}});
+    auto listed = nad_files(dir);
+    if (!listed && listed.error().sys_errno == ENOENT) {
+      return fail(cni_code::kNotFound, "NetworkAttachmentDefinition " + who + " not found in " + dir);
     }
-    for (; it != fs::directory_iterator(); it.increment(ec)) {
-      if (ec) return std::unexpected(Error{cni_code::kIo, ec.value(), "list " + dir, {}});
-      std::error_code sec;
-      if (!fs::is_regular_file(it->path(), sec)) continue;
-      const std::string ext = it->path().extension().string();
-      if (ext == ".yaml" || ext == ".yml" || ext == ".json") files.push_back(it->path());
-    }
-    std::sort(files.begin(), files.end());
+    const std::vector<fs::path>& files = *PLUMB_TRY(listed);
     // A malformed file fails only the pods whose NAD cannot be found elsewhere: it is skipped
     // with a warning (kubectl would have refused it; one bad file must not stop every pod).
     std::string skipped;
@@ -299,8 +288,29 @@ class LocalStore final : public PodSource {
     return out;
   }
 
+  /// The NAD files of `dir` (*.yaml, *.yml, *.json, regular), sorted; listed once per process
+  /// (a pod's networks are looked up one by one). Errors: kIo with the errno (ENOENT: no
+  /// directory) naming it.
+  Result<const std::vector<fs::path>*> nad_files(const std::string& dir) {
+    if (nad_files_) return &*nad_files_;
+    std::error_code ec;
+    std::vector<fs::path> files;
+    fs::directory_iterator it(dir, ec);
+    for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
+      std::error_code sec;
+      if (!fs::is_regular_file(it->path(), sec)) continue;
+      const std::string ext = it->path().extension().string();
+      if (ext == ".yaml" || ext == ".yml" || ext == ".json") files.push_back(it->path());
+    }
+    if (ec) return std::unexpected(Error{cni_code::kIo, ec.value(), "list " + dir, {}});
+    std::sort(files.begin(), files.end());
+    nad_files_ = std::move(files);
+    return &*nad_files_;
+  }
+
   std::string root_;
   std::vector<std::string> warnings_;
+  std::optional<std::vector<fs::path>> nad_files_;  ///< nad_files(), once listed
   std::map<std::string, std::vector<nad::NetworkAttachmentDefinition>> parsed_;  ///< NAD file -> its NADs
   std::set<std::string> malformed_;  ///< NAD files that did not parse (skipped)
 };

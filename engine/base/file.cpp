@@ -201,7 +201,10 @@ Status Dir::write_atomic(std::string_view name, std::string_view data, WriteOpti
   const std::string path = path_of(name);
   // A link where the file should be is refused (the rename would replace it, never follow it,
   // but someone planted it: say so).
-  if (auto st = PLUMB_TRY(stat(name)); st && S_ISLNK(st->st_mode)) return io_error(ELOOP, "write " + path);
+  auto existing = PLUMB_TRY(stat(name));
+  if (existing && S_ISLNK(existing->st_mode)) return io_error(ELOOP, "write " + path);
+  // A new file: linked whole (created meanwhile, or no unnamed files here: the rename below).
+  if (!existing && PLUMB_TRY(link_unnamed(name, data, opts)).value_or(false)) return {};
   const std::string tmp = std::string(name) + temp_suffix();
   int fd = ::openat(fd_.get(), tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, opts.mode);
   if (fd < 0) return io_error(errno, "write " + path + " (create " + path_of(tmp) + ")");
@@ -273,6 +276,45 @@ Status Dir::create_exclusive(std::string_view name, std::string_view data, Write
     return io_error(st.error().sys_errno, "write " + path);
   }
   return {};
+}
+
+Result<std::optional<bool>> Dir::link_unnamed(std::string_view name, std::string_view data, WriteOptions opts) const {
+  const std::string path = path_of(name);
+  int fd = ::openat(fd_.get(), ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, opts.mode);
+  if (fd < 0) {
+    // No unnamed files on this filesystem (EOPNOTSUPP; EISDIR on kernels before 3.11).
+    if (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL) return std::optional<bool>{};
+    return io_error(errno, "write " + path + " (create an unnamed file in " + path_ + ")");
+  }
+  UniqueFd owned(fd);
+  if (auto st = write_all(fd, data); !st) return io_error(st.error().sys_errno, "write " + path);
+  // The umask applied at open(); the mode asked for is the mode the file gets.
+  if (::fchmod(fd, opts.mode) != 0) return io_error(errno, "chmod " + path);
+  if (opts.fsync && ::fsync(fd) != 0) return io_error(errno, "fsync " + path);
+  const std::string n(name);
+  if (::linkat(fd, "", fd_.get(), n.c_str(), AT_EMPTY_PATH) == 0) return std::optional<bool>(true);
+  int err = errno;
+  if (err == ENOENT || err == EPERM) {
+    // linkat(AT_EMPTY_PATH) needs CAP_DAC_READ_SEARCH; the descriptor's /proc link does not.
+    const std::string proc = "/proc/self/fd/" + std::to_string(fd);
+    if (::linkat(AT_FDCWD, proc.c_str(), fd_.get(), n.c_str(), AT_SYMLINK_FOLLOW) == 0) return std::optional<bool>(true);
+    err = errno;
+    if (err == ENOENT || err == EPERM) return std::optional<bool>{};  // no /proc either
+  }
+  if (err == EEXIST) return std::optional<bool>(false);
+  return io_error(err, "create " + path);
+}
+
+Result<bool> Dir::create_whole(std::string_view name, std::string_view data, WriteOptions opts,
+                               std::string_view fallback_tmp) const {
+  PLUMB_TRY(check_name(name));
+  PLUMB_TRY(check_name(fallback_tmp));
+  if (auto linked = PLUMB_TRY(link_unnamed(name, data, opts))) return *linked;
+  (void)remove(fallback_tmp);  // the caller's, left by a writer killed before removing it
+  PLUMB_TRY(create_exclusive(fallback_tmp, data, opts));
+  auto linked = link_new(fallback_tmp, name);
+  (void)remove(fallback_tmp);
+  return linked;
 }
 
 Result<bool> Dir::link_new(std::string_view from, std::string_view to) const {

@@ -91,8 +91,10 @@ class Dir {
   /// kIo naming the path with errno ELOOP (link), EINVAL (not a regular file), EFBIG (too large).
   [[nodiscard]] Result<std::string> read(std::string_view name, std::string_view what, size_t max_bytes) const;
   /// Replaces `name` atomically: a new temporary file "<name>.tmp.<16 hex>" (O_EXCL|O_NOFOLLOW,
-  /// opts.mode), then renameat(2) over `name`. Errors: kIo naming the path (ELOOP when a link is
-  /// at `name`: refused, never followed); the temporary file is removed on failure.
+  /// opts.mode), then renameat(2) over `name`; when `name` does not exist yet, an unnamed file
+  /// linked in place instead (create_whole: no temporary name to create, rename and leave behind).
+  /// Errors: kIo naming the path (ELOOP when a link is at `name`: refused, never followed); the
+  /// temporary file is removed on failure.
   [[nodiscard]] Status write_atomic(std::string_view name, std::string_view data, WriteOptions opts = {}) const;
   /// Writes `data` over the regular file `name` (created with `mode` if missing) from offset 0,
   /// then cuts it to length: no new inode, and no O_TRUNC (ext4 flushes a file truncated to zero
@@ -116,6 +118,15 @@ class Dir {
   /// the data is flushed before it returns). Errors: sys_errno EEXIST (code kConflict) when
   /// anything, a link included, is there; kIo otherwise (the partial file removed).
   [[nodiscard]] Status create_exclusive(std::string_view name, std::string_view data, WriteOptions opts) const;
+  /// Creates `name` holding `data` whole or not at all, even when plumb is killed half-way (never
+  /// an empty or partial file at `name`): the data is written to an unnamed file (O_TMPFILE,
+  /// opts.mode, flushed with opts.fsync) that linkat(2) then names, so nothing is left behind on
+  /// a crash. Where the filesystem has no unnamed files, through the caller's named temporary
+  /// `fallback_tmp` in this directory (removed first, created, linked to `name`, removed).
+  /// Returns false when `name` exists (anything, a link included: taken). Errors: kIo naming the
+  /// path.
+  [[nodiscard]] Result<bool> create_whole(std::string_view name, std::string_view data, WriteOptions opts,
+                                          std::string_view fallback_tmp) const;
   /// Links the existing file `from` (in this directory) as `to`: false when `to` exists (taken).
   [[nodiscard]] Result<bool> link_new(std::string_view from, std::string_view to) const;
   /// Opens (creating with `mode` if missing) the lock file `name` for flock(2); read-only on a
@@ -141,6 +152,9 @@ class Dir {
  private:
   Dir(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
   [[nodiscard]] Status check_name(std::string_view name) const;
+  /// create_whole() without the fallback: true when created, false when `name` exists, nullopt
+  /// when this filesystem has no unnamed files or refuses to link one (use a named temporary).
+  [[nodiscard]] Result<std::optional<bool>> link_unnamed(std::string_view name, std::string_view data, WriteOptions opts) const;
 
   UniqueFd fd_;
   std::string path_;

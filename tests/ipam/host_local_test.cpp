@@ -27,6 +27,7 @@
 #include "engine/base/json.hpp"
 #include "ipam/ipam.hpp"
 #include "tests/support/private_node.hpp"
+#include "tests/support/seccomp_child.hpp"
 
 using namespace plumb;
 
@@ -211,17 +212,31 @@ TEST_CASE("host-local: allocate, check, release, round robin") {
   CHECK(ip_files(net.dir()) == std::set<std::string>{"192.0.2.2", "192.0.2.3", "192.0.2.4", "192.0.2.5", "192.0.2.6"});
 }
 
-TEST_CASE("host-local: a link planted at this process's reserve temp file is removed, never written through") {
+TEST_CASE("host-local: a link planted at the reserve temp file is never written through (removed where it is used)") {
   test::Node node;
   Net net("net1", node.dir() + "/ipam", R"("ranges":[[{"subnet":"192.0.2.0/29"}]])");
   REQUIRE(net.add("c1") == std::vector<std::string>{"192.0.2.2/29"});  // the network's directory exists
-  const std::string victim = node.dir() + "/victim", tmp = net.dir() + "/.plumb-reserve." + std::to_string(::getpid());
+  const std::string victim = node.dir() + "/victim";
   { std::ofstream(victim) << "precious"; }
-  std::filesystem::create_symlink(victim, tmp);
+  const auto plant = [&] {
+    std::filesystem::create_symlink(victim, net.dir() + "/.plumb-reserve." + std::to_string(::getpid()));
+  };
+  // Unnamed files (O_TMPFILE): the temporary name is not used at all.
+  plant();
   CHECK(net.add("c2") == std::vector<std::string>{"192.0.2.3/29"});
-  CHECK(slurp(victim) == "precious");
-  CHECK_FALSE(std::filesystem::is_symlink(tmp));
   CHECK(slurp(net.dir() + "/192.0.2.3") == "c2\r\neth0");
+  // A filesystem without unnamed files (seccomp in a child): the link is removed, then the
+  // temporary file made in its place.
+  CHECK(test::in_child_refusing(test::Refuse::kUnnamedFiles, [&] {
+    plant();
+    auto r = net.impl->add(net.req("c3"));
+    return r && r->ips.size() == 1 && r->ips[0].address.str() == "192.0.2.4/29";
+  }));
+  CHECK(slurp(net.dir() + "/192.0.2.4") == "c3\r\neth0");
+  CHECK(slurp(victim) == "precious");
+  size_t links = 0;
+  for (const auto& e : std::filesystem::directory_iterator(net.dir())) links += e.is_symlink() ? 1 : 0;
+  CHECK(links == 1);  // the one planted for c2's ADD, which nothing used
 }
 
 TEST_CASE("host-local: repeated ADD returns the addresses already held") {

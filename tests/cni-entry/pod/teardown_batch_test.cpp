@@ -1,8 +1,9 @@
 // DEL with the pod's devices deleted in one RTM_DELLINK (cni-entry/pod/teardown_batch.cpp),
 // through the real binaries against the real kernel in a private node namespace per case: the
 // devices plumb makes in a pod are in its link group, one DEL removes all of them (veth node ends
-// with them), a device of the group that is not the container's is left alone, and a DEL killed
-// at any of its steps leaves records from which the next DEL finishes the job.
+// with them), a device of the group that is not the container's is left alone, a shaped veth's
+// bandwidth teardown leaves its tc objects to the device's deletion, and a DEL killed at any of
+// its steps leaves records from which the next DEL finishes the job.
 #include <doctest/doctest.h>
 #include <signal.h>
 
@@ -10,6 +11,7 @@
 #include <string>
 
 #include "engine/kernel/link.hpp"
+#include "tests/support/child_process.hpp"
 #include "tests/support/pod_fixture.hpp"
 
 using plumb::test::ip_json;
@@ -89,6 +91,49 @@ TEST_CASE("a device of the group that is not the container's is left alone, and 
   INFO(del.out, del.err);
   REQUIRE(del.exit_code == 0);
   CHECK(link_names("p2") == std::set<std::string>{"lo", "extra0", "extra1"});
+  CHECK(PodFixture::files_under(fx.state() + "/containers").empty());
+}
+
+TEST_CASE("bandwidth on the default network's veth: the batched DEL changes no qdisc or filter, the device's deletion takes them; its map entries go") {
+  Node node;
+  PodFixture fx(node);
+  plumb::test::PrivateBpffs bpf(node);
+  plumb::test::write_file(fx.default_conflist(), R"({"cniVersion": "1.0.0", "name": "default-net", "plugins": [
+    {"type": "bridge", "bridge": "plumb0", "isGateway": true, "ipam": {"type": "host-local", "dataDir": ")" + fx.ipam_dir() +
+                                                     R"(", "ranges": [[{"subnet": "203.0.113.0/24"}]]}},
+    {"type": "bandwidth", "capabilities": {"bandwidth": true}}]})");
+  const std::string pod = setup(node, fx, "p4");
+  const std::string config = fx.config(R"("bpffsDir": ")" + bpf.dir() + R"(/plumb", "runtimeConfig": {"bandwidth":
+      {"ingressRate": 8000000, "ingressBurst": 80000, "egressRate": 8000000, "egressBurst": 80000}})");
+  Proc add = fx.run("ADD", "ctr-4", pod, "default", "p4", config);
+  INFO(add.out, add.err);
+  REQUIRE(add.exit_code == 0);
+  REQUIRE(plumb::test::sh("ip link add mon0 type veth peer name mon1").exit_code == 0);  // the monitor's control
+  const std::string state_map = "bpftool -j map dump pinned " + bpf.dir() + "/plumb/bandwidth_v2/state";
+  REQUIRE(plumb::test::sh(state_map).out.find("\"key\"") != std::string::npos);  // the pod's entries
+  // Every qdisc and filter change of the node namespace while the DEL runs, as tc reports it.
+  const std::string log = node.dir() + "/tc-monitor.log";
+  pid_t monitor = plumb::test::start_child({"/usr/sbin/tc", "monitor"}, {}, log);
+  REQUIRE(monitor > 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // subscribed before the DEL starts
+  Proc del = fx.run("DEL", "ctr-4", pod, "default", "p4", config);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // its notifications read
+  const std::string during_del = plumb::test::read_file(log);
+  // The control: a qdisc deleted by hand is reported.
+  REQUIRE(plumb::test::sh("tc qdisc add dev mon0 clsact && tc qdisc del dev mon0 clsact").exit_code == 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const std::string with_control = plumb::test::read_file(log);
+  plumb::test::stop_child(monitor);
+  INFO(del.out, del.err);
+  REQUIRE(del.exit_code == 0);
+  INFO(with_control);
+  // (The device's deletion reports its filter chains deleted: the kernel's, not a request.)
+  CHECK(during_del.find("deleted filter") == std::string::npos);
+  CHECK(during_del.find("deleted qdisc") == std::string::npos);
+  REQUIRE(with_control.find("deleted qdisc clsact") != std::string::npos);
+  CHECK(plumb::test::sh(state_map).out.find("\"key\"") == std::string::npos);
+  CHECK(link_names("p4") == std::set<std::string>{"lo"});
+  CHECK(link_names("").count("mon0") == 1);
   CHECK(PodFixture::files_under(fx.state() + "/containers").empty());
 }
 

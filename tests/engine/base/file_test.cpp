@@ -1,6 +1,8 @@
 // engine/base/file: Dir never follows a symbolic link planted where plumb reads or writes, never
 // blocks on a FIFO, bounds what it reads, and creates with the modes asked for whatever the
-// umask; read_file refuses what is not a regular file; write_via_spare swaps a file with its spare.
+// umask; read_file refuses what is not a regular file; write_via_spare swaps a file with its spare;
+// create_whole (and write_atomic of a new file) link an unnamed file, or fall back to a named
+// temporary on a filesystem without unnamed files (reached through a seccomp filter).
 #include <doctest/doctest.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -9,9 +11,11 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <string>
 
 #include "engine/base/file.hpp"
+#include "tests/support/seccomp_child.hpp"
 #include "tests/support/temp_dir.hpp"
 
 using namespace plumb;
@@ -32,6 +36,27 @@ mode_t mode_of(const std::string& path) {
   return st.st_mode & 07777;
 }
 
+/// The names in directory `path`.
+std::set<std::string> names_in(const std::string& path) {
+  std::set<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(path)) out.insert(e.path().filename().string());
+  return out;
+}
+
+/// A temporary directory with the file "victim" ("precious": what a planted link points at,
+/// never to be written) and the directory "owned" opened as a Dir.
+struct Owned {
+  TempDir t;
+  std::string victim = t.path + "/victim";
+  Dir dir;
+  Owned() {
+    put(victim, "precious");
+    auto d = Dir::open(t.path + "/owned", 0700);
+    REQUIRE(d);
+    dir = std::move(*d);
+  }
+};
+
 /// Sets the umask for one scope.
 struct Umask {
   mode_t old;
@@ -42,11 +67,10 @@ struct Umask {
 }  // namespace
 
 TEST_CASE("a link planted where Dir writes, reads, locks or descends is refused by name, and its target is untouched") {
-  TempDir t;
-  const std::string victim = t.path + "/victim";
-  put(victim, "precious");
-  auto dir = Dir::open(t.path + "/owned", 0700);
-  REQUIRE(dir);
+  Owned owned;
+  const std::string& victim = owned.victim;
+  const TempDir& t = owned.t;
+  Dir* dir = &owned.dir;
   for (const char* name : {"record.json", "lock", "sub"}) REQUIRE(::symlink(victim.c_str(), (dir->path() + "/" + name).c_str()) == 0);
   REQUIRE(::symlink(t.path.c_str(), (dir->path() + "/subdir").c_str()) == 0);
 
@@ -146,6 +170,67 @@ TEST_CASE("link_new, move and remove_dir work relative to the directory") {
   CHECK_FALSE(dir->remove("../escape"));  // not one component
 }
 
+TEST_CASE("create_whole and write_atomic of a new file make no named temporary: O_CREAT|O_EXCL refused, they still succeed") {
+  TempDir t;
+  auto dir = Dir::open(t.path + "/owned", 0700);
+  REQUIRE(dir);
+  REQUIRE(dir->write_atomic("old.json", "v1", {.mode = 0600}));
+  const bool ok = test::in_child_refusing(test::Refuse::kExclusiveCreate, [&] {
+    Umask strict(0277);  // the modes asked for, not the umask's
+    auto created = dir->create_whole("192.0.2.5", "c1\r\neth0", {.mode = 0644}, ".fallback");
+    return created && *created && dir->write_atomic("new.json", "fresh", {.mode = 0640}).has_value();
+  });
+  CHECK(ok);
+  CHECK(names_in(dir->path()) == std::set<std::string>{"192.0.2.5", "new.json", "old.json"});
+  CHECK(slurp(dir->path_of("192.0.2.5")) == "c1\r\neth0");
+  CHECK(mode_of(dir->path_of("192.0.2.5")) == 0644);
+  CHECK(slurp(dir->path_of("new.json")) == "fresh");
+  CHECK(mode_of(dir->path_of("new.json")) == 0640);
+  // Replacing an existing file still goes through a named temporary (refused here).
+  CHECK_FALSE(test::in_child_refusing(test::Refuse::kExclusiveCreate, [&] { return dir->write_atomic("old.json", "v2").has_value(); }));
+  CHECK(slurp(dir->path_of("old.json")) == "v1");
+}
+
+TEST_CASE("create_whole: false when the name is taken, a planted link included, whose target is untouched") {
+  Owned owned;
+  const std::string& victim = owned.victim;
+  Dir* dir = &owned.dir;
+  REQUIRE(::symlink(victim.c_str(), dir->path_of("192.0.2.7").c_str()) == 0);
+  auto linked = dir->create_whole("192.0.2.7", "c2", {.mode = 0644}, ".fallback");
+  REQUIRE(linked);
+  CHECK_FALSE(*linked);
+  REQUIRE(dir->create_whole("192.0.2.8", "c3", {.mode = 0644}, ".fallback").value_or(false));
+  auto again = dir->create_whole("192.0.2.8", "c4", {.mode = 0644}, ".fallback");
+  REQUIRE(again);
+  CHECK_FALSE(*again);
+  CHECK(slurp(dir->path_of("192.0.2.8")) == "c3");
+  CHECK(slurp(victim) == "precious");
+  CHECK(names_in(dir->path()) == std::set<std::string>{"192.0.2.7", "192.0.2.8"});
+}
+
+TEST_CASE("without unnamed files (O_TMPFILE refused): create_whole and write_atomic use a named temporary and leave none") {
+  Owned owned;
+  const std::string& victim = owned.victim;
+  Dir* dir = &owned.dir;
+  // A link planted at the fallback temporary is removed, never written through.
+  REQUIRE(::symlink(victim.c_str(), dir->path_of(".fallback").c_str()) == 0);
+  const bool ok = test::in_child_refusing(test::Refuse::kUnnamedFiles, [&] {
+    Umask strict(0277);
+    auto created = dir->create_whole("192.0.2.5", "c1", {.mode = 0644}, ".fallback");
+    auto again = dir->create_whole("192.0.2.5", "c2", {.mode = 0644}, ".fallback");
+    const bool taken = again && !*again;
+    return created && *created && taken && dir->write_atomic("new.json", "fresh", {.mode = 0640}).has_value() &&
+           dir->write_atomic("new.json", "fresher", {.mode = 0640}).has_value();
+  });
+  CHECK(ok);
+  CHECK(slurp(dir->path_of("192.0.2.5")) == "c1");
+  CHECK(mode_of(dir->path_of("192.0.2.5")) == 0644);
+  CHECK(slurp(dir->path_of("new.json")) == "fresher");
+  CHECK(mode_of(dir->path_of("new.json")) == 0640);
+  CHECK(slurp(victim) == "precious");
+  CHECK(names_in(dir->path()) == std::set<std::string>{"192.0.2.5", "new.json"});
+}
+
 TEST_CASE("write_via_spare: versions swap between the file and its spare, no new inode after the second; the last is renamed") {
   TempDir t;
   auto dir = Dir::open(t.path + "/owned", 0700);
@@ -179,11 +264,9 @@ TEST_CASE("write_via_spare: versions swap between the file and its spare, no new
 }
 
 TEST_CASE("write_in_place and write_via_spare never follow a link planted at the file or its spare, nor block on a FIFO") {
-  TempDir t;
-  const std::string victim = t.path + "/victim";
-  put(victim, "precious");
-  auto dir = Dir::open(t.path + "/owned", 0700);
-  REQUIRE(dir);
+  Owned owned;
+  const std::string& victim = owned.victim;
+  Dir* dir = &owned.dir;
   REQUIRE(::symlink(victim.c_str(), dir->path_of("last").c_str()) == 0);
   REQUIRE(::symlink(victim.c_str(), dir->path_of("rec.json.spare").c_str()) == 0);
   REQUIRE(::mkfifo(dir->path_of("fifo").c_str(), 0600) == 0);
