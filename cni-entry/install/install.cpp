@@ -8,7 +8,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -16,6 +15,7 @@
 #include <optional>
 
 #include "engine/base/file.hpp"
+#include "engine/base/text.hpp"
 #include "cni-entry/install/node_config.hpp"
 
 namespace plumb::install {
@@ -25,12 +25,11 @@ namespace {
 using Setter = std::function<Status(Options&, const std::string&)>;
 
 Status set_interval(Options& o, const std::string& v) {
-  double seconds = 0;
-  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), seconds);
-  if (ec != std::errc() || end != v.data() + v.size() || !(seconds >= 0.1 && seconds <= 3600)) {
+  const auto seconds = text::parse_decimal(v);
+  if (!seconds || !(*seconds >= 0.1 && *seconds <= 3600)) {
     return fail(cni_code::kInvalidConfig, "--interval-seconds \"" + v + "\" is not a number of seconds in 0.1..3600");
   }
-  o.interval = std::chrono::milliseconds(static_cast<long>(seconds * 1000));
+  o.interval = std::chrono::milliseconds(static_cast<long>(*seconds * 1000));
   return {};
 }
 

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
-#include <cmath>
 
 namespace plumb::pod {
 namespace {
@@ -150,7 +149,7 @@ Result<PlumbConfig> parse_config(std::string_view text) {
 
 k8s::Options api_options(const PlumbConfig& conf) {
   k8s::Options opts;
-  opts.timeout = std::chrono::milliseconds(static_cast<int64_t>(std::llround(conf.api_timeout_seconds * 1000)));
+  opts.timeout = std::chrono::round<std::chrono::milliseconds>(std::chrono::duration<double>(conf.api_timeout_seconds));
   if (opts.timeout.count() < 1) opts.timeout = std::chrono::milliseconds(1);
   opts.retries = conf.api_retries;
   return opts;

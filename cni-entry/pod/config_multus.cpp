@@ -87,7 +87,7 @@ Status parse_multus_keys(const json::Value& d, PlumbConfig& c) {
 }
 
 cni::PluginSearch plugin_search(const PlumbConfig& conf, const std::string& cni_path_env) {
-  auto ms = std::chrono::milliseconds(static_cast<int64_t>(std::llround(conf.delegate_timeout_seconds * 1000.0)));
+  auto ms = std::chrono::round<std::chrono::milliseconds>(std::chrono::duration<double>(conf.delegate_timeout_seconds));
   return cni::make_search(conf.bin_dir, cni_path_env, ms);
 }
 

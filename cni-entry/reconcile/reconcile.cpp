@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -163,7 +162,7 @@ int run(const Args& a) {
   if (ns.empty()) ns = (*creds)->namespace_;
   if (ns.empty()) ns = ipam::cluster::kDefaultPoolNamespace;
   k8s::Options opts;
-  opts.timeout = std::chrono::milliseconds(static_cast<int64_t>(std::llround(a.timeout_seconds * 1000)));
+  opts.timeout = std::chrono::round<std::chrono::milliseconds>(std::chrono::duration<double>(a.timeout_seconds));
   k8s::Client client(std::move(**creds), opts);
 
   rc::Report report;

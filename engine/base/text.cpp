@@ -1,5 +1,9 @@
 #include "engine/base/text.hpp"
 
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+
 namespace plumb::text {
 namespace {
 bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f'; }
@@ -9,6 +13,33 @@ std::string_view trim(std::string_view s) {
   while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
   while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
   return s;
+}
+
+std::optional<double> parse_decimal(std::string_view s) {
+  std::string_view body = s;
+  if (!body.empty() && body.front() == '-') body.remove_prefix(1);
+  const size_t e = body.find_first_of("eE");
+  const std::string_view mantissa = body.substr(0, e);
+  size_t digits = 0, dots = 0;
+  for (char c : mantissa) {
+    if (c >= '0' && c <= '9') ++digits;
+    else if (c == '.') ++dots;
+    else return std::nullopt;
+  }
+  if (digits == 0 || dots > 1) return std::nullopt;
+  if (e != std::string_view::npos) {
+    std::string_view exp = body.substr(e + 1);
+    if (!exp.empty() && (exp.front() == '-' || exp.front() == '+')) exp.remove_prefix(1);
+    if (exp.empty() || exp.find_first_not_of("0123456789") != std::string_view::npos) return std::nullopt;
+  }
+  const std::string text(s);
+  errno = 0;
+  char* end = nullptr;
+  const double d = std::strtod(text.c_str(), &end);
+  if (end != text.c_str() + text.size()) return std::nullopt;
+  // ERANGE: overflow (±HUGE_VAL) or underflow; a subnormal result is a value, zero is not.
+  if (errno == ERANGE && (std::isinf(d) || d == 0)) return std::nullopt;
+  return d;
 }
 
 std::vector<std::string_view> split(std::string_view s, char sep) {

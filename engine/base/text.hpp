@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -14,6 +15,14 @@ namespace plumb::text {
 
 /// Splits `s` at every `sep` (empty pieces kept): "a,,b" -> {"a", "", "b"}.
 [[nodiscard]] std::vector<std::string_view> split(std::string_view s, char sep);
+
+/// `s` as a double when it is a decimal number and nothing else: an optional '-', digits with at
+/// most one '.', an optional exponent ("-1.5", ".5", "2e3", "1E-7"); no white space, '+' sign,
+/// hexadecimal, inf or nan. nullopt otherwise, and when out of double's range (overflow, or a
+/// non-zero number that underflows to zero; subnormal results are kept). strtod(3) in the "C"
+/// locale, which plumb never changes (std::from_chars for double would link libm for libstdc++'s
+/// rounding-mode guard, a library loaded on every exec for nothing else).
+[[nodiscard]] std::optional<double> parse_decimal(std::string_view s);
 
 /// FNV-1a hashes: stable across builds and machines (unlike std::hash), for names and starting
 /// points derived from text.

@@ -4,6 +4,8 @@
 #include <array>
 #include <charconv>
 
+#include "engine/base/text.hpp"
+
 namespace plumb::yaml {
 namespace {
 
@@ -48,24 +50,10 @@ bool resolve_int(std::string_view s, Scalar& out) {
 
 /// A decimal float: [-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?, finite.
 bool resolve_float(std::string_view s, Scalar& out) {
-  std::string_view body = s;
-  if (!body.empty() && (body.front() == '-' || body.front() == '+')) body.remove_prefix(1);
-  const size_t e = body.find_first_of("eE");
-  const std::string_view mantissa = body.substr(0, e);
-  const size_t dot = mantissa.find('.');
-  const std::string_view whole = mantissa.substr(0, dot);
-  const std::string_view frac = dot == std::string_view::npos ? std::string_view{} : mantissa.substr(dot + 1);
-  if ((whole.empty() && frac.empty()) || (!whole.empty() && !digits(whole, 10)) || (!frac.empty() && !digits(frac, 10))) return false;
-  if (e != std::string_view::npos) {
-    std::string_view exp = body.substr(e + 1);
-    if (!exp.empty() && (exp.front() == '-' || exp.front() == '+')) exp.remove_prefix(1);
-    if (!digits(exp, 10)) return false;
-  }
-  if (s.front() == '+') s.remove_prefix(1);  // from_chars takes no '+'
-  double d = 0;
-  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), d);
-  if (ec != std::errc{} || end != s.data() + s.size()) return false;  // out of range: a string, as go-yaml v2
-  out = Scalar{ScalarKind::kFloat, false, 0, 0, d};
+  if (s.size() > 1 && s.front() == '+' && s[1] != '-') s.remove_prefix(1);  // parse_decimal takes no '+'
+  auto d = text::parse_decimal(s);
+  if (!d) return false;  // not a decimal, or out of range: a string, as go-yaml v2
+  out = Scalar{ScalarKind::kFloat, false, 0, 0, *d};
   return true;
 }
 
