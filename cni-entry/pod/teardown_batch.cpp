@@ -53,14 +53,13 @@ Pass pass_of(const drivers::undo::Op& op, bool device_goes_with_group) {
 }
 
 /// Runs the record's undo operations of pass `pass` (newest first, rollback-only ones skipped:
-/// complete records).
+/// complete records); `goes_with_group` is deletes_its_device(rec).
 Status unwind_part(const cni::Env& env, const PlumbConfig& conf, Kernel& k, const state::StateDir& state,
-                   const state::AttachmentRecord& rec, Pass pass) {
+                   const state::AttachmentRecord& rec, bool goes_with_group, Pass pass) {
   auto ctx = make_context(env, conf, k, rec.ifname, rec.network);
   if (rec.result.IsObject()) ctx.attachment_result = &rec.result;
   const std::string origin = state.record_path(rec);
   if (!rec.undo.IsArray()) return fail(cni_code::kDecode, origin + ": the undo list is not a list");
-  const bool goes_with_group = deletes_its_device(rec);
   auto st = txn::unwind(rec.undo, /*complete=*/true, [&](const json::Value& v) -> Status {
     auto op = PLUMB_TRY(drivers::undo::decode(v, origin));
     if (pass_of(op, goes_with_group) != pass) return {};
@@ -78,13 +77,17 @@ std::optional<std::vector<Status>> teardown_batched(const cni::Env& env, const P
   auto ok = batchable(k, env.netns, records);
   if (!ok || !*ok) return std::nullopt;
   std::vector<Status> out(records.size());
-  for (size_t i = records.size(); i-- > 0;) out[i] = unwind_part(env, conf, k, state, records[i], Pass::kBefore);
+  std::vector<bool> goes_with_group(records.size());
+  for (size_t i = 0; i < records.size(); ++i) goes_with_group[i] = deletes_its_device(records[i]);
+  for (size_t i = records.size(); i-- > 0;) {
+    out[i] = unwind_part(env, conf, k, state, records[i], goes_with_group[i], Pass::kBefore);
+  }
   txn::fault_point();
   // A failure here leaves the devices to the link deletions of pass 3, one message each.
   (void)link::remove_group(*k.pod, link::kPodLinkGroup);
   txn::fault_point();
   for (size_t i = records.size(); i-- > 0;) {
-    Status st = unwind_part(env, conf, k, state, records[i], Pass::kAfter);
+    Status st = unwind_part(env, conf, k, state, records[i], goes_with_group[i], Pass::kAfter);
     if (out[i] && !st) out[i] = st;
     if (out[i]) out[i] = state.remove(records[i]);
     txn::fault_point();

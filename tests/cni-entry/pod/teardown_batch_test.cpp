@@ -10,6 +10,8 @@
 #include <set>
 #include <string>
 
+#include <rapidjson/document.h>
+
 #include "engine/kernel/link.hpp"
 #include "tests/support/child_process.hpp"
 #include "tests/support/pod_fixture.hpp"
@@ -44,6 +46,14 @@ std::map<std::string, std::string> groups(const std::string& ns) {
   auto d = ip_json("-n " + ns + " -d link show");
   for (auto& l : d.GetArray()) out[l["ifname"].GetString()] = l.HasMember("group") ? l["group"].GetString() : "";
   return out;
+}
+
+/// The host end of the default network's veth, from an ADD's result (its interfaces[1]).
+std::string host_veth(const std::string& result_json) {
+  rapidjson::Document d;
+  d.Parse(result_json.c_str());
+  REQUIRE((d.IsObject() && d.HasMember("interfaces") && d["interfaces"].IsArray() && d["interfaces"].Size() > 1));
+  return d["interfaces"][1]["name"].GetString();
 }
 
 /// Nothing of the pod is left: no pod interface, no node end, no address file, no record.
@@ -111,6 +121,7 @@ TEST_CASE("bandwidth on the default network's veth: the batched DEL changes no q
   REQUIRE(plumb::test::sh("ip link add mon0 type veth peer name mon1").exit_code == 0);  // the monitor's control
   const std::string state_map = "bpftool -j map dump pinned " + bpf.dir() + "/plumb/bandwidth_v2/state";
   REQUIRE(plumb::test::sh(state_map).out.find("\"key\"") != std::string::npos);  // the pod's entries
+  REQUIRE(plumb::test::sh("tc filter show ingress dev " + host_veth(add.out)).out.find("bpf") != std::string::npos);  // shaped
   // Every qdisc and filter change of the node namespace while the DEL runs, as tc reports it.
   const std::string log = node.dir() + "/tc-monitor.log";
   pid_t monitor = plumb::test::start_child({"/usr/sbin/tc", "monitor"}, {}, log);
