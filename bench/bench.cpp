@@ -36,7 +36,7 @@ void Bench::setup() {
     return std::string(buf);
   }();
   load_start_ = read_text("/proc/loadavg");
-  for (const std::string& bin : {o_.plumb, o_.floor}) {
+  for (const std::string& bin : {o_.plumb, o_.floor, o_.thick ? o_.shim : o_.floor}) {
     if (access(bin.c_str(), X_OK) != 0) throw std::runtime_error(bin + " is not an executable (build it: scripts/bench does)");
   }
   bpffs_ = scratch_ + "/bpf/plumb";
@@ -76,6 +76,7 @@ void Bench::setup() {
   fs::create_directories(plumb_.dir + "/store/pods/default");
   fs::create_directories(plumb_.dir + "/state");
   fs::create_directories(plumb_.dir + "/net.d");
+  if (o_.thick) start_daemon();
 }
 
 Pod Bench::new_pod(char scenario, Way w, const std::string& tag) {
@@ -326,7 +327,7 @@ void Bench::phase_fill() {
 void Bench::phase_startup() {
   const int64_t t0 = now_ns();
   // The reference plugins of the richest scenario's default network (or of the user's conflist).
-  std::vector<std::pair<std::string, std::string>> bins = {{"plumb", o_.plumb}};
+  std::vector<std::pair<std::string, std::string>> bins = {{"plumb", o_.thick ? o_.shim : o_.plumb}};
   rapidjson::Document net;
   net.Parse(reference_default_conflist(o_.scenarios.back()).c_str());
   if (!net.HasParseError() && net.IsObject() && net.HasMember("plugins") && net["plugins"].IsArray()) {
@@ -341,11 +342,18 @@ void Bench::phase_startup() {
     for (size_t k = 0; k < bins.size(); ++k) {
       const auto& [name, path] = bins[(k + static_cast<size_t>(it)) % bins.size()];
       progress_.set("start-up: " + name + " VERSION, iteration " + std::to_string(it + 1));
-      Proc r = spawn({path}, {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "CNI_COMMAND=VERSION"}, input);
+      Startup s{name, {}};
+      const std::vector<std::string> env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "CNI_COMMAND=VERSION",
+                                            "PLUMB_DAEMON_SOCKET=" + daemon_socket_};
+      Proc r;
+      if (name == "plumb") {
+        r = run_plumb(env, input, s.cost);
+      } else {
+        r = spawn({path}, env, input);
+        s.cost.add(r);
+      }
       if (!r.ok()) throw std::runtime_error(name + " VERSION failed: " + r.describe());
       if (it < o_.warmup) continue;
-      Startup s{name, {}};
-      s.cost.add(r);
       startup_.push_back(s);
     }
   }

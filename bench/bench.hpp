@@ -183,6 +183,15 @@ class Bench {
   std::string reference_default_conflist(char scenario) const;
   std::vector<std::string> cni_env(const std::string& verb, const Pod& p, const std::string& ifname) const;
   std::string plumb_config(const Pod& p, const std::string& prev_result) const;
+  // --thick (ways.cpp): `plumb daemon` in plumb's node namespace, the shim per verb.
+  void start_daemon();
+  /// Runs plumb (or the shim) with `env` and `config`; adds its cost to `c`, in --thick runs with
+  /// the worker's CPU and peak RSS the daemon logged for the invocation and the daemon's own CPU
+  /// meanwhile.
+  Proc run_plumb(const std::vector<std::string>& env, const std::string& config, Cost& c);
+  /// The CPU (µs, summed) and peak RSS (KiB, largest) of the invocations the daemon logged since
+  /// the last call (one in the sequential phases).
+  std::pair<int64_t, long> take_invocation_usage();
   /// Runs fn(i) for i in [0, n) on `workers` threads, each inside `node`; returns wall time.
   int64_t parallel(int n, int workers, NodeNs& node, const std::function<void(int)>& fn);
   /// `ways` rotated by `iter` (the order changes every iteration).
@@ -205,6 +214,9 @@ class Bench {
   std::string started_utc_, load_start_;
   std::string user_conflist_;  ///< --conflist: the file's text
   std::map<std::string, double> phase_secs_;
+  Background daemon_;                          ///< --thick: plumb's daemon
+  std::string daemon_socket_, daemon_usage_;   ///< its socket and --usage-log file
+  size_t usage_read_ = 0;                      ///< bytes of daemon_usage_ already counted
 };
 
 /// Writes results.json, results.md and the latency-vs-pods plot to options->out_dir and prints

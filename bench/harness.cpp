@@ -18,6 +18,7 @@
 #include <rapidjson/writer.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -98,16 +99,24 @@ std::string Proc::describe() const {
   return s + "\n  stdout: " + out + "\n  stderr: " + err;
 }
 
+namespace {
+
+/// `v` as the NULL-terminated array of C strings posix_spawn takes (pointing into `v`).
+std::vector<char*> c_strings(const std::vector<std::string>& v) {
+  std::vector<char*> out;
+  for (const auto& s : v) out.push_back(const_cast<char*>(s.c_str()));
+  out.push_back(nullptr);
+  return out;
+}
+
+}  // namespace
+
 Proc spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env, const std::string& input) {
   int in[2], out[2], err[2];
   if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
     throw std::runtime_error(std::string("pipe2: ") + std::strerror(errno));
   }
-  std::vector<char*> av, ev;
-  for (auto& s : argv) av.push_back(const_cast<char*>(s.c_str()));
-  av.push_back(nullptr);
-  for (auto& s : env) ev.push_back(const_cast<char*>(s.c_str()));
-  ev.push_back(nullptr);
+  std::vector<char*> av = c_strings(argv), ev = c_strings(env);
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, in[0], 0);
@@ -168,6 +177,37 @@ Proc spawn(const std::vector<std::string>& argv, const std::vector<std::string>&
   return p;
 }
 
+void Background::start(const std::vector<std::string>& argv, const std::vector<std::string>& env, const std::string& log_path) {
+  std::vector<char*> av = c_strings(argv), ev = c_strings(env);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  const int rc = posix_spawn(&pid_, av[0], &fa, nullptr, av.data(), ev.data());
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) {
+    pid_ = -1;
+    throw std::runtime_error("posix_spawn " + argv[0] + ": " + std::strerror(rc));
+  }
+}
+
+void Background::stop() {
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGTERM);
+  int status = 0;
+  for (int i = 0; i < 1000 && waitpid(pid_, &status, WNOHANG) == 0; ++i) ::usleep(10'000);
+  if (waitpid(pid_, &status, WNOHANG) == 0) {
+    ::kill(pid_, SIGKILL);
+    waitpid(pid_, &status, 0);
+  }
+  pid_ = -1;
+}
+
+int64_t Background::cpu_ns() const {
+  const std::string s = read_text("/proc/" + std::to_string(pid_) + "/schedstat");
+  return s.empty() ? 0 : std::stoll(s);
+}
 
 InNetns::InNetns(const plumb::netns::Netns& ns) : guard_(must(plumb::netns::Guard::enter(ns), "enter " + ns.path())) {}
 

@@ -72,6 +72,26 @@ struct Proc {
 /// stdout/stderr. Timed from just before posix_spawn to wait4's return. Throws if it cannot start.
 Proc spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env, const std::string& input);
 
+/// A program left running beside the bench (`plumb daemon` in --thick runs), ended by stop() or
+/// the destructor: SIGTERM, then SIGKILL when it has not exited within 10 s.
+class Background {
+ public:
+  Background() = default;
+  ~Background() { stop(); }
+  Background(const Background&) = delete;
+  Background& operator=(const Background&) = delete;
+  /// Starts argv[0] (a path) with exactly `env`, stdin /dev/null, stdout and stderr appended to
+  /// `log_path`, in the calling thread's namespaces. Throws if it cannot start.
+  void start(const std::vector<std::string>& argv, const std::vector<std::string>& env, const std::string& log_path);
+  void stop();
+  [[nodiscard]] bool running() const { return pid_ > 0; }
+  /// CPU time the program's own thread has run (/proc/<pid>/schedstat), ns; its children not included.
+  [[nodiscard]] int64_t cpu_ns() const;
+
+ private:
+  pid_t pid_ = -1;
+};
+
 /// Enters `ns` for the calling thread until destruction.
 class InNetns {
  public:

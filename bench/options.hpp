@@ -7,6 +7,9 @@
 #ifndef PLUMB_BENCH_PLUMB
 #define PLUMB_BENCH_PLUMB "plumb"
 #endif
+#ifndef PLUMB_BENCH_SHIM
+#define PLUMB_BENCH_SHIM "plumb-shim"
+#endif
 #ifndef PLUMB_BENCH_FLOOR
 #define PLUMB_BENCH_FLOOR "plumb-floor"
 #endif
@@ -33,6 +36,10 @@ struct Options {
   std::string out_dir = "bench/out";
   std::string plumb = PLUMB_BENCH_PLUMB;
   std::string floor = PLUMB_BENCH_FLOOR;
+  /// --thick: plumb runs as `<plumb> daemon` in its node namespace and each verb executes the shim
+  /// (cni-entry/daemon/), as a node in Multus's "thick" mode; without it plumb is exec'd per verb.
+  bool thick = false;
+  std::string shim = PLUMB_BENCH_SHIM;
   std::string cni_path = "/usr/lib/cni";   // the reference plugins, or those of --conflist
   std::string conflist;                    // --conflist: the user's network (absolute path); scenario x
   std::string scratch_parent = "/var/tmp";

@@ -204,6 +204,7 @@ void Report::header(const std::string& load_end) {
   settings.AddMember("fill_reference_max", o_.fill_reference_max, al_);
   settings.AddMember("throughput_pods", o_.tput_pods, al_);
   settings.AddMember("plumb", str(o_.plumb), al_);
+  settings.AddMember("thick", o_.thick, al_);
   settings.AddMember("cni_path", str(o_.cni_path), al_);
   settings.AddMember("conflist", str(o_.conflist), al_);
   settings.AddMember("scratch_filesystem", str(filesystem_text(o_.scratch_parent)), al_);
@@ -217,6 +218,11 @@ void Report::header(const std::string& load_end) {
       << filesystem_text(o_.scratch_parent) << ".\n"
       << "Milliseconds of wall time per CNI invocation (posix_spawn to wait4), warm-up discarded; ratios are medians of "
          "per-pair ratios (the samples of one iteration). IPv6 pods, DAD off in pod namespaces.\n\n";
+  if (o_.thick) {
+    md_ << "**plumb runs thick**: `plumb daemon` in its node namespace, `" << o_.shim
+        << "` executed per verb; a plumb invocation's time is the shim's (it ends when the daemon has reaped the worker), "
+           "its CPU the shim's, the worker's and the daemon's own meanwhile, its peak RSS the larger of shim and worker.\n\n";
+  }
   if (!o_.conflist.empty()) {
     md_ << "**Scenario x: the pod's default network is `" << o_.conflist << "`** (plugins from `" << o_.cni_path
         << "`). \"reference\" is that network run as a runtime runs it (each plugin executed, prevResult chained, "

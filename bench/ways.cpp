@@ -5,7 +5,12 @@
 
 #include <rapidjson/document.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <stdexcept>
 
 #include "bench/bench.hpp"
@@ -13,12 +18,15 @@
 #include "engine/kernel/link.hpp"
 #include "engine/netlink/socket.hpp"
 
+namespace fs = std::filesystem;
+
 namespace bench {
 
 using plumb::IpAddr;
 
 std::vector<std::string> Bench::cni_env(const std::string& verb, const Pod& p, const std::string& ifname) const {
   return {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+          "PLUMB_DAEMON_SOCKET=" + daemon_socket_,
           "CNI_COMMAND=" + verb,
           "CNI_CONTAINERID=" + p.cid,
           "CNI_NETNS=/run/netns/" + p.netns,
@@ -85,10 +93,63 @@ void expect_from_result(const rapidjson::Value& r, std::map<std::string, std::ve
 
 }  // namespace
 
+void Bench::start_daemon() {
+  daemon_socket_ = plumb_.dir + "/daemon/plumb.sock";
+  daemon_usage_ = plumb_.dir + "/daemon/usage-log";
+  fs::create_directories(plumb_.dir + "/daemon");
+  {
+    InNetns in(*plumb_.ns);
+    daemon_.start({o_.plumb, "daemon", "--socket", daemon_socket_, "--workers", "4", "--usage-log", daemon_usage_},
+                  {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}, plumb_.dir + "/daemon/log");
+  }
+  for (int i = 0; i < 500 && !fs::exists(daemon_socket_); ++i) ::usleep(10'000);
+  if (!fs::exists(daemon_socket_)) {
+    throw std::runtime_error("plumb daemon did not listen on " + daemon_socket_ + " within 5 s: " + read_text(plumb_.dir + "/daemon/log"));
+  }
+}
+
+std::pair<int64_t, long> Bench::take_invocation_usage() {
+  std::lock_guard<std::mutex> l(mu_);
+  const std::string all = read_text(daemon_usage_);
+  std::pair<int64_t, long> out{0, 0};
+  size_t end = all.rfind('\n');
+  if (end == std::string::npos || end < usage_read_) return out;
+  for (size_t pos = usage_read_; pos <= end;) {
+    const size_t nl = all.find('\n', pos);
+    const std::string line = all.substr(pos, nl - pos);
+    long long cpu = 0;
+    long rss = 0;
+    const char* c = std::strstr(line.c_str(), "cpu_us=");
+    const char* m = std::strstr(line.c_str(), "maxrss_kib=");
+    if (c == nullptr || m == nullptr || std::sscanf(c, "cpu_us=%lld", &cpu) != 1 || std::sscanf(m, "maxrss_kib=%ld", &rss) != 1) {
+      throw std::runtime_error("plumb daemon's usage line unreadable: " + line);
+    }
+    out.first += cpu;
+    out.second = std::max(out.second, rss);
+    pos = nl + 1;
+  }
+  usage_read_ = end + 1;
+  return out;
+}
+
+Proc Bench::run_plumb(const std::vector<std::string>& env, const std::string& config, Cost& c) {
+  if (!o_.thick) {
+    Proc r = spawn({o_.plumb}, env, config);
+    c.add(r);
+    return r;
+  }
+  const int64_t daemon0 = daemon_.cpu_ns();
+  Proc r = spawn({o_.shim}, env, config);
+  c.add(r);
+  const auto [worker_us, worker_rss] = take_invocation_usage();
+  c.cpu_us += worker_us + (daemon_.cpu_ns() - daemon0) / 1000;
+  c.rss_kib = std::max(c.rss_kib, worker_rss);
+  return r;
+}
+
 Cost Bench::add_plumb(Pod& p) {
   Cost c;
-  Proc r = spawn({o_.plumb}, cni_env("ADD", p, "eth0"), plumb_config(p, ""));
-  c.add(r);
+  Proc r = run_plumb(cni_env("ADD", p, "eth0"), plumb_config(p, ""), c);
   if (!r.ok()) throw std::runtime_error("plumb ADD of " + p.cid + " (scenario " + p.scenario + ") failed: " + r.describe());
   p.plumb_result = r.out;
   // What to verify: every attachment's addresses from the network-status plumb wrote.
@@ -113,8 +174,7 @@ Cost Bench::add_plumb(Pod& p) {
 
 Cost Bench::del_plumb(Pod& p) {
   Cost c;
-  Proc r = spawn({o_.plumb}, cni_env("DEL", p, "eth0"), plumb_config(p, p.plumb_result));
-  c.add(r);
+  Proc r = run_plumb(cni_env("DEL", p, "eth0"), plumb_config(p, p.plumb_result), c);
   if (!r.ok()) throw std::runtime_error("plumb DEL of " + p.cid + " failed: " + r.describe());
   return c;
 }

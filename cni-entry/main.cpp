@@ -10,6 +10,7 @@
 
 #include "engine/cni/cni.hpp"
 #include "engine/kernel/tun.hpp"
+#include "cni-entry/daemon/daemon.hpp"
 #include "cni-entry/install/install.hpp"
 #include "cni-entry/pod/config.hpp"
 #include "cni-entry/pod/log.hpp"
@@ -58,19 +59,9 @@ int report(const plumb::Error& e, const std::string& version, plumb::pod::Log& l
   return 1;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  // The tap driver re-executes plumb under an SELinux exec context to create a labelled device
-  // (engine/kernel/tun.hpp); an operator (or deploy/daemonset.yaml) runs `plumb install` and
-  // `plumb uninstall` (cni-entry/install/), and
-  // `plumb reconcile`, the cluster IPAM's reconciler (a CronJob, deploy/reconciler.yaml). A runtime
-  // passes no arguments.
-  if (argc >= 2 && std::string_view(argv[1]) == plumb::tun::kHelperArg) return plumb::tun::tap_helper_main(argc, argv);
-  if (argc >= 2 && (std::string_view(argv[1]) == "install" || std::string_view(argv[1]) == "uninstall")) {
-    return plumb::install::command_main(argc, argv);
-  }
-  if (argc >= 2 && std::string_view(argv[1]) == "reconcile") return plumb::reconcile::main(argc - 2, argv + 2);
+/// The CNI plugin: environment and stdin in, result or CNI error on stdout; the exit code. Run
+/// by main for an exec'd plumb and by a `plumb daemon` worker (cni-entry/daemon/) alike.
+int cni_main() {
   std::string input = read_stdin();
   plumb::pod::Log log;
 
@@ -90,4 +81,22 @@ int main(int argc, char** argv) {
   if (!out) return report(out.error(), conf->cni_version, log);
   print(*out);
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // The tap driver re-executes plumb under an SELinux exec context to create a labelled device
+  // (engine/kernel/tun.hpp); an operator (or deploy/daemonset.yaml) runs `plumb install` and
+  // `plumb uninstall` (cni-entry/install/), and
+  // `plumb reconcile`, the cluster IPAM's reconciler (a CronJob, deploy/reconciler.yaml), and
+  // `plumb daemon`, plumb kept warm for plumb-shim (cni-entry/daemon/). A runtime passes no
+  // arguments.
+  if (argc >= 2 && std::string_view(argv[1]) == plumb::tun::kHelperArg) return plumb::tun::tap_helper_main(argc, argv);
+  if (argc >= 2 && (std::string_view(argv[1]) == "install" || std::string_view(argv[1]) == "uninstall")) {
+    return plumb::install::command_main(argc, argv);
+  }
+  if (argc >= 2 && std::string_view(argv[1]) == "reconcile") return plumb::reconcile::main(argc - 2, argv + 2);
+  if (argc >= 2 && std::string_view(argv[1]) == "daemon") return plumb::daemon::command_main(argc - 1, argv + 1, cni_main);
+  return cni_main();
 }

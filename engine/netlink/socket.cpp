@@ -325,27 +325,46 @@ Status Socket::receive_acks(const Batch& b, const std::string& what, BatchOutcom
 // ---------------------------------------------------------------------------------------------
 // One socket per namespace per process
 
+namespace {
+
+struct SharedEntry {
+  pid_t pid = 0;
+  dev_t ns_dev = 0;
+  ino_t ns_ino = 0;
+  std::shared_ptr<Socket> socket;
+};
+
+std::map<int, SharedEntry>& shared_cache() {
+  thread_local std::map<int, SharedEntry> cache;
+  return cache;
+}
+
+}  // namespace
+
 Result<std::shared_ptr<Socket>> shared(int protocol) {
-  struct Entry {
-    pid_t pid = 0;
-    dev_t ns_dev = 0;
-    ino_t ns_ino = 0;
-    std::shared_ptr<Socket> socket;
-  };
-  thread_local std::map<int, Entry> cache;
   struct stat st {};
   if (stat("/proc/thread-self/ns/net", &st) != 0) {
     return fail_errno(errno, "find the current network namespace (/proc/thread-self/ns/net)");
   }
-  Entry& e = cache[protocol];
+  SharedEntry& e = shared_cache()[protocol];
   const pid_t pid = getpid();
   if (e.socket && e.pid == pid && e.ns_dev == st.st_dev && e.ns_ino == st.st_ino && e.socket->healthy()) {
     return e.socket;
   }
   e.socket.reset();  // a forked child only closes its copy of the descriptor
   auto s = PLUMB_TRY(Socket::open(protocol));
-  e = Entry{pid, st.st_dev, st.st_ino, std::make_shared<Socket>(std::move(s))};
+  e = SharedEntry{pid, st.st_dev, st.st_ino, std::make_shared<Socket>(std::move(s))};
   return e.socket;
+}
+
+void release_shared_elsewhere() {
+  struct stat st {};
+  const bool here = stat("/proc/thread-self/ns/net", &st) == 0;
+  for (auto it = shared_cache().begin(); it != shared_cache().end();) {
+    const SharedEntry& e = it->second;
+    if (here && e.pid == getpid() && e.ns_dev == st.st_dev && e.ns_ino == st.st_ino) ++it;
+    else it = shared_cache().erase(it);
+  }
 }
 
 Status classify_create(Status st) {

@@ -116,6 +116,12 @@ class Socket {
 /// as long as it likes. Errors: as Socket::open.
 [[nodiscard]] Result<std::shared_ptr<Socket>> shared(int protocol);
 
+/// Drops the calling thread's shared() sockets of every namespace but its current one (a pod's
+/// namespace stays alive while a socket in it is open): what a process that serves one CNI
+/// invocation after another (a `plumb daemon` worker) does between them. Callers still holding
+/// a pointer keep that socket until they let it go.
+void release_shared_elsewhere();
+
 /// The outcome of a request that creates a kernel object (link, address, route), with the CNI
 /// code its errno means: EEXIST → kConflict (the object is already there), EOPNOTSUPP →
 /// kKernelFeature (this kernel lacks the kind); other errors unchanged.

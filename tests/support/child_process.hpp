@@ -1,6 +1,6 @@
 // Small pieces the tests' helper servers share (kube_api_server.hpp, fake_kubelet.hpp, the DHCP
 // server and daemon of tests/ipam/delegated_test.cpp): starting and stopping a child by its pid,
-// and a log file as lines.
+// a log file as lines, and waiting for a condition.
 #pragma once
 
 #include <fcntl.h>
@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <string>
 #include <thread>
@@ -49,6 +50,15 @@ inline void stop_child(pid_t& pid, std::chrono::milliseconds grace = std::chrono
   ::kill(pid, SIGKILL);
   ::waitpid(pid, nullptr, 0);
   pid = -1;
+}
+
+/// Polls `cond` every 50 ms for up to 10 s; whether it held.
+inline bool eventually(const std::function<bool()>& cond) {
+  for (int i = 0; i < 200; ++i) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return cond();
 }
 
 /// The non-empty lines of `text`.

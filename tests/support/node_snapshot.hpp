@@ -46,10 +46,11 @@ struct NodeSnapshot {
     NodeSnapshot s;
     // IPv6 duplicate address detection (and the local route of a link-local address, added when
     // its DAD ends), address lifetimes and a bridge's carrier (it follows its ports a moment
-    // later) move on by themselves: not changes.
+    // later, and the subnet-router anycast route of its link-local prefix with it) move on by
+    // themselves: not changes.
     auto add = [&](const std::string& cmd) {
       s.kernel += "$ " + cmd + "\n" +
-                  sh(cmd + " 2>&1 | sed -e 's/ tentative//; s/ dadfailed//; s/valid_lft.*//; s/NO-CARRIER,//; s/ state [A-Z]*//; s/ linkdown//; /^local fe80:/d'").out;
+                  sh(cmd + " 2>&1 | sed -e 's/ tentative//; s/ dadfailed//; s/valid_lft.*//; s/NO-CARRIER,//; s/ state [A-Z]*//; s/ linkdown//; /^local fe80:/d; /^anycast fe80::/d'").out;
     };
     std::vector<std::string> all{""};
     all.insert(all.end(), pods.begin(), pods.end());

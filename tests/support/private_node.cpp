@@ -61,6 +61,7 @@ void mount_private_bpffs(const char* dir) {
 
 const char* plumb_binary() { return PLUMB_BINARY; }
 const char* plumb_faulty_binary() { return PLUMB_FAULTY_BINARY; }
+const char* plumb_shim_binary() { return PLUMB_SHIM_BINARY; }
 const char* fixtures_dir() { return PLUMB_FIXTURES; }
 
 void enter_private_root() {

@@ -80,6 +80,8 @@ const char* plumb_binary();
 /// The test build's plumb with a journal fault hook (PLUMB_FAULT_AFTER_STEP=N: SIGKILL after the
 /// N-th persisted intent).
 const char* plumb_faulty_binary();
+/// The built plumb-shim (cni-entry/shim/), beside plumb_binary().
+const char* plumb_shim_binary();
 const char* fixtures_dir();
 
 }  // namespace plumb::test

@@ -24,6 +24,7 @@
 #include "tests/support/foreign_plugin.hpp"
 #include "tests/support/kube_cluster.hpp"
 
+using plumb::test::eventually;
 using plumb::test::ForeignBin;
 using plumb::test::KubeApiServer;
 using plumb::test::Node;
@@ -39,14 +40,6 @@ rapidjson::Document parse(const std::string& s) {
   return d;
 }
 
-/// Polls `cond` every 50 ms for up to 10 s.
-bool eventually(const std::function<bool()>& cond) {
-  for (int i = 0; i < 200; ++i) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return cond();
-}
 
 /// The node's directories: CNI bin dir (the foreign plugin installed as "fake-cni"), conf dir
 /// with the foreign default network, a service account for the API test server (cluster.api).

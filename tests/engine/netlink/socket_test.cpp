@@ -22,6 +22,7 @@
 
 #include "engine/kernel/addr.hpp"
 #include "engine/kernel/link.hpp"
+#include "engine/kernel/netns.hpp"
 #include "engine/netlink/socket.hpp"
 #include "tests/engine/netlink/require_ok.hpp"
 #include "tests/support/private_node.hpp"
@@ -294,4 +295,28 @@ TEST_CASE("shared(): one socket per protocol and namespace in this process, a ne
   auto c = netlink::shared(NETLINK_NETFILTER);
   REQUIRE_OK(c);
   CHECK(c->get() != first.get());
+}
+
+TEST_CASE("release_shared_elsewhere(): the sockets of other namespaces go (theirs stay alive no more), the current one's stays") {
+  test::Node node;
+  auto here = netlink::shared(NETLINK_ROUTE);
+  REQUIRE_OK(here);
+  const netlink::Socket* kept = here->get();
+  std::weak_ptr<netlink::Socket> there;
+  {
+    auto ns = netns::Netns::open(node.add_netns("pod"));
+    REQUIRE_OK(ns);
+    auto in = netns::Guard::enter(*ns);
+    REQUIRE_OK(in);
+    auto s = netlink::shared(NETLINK_NETFILTER);
+    REQUIRE_OK(s);
+    there = *s;
+  }
+  here = {};
+  CHECK_FALSE(there.expired());  // the cache holds the pod namespace's socket
+  netlink::release_shared_elsewhere();
+  CHECK(there.expired());
+  auto again = netlink::shared(NETLINK_ROUTE);
+  REQUIRE_OK(again);
+  CHECK(again->get() == kept);
 }

@@ -1,0 +1,359 @@
+// `plumb daemon` (daemon.hpp): the listening process. It never runs a CNI verb itself: it accepts
+// a shim's connection, hands it to an idle worker (worker.cpp) over that worker's control socket,
+// keeps its own copy to answer the shim (the worker's exit code, or how the worker died) and to
+// see the shim end early. One poll loop, one thread; signals arrive on a signalfd.
+#include "cni-entry/daemon/daemon.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "cni-entry/daemon/wire.hpp"
+#include "engine/base/file.hpp"
+
+namespace plumb::daemon {
+namespace {
+
+namespace wire = daemon_wire;
+
+struct Options {
+  std::string socket = wire::kDefaultSocket;
+  int workers = 4;
+  int requests_per_worker = 256;
+  std::string usage_log;  ///< --usage-log: where each invocation's resource use is appended
+};
+
+/// One worker process: idle, or busy with the shim on `conn`.
+struct Worker {
+  pid_t pid = -1;
+  int control = -1;       ///< the daemon's end of the worker's socketpair; -1 once it ended
+  int conn = -1;          ///< the shim's connection while busy; -1 once answered or gone
+  bool busy = false;      ///< holds a connection (until its Done or its death)
+  bool retiring = false;  ///< said it exits: gets no more connections
+};
+
+/// Answers a shim and closes the daemon's copy of its connection.
+void answer(int& conn, wire::Status st) {
+  if (conn < 0) return;
+  (void)::send(conn, &st, sizeof st, MSG_NOSIGNAL);
+  ::close(conn);
+  conn = -1;
+}
+
+class Daemon {
+ public:
+  Daemon(Options o, CniMain cni_main) : o_(std::move(o)), cni_main_(cni_main) {}
+  ~Daemon();
+  /// Binds the socket and the signalfd; false (stderr says why) when it cannot.
+  bool start();
+  /// The poll loop, until a stop signal and the end of the last worker.
+  void run();
+
+ private:
+  void top_up();
+  void dispatch();
+  void accept_one();
+  void on_control(Worker& w);
+  void reap();
+  void log_usage(pid_t pid, const char* end, int value, int64_t cpu_us, int64_t minflt, int64_t maxrss_kib) const;
+  void stop();
+
+  Options o_;
+  CniMain cni_main_;
+  int listen_ = -1, signals_ = -1;
+  ino_t socket_ino_ = 0;
+  bool stopping_ = false;
+  std::vector<Worker> workers_;
+  std::deque<int> pending_;  ///< accepted connections waiting for an idle worker
+};
+
+Daemon::~Daemon() {
+  for (auto& w : workers_) {
+    if (w.control >= 0) ::close(w.control);
+    if (w.conn >= 0) ::close(w.conn);
+  }
+  for (int c : pending_) ::close(c);
+  if (listen_ >= 0) ::close(listen_);
+  if (signals_ >= 0) ::close(signals_);
+}
+
+/// Whether something answers on the unix socket at `addr`.
+bool answering(const sockaddr_un& addr) {
+  const int s = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (s < 0) return false;
+  const bool ok = ::connect(s, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0;
+  ::close(s);
+  return ok;
+}
+
+bool Daemon::start() {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (o_.socket.empty() || o_.socket.size() >= sizeof addr.sun_path) {
+    std::fprintf(stderr, "plumb daemon: --socket \"%s\" is not a usable unix socket path\n", o_.socket.c_str());
+    return false;
+  }
+  std::memcpy(addr.sun_path, o_.socket.c_str(), o_.socket.size() + 1);
+  if (const size_t slash = o_.socket.rfind('/'); slash != std::string::npos && slash > 0) {
+    if (auto made = mkdir_p(o_.socket.substr(0, slash), 0755); !made) {
+      std::fprintf(stderr, "plumb daemon: %s\n", made.error().text().c_str());
+      return false;
+    }
+  }
+  if (answering(addr)) {
+    std::fprintf(stderr, "plumb daemon: another daemon answers on %s\n", o_.socket.c_str());
+    return false;
+  }
+  ::unlink(o_.socket.c_str());  // a socket left by a daemon that was killed
+  listen_ = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  const mode_t old = ::umask(0177);  // the socket appears 0600
+  const bool bound = listen_ >= 0 && ::bind(listen_, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0;
+  ::umask(old);
+  struct stat st{};
+  if (!bound || ::listen(listen_, 128) != 0 || ::stat(o_.socket.c_str(), &st) != 0) {
+    std::fprintf(stderr, "plumb daemon: listening on %s: %s\n", o_.socket.c_str(), std::strerror(errno));
+    return false;
+  }
+  socket_ino_ = st.st_ino;
+  ::signal(SIGPIPE, SIG_IGN);  // a closed stderr must not end the daemon (workers restore it)
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : {SIGCHLD, SIGTERM, SIGINT}) sigaddset(&set, sig);
+  ::sigprocmask(SIG_BLOCK, &set, nullptr);
+  signals_ = ::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+  return signals_ >= 0;
+}
+
+/// Forks workers until `workers` are alive and not retiring.
+void Daemon::top_up() {
+  int alive = 0;
+  for (const auto& w : workers_) alive += w.retiring ? 0 : 1;
+  for (; !stopping_ && alive < o_.workers; ++alive) {
+    int pair[2];
+    if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) return;
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      // Nothing of the daemon's stays open in a worker but its control socket and stderr.
+      ::dup2(pair[1], 3);
+      ::dup2(2, 4);
+      ::close_range(5, ~0U, 0);
+      detail::worker_main(3, 4, o_.requests_per_worker, cni_main_);
+    }
+    ::close(pair[1]);
+    if (pid < 0) {
+      ::close(pair[0]);
+      std::fprintf(stderr, "plumb daemon: fork: %s\n", std::strerror(errno));
+      return;
+    }
+    workers_.push_back(Worker{pid, pair[0], -1, false, false});
+  }
+}
+
+/// Hands waiting connections to idle workers.
+void Daemon::dispatch() {
+  for (auto& w : workers_) {
+    if (pending_.empty()) return;
+    if (w.busy || w.retiring || w.control < 0) continue;
+    const int conn = pending_.front();
+    const char one = 0;
+    if (!wire::send_with_fds(w.control, &one, 1, &conn, 1)) {
+      ::kill(w.pid, SIGKILL);  // unreaped, so the pid is still this worker's
+      w.retiring = true;
+      continue;
+    }
+    pending_.pop_front();
+    w.busy = true;
+    w.conn = conn;
+  }
+}
+
+void Daemon::accept_one() {
+  const int conn = ::accept4(listen_, nullptr, nullptr, SOCK_CLOEXEC);
+  if (conn < 0) return;
+  ucred peer{};
+  socklen_t len = sizeof peer;
+  if (::getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0 || (peer.uid != 0 && peer.uid != ::geteuid())) {
+    std::fprintf(stderr, "plumb daemon: refused a connection from uid %u (only root and uid %u)\n", peer.uid, ::geteuid());
+    ::close(conn);
+    return;
+  }
+  pending_.push_back(conn);
+}
+
+/// A worker's control socket is readable: its Done (the shim is answered), or its end.
+void Daemon::on_control(Worker& w) {
+  detail::Done done{};
+  const ssize_t n = ::recv(w.control, &done, sizeof done, MSG_DONTWAIT);
+  if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+  if (n != static_cast<ssize_t>(sizeof done)) {  // it ended: reap() answers its shim
+    ::close(w.control);
+    w.control = -1;
+    w.retiring = true;
+    return;
+  }
+  if (!o_.usage_log.empty() && w.conn >= 0) log_usage(w.pid, "exit", done.exit_code, done.cpu_us, done.minflt, done.maxrss_kib);
+  answer(w.conn, {wire::End::kExited, done.exit_code});
+  w.busy = false;
+  w.retiring = done.retiring != 0;
+}
+
+void Daemon::reap() {
+  for (;;) {
+    int status = 0;
+    rusage ru{};
+    const pid_t pid = ::wait4(-1, &status, WNOHANG, &ru);
+    if (pid <= 0) return;
+    for (size_t i = 0; i < workers_.size(); ++i) {
+      Worker& w = workers_[i];
+      if (w.pid != pid) continue;
+      if (!o_.usage_log.empty() && w.conn >= 0) {  // the whole worker's use: it died in this invocation
+        const int64_t cpu = (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * int64_t{1'000'000} + ru.ru_utime.tv_usec + ru.ru_stime.tv_usec;
+        log_usage(pid, WIFSIGNALED(status) ? "signal" : "exit", WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status), cpu,
+                  ru.ru_minflt, ru.ru_maxrss);
+      }
+      // A worker that ends holding a connection ended in the middle of the invocation.
+      answer(w.conn, WIFSIGNALED(status) ? wire::Status{wire::End::kSignalled, WTERMSIG(status)}
+                                         : wire::Status{wire::End::kExited, WEXITSTATUS(status)});
+      if (w.control >= 0) ::close(w.control);
+      workers_.erase(workers_.begin() + static_cast<std::ptrdiff_t>(i));
+      break;
+    }
+  }
+}
+
+/// One line per invocation: "pid=N exit=N cpu_us=N minflt=N maxrss_kib=N" ("signal=N" for a
+/// worker that died in it, whose figures are then its whole life's), appended with one write.
+void Daemon::log_usage(pid_t pid, const char* end, int value, int64_t cpu_us, int64_t minflt, int64_t maxrss_kib) const {
+  char line[192];
+  const int n = std::snprintf(line, sizeof line, "pid=%d %s=%d cpu_us=%lld minflt=%lld maxrss_kib=%lld\n", pid, end, value,
+                              static_cast<long long>(cpu_us), static_cast<long long>(minflt), static_cast<long long>(maxrss_kib));
+  const int fd = ::open(o_.usage_log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return;
+  (void)!::write(fd, line, static_cast<size_t>(n));
+  ::close(fd);
+}
+
+/// Stops accepting (the socket goes, if it is still this daemon's); the connections already
+/// accepted are still served.
+void Daemon::stop() {
+  stopping_ = true;
+  if (listen_ < 0) return;
+  struct stat st{};
+  if (::stat(o_.socket.c_str(), &st) == 0 && st.st_ino == socket_ino_) ::unlink(o_.socket.c_str());
+  ::close(listen_);
+  listen_ = -1;
+}
+
+void Daemon::run() {
+  top_up();
+  std::vector<pollfd> fds;
+  std::vector<std::pair<pid_t, bool>> owner;  // fds[i] from 2: (worker, true = its control, false = its shim)
+  while (!(stopping_ && workers_.empty())) {
+    if (stopping_ && pending_.empty()) {
+      for (auto& w : workers_) {
+        if (w.busy || w.control < 0) continue;
+        ::close(w.control);  // an idle worker reads the end of its control socket and exits
+        w.control = -1;
+      }
+    }
+    fds.assign({{signals_, POLLIN, 0}, {listen_, POLLIN, 0}});
+    owner.assign(2, {-1, false});
+    for (const auto& w : workers_) {
+      if (w.control >= 0) fds.push_back({w.control, POLLIN, 0}), owner.emplace_back(w.pid, true);
+      if (w.conn >= 0) fds.push_back({w.conn, POLLRDHUP, 0}), owner.emplace_back(w.pid, false);
+    }
+    if (::poll(fds.data(), fds.size(), -1) < 0 && errno != EINTR) return;
+    for (size_t i = 2; i < fds.size(); ++i) {
+      if (fds[i].revents == 0) continue;
+      for (auto& w : workers_) {
+        if (w.pid != owner[i].first) continue;
+        if (owner[i].second && w.control == fds[i].fd) on_control(w);
+        if (!owner[i].second && w.conn == fds[i].fd) {
+          // The shim ended before its answer: the runtime ended the plugin, so its worker ends
+          // too, as the runtime's kill would have ended an exec'd plumb. Reaped below or later.
+          ::kill(w.pid, SIGKILL);
+          ::close(w.conn);
+          w.conn = -1;
+          w.retiring = true;
+        }
+      }
+    }
+    if ((fds[0].revents & POLLIN) != 0) {
+      signalfd_siginfo si{};
+      while (::read(signals_, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
+        if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) stop();
+      }
+      reap();
+    }
+    if (listen_ >= 0 && (fds[1].revents & POLLIN) != 0) accept_one();
+    top_up();
+    dispatch();
+  }
+}
+
+/// Parses a whole decimal number from 1 to `max`.
+bool parse_count(const std::string& v, int max, int& out) {
+  char* end = nullptr;
+  const long n = std::strtol(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || n < 1 || n > max) return false;
+  out = static_cast<int>(n);
+  return true;
+}
+
+int usage() {
+  std::fprintf(stderr,
+               "usage: plumb daemon [--socket PATH] [--workers N] [--requests-per-worker M] [--usage-log FILE]\n"
+               "  PATH: the unix socket plumb-shim connects to (default %s)\n"
+               "  N:    worker processes, invocations served at once, 1-256 (default 4)\n"
+               "  M:    invocations a worker serves before it is replaced, 1-1000000 (default 256)\n"
+               "  FILE: one line appended per invocation: worker pid, exit code, CPU, minor faults, peak RSS\n",
+               wire::kDefaultSocket);
+  return 2;
+}
+
+}  // namespace
+
+int command_main(int argc, char** argv, CniMain cni_main) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view k = argv[i];
+    if (i + 1 >= argc) return usage();
+    const std::string v = argv[++i];
+    if (k == "--socket") {
+      o.socket = v;
+    } else if (k == "--usage-log") {
+      o.usage_log = v;
+    } else if (k == "--workers" || k == "--requests-per-worker") {
+      const bool workers = k == "--workers";
+      if (!parse_count(v, workers ? 256 : 1'000'000, workers ? o.workers : o.requests_per_worker)) {
+        std::fprintf(stderr, "plumb daemon: %s \"%s\" is not a number from 1 to %d\n", argv[i - 1], v.c_str(), workers ? 256 : 1'000'000);
+        return 2;
+      }
+    } else {
+      return usage();
+    }
+  }
+  Daemon d(std::move(o), cni_main);
+  if (!d.start()) return 1;
+  d.run();
+  return 0;
+}
+
+}  // namespace plumb::daemon

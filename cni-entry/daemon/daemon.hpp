@@ -1,0 +1,54 @@
+// `plumb daemon`: plumb kept warm on the node ("thick" mode, as Multus's multus-daemon). A runtime
+// executes plumb-shim (cni-entry/shim/) as the CNI plugin; the shim hands each invocation to the
+// daemon over a unix socket (wire.hpp), and one of the daemon's worker processes runs it with the
+// same code, from the same entry point, as an exec'd plumb: the shim's descriptors as its
+// standard ones, the shim's CNI_* variables as its environment, its exit code the shim's.
+//
+// A worker serves one invocation at a time and many in its life (256 by default), which is what
+// it saves: no exec, no dynamic linking, and page tables, heap and the node namespace's netlink
+// sockets already warm. Between invocations it closes everything the last one opened in other
+// namespaces. A worker that dies or is killed (the daemon kills the worker of a shim that ended
+// before its answer, as a runtime's kill ends an exec'd plumb) is replaced; the journal undoes
+// what it had begun on the next verb, as for a killed plumb.
+#pragma once
+
+#include <cstdint>
+
+namespace plumb::daemon {
+
+/// The CNI plugin's entry point a worker runs with the request's environment and descriptors in
+/// place (cni-entry/main.cpp's): returns the process's exit code.
+using CniMain = int (*)();
+
+/// `plumb daemon [--socket PATH] [--workers N] [--requests-per-worker M] [--usage-log FILE]`
+/// (argv[0] = "daemon"): listens on PATH (default daemon_wire::kDefaultSocket; its directory is
+/// created 0755, the socket is 0600 and answers only peers of uid 0 or the daemon's own), keeps N
+/// worker processes (default 4: N invocations at once, more wait their turn), each replaced after
+/// M invocations (default 256), and runs until SIGTERM or SIGINT: then it stops accepting, lets
+/// the invocations it accepted finish and returns 0. With FILE, one line per invocation is
+/// appended there: the worker's pid, the exit code or wait status, the CPU time (µs) and minor
+/// faults of the invocation, the worker's peak RSS (KiB) (plumb-bench's cost of a thick ADD).
+/// Returns 2 on a
+/// bad command line, 1 when the socket cannot be set up (another daemon answering on PATH
+/// included), with the reason on stderr.
+int command_main(int argc, char** argv, CniMain cni_main);
+
+namespace detail {
+
+/// What a worker tells the daemon on its control socket after each invocation.
+struct Done {
+  int32_t exit_code;
+  int32_t retiring;    ///< 1: the worker exits now (it served its share)
+  int64_t cpu_us;      ///< user + system CPU the worker spent on the invocation
+  int64_t minflt;      ///< page faults (without I/O) during the invocation
+  int64_t maxrss_kib;  ///< the worker's peak RSS so far
+};
+
+/// A worker's life (worker.cpp), in a freshly forked process whose descriptor `control` is its
+/// socket to the daemon and `log` the daemon's stderr: receives a connection, serves it, answers
+/// Done, until the daemon closes `control` or `max_requests` were served. Never returns.
+[[noreturn]] void worker_main(int control, int log, int max_requests, CniMain cni_main);
+
+}  // namespace detail
+
+}  // namespace plumb::daemon

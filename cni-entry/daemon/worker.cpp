@@ -1,0 +1,139 @@
+// A worker of `plumb daemon` (daemon.hpp): takes one connection at a time from the daemon, puts
+// the shim's descriptors and CNI environment in place, runs the CNI plugin's entry point as an
+// exec'd plumb would, then puts everything back as it was before the invocation.
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+
+#include "cni-entry/daemon/daemon.hpp"
+#include "cni-entry/daemon/wire.hpp"
+#include "engine/netlink/socket.hpp"
+
+namespace plumb::daemon::detail {
+namespace {
+
+namespace wire = daemon_wire;
+
+/// Receives one message of up to `cap` bytes with up to `max_fds` descriptors (any beyond are
+/// closed). Returns the byte count (0 at end of stream, -1 on error or a truncated message);
+/// `nfds` gets the descriptors received.
+ssize_t recv_with_fds(int sock, char* buf, size_t cap, int* fds, int max_fds, int& nfds) {
+  iovec iov{buf, cap};
+  alignas(cmsghdr) char control[CMSG_SPACE(4 * sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  ssize_t n;
+  do n = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+  while (n < 0 && errno == EINTR);
+  nfds = 0;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < count; ++i) {
+      int fd;
+      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+      if (nfds < max_fds) fds[nfds++] = fd;
+      else ::close(fd);
+    }
+  }
+  if (n >= 0 && (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0) return -1;
+  return n;
+}
+
+/// Whether `entry` ("NAME=value") names one of the CNI variables a request may carry.
+bool is_cni_variable(std::string_view entry) {
+  const size_t eq = entry.find('=');
+  if (eq == std::string_view::npos) return false;
+  for (const char* name : wire::kCniVariables) {
+    if (entry.substr(0, eq) == name) return true;
+  }
+  return false;
+}
+
+/// Puts a request in place: its descriptors as 0, 1 and 2, its CNI variables as the only CNI_*
+/// ones of the environment (the daemon's other variables stay: PATH, KUBERNETES_SERVICE_*,
+/// NODE_NAME). Returns false for a message that is not a request (nothing changed then).
+bool install_request(char* body, size_t len, const int* fds, int nfds) {
+  const size_t magic = sizeof wire::kRequestMagic;
+  if (nfds != 3 || len < magic || std::memcmp(body, wire::kRequestMagic, magic) != 0 || body[len - 1] != '\0') return false;
+  for (const char* name : wire::kCniVariables) ::unsetenv(name);
+  for (size_t off = magic; off < len;) {
+    char* entry = body + off;
+    off += std::strlen(entry) + 1;
+    if (!is_cni_variable(entry)) continue;
+    char* eq = std::strchr(entry, '=');
+    *eq = '\0';
+    ::setenv(entry, eq + 1, 1);
+  }
+  for (int i = 0; i < 3; ++i) ::dup2(fds[i], i);  // the copies lose FD_CLOEXEC
+  return true;
+}
+
+/// Between invocations: /dev/null as stdin and stdout, the daemon's stderr as stderr, so that
+/// the runtime's pipes close when the shim exits (the runtime reads stdout to its end).
+void park_stdio(int log) {
+  const int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+  ::dup2(null, 0);
+  ::dup2(null, 1);
+  ::dup2(log, 2);
+  ::close(null);
+}
+
+/// Serves the connection `conn`: returns the invocation's exit code (2 for a message that is not
+/// plumb-shim's request, reported on the daemon's stderr).
+int serve(int conn, int log, CniMain cni_main) {
+  static char body[wire::kMaxRequestBytes];
+  int fds[3] = {-1, -1, -1};
+  int nfds = 0;
+  const ssize_t len = recv_with_fds(conn, body, sizeof body, fds, 3, nfds);
+  ::close(conn);  // the daemon keeps its copy: it answers the shim
+  const bool ok = len > 0 && install_request(body, static_cast<size_t>(len), fds, nfds);
+  for (int i = 0; i < nfds; ++i) ::close(fds[i]);
+  if (!ok) {
+    (void)!::dprintf(log, "plumb daemon: refused a request that is not plumb-shim's (%zd bytes, %d descriptors)\n", len, nfds);
+    return 2;
+  }
+  const int code = cni_main();
+  park_stdio(log);
+  netlink::release_shared_elsewhere();  // no socket keeps a pod's namespace alive
+  return code;
+}
+
+int64_t cpu_us(const rusage& ru) {
+  return (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * int64_t{1'000'000} + ru.ru_utime.tv_usec + ru.ru_stime.tv_usec;
+}
+
+}  // namespace
+
+void worker_main(int control, int log, int max_requests, CniMain cni_main) {
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  ::signal(SIGPIPE, SIG_DFL);  // as an exec'd plumb starts
+  park_stdio(log);
+  for (int served = 1;; ++served) {
+    char one;
+    int conn = -1, nconn = 0;
+    if (recv_with_fds(control, &one, 1, &conn, 1, nconn) <= 0 || nconn != 1) ::_exit(0);  // the daemon stops
+    rusage before{}, after{};
+    ::getrusage(RUSAGE_SELF, &before);
+    const int code = serve(conn, log, cni_main);
+    ::getrusage(RUSAGE_SELF, &after);
+    const Done done{code, served >= max_requests ? 1 : 0, cpu_us(after) - cpu_us(before), after.ru_minflt - before.ru_minflt,
+                    after.ru_maxrss};
+    if (::send(control, &done, sizeof done, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof done) || done.retiring != 0) ::_exit(0);
+  }
+}
+
+}  // namespace plumb::daemon::detail

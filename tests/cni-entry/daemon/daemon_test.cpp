@@ -1,0 +1,273 @@
+// cni-entry/daemon (+ cni-entry/shim): plumb as `plumb daemon` and plumb-shim, against the real
+// kernel in a private node namespace, through the real binaries: the shim's invocation is the
+// plumb binary's (result, exit code, CNI error, environment), one worker serves many without
+// keeping a descriptor or a pod's namespace, a shim that ends early ends its worker, a worker that
+// dies ends its shim the same way (and the next DEL removes what it began), the daemon's socket
+// and stop, and the shim without a daemon.
+#include <doctest/doctest.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <set>
+#include <thread>
+
+#include "tests/support/child_process.hpp"
+#include "tests/support/node_snapshot.hpp"
+#include "tests/support/pod_fixture.hpp"
+#include "tests/support/temp_dir.hpp"
+
+using plumb::test::eventually;
+using plumb::test::Node;
+using plumb::test::NodeSnapshot;
+using plumb::test::PodFixture;
+using plumb::test::Proc;
+using plumb::test::read_file;
+namespace fs = std::filesystem;
+
+namespace {
+
+/// `plumb daemon` started in the test's node namespace, its socket and usage log in a directory
+/// of their own (outside the node's scratch directory, which snapshots compare).
+struct Daemon {
+  plumb::test::TempDir dir;
+  std::string socket = dir.path + "/plumb.sock";
+  std::string usage = dir.path + "/usage";
+  std::string log = dir.path + "/log";
+  pid_t pid = -1;
+
+  explicit Daemon(const std::vector<std::string>& args = {}, const std::string& binary = plumb::test::plumb_binary(),
+                  const std::map<std::string, std::string>& env = {}) {
+    std::vector<std::string> argv = {binary, "daemon", "--socket", socket, "--usage-log", usage};
+    argv.insert(argv.end(), args.begin(), args.end());
+    pid = plumb::test::start_child(argv, env, log);
+    REQUIRE(pid > 0);
+    for (int i = 0; i < 500 && !fs::exists(socket); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    REQUIRE_MESSAGE(fs::exists(socket), read_file(log));
+  }
+  ~Daemon() { plumb::test::stop_child(pid, std::chrono::milliseconds(5000)); }
+  Daemon(const Daemon&) = delete;
+  Daemon& operator=(const Daemon&) = delete;
+
+  /// The daemon's live children (its workers), by pid.
+  [[nodiscard]] std::set<pid_t> workers() const {
+    std::set<pid_t> out;
+    DIR* d = ::opendir("/proc");
+    while (dirent* e = ::readdir(d)) {
+      const std::string stat = read_file(std::string("/proc/") + e->d_name + "/stat");
+      const size_t close = stat.rfind(')');
+      if (close == std::string::npos) continue;
+      char state = 0;
+      int ppid = 0;
+      if (std::sscanf(stat.c_str() + close + 2, "%c %d", &state, &ppid) == 2 && ppid == pid && state != 'Z') {
+        out.insert(std::stoi(e->d_name));
+      }
+    }
+    ::closedir(d);
+    return out;
+  }
+  /// The pid of each invocation the daemon logged, in order.
+  [[nodiscard]] std::vector<pid_t> served_by() const {
+    std::vector<pid_t> out;
+    for (const auto& line : plumb::test::lines_of(read_file(usage))) out.push_back(std::stoi(line.substr(4)));
+    return out;
+  }
+};
+
+/// The open descriptors of process `pid`, as "fd -> target".
+std::set<std::string> descriptors(pid_t pid) {
+  std::set<std::string> out;
+  const std::string dir = "/proc/" + std::to_string(pid) + "/fd";
+  for (const auto& e : fs::directory_iterator(dir)) {
+    std::error_code ec;
+    out.insert(e.path().filename().string() + " -> " + fs::read_symlink(e.path(), ec).string());
+  }
+  return out;
+}
+
+const std::string kShim = plumb::test::plumb_shim_binary();
+
+}  // namespace
+
+TEST_CASE("through plumb-shim and the daemon, ADD, CHECK and DEL do what the plumb binary does; one worker serves them all and keeps no descriptor") {
+  Node node;
+  PodFixture fx(node);
+  Daemon d({"--workers", "1"});
+  const std::map<std::string, std::string> via = {{"PLUMB_DAEMON_SOCKET", d.socket}};
+  const std::string conf = fx.config();
+  // The reference run: the plumb binary itself, and DEL (the bridge the first ADD made stays).
+  const std::string ns0 = node.add_netns("p0");
+  fx.add_pod("default", "p0", "");
+  REQUIRE(fx.run("ADD", "c0", ns0, "default", "p0", conf).exit_code == 0);
+  REQUIRE(fx.run("DEL", "c0", ns0, "default", "p0", conf).exit_code == 0);
+  for (int i = 1; i <= 4; ++i) fx.add_pod("default", "p" + std::to_string(i), "");
+  const auto before = NodeSnapshot::take(node.dir(), {"p0"});
+
+  std::set<std::string> fds_after_first;
+  for (int i = 1; i <= 4; ++i) {
+    CAPTURE(i);
+    const std::string name = "p" + std::to_string(i), cid = "c" + std::to_string(i);
+    const std::string ns = node.add_netns(name);
+    Proc add = fx.run_with(kShim, via, "ADD", cid, ns, "default", name, conf);
+    REQUIRE_MESSAGE(add.exit_code == 0, add.out << add.err);
+    CHECK(add.out.find("\"sandbox\":\"" + ns + "\"") != std::string::npos);
+    CHECK_FALSE(plumb::test::ipv4_of(name, "eth0").empty());
+    CHECK_FALSE(fx.status_of("default", name).empty());
+    Proc check = fx.run_with(kShim, via, "CHECK", cid, ns, "default", name, conf.substr(0, conf.size() - 1) + R"(, "prevResult": )" + add.out + "}");
+    CHECK_MESSAGE(check.exit_code == 0, check.out << check.err);
+    Proc del = fx.run_with(kShim, via, "DEL", cid, ns, "default", name, conf);
+    CHECK_MESSAGE(del.exit_code == 0, del.out << del.err);
+    node.del_netns(name);
+    const auto workers = d.workers();
+    REQUIRE(workers.size() == 1);
+    if (i == 1) fds_after_first = descriptors(*workers.begin());
+    else CHECK(descriptors(*workers.begin()) == fds_after_first);  // nothing of a pod's (socket, namespace) kept
+  }
+  PLUMB_CHECK_UNCHANGED(before, NodeSnapshot::take(node.dir(), {"p0"}));
+  const auto pids = d.served_by();
+  CHECK(pids.size() == 12);
+  CHECK(std::set<pid_t>(pids.begin(), pids.end()).size() == 1);
+}
+
+TEST_CASE("the daemon answers with the invocation's exit code and CNI error, and the environment is the shim's alone") {
+  Node node;
+  PodFixture fx(node);
+  Daemon d({"--workers", "1"});
+  const std::map<std::string, std::string> via = {{"PLUMB_DAEMON_SOCKET", d.socket}};
+  Proc bad = plumb::test::run({kShim}, {{"PLUMB_DAEMON_SOCKET", d.socket}, {"CNI_COMMAND", "ADD"}, {"CNI_CONTAINERID", "c1"},
+                                        {"CNI_NETNS", "/run/netns/none"}, {"CNI_IFNAME", "eth0"}, {"CNI_PATH", "/usr/lib/cni"}},
+                              R"({"cniVersion": "1.0.0", "name": "x", "type": "plumb")");
+  CHECK(bad.exit_code == 1);
+  CHECK(bad.out.find("\"code\":6") != std::string::npos);  // decoding failure, CNI spec's code 6
+  // The next invocation on the same worker names no interface: the last one's CNI_IFNAME is gone.
+  Proc no_ifname = plumb::test::run({kShim}, {{"PLUMB_DAEMON_SOCKET", d.socket}, {"CNI_COMMAND", "ADD"}, {"CNI_CONTAINERID", "c1"},
+                                              {"CNI_NETNS", node.add_netns("p1")}, {"CNI_PATH", "/usr/lib/cni"}},
+                                    fx.config());
+  CHECK(no_ifname.exit_code == 1);
+  CHECK(no_ifname.out.find("CNI_IFNAME") != std::string::npos);
+  Proc thin = plumb::test::run({plumb::test::plumb_binary()}, {{"CNI_COMMAND", "ADD"}, {"CNI_CONTAINERID", "c1"},
+                                                               {"CNI_NETNS", "/run/netns/p1"}, {"CNI_PATH", "/usr/lib/cni"}},
+                               fx.config());
+  CHECK(no_ifname.out == thin.out);
+  CHECK(d.served_by().size() == 2);
+}
+
+TEST_CASE("a shim that ends before its answer ends its worker, which is replaced") {
+  Node node;
+  Daemon d({"--workers", "1"});
+  const auto first = d.workers();
+  REQUIRE(first.size() == 1);
+  // The worker waits for the configuration on the shim's stdin, which this test keeps open.
+  int in[2];
+  REQUIRE(::pipe2(in, O_CLOEXEC) == 0);
+  const pid_t shim = ::fork();
+  REQUIRE(shim >= 0);
+  if (shim == 0) {
+    ::dup2(in[0], 0);
+    plumb::test::exec_child({kShim}, {{"PLUMB_DAEMON_SOCKET", d.socket}, {"CNI_COMMAND", "VERSION"}});
+  }
+  ::close(in[0]);
+  const pid_t worker = *first.begin();
+  REQUIRE(eventually([&] { return read_file("/proc/" + std::to_string(worker) + "/fdinfo/0").find("flags") != std::string::npos &&
+                                  fs::read_symlink("/proc/" + std::to_string(worker) + "/fd/0").string().starts_with("pipe:"); }));
+  ::kill(shim, SIGKILL);
+  ::waitpid(shim, nullptr, 0);
+  CHECK(eventually([&] { return d.workers().count(worker) == 0 && d.workers().size() == 1; }));
+  ::close(in[1]);
+  // The replacement serves the next invocation.
+  Proc v = plumb::test::run({kShim}, {{"PLUMB_DAEMON_SOCKET", d.socket}, {"CNI_COMMAND", "VERSION"}}, "{}");
+  CHECK(v.exit_code == 0);
+  CHECK(v.out.find("supportedVersions") != std::string::npos);
+}
+
+TEST_CASE("a worker killed in the middle of an ADD ends its shim with the same signal; the DEL that follows removes everything") {
+  Node node;
+  PodFixture fx(node);
+  const std::string conf = fx.config();
+  const std::string ns = node.add_netns("web");
+  fx.add_pod("default", "web", "");
+  // The bridge and the IPAM directory of a first pod: what may stay after a completed DEL.
+  REQUIRE(fx.run("ADD", "c0", ns, "default", "web", conf).exit_code == 0);
+  REQUIRE(fx.run("DEL", "c0", ns, "default", "web", conf).exit_code == 0);
+  const auto before = NodeSnapshot::take(node.dir(), {"web"});
+  // plumb-faulty SIGKILLs itself after its journal's 3rd persisted intent.
+  Daemon d({"--workers", "1"}, plumb::test::plumb_faulty_binary(), {{"PLUMB_FAULT_AFTER_STEP", "3"}});
+  Proc add = fx.run_with(kShim, {{"PLUMB_DAEMON_SOCKET", d.socket}}, "ADD", "c1", ns, "default", "web", conf);
+  CHECK(add.exit_code == 128 + SIGKILL);
+  CHECK(read_file(d.usage).find("signal=9") != std::string::npos);
+  Proc del = fx.run("DEL", "c1", ns, "default", "web", conf);
+  CHECK_MESSAGE(del.exit_code == 0, del.out << del.err);
+  PLUMB_CHECK_UNCHANGED(before, NodeSnapshot::take(node.dir(), {"web"}));
+}
+
+TEST_CASE("a worker is replaced after --requests-per-worker invocations") {
+  Node node;
+  Daemon d({"--workers", "1", "--requests-per-worker", "2"});
+  for (int i = 0; i < 5; ++i) {
+    Proc v = plumb::test::run({kShim}, {{"PLUMB_DAEMON_SOCKET", d.socket}, {"CNI_COMMAND", "VERSION"}}, "{}");
+    REQUIRE(v.exit_code == 0);
+  }
+  const auto pids = d.served_by();
+  REQUIRE(pids.size() == 5);
+  CHECK(pids[0] == pids[1]);
+  CHECK(pids[1] != pids[2]);
+  CHECK(pids[2] == pids[3]);
+  CHECK(pids[3] != pids[4]);
+}
+
+TEST_CASE("the daemon's socket: 0600, one daemon per socket, connections of other users refused, removed at SIGTERM") {
+  Node node;
+  Daemon d;
+  struct stat st {};
+  REQUIRE(::stat(d.socket.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0600);
+  Proc second = plumb::test::run({plumb::test::plumb_binary(), "daemon", "--socket", d.socket});
+  CHECK(second.exit_code == 1);
+  CHECK(second.err.find("another daemon answers on " + d.socket) != std::string::npos);
+  // Even where the socket's mode lets another user connect, the daemon answers only root.
+  REQUIRE(::chmod(d.socket.c_str(), 0666) == 0);
+  REQUIRE(::chmod(d.dir.path.c_str(), 0755) == 0);
+  const pid_t other = ::fork();
+  REQUIRE(other >= 0);
+  if (other == 0) {
+    int out = ::open((d.dir.path + "/other.out").c_str(), O_WRONLY | O_CREAT, 0666);
+    ::dup2(out, 1);
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(100);
+    plumb::test::exec_child({kShim}, {{"PLUMB_DAEMON_SOCKET", d.socket}, {"CNI_COMMAND", "VERSION"}});
+  }
+  int status = 0;
+  ::waitpid(other, &status, 0);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 1);
+  CHECK(read_file(d.dir.path + "/other.out").find("\"code\":11") != std::string::npos);
+  CHECK(eventually([&] { return read_file(d.log).find("refused a connection from uid 65534") != std::string::npos; }));
+  const auto workers = d.workers();
+  CHECK(workers.size() == 4);
+  ::kill(d.pid, SIGTERM);
+  int dstatus = 0;
+  CHECK(eventually([&] { return ::waitpid(d.pid, &dstatus, WNOHANG) == d.pid; }));
+  d.pid = -1;
+  CHECK(WIFEXITED(dstatus));
+  CHECK(WEXITSTATUS(dstatus) == 0);
+  CHECK_FALSE(fs::exists(d.socket));
+  for (pid_t w : workers) CHECK_FALSE(fs::exists("/proc/" + std::to_string(w)));
+}
+
+TEST_CASE("without a daemon, plumb-shim executes the plumb binary beside it") {
+  Node node;
+  PodFixture fx(node);
+  plumb::test::TempDir dir;
+  const std::map<std::string, std::string> via = {{"PLUMB_DAEMON_SOCKET", dir.path + "/nobody.sock"}};
+  const std::string ns = node.add_netns("web");
+  fx.add_pod("default", "web", "");
+  Proc add = fx.run_with(kShim, via, "ADD", "c1", ns, "default", "web", fx.config());
+  REQUIRE_MESSAGE(add.exit_code == 0, add.out << add.err);
+  CHECK_FALSE(plumb::test::ipv4_of("web", "eth0").empty());
+  CHECK(fx.run_with(kShim, via, "DEL", "c1", ns, "default", "web", fx.config()).exit_code == 0);
+  CHECK(plumb::test::link_names("web") == std::set<std::string>{"lo"});
+}
