@@ -40,6 +40,9 @@ struct Options {
   std::string usage_log;  ///< --usage-log: where each invocation's resource use is appended
 };
 
+/// Worker processes at most, spare ones of a single invocation included.
+constexpr size_t kMaxWorkers = 512;
+
 /// One worker process: idle, or busy with the shim on `conn`.
 struct Worker {
   pid_t pid = -1;
@@ -67,7 +70,9 @@ class Daemon {
   void run();
 
  private:
+  bool fork_worker(int max_requests);
   void top_up();
+  bool hand_over(Worker& w);
   void dispatch();
   void accept_one();
   void on_control(Worker& w);
@@ -141,47 +146,65 @@ bool Daemon::start() {
   return signals_ >= 0;
 }
 
+/// Forks one worker that serves up to `max_requests` invocations; false (stderr says why) when
+/// it cannot.
+bool Daemon::fork_worker(int max_requests) {
+  int pair[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) {
+    std::fprintf(stderr, "plumb daemon: socketpair: %s\n", std::strerror(errno));
+    return false;
+  }
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    // Nothing of the daemon's stays open in a worker but its control socket and stderr.
+    ::dup2(pair[1], 3);
+    ::dup2(2, 4);
+    ::close_range(5, ~0U, 0);
+    detail::worker_main(3, 4, max_requests, cni_main_);
+  }
+  ::close(pair[1]);
+  if (pid < 0) {
+    ::close(pair[0]);
+    std::fprintf(stderr, "plumb daemon: fork: %s\n", std::strerror(errno));
+    return false;
+  }
+  workers_.push_back(Worker{pid, pair[0], -1, false, false});
+  return true;
+}
+
 /// Forks workers until `workers` are alive and not retiring.
 void Daemon::top_up() {
   int alive = 0;
   for (const auto& w : workers_) alive += w.retiring ? 0 : 1;
-  for (; !stopping_ && alive < o_.workers; ++alive) {
-    int pair[2];
-    if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) return;
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      // Nothing of the daemon's stays open in a worker but its control socket and stderr.
-      ::dup2(pair[1], 3);
-      ::dup2(2, 4);
-      ::close_range(5, ~0U, 0);
-      detail::worker_main(3, 4, o_.requests_per_worker, cni_main_);
-    }
-    ::close(pair[1]);
-    if (pid < 0) {
-      ::close(pair[0]);
-      std::fprintf(stderr, "plumb daemon: fork: %s\n", std::strerror(errno));
-      return;
-    }
-    workers_.push_back(Worker{pid, pair[0], -1, false, false});
-  }
+  while (!stopping_ && alive < o_.workers && fork_worker(o_.requests_per_worker)) ++alive;
 }
 
-/// Hands waiting connections to idle workers.
-void Daemon::dispatch() {
-  for (auto& w : workers_) {
-    if (pending_.empty()) return;
-    if (w.busy || w.retiring || w.control < 0) continue;
-    const int conn = pending_.front();
-    const char one = 0;
-    if (!wire::send_with_fds(w.control, &one, 1, &conn, 1)) {
-      ::kill(w.pid, SIGKILL);  // unreaped, so the pid is still this worker's
-      w.retiring = true;
-      continue;
-    }
-    pending_.pop_front();
-    w.busy = true;
-    w.conn = conn;
+/// Hands the oldest waiting connection to the idle worker `w`; false when `w` is gone (it is
+/// killed then, and reaped later like any other).
+bool Daemon::hand_over(Worker& w) {
+  const int conn = pending_.front();
+  const char one = 0;
+  if (!wire::send_with_fds(w.control, &one, 1, &conn, 1)) {
+    ::kill(w.pid, SIGKILL);  // unreaped, so the pid is still this worker's
+    w.retiring = true;
+    return false;
   }
+  pending_.pop_front();
+  w.busy = true;
+  w.conn = conn;
+  return true;
+}
+
+/// Hands waiting connections to idle workers. No invocation waits behind busy ones (an ADD stuck
+/// on an API server that does not answer must not hold up a DEL, README "In a Kubernetes
+/// cluster"): for each connection still waiting, a worker of one invocation is forked, up to
+/// kMaxWorkers processes.
+void Daemon::dispatch() {
+  for (size_t i = 0; i < workers_.size() && !pending_.empty(); ++i) {
+    Worker& w = workers_[i];
+    if (!w.busy && !w.retiring && w.control >= 0) (void)hand_over(w);
+  }
+  while (!pending_.empty() && workers_.size() < kMaxWorkers && fork_worker(1)) (void)hand_over(workers_.back());
 }
 
 void Daemon::accept_one() {
@@ -321,7 +344,8 @@ int usage() {
   std::fprintf(stderr,
                "usage: plumb daemon [--socket PATH] [--workers N] [--requests-per-worker M] [--usage-log FILE]\n"
                "  PATH: the unix socket plumb-shim connects to (default %s)\n"
-               "  N:    worker processes, invocations served at once, 1-256 (default 4)\n"
+               "  N:    warm worker processes kept, 1-256 (default 4); an invocation finding none idle\n"
+               "        gets a worker forked for it alone\n"
                "  M:    invocations a worker serves before it is replaced, 1-1000000 (default 256)\n"
                "  FILE: one line appended per invocation: worker pid, exit code, CPU, minor faults, peak RSS\n",
                wire::kDefaultSocket);

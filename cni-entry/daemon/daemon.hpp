@@ -23,8 +23,9 @@ using CniMain = int (*)();
 /// `plumb daemon [--socket PATH] [--workers N] [--requests-per-worker M] [--usage-log FILE]`
 /// (argv[0] = "daemon"): listens on PATH (default daemon_wire::kDefaultSocket; its directory is
 /// created 0755, the socket is 0600 and answers only peers of uid 0 or the daemon's own), keeps N
-/// worker processes (default 4: N invocations at once, more wait their turn), each replaced after
-/// M invocations (default 256), and runs until SIGTERM or SIGINT: then it stops accepting, lets
+/// warm worker processes (default 4), each replaced after M invocations (default 256); an
+/// invocation that finds none idle gets a worker forked for it alone (no invocation waits behind
+/// another), and runs until SIGTERM or SIGINT: then it stops accepting, lets
 /// the invocations it accepted finish and returns 0. With FILE, one line per invocation is
 /// appended there: the worker's pid, the exit code or wait status, the CPU time (µs) and minor
 /// faults of the invocation, the worker's peak RSS (KiB) (plumb-bench's cost of a thick ADD).

@@ -17,6 +17,7 @@
 #include <set>
 #include <thread>
 
+#include "tests/support/bounded_run.hpp"
 #include "tests/support/child_process.hpp"
 #include "tests/support/node_snapshot.hpp"
 #include "tests/support/pod_fixture.hpp"
@@ -92,6 +93,27 @@ std::set<std::string> descriptors(pid_t pid) {
 
 const std::string kShim = plumb::test::plumb_shim_binary();
 
+/// Starts a shim (VERSION) whose stdin is a pipe this test keeps open, and waits until `worker`
+/// serves it (its stdin is that pipe): the invocation then waits for its configuration. Returns
+/// the shim's pid and the pipe's write end.
+std::pair<pid_t, int> stuck_shim(const Daemon& d, pid_t worker) {
+  int in[2];
+  REQUIRE(::pipe2(in, O_CLOEXEC) == 0);
+  const pid_t shim = ::fork();
+  REQUIRE(shim >= 0);
+  if (shim == 0) {
+    ::dup2(in[0], 0);
+    plumb::test::exec_child({kShim}, {{"PLUMB_DAEMON_SOCKET", d.socket}, {"CNI_COMMAND", "VERSION"}});
+  }
+  ::close(in[0]);
+  const std::string fd0 = "/proc/" + std::to_string(worker) + "/fd/0";
+  REQUIRE(eventually([&] {
+    std::error_code ec;
+    return fs::read_symlink(fd0, ec).string().starts_with("pipe:");
+  }));
+  return {shim, in[1]};
+}
+
 }  // namespace
 
 TEST_CASE("through plumb-shim and the daemon, ADD, CHECK and DEL do what the plumb binary does; one worker serves them all and keeps no descriptor") {
@@ -163,22 +185,12 @@ TEST_CASE("a shim that ends before its answer ends its worker, which is replaced
   const auto first = d.workers();
   REQUIRE(first.size() == 1);
   // The worker waits for the configuration on the shim's stdin, which this test keeps open.
-  int in[2];
-  REQUIRE(::pipe2(in, O_CLOEXEC) == 0);
-  const pid_t shim = ::fork();
-  REQUIRE(shim >= 0);
-  if (shim == 0) {
-    ::dup2(in[0], 0);
-    plumb::test::exec_child({kShim}, {{"PLUMB_DAEMON_SOCKET", d.socket}, {"CNI_COMMAND", "VERSION"}});
-  }
-  ::close(in[0]);
   const pid_t worker = *first.begin();
-  REQUIRE(eventually([&] { return read_file("/proc/" + std::to_string(worker) + "/fdinfo/0").find("flags") != std::string::npos &&
-                                  fs::read_symlink("/proc/" + std::to_string(worker) + "/fd/0").string().starts_with("pipe:"); }));
+  auto [shim, stdin_end] = stuck_shim(d, worker);
   ::kill(shim, SIGKILL);
   ::waitpid(shim, nullptr, 0);
   CHECK(eventually([&] { return d.workers().count(worker) == 0 && d.workers().size() == 1; }));
-  ::close(in[1]);
+  ::close(stdin_end);
   // The replacement serves the next invocation.
   Proc v = plumb::test::run({kShim}, {{"PLUMB_DAEMON_SOCKET", d.socket}, {"CNI_COMMAND", "VERSION"}}, "{}");
   CHECK(v.exit_code == 0);
@@ -270,4 +282,25 @@ TEST_CASE("without a daemon, plumb-shim executes the plumb binary beside it") {
   CHECK_FALSE(plumb::test::ipv4_of("web", "eth0").empty());
   CHECK(fx.run_with(kShim, via, "DEL", "c1", ns, "default", "web", fx.config()).exit_code == 0);
   CHECK(plumb::test::link_names("web") == std::set<std::string>{"lo"});
+}
+
+TEST_CASE("no invocation waits behind a busy worker: one finding none idle gets a worker of its own") {
+  Node node;
+  Daemon d({"--workers", "1"});
+  const pid_t warm = *d.workers().begin();
+  auto [stuck, stdin_end] = stuck_shim(d, warm);
+  // The only warm worker waits on the stuck shim's stdin; the next invocation is answered anyway
+  // (within the bound: without its own worker it would wait as long as the stuck one).
+  const auto v = plumb::test::run_bounded({kShim}, {{"PLUMB_DAEMON_SOCKET", d.socket}, {"CNI_COMMAND", "VERSION"}}, "{}");
+  CHECK(v.exited());
+  CHECK(v.exit_code == 0);
+  CHECK(v.out.find("supportedVersions") != std::string::npos);
+  const auto pids = d.served_by();
+  REQUIRE(pids.size() == 1);
+  CHECK(pids[0] != warm);
+  CHECK(eventually([&] { return d.workers() == std::set<pid_t>{warm}; }));  // the extra one served once and left
+  ::close(stdin_end);  // the stuck invocation reads its (empty) config and answers
+  int status = 0;
+  REQUIRE(::waitpid(stuck, &status, 0) == stuck);
+  CHECK(WIFEXITED(status));
 }
