@@ -8,15 +8,19 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <set>
 #include <thread>
 
+#include "cni-entry/daemon/wire.hpp"
 #include "tests/support/bounded_run.hpp"
 #include "tests/support/child_process.hpp"
 #include "tests/support/node_snapshot.hpp"
@@ -303,4 +307,40 @@ TEST_CASE("no invocation waits behind a busy worker: one finding none idle gets 
   int status = 0;
   REQUIRE(::waitpid(stuck, &status, 0) == stuck);
   CHECK(WIFEXITED(status));
+}
+
+TEST_CASE("hostile requests on the socket: no descriptors, a wrong magic, an oversized message each end in exit code 2, the worker keeps serving") {
+  Node node;
+  Daemon d({"--workers", "1"});
+  const pid_t warm = *d.workers().begin();
+  auto ask = [&](const std::string& body, bool with_stdio) {
+    const int s = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::memcpy(addr.sun_path, d.socket.c_str(), d.socket.size() + 1);
+    REQUIRE(::connect(s, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0);
+    const int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+    const int fds[3] = {null, null, null};
+    if (with_stdio) REQUIRE(plumb::daemon_wire::send_with_fds(s, body.data(), body.size(), fds, 3));
+    else REQUIRE(::send(s, body.data(), body.size(), 0) == static_cast<ssize_t>(body.size()));
+    plumb::daemon_wire::Status st{};
+    const ssize_t n = ::recv(s, &st, sizeof st, 0);
+    ::close(null);
+    ::close(s);
+    REQUIRE(n == static_cast<ssize_t>(sizeof st));
+    return st;
+  };
+  const std::string magic(plumb::daemon_wire::kRequestMagic, sizeof plumb::daemon_wire::kRequestMagic);
+  for (const auto& [body, with_stdio] : std::vector<std::pair<std::string, bool>>{
+           {magic + "CNI_COMMAND=VERSION", false},                                              // no descriptors
+           {std::string("plumb-cni/9") + '\0' + "CNI_COMMAND=VERSION" + '\0', true},           // another protocol
+           {magic + std::string(plumb::daemon_wire::kMaxRequestBytes, 'A') + '\0', true}}) {  // larger than a request
+    const auto st = ask(body, with_stdio);
+    CHECK(st.end == plumb::daemon_wire::End::kExited);
+    CHECK(st.value == 2);
+  }
+  CHECK(d.workers() == std::set<pid_t>{warm});
+  const auto v = plumb::test::run_bounded({kShim}, {{"PLUMB_DAEMON_SOCKET", d.socket}, {"CNI_COMMAND", "VERSION"}}, "{}");
+  CHECK(v.exit_code == 0);
+  CHECK(read_file(d.log).find("refused a request that is not plumb-shim's") != std::string::npos);
 }
