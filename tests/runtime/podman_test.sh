@@ -4,20 +4,39 @@
 # "node" is that namespace, podman's storage and runroot live in a scratch directory.
 # The container must see eth0 (the default network) and net1 (selected by its annotation in
 # plumb's store); after the container is removed, nothing plumb made is left.
+# With "thick" as the second argument, podman executes plumb-shim (beside the plumb binary) and
+# `plumb daemon`, started here on the default socket (/run/plumb, a tmpfs of this namespace),
+# must have served every invocation.
 set -euo pipefail
 plumb=$(readlink -f "$1")
+mode=${2:-thin}
 if [ -z "${PLUMB_PODMAN_INNER:-}" ]; then
-  exec unshare -n -m --propagation private env PLUMB_PODMAN_INNER=1 bash "$0" "$plumb"
+  exec unshare -n -m --propagation private env PLUMB_PODMAN_INNER=1 bash "$0" "$plumb" "$mode"
 fi
 command -v podman >/dev/null || { echo "podman is not installed (scripts/install-deps installs it)"; exit 1; }
 ip link set lo up
 mkdir -p /run/netns && mount -t tmpfs tmpfs /run/netns
 work=$(mktemp -d /tmp/plumb-podman-XXXXXX)
 mount -t tmpfs tmpfs "$work"
-cleanup() { podman_cmd rm -af >/dev/null 2>&1 || true; cd /; umount -l "$work" 2>/dev/null || true; rmdir "$work" 2>/dev/null || true; }
+daemon=
+cleanup() {
+  podman_cmd rm -af >/dev/null 2>&1 || true
+  if [ -n "$daemon" ]; then kill -TERM "$daemon" 2>/dev/null || true; wait "$daemon" 2>/dev/null || true; fi
+  cd /; umount -l "$work" 2>/dev/null || true; rmdir "$work" 2>/dev/null || true
+}
 trap cleanup EXIT
 mkdir -p "$work"/{cni-bin,net.d,store/nads,store/pods/default,state,ipam,root,runroot,rootfs/bin,tmp}
 cp "$plumb" "$work/cni-bin/plumb"
+type=plumb
+if [ "$mode" = thick ]; then
+  cp "$(dirname "$plumb")/plumb-shim" "$work/cni-bin/plumb-shim"
+  type=plumb-shim
+  mkdir -p /run/plumb && mount -t tmpfs tmpfs /run/plumb
+  "$plumb" daemon --workers 1 --usage-log "$work/usage" >>"$work/daemon.log" 2>&1 &
+  daemon=$!
+  for _ in $(seq 100); do [ -S /run/plumb/plumb.sock ] && break; sleep 0.05; done
+  [ -S /run/plumb/plumb.sock ] || { echo "FAIL: plumb daemon did not listen"; cat "$work/daemon.log"; exit 1; }
+fi
 
 cat > "$work/default.conflist" <<JSON
 {"cniVersion": "1.0.0", "name": "default-net", "plugins": [
@@ -44,7 +63,7 @@ metadata:
 YAML
 cat > "$work/net.d/plumbnet.conflist" <<JSON
 {"cniVersion": "1.0.0", "name": "plumbnet", "plugins": [
-  {"type": "plumb", "clusterNetwork": "$work/default.conflist", "storeDir": "$work/store",
+  {"type": "$type", "clusterNetwork": "$work/default.conflist", "storeDir": "$work/store",
    "stateDir": "$work/state", "logLevel": "info", "logFile": "$work/plumb.log",
    "capabilities": {"portMappings": true}}]}
 JSON
@@ -84,5 +103,11 @@ veths=$(ip -o link show type veth | wc -l)
 [ "$veths" = 0 ] || { echo "FAIL: $veths veth links left"; fail=1; }
 ipfiles=$(find "$work/ipam" -type f ! -name lock ! -name 'last_reserved_ip*' | wc -l)
 [ "$ipfiles" = 0 ] || { echo "FAIL: $ipfiles IP files left"; fail=1; }
+if [ "$mode" = thick ]; then
+  # The shim runs the plumb beside it when no daemon answers: the daemon's log proves it served.
+  served=$(grep -c '^pid=' "$work/usage" 2>/dev/null || true)
+  [ "${served:-0}" -ge 2 ] || { echo "FAIL: the daemon served ${served:-0} invocations (ADD and DEL expected)"; cat "$work/daemon.log"; fail=1; }
+  echo "invocations served by plumb daemon: $served"
+fi
 if [ $fail = 0 ]; then echo "1 passed, 0 failed"; else cat "$work/plumb.log"; echo "0 passed, 1 failed"; fi
 exit $fail
