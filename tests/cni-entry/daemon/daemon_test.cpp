@@ -54,6 +54,8 @@ struct Daemon {
     REQUIRE(pid > 0);
     for (int i = 0; i < 500 && !fs::exists(socket); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
     REQUIRE_MESSAGE(fs::exists(socket), read_file(log));
+    // The socket appears before the first workers are forked: every case starts with them.
+    REQUIRE(eventually([&] { return !workers().empty(); }));
   }
   ~Daemon() { plumb::test::stop_child(pid, std::chrono::milliseconds(5000)); }
   Daemon(const Daemon&) = delete;
@@ -262,8 +264,8 @@ TEST_CASE("the daemon's socket: 0600, one daemon per socket, connections of othe
   CHECK(WEXITSTATUS(status) == 1);
   CHECK(read_file(d.dir.path + "/other.out").find("\"code\":11") != std::string::npos);
   CHECK(eventually([&] { return read_file(d.log).find("refused a connection from uid 65534") != std::string::npos; }));
+  CHECK(eventually([&] { return d.workers().size() == 4; }));
   const auto workers = d.workers();
-  CHECK(workers.size() == 4);
   ::kill(d.pid, SIGTERM);
   int dstatus = 0;
   CHECK(eventually([&] { return ::waitpid(d.pid, &dstatus, WNOHANG) == d.pid; }));
