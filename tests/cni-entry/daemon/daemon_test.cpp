@@ -346,3 +346,34 @@ TEST_CASE("hostile requests on the socket: no descriptors, a wrong magic, an ove
   CHECK(v.exit_code == 0);
   CHECK(read_file(d.log).find("refused a request that is not plumb-shim's") != std::string::npos);
 }
+
+TEST_CASE("a node switches between thin and thick with pods on it: ADD by the plumb binary and DEL through the daemon, and the reverse") {
+  Node node;
+  PodFixture fx(node);
+  Daemon d({"--workers", "1"});
+  const std::map<std::string, std::string> via = {{"PLUMB_DAEMON_SOCKET", d.socket}};
+  const std::string conf = fx.config();
+  const std::string ns0 = node.add_netns("p0"), ns1 = node.add_netns("p1"), ns2 = node.add_netns("p2");
+  for (const char* pod : {"p0", "p1", "p2"}) fx.add_pod("default", pod, "");
+  REQUIRE(fx.run("ADD", "c0", ns0, "default", "p0", conf).exit_code == 0);  // the bridge stays after DEL
+  REQUIRE(fx.run("DEL", "c0", ns0, "default", "p0", conf).exit_code == 0);
+  const auto before = NodeSnapshot::take(node.dir(), {"p0", "p1", "p2"});
+
+  Proc thin_add = fx.run("ADD", "c1", ns1, "default", "p1", conf);
+  REQUIRE_MESSAGE(thin_add.exit_code == 0, thin_add.out << thin_add.err);
+  Proc thick_del = fx.run_with(kShim, via, "DEL", "c1", ns1, "default", "p1", conf);
+  CHECK_MESSAGE(thick_del.exit_code == 0, thick_del.out << thick_del.err);
+  CHECK(plumb::test::link_names("p1") == std::set<std::string>{"lo"});
+
+  Proc thick_add = fx.run_with(kShim, via, "ADD", "c2", ns2, "default", "p2", conf);
+  REQUIRE_MESSAGE(thick_add.exit_code == 0, thick_add.out << thick_add.err);
+  // A repeated ADD by the other mode returns the recorded result (CRI's retry), then DEL.
+  Proc thin_again = fx.run("ADD", "c2", ns2, "default", "p2", conf);
+  CHECK(thin_again.exit_code == 0);
+  CHECK(thin_again.out == thick_add.out);
+  Proc thin_del = fx.run("DEL", "c2", ns2, "default", "p2", conf);
+  CHECK_MESSAGE(thin_del.exit_code == 0, thin_del.out << thin_del.err);
+
+  PLUMB_CHECK_UNCHANGED(before, NodeSnapshot::take(node.dir(), {"p0", "p1", "p2"}));
+  CHECK(d.served_by().size() == 2);
+}
