@@ -2,6 +2,7 @@
 // the shim's descriptors and CNI environment in place, runs the CNI plugin's entry point as an
 // exec'd plumb would, then puts everything back as it was before the invocation.
 #include <fcntl.h>
+#include <malloc.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -114,6 +115,15 @@ int64_t cpu_us(const rusage& ru) {
   return (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * int64_t{1'000'000} + ru.ru_utime.tv_usec + ru.ru_stime.tv_usec;
 }
 
+/// A worker keeps the heap its invocations grew: glibc would otherwise give the top of the heap
+/// back after each invocation (brk) and serve large blocks with mmap/munmap, so every invocation
+/// would fault the same pages in again. The heap stays at the largest invocation's size (a few
+/// MiB: the daemon's usage log gives each invocation's peak RSS and page faults).
+void keep_heap() {
+  ::mallopt(M_TRIM_THRESHOLD, 64 << 20);
+  ::mallopt(M_MMAP_THRESHOLD, 16 << 20);
+}
+
 }  // namespace
 
 void worker_main(int control, int log, int max_requests, CniMain cni_main) {
@@ -121,6 +131,7 @@ void worker_main(int control, int log, int max_requests, CniMain cni_main) {
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
   ::signal(SIGPIPE, SIG_DFL);  // as an exec'd plumb starts
+  keep_heap();
   park_stdio(log);
   for (int served = 1;; ++served) {
     char one;
