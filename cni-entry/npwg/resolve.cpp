@@ -2,6 +2,7 @@
 // resolution order, 3.4.2 name injection, 7.1 cniVersion/name injection into every plugin, and
 // CNI 1.1.0 "cniVersions".
 #include "engine/base/file.hpp"
+#include "engine/base/file_memo.hpp"
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -232,13 +233,18 @@ Result<ResolvedNetwork> load_file_or_dir(const std::string& path) {
     if (files.empty()) return fail(cni_code::kNotFound, "no CNI config file (*.conf, *.conflist, *.json) in " + path);
     file = files.front().string();
   }
-  auto text = read_file(file, "CNI config");
-  if (!text) {
-    Error e = text.error();
+  // Kept across the invocations a daemon worker serves while the file does not change (the
+  // cluster's default network is read at every ADD).
+  static FileMemo<ResolvedNetwork> memo;
+  auto kept = memo.get(file, "CNI config", [](const std::string& text, const std::string& origin) { return normalize(text, "", origin); });
+  if (!kept) {
+    Error e = kept.error();
     if (e.sys_errno == ENOENT) e.cni_code = cni_code::kNotFound;
     return std::unexpected(e);
   }
-  return normalize(*text, "", file);
+  const ResolvedNetwork& net = **kept;
+  ResolvedNetwork out{net.name, net.cni_version, json::clone(net.conflist), net.origin, net.resource_name, net.disable_check, net.disable_gc};
+  return out;
 }
 
 }  // namespace plumb::nad

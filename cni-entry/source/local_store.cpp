@@ -2,6 +2,7 @@
 // files (see source.hpp for the layout). Every namespace/name is validated before it becomes part
 // of a path.
 #include "engine/base/file.hpp"
+#include "engine/base/file_memo.hpp"
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
@@ -13,6 +14,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <utility>
@@ -49,6 +51,13 @@ Result<std::optional<std::string>> read_optional(const std::string& path) {
     return std::unexpected(text.error());
   }
   return std::optional<std::string>(std::move(*text));
+}
+
+/// The NAD files parsed, by path: kept across the invocations a daemon worker serves, re-read
+/// when a file changes (file_memo.hpp).
+FileMemo<std::vector<nad::NetworkAttachmentDefinition>>& nad_memo() {
+  static FileMemo<std::vector<nad::NetworkAttachmentDefinition>> memo;
+  return memo;
 }
 
 /// An exclusive flock on a status directory: one namespace's status files change under it, so a
@@ -133,17 +142,16 @@ class LocalStore final : public PodSource {
     // with a warning (kubectl would have refused it; one bad file must not stop every pod).
     std::string skipped;
     for (const auto& f : files) {
-      // Each file is parsed once per process: a pod's networks are looked up one by one, and
-      // several NADs often share a file (YAML parsing was a third of an ADD's instructions).
-      // A malformed one is remembered too: parsed and warned about once.
+      // Each file is parsed once per invocation (and by a daemon worker once while it does not
+      // change): a pod's networks are looked up one by one, and several NADs often share a file
+      // (YAML parsing was a third of an ADD's instructions). A malformed one is remembered for
+      // the invocation too: parsed and warned about once.
       auto cached = parsed_.find(f.string());
       if (cached == parsed_.end() && !malformed_.contains(f.string())) {
-        auto text = read_optional(f.string());
-        if (text && !*text) continue;  // removed while we scanned
-        auto nads = text ? nad::parse_nad_yaml(**text, f.string()) : Result<std::vector<nad::NetworkAttachmentDefinition>>{};
-        if (!text || !nads) {
-          const Error& e = !text ? text.error() : nads.error();
-          warnings_.push_back("local store: skipped " + f.string() + ": " + e.text());
+        auto nads = nad_memo().get(f.string(), {}, nad::parse_nad_yaml);
+        if (!nads && nads.error().sys_errno == ENOENT) continue;  // removed while we scanned
+        if (!nads) {
+          warnings_.push_back("local store: skipped " + f.string() + ": " + nads.error().text());
           malformed_.insert(f.string());
         } else {
           cached = parsed_.emplace(f.string(), std::move(*nads)).first;
@@ -153,7 +161,7 @@ class LocalStore final : public PodSource {
         skipped += (skipped.empty() ? " (skipped as malformed: " : ", ") + f.filename().string();
         continue;
       }
-      for (const auto& n : cached->second) {
+      for (const auto& n : *cached->second) {
         if (n.namespace_ == namespace_ && n.name == name) return n;
       }
     }
@@ -311,7 +319,7 @@ class LocalStore final : public PodSource {
   std::string root_;
   std::vector<std::string> warnings_;
   std::optional<std::vector<fs::path>> nad_files_;  ///< nad_files(), once listed
-  std::map<std::string, std::vector<nad::NetworkAttachmentDefinition>> parsed_;  ///< NAD file -> its NADs
+  std::map<std::string, std::shared_ptr<const std::vector<nad::NetworkAttachmentDefinition>>> parsed_;  ///< NAD file -> its NADs
   std::set<std::string> malformed_;  ///< NAD files that did not parse (skipped)
 };
 

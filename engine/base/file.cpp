@@ -46,8 +46,9 @@ Status write_all(int fd, std::string_view data) {
   return {};
 }
 
-/// Reads all of `fd` (a regular file, checked) up to max_bytes; closes it.
-Result<std::string> read_fd(int fd, const std::string& msg, size_t max_bytes) {
+/// Reads all of `fd` (a regular file, checked) up to max_bytes; closes it. `stat_out`, when
+/// given, gets its fstat().
+Result<std::string> read_fd(int fd, const std::string& msg, size_t max_bytes, struct stat* stat_out = nullptr) {
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     int err = errno;
@@ -77,6 +78,7 @@ Result<std::string> read_fd(int fd, const std::string& msg, size_t max_bytes) {
     }
   }
   ::close(fd);
+  if (stat_out != nullptr) *stat_out = st;
   return out;
 }
 
@@ -94,11 +96,11 @@ bool is_path_component(std::string_view name) {
          name.find_first_of(std::string_view("/\0", 2)) == std::string_view::npos;
 }
 
-Result<std::string> read_file(const std::string& path, std::string_view what, size_t max_bytes) {
+Result<std::string> read_file(const std::string& path, std::string_view what, size_t max_bytes, struct stat* stat_out) {
   std::string msg = "read " + (what.empty() ? std::string() : std::string(what) + " ") + path;
   int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return io_error(errno, msg);
-  return read_fd(fd, msg, max_bytes);
+  return read_fd(fd, msg, max_bytes, stat_out);
 }
 
 Status write_atomic(const std::string& path, std::string_view data, WriteOptions opts) {

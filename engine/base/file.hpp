@@ -23,9 +23,9 @@ namespace plumb {
 /// kubeconfigs and tokens are often links), but only a regular file is read: a FIFO or device is
 /// refused without blocking. Errors: msg "read <what> <path>"; code kNotFound when the file does
 /// not exist (sys_errno ENOENT), kIo otherwise (errno kept, EFBIG when larger than max_bytes,
-/// EINVAL when not a regular file).
+/// EINVAL when not a regular file). `stat_out`, when given, gets the fstat() of the file read.
 [[nodiscard]] Result<std::string> read_file(const std::string& path, std::string_view what = {},
-                                            size_t max_bytes = 16u << 20);
+                                            size_t max_bytes = 16u << 20, struct stat* stat_out = nullptr);
 
 /// How write_atomic() creates the file.
 struct WriteOptions {
