@@ -3,7 +3,7 @@
 // plumb binary's (result, exit code, CNI error, environment), one worker serves many without
 // keeping a descriptor or a pod's namespace, a shim that ends early ends its worker, a worker that
 // dies ends its shim the same way (and the next DEL removes what it began), the daemon's socket
-// and stop, and the shim without a daemon.
+// and stop, the shim without a daemon, and a worker reading changed config files again.
 #include <doctest/doctest.h>
 #include <dirent.h>
 #include <fcntl.h>
@@ -23,6 +23,7 @@
 #include "cni-entry/daemon/wire.hpp"
 #include "tests/support/bounded_run.hpp"
 #include "tests/support/child_process.hpp"
+#include "tests/support/kube_cluster.hpp"
 #include "tests/support/node_snapshot.hpp"
 #include "tests/support/pod_fixture.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -376,4 +377,52 @@ TEST_CASE("a node switches between thin and thick with pods on it: ADD by the pl
 
   PLUMB_CHECK_UNCHANGED(before, NodeSnapshot::take(node.dir(), {"p0", "p1", "p2"}));
   CHECK(d.served_by().size() == 2);
+}
+
+TEST_CASE("a worker reads the default network's config and a NAD file again when they change, rewritten in place at the same size") {
+  Node node;
+  PodFixture fx(node);
+  fx.add_nad("default", "blue", plumb::test::bridge_net("br-blue", "198.51.100.0/26", fx.ipam_dir()));
+  fx.add_pod("default", "p1", "blue");
+  fx.add_pod("default", "p2", "blue");
+  // A worker keeps only files that had not changed for 2 s when it read them (file_memo.hpp):
+  // these are kept by the first ADD.
+  std::this_thread::sleep_for(std::chrono::milliseconds(2100));
+  Daemon d({"--workers", "1"});
+  const std::map<std::string, std::string> via = {{"PLUMB_DAEMON_SOCKET", d.socket}};
+  const std::string conf = fx.config();
+  const std::string ns1 = node.add_netns("p1"), ns2 = node.add_netns("p2");
+  Proc add1 = fx.run_with(kShim, via, "ADD", "c1", ns1, "default", "p1", conf);
+  REQUIRE_MESSAGE(add1.exit_code == 0, add1.out << add1.err);
+  CHECK(plumb::test::ipv4_of("p1", "eth0").ends_with("/24"));
+  CHECK(plumb::test::ipv4_of("p1", "net1").ends_with("/26"));
+
+  // Another prefix length in each file, rewritten in place (same inode) at the same size.
+  const std::string nad_file = fx.store() + "/nads/default-blue.yaml";
+  const std::string default_text = read_file(fx.default_conflist()), nad_text = read_file(nad_file);
+  std::string new_default = default_text, new_nad = nad_text;
+  new_default.replace(new_default.find("203.0.113.0/24"), 14, "203.0.113.0/28");
+  new_nad.replace(new_nad.find("198.51.100.0/26"), 15, "198.51.100.0/27");
+  auto inode = [](const std::string& path) {
+    struct stat st {};
+    REQUIRE(::stat(path.c_str(), &st) == 0);
+    return st.st_ino;
+  };
+  const ino_t nad_ino = inode(nad_file), default_ino = inode(fx.default_conflist());
+  plumb::test::write_file(fx.default_conflist(), new_default);
+  plumb::test::write_file(nad_file, new_nad);
+  REQUIRE(inode(nad_file) == nad_ino);
+  REQUIRE(inode(fx.default_conflist()) == default_ino);
+  REQUIRE(fs::file_size(nad_file) == nad_text.size());
+  REQUIRE(fs::file_size(fx.default_conflist()) == default_text.size());
+
+  Proc add2 = fx.run_with(kShim, via, "ADD", "c2", ns2, "default", "p2", conf);
+  REQUIRE_MESSAGE(add2.exit_code == 0, add2.out << add2.err);
+  CHECK(plumb::test::ipv4_of("p2", "eth0").ends_with("/28"));
+  CHECK(plumb::test::ipv4_of("p2", "net1").ends_with("/27"));
+  const auto pids = d.served_by();
+  CHECK(pids.size() == 2);
+  CHECK(std::set<pid_t>(pids.begin(), pids.end()).size() == 1);  // the worker that kept the first versions
+  CHECK(fx.run_with(kShim, via, "DEL", "c1", ns1, "default", "p1", conf).exit_code == 0);
+  CHECK(fx.run_with(kShim, via, "DEL", "c2", ns2, "default", "p2", conf).exit_code == 0);
 }
