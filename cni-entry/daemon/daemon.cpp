@@ -247,8 +247,7 @@ void Daemon::reap() {
       Worker& w = workers_[i];
       if (w.pid != pid) continue;
       if (!o_.usage_log.empty() && w.conn >= 0) {  // the whole worker's use: it died in this invocation
-        const int64_t cpu = (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * int64_t{1'000'000} + ru.ru_utime.tv_usec + ru.ru_stime.tv_usec;
-        log_usage(pid, WIFSIGNALED(status) ? "signal" : "exit", WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status), cpu,
+        log_usage(pid, WIFSIGNALED(status) ? "signal" : "exit", WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status), detail::cpu_us(ru),
                   ru.ru_minflt, ru.ru_maxrss);
       }
       // A worker that ends holding a connection ended in the middle of the invocation.

@@ -12,6 +12,8 @@
 // what it had begun on the next verb, as for a killed plumb.
 #pragma once
 
+#include <sys/resource.h>
+
 #include <cstdint>
 
 namespace plumb::daemon {
@@ -44,6 +46,11 @@ struct Done {
   int64_t minflt;      ///< page faults (without I/O) during the invocation
   int64_t maxrss_kib;  ///< the worker's peak RSS so far
 };
+
+/// User + system CPU time of `ru`, in µs.
+inline int64_t cpu_us(const rusage& ru) {
+  return (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * int64_t{1'000'000} + ru.ru_utime.tv_usec + ru.ru_stime.tv_usec;
+}
 
 /// A worker's life (worker.cpp), in a freshly forked process whose descriptor `control` is its
 /// socket to the daemon and `log` the daemon's stderr: receives a connection, serves it, answers

@@ -111,10 +111,6 @@ int serve(int conn, int log, CniMain cni_main) {
   return code;
 }
 
-int64_t cpu_us(const rusage& ru) {
-  return (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * int64_t{1'000'000} + ru.ru_utime.tv_usec + ru.ru_stime.tv_usec;
-}
-
 /// A worker keeps the heap its invocations grew: glibc would otherwise give the top of the heap
 /// back after each invocation (brk) and serve large blocks with mmap/munmap, so every invocation
 /// would fault the same pages in again. The heap stays at the largest invocation's size (a few
