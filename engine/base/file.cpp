@@ -35,10 +35,12 @@ std::string temp_suffix() {
   return buf;
 }
 
-Status write_all(int fd, std::string_view data) {
+/// Writes all of `data` at the descriptor's offset, or from offset 0 with `at_start` (pwrite).
+Status write_all(int fd, std::string_view data, bool at_start = false) {
   size_t off = 0;
   while (off < data.size()) {
-    ssize_t n = ::write(fd, data.data() + off, data.size() - off);
+    ssize_t n = at_start ? ::pwrite(fd, data.data() + off, data.size() - off, static_cast<off_t>(off))
+                         : ::write(fd, data.data() + off, data.size() - off);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return std::unexpected(Error{cni_code::kIo, errno, {}, {}});
     off += static_cast<size_t>(n);
@@ -228,31 +230,61 @@ Status Dir::write_atomic(std::string_view name, std::string_view data, WriteOpti
   return {};
 }
 
-Status Dir::write_in_place(std::string_view name, std::string_view data, mode_t mode) const {
-  PLUMB_TRY(check_name(name));
+Result<UniqueFd> Dir::open_in_place(std::string_view name, mode_t mode, off_t& size) const {
   const std::string path = path_of(name);
-  int fd = ::openat(fd_.get(), std::string(name).c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, mode);
-  if (fd < 0) return io_error(errno, "write " + path);
+  UniqueFd fd(::openat(fd_.get(), std::string(name).c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, mode));
+  if (fd.get() < 0) return io_error(errno, "write " + path);
   struct stat st {};
-  int err = ::fstat(fd, &st) != 0 ? errno : (S_ISREG(st.st_mode) ? 0 : EINVAL);
-  if (err == 0) {
-    if (auto written = write_all(fd, data); !written) err = written.error().sys_errno;  // from offset 0
-  }
-  // Only what the syscalls change: the old content's tail beyond the new (st is from before the
-  // write), the umask's mode of a file just made (or one changed by hand).
-  if (err == 0 && st.st_size > static_cast<off_t>(data.size()) && ::ftruncate(fd, static_cast<off_t>(data.size())) != 0) err = errno;
-  if (err == 0 && (st.st_mode & 07777) != mode && ::fchmod(fd, mode) != 0) err = errno;
-  if (::close(fd) != 0 && err == 0) err = errno;
-  if (err != 0) return io_error(err, "write " + path);
+  if (::fstat(fd.get(), &st) != 0) return io_error(errno, "write " + path);
+  if (!S_ISREG(st.st_mode)) return io_error(EINVAL, "write " + path);
+  // The umask's mode of a file just made (or one changed by hand).
+  if ((st.st_mode & 07777) != mode && ::fchmod(fd.get(), mode) != 0) return io_error(errno, "write " + path);
+  size = st.st_size;
+  return fd;
+}
+
+Status Dir::rewrite(int fd, std::string_view name, std::string_view data, off_t old_size) const {
+  // From offset 0, then only the old content's tail beyond the new is cut.
+  int err = 0;
+  if (auto written = write_all(fd, data, /*at_start=*/true); !written) err = written.error().sys_errno;
+  if (err == 0 && old_size > static_cast<off_t>(data.size()) && ::ftruncate(fd, static_cast<off_t>(data.size())) != 0) err = errno;
+  if (err != 0) return io_error(err, "write " + path_of(name));
   return {};
 }
 
-Status Dir::write_via_spare(std::string_view name, std::string_view spare, std::string_view data, mode_t mode, bool last) const {
+Status Dir::write_in_place(std::string_view name, std::string_view data, mode_t mode) const {
   PLUMB_TRY(check_name(name));
-  PLUMB_TRY(write_in_place(spare, data, mode));
+  off_t size = 0;
+  UniqueFd fd = PLUMB_TRY(open_in_place(name, mode, size));
+  PLUMB_TRY(rewrite(fd.get(), name, data, size));
+  if (::close(fd.release()) != 0) return io_error(errno, "write " + path_of(name));
+  return {};
+}
+
+Status Dir::write_via_spare(std::string_view name, std::string_view spare, std::string_view data, mode_t mode, bool last,
+                            SpareFds* held) const {
+  PLUMB_TRY(check_name(name));
+  if (held == nullptr) {
+    PLUMB_TRY(write_in_place(spare, data, mode));
+  } else {
+    PLUMB_TRY(check_name(spare));
+    if (held->spare.get() < 0) held->spare = PLUMB_TRY(open_in_place(spare, mode, held->spare_bytes));
+    if (auto st = rewrite(held->spare.get(), spare, data, held->spare_bytes); !st) {
+      *held = SpareFds{};  // what the spare holds now is unknown: open it by name next time
+      return st;
+    }
+    held->spare_bytes = static_cast<off_t>(data.size());
+  }
   const std::string to(name);
   const std::string from(spare);
-  if (!last && ::renameat2(fd_.get(), from.c_str(), fd_.get(), to.c_str(), RENAME_EXCHANGE) == 0) return {};
+  if (!last && ::renameat2(fd_.get(), from.c_str(), fd_.get(), to.c_str(), RENAME_EXCHANGE) == 0) {
+    if (held != nullptr) {
+      std::swap(held->named, held->spare);
+      std::swap(held->named_bytes, held->spare_bytes);
+    }
+    return {};
+  }
+  if (held != nullptr) *held = SpareFds{};  // `spare` is renamed away below, or failed
   // The final version, no `name` yet (ENOENT), or no RENAME_EXCHANGE here (EINVAL): a rename.
   if (::renameat(fd_.get(), from.c_str(), fd_.get(), to.c_str()) != 0) {
     return io_error(errno, "rename " + path_of(spare) + " to " + path_of(name));

@@ -57,9 +57,21 @@ class UniqueFd {
   UniqueFd& operator=(const UniqueFd&) = delete;
   ~UniqueFd();
   [[nodiscard]] int get() const { return fd_; }
+  /// Gives up ownership: returns the descriptor, which the caller closes.
+  [[nodiscard]] int release() { return std::exchange(fd_, -1); }
 
  private:
   int fd_ = -1;
+};
+
+/// The descriptors Dir::write_via_spare() keeps between the writes of one file: the file at
+/// `name` and the file at `spare` (-1: not held; opened by name when needed), with the byte
+/// count each holds. Closed when destroyed.
+struct SpareFds {
+  UniqueFd named;
+  UniqueFd spare;
+  off_t named_bytes = 0;
+  off_t spare_bytes = 0;
 };
 
 /// A directory plumb owns, held by a descriptor opened O_DIRECTORY|O_NOFOLLOW. Every name given
@@ -111,9 +123,12 @@ class Dir {
   /// the final version: `spare` is renamed over `name` (ext4 then orders the data before the
   /// rename: old or new after a power loss) and is gone afterwards. Intermediate versions may
   /// read empty after a power loss; a crash leaves at most `spare` (callers remove it).
-  /// Errors: kIo naming the path (ELOOP when a link is at `spare`).
+  /// With `held` (the caller keeps it between the writes of one file), the descriptors of both
+  /// files stay open across calls, so a write opens nothing once both were opened (the intents
+  /// of one ADD). Only while nothing else renames or replaces `name` or `spare` (the caller's
+  /// lock). Errors: kIo naming the path (ELOOP when a link is at `spare`).
   [[nodiscard]] Status write_via_spare(std::string_view name, std::string_view spare, std::string_view data, mode_t mode,
-                                       bool last) const;
+                                       bool last, SpareFds* held = nullptr) const;
   /// Creates `name` holding `data` once (O_CREAT|O_EXCL|O_NOFOLLOW, opts.mode; with opts.fsync,
   /// the data is flushed before it returns). Errors: sys_errno EEXIST (code kConflict) when
   /// anything, a link included, is there; kIo otherwise (the partial file removed).
@@ -155,6 +170,11 @@ class Dir {
   /// create_whole() without the fallback: true when created, false when `name` exists, nullopt
   /// when this filesystem has no unnamed files or refuses to link one (use a named temporary).
   [[nodiscard]] Result<std::optional<bool>> link_unnamed(std::string_view name, std::string_view data, WriteOptions opts) const;
+  /// write_in_place()'s opening: `name` created with `mode` if missing, a regular file with that
+  /// mode; `size` gets its byte count.
+  [[nodiscard]] Result<UniqueFd> open_in_place(std::string_view name, mode_t mode, off_t& size) const;
+  /// write_in_place()'s writing into `fd` (the file `name`, holding `old_size` bytes).
+  [[nodiscard]] Status rewrite(int fd, std::string_view name, std::string_view data, off_t old_size) const;
 
   UniqueFd fd_;
   std::string path_;

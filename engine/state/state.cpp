@@ -191,7 +191,7 @@ Result<const Dir*> StateDir::key_dir(const Key& key) const {
   key_dir_.reset();
   auto root = PLUMB_TRY(Dir::open(root_, 0700));
   auto containers = PLUMB_TRY(root.sub(kContainers, 0700));
-  key_dir_ = std::make_shared<KeyDirCache>(KeyDirCache{key.name(), PLUMB_TRY(containers.sub(key.name(), 0700))});
+  key_dir_ = std::make_shared<KeyDirCache>(KeyDirCache{key.name(), PLUMB_TRY(containers.sub(key.name(), 0700)), {}});
   return &key_dir_->dir;
 }
 
@@ -202,14 +202,19 @@ Status StateDir::write(AttachmentRecord& rec) const {
   if (rec.origin != dir.path_of(name)) {
     // The record's first version here: a temporary file renamed into place (read() removes one a
     // killed writer left).
+    key_dir_->spares.erase(name);
     PLUMB_TRY(dir.write_atomic(name, encoded));
     rec.origin = dir.path_of(name);
     return {};
   }
   // The journal rewrites a record at every intent of an ADD (phase "adding"): those versions are
-  // swapped in through the record's spare file (no new inode, flush or freed blocks per intent);
-  // the complete record ("ready") is renamed over, which ext4 orders after its data.
-  return dir.write_via_spare(name, name + kSpareSuffix, encoded, 0600, rec.phase == "ready");
+  // swapped in through the record's spare file (no new inode, flush or freed blocks per intent),
+  // both files kept open from one intent to the next (the key's lock is held: nothing else
+  // renames them); the complete record ("ready") is renamed over, which ext4 orders after its data.
+  const bool last = rec.phase == "ready";
+  auto st = dir.write_via_spare(name, name + kSpareSuffix, encoded, 0600, last, &key_dir_->spares[name]);
+  if (last || !st) key_dir_->spares.erase(name);
+  return st;
 }
 
 Result<Records> StateDir::read(const Key& key) const {
@@ -240,6 +245,7 @@ bool StateDir::has_records(const std::string& container_id) const {
 Status StateDir::remove(const AttachmentRecord& rec) const {
   if (rec.origin.empty()) return {};  // never written
   auto [dir, name] = PLUMB_TRY(containing_dir(root_, rec.origin));
+  if (key_dir_) key_dir_->spares.erase(name);
   (void)dir.remove(name + kSpareSuffix);  // an ADD undone (or killed) before its record was complete
   auto st = dir.remove(name);
   if (!st) return std::unexpected(st.error().within("remove state record"));

@@ -15,6 +15,7 @@
 // ifname their index-0 record names (its file "0-<ifname>.json").
 #pragma once
 
+#include <map>
 #include <optional>
 #include <memory>
 #include <string>
@@ -155,6 +156,7 @@ class StateDir {
   struct KeyDirCache {
     std::string name;
     Dir dir;
+    std::map<std::string, SpareFds> spares;  ///< record file name -> its write_via_spare descriptors
   };
   /// The key's record directory (created when missing): the cached one while it still exists.
   [[nodiscard]] Result<const Dir*> key_dir(const Key& key) const;

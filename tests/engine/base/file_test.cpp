@@ -263,6 +263,58 @@ TEST_CASE("write_via_spare: versions swap between the file and its spare, no new
   CHECK_FALSE(std::filesystem::exists(spare));  // the final version is the spare renamed over the file
 }
 
+TEST_CASE("write_via_spare with held descriptors: the same versions and inodes, and once both are held a write opens nothing") {
+  TempDir t;
+  auto dir = Dir::open(t.path + "/owned", 0700);
+  REQUIRE(dir);
+  const std::string path = dir->path_of("rec.json");
+  const std::string spare = path + ".spare";
+  const auto inode_of = [](const std::string& p) {
+    struct stat st {};
+    REQUIRE(::lstat(p.c_str(), &st) == 0);
+    return st.st_ino;
+  };
+  const auto held_inode = [](const UniqueFd& fd) {
+    struct stat st {};
+    REQUIRE(::fstat(fd.get(), &st) == 0);
+    return st.st_ino;
+  };
+  SpareFds held;
+  REQUIRE(dir->write_via_spare("rec.json", "rec.json.spare", "first, a long version", 0640, false, &held));
+  CHECK(slurp(path) == "first, a long version");
+  const ino_t first = inode_of(path);
+  REQUIRE(dir->write_via_spare("rec.json", "rec.json.spare", "second", 0640, false, &held));
+  CHECK(slurp(path) == "second");
+  CHECK(slurp(spare) == "first, a long version");
+  const ino_t second = inode_of(path);
+  REQUIRE(dir->write_via_spare("rec.json", "rec.json.spare", "third", 0640, false, &held));
+  CHECK(slurp(path) == "third");  // written from the start and cut: nothing of the longer first
+  CHECK(slurp(spare) == "second");
+  CHECK(inode_of(path) == first);
+  CHECK(inode_of(spare) == second);
+  // Both held now, each the file at its name.
+  REQUIRE(held.named.get() >= 0);
+  REQUIRE(held.spare.get() >= 0);
+  CHECK(held_inode(held.named) == first);
+  CHECK(held_inode(held.spare) == second);
+  // The next write goes through the held descriptor, not the name: a file moved in at the
+  // spare's name by someone else (the caller's lock forbids it) is left alone.
+  REQUIRE(::rename(spare.c_str(), (spare + ".moved").c_str()) == 0);
+  put(spare, "decoy");
+  REQUIRE(dir->write_via_spare("rec.json", "rec.json.spare", "fourth", 0640, false, &held));
+  CHECK(slurp(path) == "decoy");                  // exchanged with the name's file...
+  CHECK(slurp(spare + ".moved") == "fourth");      // ...while the held spare got the version
+  // Held afresh (the caller's files now differ from what it holds), then the final version:
+  // renamed over, and nothing held any more.
+  held = SpareFds{};
+  REQUIRE(dir->write_via_spare("rec.json", "rec.json.spare", "fifth", 0640, false, &held));
+  REQUIRE(dir->write_via_spare("rec.json", "rec.json.spare", "final", 0640, true, &held));
+  CHECK(slurp(path) == "final");
+  CHECK_FALSE(std::filesystem::exists(spare));
+  CHECK(held.named.get() < 0);
+  CHECK(held.spare.get() < 0);
+}
+
 TEST_CASE("write_in_place and write_via_spare never follow a link planted at the file or its spare, nor block on a FIFO") {
   Owned owned;
   const std::string& victim = owned.victim;
