@@ -342,6 +342,7 @@ bool parse_count(const std::string& v, int max, int& out) {
 int usage() {
   std::fprintf(stderr,
                "usage: plumb daemon [--socket PATH] [--workers N] [--requests-per-worker M] [--usage-log FILE]\n"
+               "  (each also as --flag=VALUE)\n"
                "  PATH: the unix socket plumb-shim connects to (default %s)\n"
                "  N:    warm worker processes kept, 1-256 (default 4); an invocation finding none idle\n"
                "        gets a worker forked for it alone\n"
@@ -356,9 +357,17 @@ int usage() {
 int command_main(int argc, char** argv, CniMain cni_main) {
   Options o;
   for (int i = 1; i < argc; ++i) {
-    const std::string_view k = argv[i];
-    if (i + 1 >= argc) return usage();
-    const std::string v = argv[++i];
+    // --flag VALUE, or --flag=VALUE (as a DaemonSet's args usually are)
+    std::string_view k = argv[i];
+    std::string v;
+    if (const size_t eq = k.find('='); eq != std::string_view::npos) {
+      v = std::string(k.substr(eq + 1));
+      k = k.substr(0, eq);
+    } else if (i + 1 < argc) {
+      v = argv[++i];
+    } else {
+      return usage();
+    }
     if (k == "--socket") {
       o.socket = v;
     } else if (k == "--usage-log") {
@@ -366,7 +375,7 @@ int command_main(int argc, char** argv, CniMain cni_main) {
     } else if (k == "--workers" || k == "--requests-per-worker") {
       const bool workers = k == "--workers";
       if (!parse_count(v, workers ? 256 : 1'000'000, workers ? o.workers : o.requests_per_worker)) {
-        std::fprintf(stderr, "plumb daemon: %s \"%s\" is not a number from 1 to %d\n", argv[i - 1], v.c_str(), workers ? 256 : 1'000'000);
+        std::fprintf(stderr, "plumb daemon: %s \"%s\" is not a number from 1 to %d\n", std::string(k).c_str(), v.c_str(), workers ? 256 : 1'000'000);
         return 2;
       }
     } else {

@@ -53,6 +53,13 @@ Status check_dir_flag(const std::string& value, const char* flag) {
 
 std::string support_dir(const std::string& conf_dir) { return conf_dir + "/" + std::string(kSupportDirName); }
 
+/// `name` in the directory of the running binary ("name" alone when it cannot be read).
+std::string beside_running_binary(const std::string& name) {
+  std::error_code ec;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? name : (self.parent_path() / name).string();
+}
+
 /// Writes `data` to `path` (0600) unless the file already holds exactly it; true if written.
 Result<bool> write_if_changed(const std::string& path, const std::string& data) {
   auto old = read_file(path, "plumb install output");
@@ -138,6 +145,8 @@ Result<Options> parse_options(bool uninstall, const std::vector<std::string>& ar
       o.watch = true;
     } else if (!value && flag == "--keep-config-on-exit") {
       o.keep_config_on_exit = true;
+    } else if (!value && flag == "--thick") {
+      o.thick = true;
     } else if (auto it = value_flags().find(flag); it != value_flags().end()) {
       if (!value) {
         if (i + 1 >= args.size()) return fail(cni_code::kInvalidConfig, flag + " needs a value");
@@ -157,9 +166,9 @@ Result<Options> parse_options(bool uninstall, const std::vector<std::string>& ar
   return o;
 }
 
-Status copy_binary(const std::string& from, const std::string& bin_dir) {
-  const std::string to = bin_dir + "/plumb";
-  const std::string tmp = bin_dir + "/.plumb.install." + std::to_string(::getpid());
+Status copy_binary(const std::string& from, const std::string& bin_dir, const std::string& name) {
+  const std::string to = bin_dir + "/" + name;
+  const std::string tmp = bin_dir + "/." + name + ".install." + std::to_string(::getpid());
   std::error_code ec;
   std::filesystem::copy_file(from, tmp, std::filesystem::copy_options::overwrite_existing, ec);
   if (ec) return std::unexpected(Error{cni_code::kIo, ec.value(), "copy " + from + " to " + tmp, {}});
@@ -187,6 +196,7 @@ Result<Outcome> apply(const Options& opts) {
   in.primary_path = opts.host_cni_conf_dir + "/" + *primary;
   in.primary_text = PLUMB_TRY(read_file(opts.cni_conf_dir + "/" + *primary, "primary CNI config"));
   in.plugin_config = opts.plugin_config;
+  if (opts.thick) in.plugin_type = "plumb-shim";
   auto sa = PLUMB_TRY(read_service_account(opts.service_host, opts.service_port, opts.service_account_dir));
   if (sa) in.kubeconfig_path = support_dir(opts.host_cni_conf_dir) + "/" + std::string(kKubeconfigName);
   const std::string conflist = PLUMB_TRY(render_conflist(in));  // everything checked before a write
@@ -224,6 +234,15 @@ int command_main(int argc, char** argv) {
     return 1;
   }
   say("installed " + opts->cni_bin_dir + "/plumb");
+  if (opts->thick) {
+    // Before the conflist names it: a runtime never finds a "plumb-shim" it cannot execute.
+    const std::string shim = opts->shim_binary.empty() ? beside_running_binary("plumb-shim") : opts->shim_binary;
+    if (auto copied = copy_binary(shim, opts->cni_bin_dir, "plumb-shim"); !copied) {
+      say(copied.error().text() + " (--thick installs the plumb-shim found beside plumb)");
+      return 1;
+    }
+    say("installed " + opts->cni_bin_dir + "/plumb-shim");
+  }
   auto o = apply(*opts);
   if (!o) {
     say(o.error().text());

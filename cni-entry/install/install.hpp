@@ -2,7 +2,7 @@
 // (a DaemonSet's container runs `plumb install --watch`, deploy/daemonset.yaml).
 //
 //   plumb install --cni-bin-dir DIR --cni-conf-dir DIR [--host-cni-conf-dir DIR]
-//                 [--service-account-dir DIR] [--plugin-config JSON] [--watch
+//                 [--service-account-dir DIR] [--plugin-config JSON] [--thick] [--watch
 //                 [--interval-seconds N] [--keep-config-on-exit]]
 //   plumb uninstall --cni-conf-dir DIR
 //
@@ -12,7 +12,10 @@
 // re-reads the conf dir and the service account every interval, rewrites what changed (a new
 // primary config, a rotated token), and on SIGTERM/SIGINT removes the conflist and kubeconfig
 // (Multus's cleanup-config-on-exit) unless --keep-config-on-exit. uninstall removes them; the
-// binary stays (pods attached by plumb still need it for their DEL).
+// binary stays (pods attached by plumb still need it for their DEL). With --thick (thick mode,
+// deploy/daemonset-thick.yaml) plumb-shim, found beside the running binary, is copied too, and the
+// conflist's plugin is "plumb-shim": runtimes execute the shim, which hands each invocation to
+// the node's `plumb daemon` (or runs the copied plumb when no daemon answers).
 #pragma once
 
 #include <chrono>
@@ -33,6 +36,8 @@ struct Options {
   std::string service_account_dir = "/var/run/secrets/kubernetes.io/serviceaccount";  ///< --service-account-dir
   std::string plugin_config;        ///< --plugin-config: JSON object of further keys for plumb's plugin entry
   std::string binary = "/proc/self/exe";  ///< the binary to copy: the running one
+  bool thick = false;               ///< --thick: also install plumb-shim, and name it in the conflist
+  std::string shim_binary;          ///< plumb-shim to copy with --thick ("": beside the running binary)
   bool watch = false;               ///< --watch
   std::chrono::milliseconds interval{1000};  ///< --interval-seconds (0.1..3600)
   bool keep_config_on_exit = false; ///< --keep-config-on-exit
@@ -46,10 +51,10 @@ struct Options {
 [[nodiscard]] Result<Options> parse_options(bool uninstall, const std::vector<std::string>& args,
                                             const std::function<const char*(const char*)>& getenv);
 
-/// Copies `from` into `bin_dir/plumb` atomically (a temporary file in bin_dir, fsync, mode 0755,
+/// Copies `from` into `bin_dir/name` atomically (a temporary file in bin_dir, fsync, mode 0755,
 /// rename over the old one, so a runtime never runs a half-written binary). Errors: kIo naming
 /// the path.
-[[nodiscard]] Status copy_binary(const std::string& from, const std::string& bin_dir);
+[[nodiscard]] Status copy_binary(const std::string& from, const std::string& bin_dir, const std::string& name = "plumb");
 
 /// What one pass changed.
 struct Outcome {

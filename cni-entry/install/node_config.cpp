@@ -139,7 +139,7 @@ Result<std::string> render_conflist(const ConflistInputs& in) {
   json::Document out(rapidjson::kObjectType);
   auto& a = out.GetAllocator();
   json::Value entry(rapidjson::kObjectType);
-  json::set_string(entry, "type", "plumb", a);
+  json::set_string(entry, "type", in.plugin_type, a);
   json::set_string(entry, "clusterNetwork", in.primary_path, a);
   if (!in.kubeconfig_path.empty()) json::set_string(entry, "kubeconfig", in.kubeconfig_path, a);
   json::Value cap_obj(rapidjson::kObjectType);

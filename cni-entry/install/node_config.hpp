@@ -53,10 +53,11 @@ struct ConflistInputs {
   std::string primary_text;       ///< its content (cniVersion and capabilities are taken from it)
   std::string kubeconfig_path;    ///< as the host names it; "" = no kubeconfig key
   std::string plugin_config;      ///< a JSON object of further keys for plumb's plugin entry; "" = none
+  std::string plugin_type = "plumb";  ///< the plugin entry's type: "plumb", or "plumb-shim" in thick mode
 };
 
 /// plumb's conflist: {"cniVersion": <the primary's>, "name": "plumb", "plugins": [{"type":
-/// "plumb", "clusterNetwork": primary_path, "kubeconfig": ..., "capabilities": <every capability
+/// <plugin_type>, "clusterNetwork": primary_path, "kubeconfig": ..., "capabilities": <every capability
 /// the primary's plugins declare, plus io.kubernetes.cri.pod-annotations>, <plugin_config's
 /// keys>}]}, as Multus's auto configuration takes cniVersion and capabilities from its master
 /// config. Errors: kInvalidConfig naming the primary file when it is not a JSON object, has no

@@ -6,13 +6,16 @@
 // network natively, reading the pod and NAD from the Kubernetes API test server with the
 // service account's token. The watch mode (started with the DaemonSet's own command line from
 // deploy/daemonset.yaml) follows a new primary config and a rotated token, and removes the
-// config on SIGTERM; uninstall removes it.
+// config on SIGTERM; uninstall removes it. The thick DaemonSet's two containers (their command
+// lines from deploy/daemonset-thick.yaml) install plumb-shim and serve a runtime's ADD and DEL
+// through it.
 #include <doctest/doctest.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <functional>
@@ -76,8 +79,10 @@ struct InstallNode {
 };
 
 /// Runs `verb` as libcni runs a conflist's plugin: the plugin entry with the list's name and
-/// cniVersion injected, the installed binary, CNI_PATH = the bin dir.
-Proc run_as_runtime(const InstallNode& n, const std::string& verb, const std::string& cid, const std::string& netns) {
+/// cniVersion injected, the installed binary its type names, CNI_PATH = the bin dir (`extra_env`:
+/// what maps the node's paths into this test, e.g. the daemon's socket).
+Proc run_as_runtime(const InstallNode& n, const std::string& verb, const std::string& cid, const std::string& netns,
+                    const std::map<std::string, std::string>& extra_env = {}) {
   auto list = parse(n.conflist());
   REQUIRE(list.IsObject());
   rapidjson::Document conf;
@@ -91,28 +96,41 @@ Proc run_as_runtime(const InstallNode& n, const std::string& verb, const std::st
       {"CNI_COMMAND", verb}, {"CNI_CONTAINERID", cid}, {"CNI_NETNS", netns}, {"CNI_IFNAME", "eth0"},
       {"CNI_PATH", n.bin.dir()},
       {"CNI_ARGS", "IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=web;K8S_POD_UID=uid-1;K8S_POD_INFRA_CONTAINER_ID=" + cid}};
-  return plumb::test::run({n.bin.dir() + "/plumb"}, env, b.GetString());
+  env.insert(extra_env.begin(), extra_env.end());
+  return plumb::test::run({n.bin.dir() + "/" + list["plugins"][0]["type"].GetString()}, env, b.GetString());
 }
 
-/// The command line of deploy/daemonset.yaml's container, its host paths mapped into this node.
-std::vector<std::string> daemonset_command(const InstallNode& n) {
-  const std::string path = std::string(PLUMB_FIXTURES) + "/../../deploy/daemonset.yaml";
+/// The command line of container `name` of deploy/`file`, the plumb binary the one under test and
+/// the values `mapped` names (a flag value ending in a key) mapped into this node.
+std::vector<std::string> container_command(const std::string& file, const std::string& name,
+                                           const std::vector<std::pair<std::string, std::string>>& mapped) {
+  const std::string path = std::string(PLUMB_FIXTURES) + "/../../deploy/" + file;
   auto ds = plumb::yaml::load(read_file(path), path);
   REQUIRE_MESSAGE(ds, (ds ? "" : ds.error().text()));
-  const auto& c = (*ds)["spec"]["template"]["spec"]["containers"][0];
   std::vector<std::string> argv;
-  for (const auto& a : c["command"].GetArray()) argv.emplace_back(a.GetString());
-  for (const auto& a : c["args"].GetArray()) argv.emplace_back(a.GetString());
-  REQUIRE(argv.size() >= 2);
+  for (const auto& c : (*ds)["spec"]["template"]["spec"]["containers"].GetArray()) {
+    if (std::string(c["name"].GetString()) != name) continue;
+    for (const auto& a : c["command"].GetArray()) argv.emplace_back(a.GetString());
+    for (const auto& a : c["args"].GetArray()) argv.emplace_back(a.GetString());
+  }
+  REQUIRE_MESSAGE(argv.size() >= 2, "no container " << name << " in " << path);
   argv[0] = plumb::test::plumb_binary();
   for (auto& a : argv) {
-    for (auto [from, to] : {std::pair<std::string, std::string>{"=/host/opt/cni/bin", "=" + n.bin.dir()},
-                            {"=/host/etc/cni/net.d", "=" + n.conf_dir}, {"=/etc/cni/net.d", "=" + n.conf_dir}}) {
+    for (const auto& [from, to] : mapped) {
       if (a.size() >= from.size() && a.compare(a.size() - from.size(), from.size(), from) == 0) {
         a = a.substr(0, a.size() - from.size()) + to;
       }
     }
   }
+  return argv;
+}
+
+/// The command line of deploy/daemonset.yaml's container (or the install container of
+/// `file`), its host paths mapped into this node.
+std::vector<std::string> daemonset_command(const InstallNode& n, const std::string& file = "daemonset.yaml") {
+  auto argv = container_command(file, "install", {{"=/host/opt/cni/bin", "=" + n.bin.dir()},
+                                                  {"=/host/etc/cni/net.d", "=" + n.conf_dir},
+                                                  {"=/etc/cni/net.d", "=" + n.conf_dir}});
   argv.push_back("--service-account-dir=" + n.sa_dir);
   argv.push_back("--plugin-config=" + n.plugin_config());
   argv.push_back("--interval-seconds=0.1");
@@ -244,6 +262,71 @@ TEST_CASE("the DaemonSet's install --watch follows the primary config and the to
   CHECK_FALSE(std::filesystem::exists(n.conf_dir + "/00-plumb.conflist"));
   CHECK_FALSE(std::filesystem::exists(n.conf_dir + "/plumb.d"));
   CHECK(std::filesystem::exists(n.bin.dir() + "/plumb"));
+}
+
+TEST_CASE("the thick DaemonSet: install --thick installs plumb-shim and names it in the conflist; its daemon container serves a runtime's ADD and DEL through the shim") {
+  Node node;
+  InstallNode n(node);
+  n.cluster.add_nad("default", "blue", plumb::test::bridge_net("br-blue", "198.51.100.0/24", n.cluster.fx.ipam_dir()));
+  n.cluster.add_pod("default", "web", "uid-1", {{"k8s.v1.cni.cncf.io/networks", "blue"}});
+  const std::string run_dir = node.dir() + "/run-plumb";  // the node's /run/plumb
+  std::filesystem::create_directories(run_dir);
+  const std::string usage = node.dir() + "/daemon-usage";
+  auto daemon_argv = container_command("daemonset-thick.yaml", "daemon", {{"=/run/plumb/plumb.sock", "=" + run_dir + "/plumb.sock"}});
+  REQUIRE(std::find(daemon_argv.begin(), daemon_argv.end(), "--socket=" + run_dir + "/plumb.sock") != daemon_argv.end());
+  daemon_argv.push_back("--usage-log=" + usage);
+  pid_t install = plumb::test::start_child(daemonset_command(n, "daemonset-thick.yaml"), n.env(), node.dir() + "/install.log");
+  pid_t daemon = plumb::test::start_child(daemon_argv, {}, node.dir() + "/daemon.log");
+  struct Reaper {  // a failed REQUIRE must not leave either container's process running
+    pid_t& a;
+    pid_t& b;
+    ~Reaper() {
+      plumb::test::stop_child(a);
+      plumb::test::stop_child(b);
+    }
+  } reaper{install, daemon};
+  INFO("install log: ", read_file(node.dir() + "/install.log"), "\ndaemon log: ", read_file(node.dir() + "/daemon.log"));
+  REQUIRE(eventually([&] { return !n.conflist().empty() && std::filesystem::exists(run_dir + "/plumb.sock"); }));
+
+  // Both binaries, byte for byte, executable; the conflist's plugin is the shim.
+  for (const auto& [installed, built] : {std::pair{n.bin.dir() + "/plumb", plumb::test::plumb_binary()},
+                                         std::pair{n.bin.dir() + "/plumb-shim", plumb::test::plumb_shim_binary()}}) {
+    CAPTURE(installed);
+    CHECK(read_file(installed) == read_file(built));
+    struct stat st {};
+    REQUIRE(::stat(installed.c_str(), &st) == 0);
+    CHECK((st.st_mode & 07777) == 0755);
+  }
+  auto list = parse(n.conflist());
+  REQUIRE(list.IsObject());
+  CHECK(std::string(list["plugins"][0]["type"].GetString()) == "plumb-shim");
+  CHECK(std::string(list["plugins"][0]["clusterNetwork"].GetString()) == n.conf_dir + "/10-fake.conflist");
+
+  // The runtime executes the installed plumb-shim; the daemon's worker serves it.
+  const std::map<std::string, std::string> socket = {{"PLUMB_DAEMON_SOCKET", run_dir + "/plumb.sock"}};
+  std::string ns = node.add_netns("web");
+  Proc add = run_as_runtime(n, "ADD", "ctr-1", ns, socket);
+  INFO("ADD: ", add.out, add.err);
+  REQUIRE(add.exit_code == 0);
+  CHECK(plumb::test::link_names("web") == std::set<std::string>{"lo", "eth0", "net1"});
+  CHECK(plumb::test::ipv4_of("web", "net1").rfind("198.51.100.", 0) == 0);
+  CHECK(n.bin.calls("ADD").size() == 1);
+  CHECK(n.cluster.api.count("PATCH", "/api/v1/namespaces/default/pods/web/status", "200") == 1);
+  Proc del = run_as_runtime(n, "DEL", "ctr-1", ns, socket);
+  INFO("DEL: ", del.out, del.err);
+  CHECK(del.exit_code == 0);
+  CHECK(n.bin.calls("DEL").size() == 1);
+  CHECK(plumb::test::link_names("web") == std::set<std::string>{"lo"});
+  CHECK(plumb::test::lines_of(read_file(usage)).size() == 2);  // both through the daemon, not the fallback
+
+  // The DaemonSet deleted: the conflist goes, both binaries stay.
+  REQUIRE(::kill(install, SIGTERM) == 0);
+  int status = -1;
+  REQUIRE(eventually([&] { return ::waitpid(install, &status, WNOHANG) == install; }));
+  install = -1;
+  CHECK(WIFEXITED(status));
+  CHECK_FALSE(std::filesystem::exists(n.conf_dir + "/00-plumb.conflist"));
+  CHECK(std::filesystem::exists(n.bin.dir() + "/plumb-shim"));
 }
 
 TEST_CASE("install without a primary CNI config fails and writes no config; a bad --plugin-config fails naming its key") {
