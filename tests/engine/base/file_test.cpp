@@ -36,6 +36,21 @@ mode_t mode_of(const std::string& path) {
   return st.st_mode & 07777;
 }
 
+/// A directory of its own holding record "rec.json" and its spare (write_via_spare's tests).
+struct SpareFixture {
+  TempDir t;
+  Result<Dir> dir = Dir::open(t.path + "/owned", 0700);
+  std::string path = dir ? dir->path_of("rec.json") : std::string();
+  std::string spare = path + ".spare";
+  SpareFixture() { REQUIRE(dir); }
+};
+
+ino_t inode_of(const std::string& p) {
+  struct stat st {};
+  REQUIRE(::lstat(p.c_str(), &st) == 0);
+  return st.st_ino;
+}
+
 /// The names in directory `path`.
 std::set<std::string> names_in(const std::string& path) {
   std::set<std::string> out;
@@ -232,16 +247,9 @@ TEST_CASE("without unnamed files (O_TMPFILE refused): create_whole and write_ato
 }
 
 TEST_CASE("write_via_spare: versions swap between the file and its spare, no new inode after the second; the last is renamed") {
-  TempDir t;
-  auto dir = Dir::open(t.path + "/owned", 0700);
-  REQUIRE(dir);
-  const std::string path = dir->path_of("rec.json");
-  const std::string spare = path + ".spare";
-  const auto inode_of = [](const std::string& p) {
-    struct stat st {};
-    REQUIRE(::lstat(p.c_str(), &st) == 0);
-    return st.st_ino;
-  };
+  SpareFixture fx;
+  auto& dir = fx.dir;
+  const std::string &path = fx.path, &spare = fx.spare;
   Umask open_umask(0);
   REQUIRE(dir->write_via_spare("rec.json", "rec.json.spare", "first, a long version", 0640, false));  // no file yet: renamed
   CHECK(slurp(path) == "first, a long version");
@@ -264,16 +272,9 @@ TEST_CASE("write_via_spare: versions swap between the file and its spare, no new
 }
 
 TEST_CASE("write_via_spare with held descriptors: the same versions and inodes, and once both are held a write opens nothing") {
-  TempDir t;
-  auto dir = Dir::open(t.path + "/owned", 0700);
-  REQUIRE(dir);
-  const std::string path = dir->path_of("rec.json");
-  const std::string spare = path + ".spare";
-  const auto inode_of = [](const std::string& p) {
-    struct stat st {};
-    REQUIRE(::lstat(p.c_str(), &st) == 0);
-    return st.st_ino;
-  };
+  SpareFixture fx;
+  auto& dir = fx.dir;
+  const std::string &path = fx.path, &spare = fx.spare;
   const auto held_inode = [](const UniqueFd& fd) {
     struct stat st {};
     REQUIRE(::fstat(fd.get(), &st) == 0);
