@@ -3,7 +3,8 @@
 // plumb binary's (result, exit code, CNI error, environment), one worker serves many without
 // keeping a descriptor or a pod's namespace, a shim that ends early ends its worker, a worker that
 // dies ends its shim the same way (and the next DEL removes what it began), the daemon's socket
-// and stop, the shim without a daemon, and a worker reading changed config files again.
+// and stop, the shim without a daemon and its own errors, and a worker reading changed config
+// files again.
 #include <doctest/doctest.h>
 #include <dirent.h>
 #include <fcntl.h>
@@ -289,6 +290,34 @@ TEST_CASE("without a daemon, plumb-shim executes the plumb binary beside it") {
   CHECK_FALSE(plumb::test::ipv4_of("web", "eth0").empty());
   CHECK(fx.run_with(kShim, via, "DEL", "c1", ns, "default", "web", fx.config()).exit_code == 0);
   CHECK(plumb::test::link_names("web") == std::set<std::string>{"lo"});
+}
+
+TEST_CASE("plumb-shim's own errors are CNI errors: a socket path too long, an environment larger than a request (code 4), no daemon and no plumb beside it (code 50)") {
+  Node node;
+  Daemon d({"--workers", "1"});
+  const std::map<std::string, std::string> version = {{"CNI_COMMAND", "VERSION"}};
+  auto with = [&](std::map<std::string, std::string> env) {
+    env.insert(version.begin(), version.end());
+    return env;
+  };
+  // The error's JSON on stdout, exit code 1, as any CNI plugin's.
+  auto is_error = [](const Proc& p, int code, const std::string& words) {
+    return p.exit_code == 1 && p.out.find("\"code\":" + std::to_string(code) + ",") != std::string::npos &&
+           p.out.find(words) != std::string::npos;
+  };
+  Proc long_path = plumb::test::run({kShim}, with({{"PLUMB_DAEMON_SOCKET", "/" + std::string(200, 's')}}), "{}");
+  CHECK_MESSAGE(is_error(long_path, 4, "PLUMB_DAEMON_SOCKET is too long"), long_path.out);
+  Proc large = plumb::test::run({kShim}, with({{"PLUMB_DAEMON_SOCKET", d.socket}, {"CNI_ARGS", std::string(70'000, 'a')}}), "{}");
+  CHECK_MESSAGE(is_error(large, 4, "larger than a request may be"), large.out);
+  CHECK(d.served_by().empty());  // neither reached a worker
+
+  // A shim alone in its directory, no daemon on its socket: nothing to hand the invocation to.
+  plumb::test::TempDir alone;
+  const std::string shim = alone.path + "/plumb-shim";
+  fs::copy_file(kShim, shim);
+  fs::permissions(shim, fs::perms::owner_all);
+  Proc orphan = plumb::test::run({shim}, with({{"PLUMB_DAEMON_SOCKET", alone.path + "/nobody.sock"}}), "{}");
+  CHECK_MESSAGE(is_error(orphan, 50, "no plumb daemon answers and plumb beside the shim cannot be executed"), orphan.out);
 }
 
 TEST_CASE("no invocation waits behind a busy worker: one finding none idle gets a worker of its own") {
