@@ -81,14 +81,18 @@ bool install_request(char* body, size_t len, const int* fds, int nfds) {
   return true;
 }
 
+/// The worker's /dev/null, opened once (close-on-exec: no plugin plumb runs inherits it).
+int dev_null() {
+  static const int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+  return null;
+}
+
 /// Between invocations: /dev/null as stdin and stdout, the daemon's stderr as stderr, so that
 /// the runtime's pipes close when the shim exits (the runtime reads stdout to its end).
 void park_stdio(int log) {
-  const int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
-  ::dup2(null, 0);
-  ::dup2(null, 1);
+  ::dup2(dev_null(), 0);
+  ::dup2(dev_null(), 1);
   ::dup2(log, 2);
-  ::close(null);
 }
 
 /// Serves the connection `conn`: returns the invocation's exit code (2 for a message that is not

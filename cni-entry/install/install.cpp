@@ -236,7 +236,7 @@ int command_main(int argc, char** argv) {
   say("installed " + opts->cni_bin_dir + "/plumb");
   if (opts->thick) {
     // Before the conflist names it: a runtime never finds a "plumb-shim" it cannot execute.
-    const std::string shim = opts->shim_binary.empty() ? beside_running_binary("plumb-shim") : opts->shim_binary;
+    const std::string shim = beside_running_binary("plumb-shim");
     if (auto copied = copy_binary(shim, opts->cni_bin_dir, "plumb-shim"); !copied) {
       say(copied.error().text() + " (--thick installs the plumb-shim found beside plumb)");
       return 1;

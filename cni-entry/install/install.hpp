@@ -36,8 +36,7 @@ struct Options {
   std::string service_account_dir = "/var/run/secrets/kubernetes.io/serviceaccount";  ///< --service-account-dir
   std::string plugin_config;        ///< --plugin-config: JSON object of further keys for plumb's plugin entry
   std::string binary = "/proc/self/exe";  ///< the binary to copy: the running one
-  bool thick = false;               ///< --thick: also install plumb-shim, and name it in the conflist
-  std::string shim_binary;          ///< plumb-shim to copy with --thick ("": beside the running binary)
+  bool thick = false;               ///< --thick: also install the plumb-shim beside the binary, and name it in the conflist
   bool watch = false;               ///< --watch
   std::chrono::milliseconds interval{1000};  ///< --interval-seconds (0.1..3600)
   bool keep_config_on_exit = false; ///< --keep-config-on-exit
