@@ -94,6 +94,11 @@ int main() {
   if (std::strlen(path) >= sizeof addr.sun_path) return fail("plumb-shim: PLUMB_DAEMON_SOCKET is too long for a unix socket", path, 4);
   std::memcpy(addr.sun_path, path, std::strlen(path) + 1);
 
+  // Built before connecting: a request that cannot be sent never reaches the daemon.
+  static char body[wire::kMaxRequestBytes];
+  const size_t len = build_request(body, sizeof body);
+  if (len == 0) return fail("plumb-shim: the CNI environment is larger than a request may be (CNI_ARGS?)", path, 4);
+
   const int sock = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
   if (sock < 0) return fail("plumb-shim: socket(AF_UNIX)", std::strerror(errno));
   if (::connect(sock, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
@@ -102,9 +107,6 @@ int main() {
     ::close(sock);
     return exec_plumb(why);
   }
-  static char body[wire::kMaxRequestBytes];
-  const size_t len = build_request(body, sizeof body);
-  if (len == 0) return fail("plumb-shim: the CNI environment is larger than a request may be (CNI_ARGS?)", path, 4);
   const int stdio[3] = {0, 1, 2};
   if (!wire::send_with_fds(sock, body, len, stdio, 3)) return fail("plumb-shim: sending the request to the plumb daemon failed", std::strerror(errno), 11);
 
