@@ -7,6 +7,8 @@
 #include <doctest/doctest.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -23,8 +25,8 @@ namespace plumb::test {
 
 class FakeKubelet {
  public:
-  /// Starts the fake under `dir` (created) answering from `state_json`; waits up to 20 s for its
-  /// socket (REQUIRE).
+  /// Starts the fake under `dir` (created) answering from `state_json`; waits up to 20 s until its
+  /// socket accepts a connection (REQUIRE).
   explicit FakeKubelet(std::string dir, const std::string& state_json = R"({"pods":[]})") : dir_(std::move(dir)) {
     std::filesystem::create_directories(dir_);
     set_state(state_json);
@@ -75,7 +77,7 @@ class FakeKubelet {
       ::_exit(127);
     }
     for (int i = 0; i < 400; ++i) {
-      if (std::filesystem::exists(socket())) return;
+      if (accepts()) return;
       if (::waitpid(pid_, nullptr, WNOHANG) == pid_) {
         pid_ = -1;
         FAIL("the fake kubelet exited at start: " << read_file(dir_ + "/kubelet.log"));
@@ -83,6 +85,18 @@ class FakeKubelet {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     FAIL("the fake kubelet did not start: " << read_file(dir_ + "/kubelet.log"));
+  }
+
+  /// Whether the socket takes a connection. Its file alone is not enough: the server binds it
+  /// before it listens, and a connection in between is refused.
+  bool accepts() const {
+    sockaddr_un sa{};
+    sa.sun_family = AF_UNIX;
+    socket().copy(sa.sun_path, sizeof(sa.sun_path) - 1);
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    const bool ok = fd >= 0 && ::connect(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof sa) == 0;
+    if (fd >= 0) ::close(fd);
+    return ok;
   }
 
   std::string dir_;
