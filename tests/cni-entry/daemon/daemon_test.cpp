@@ -225,6 +225,41 @@ TEST_CASE("a worker killed in the middle of an ADD ends its shim with the same s
   PLUMB_CHECK_UNCHANGED(before, NodeSnapshot::take(node.dir(), {"web"}));
 }
 
+TEST_CASE("an idle worker that dies is replaced, and its replacement serves the next invocation") {
+  Node node;
+  Daemon d({"--workers", "1"});
+  const pid_t idle = *d.workers().begin();
+  ::kill(idle, SIGKILL);
+  CHECK(eventually([&] { return d.workers().count(idle) == 0 && d.workers().size() == 1; }));
+  const pid_t replacement = *d.workers().begin();
+  Proc v = plumb::test::run({kShim}, {{"PLUMB_DAEMON_SOCKET", d.socket}, {"CNI_COMMAND", "VERSION"}}, "{}");
+  CHECK(v.exit_code == 0);
+  CHECK(d.served_by() == std::vector<pid_t>{replacement});  // served by a worker, not by plumb exec'd
+  CHECK(read_file(d.usage).find("pid=" + std::to_string(idle)) == std::string::npos);  // its death was no invocation's
+}
+
+TEST_CASE("SIGTERM during an invocation: the socket goes at once, the invocation is still answered, then the daemon exits") {
+  Node node;
+  Daemon d({"--workers", "1"});
+  const pid_t worker = *d.workers().begin();
+  auto [shim, stdin_end] = stuck_shim(d, worker);
+  ::kill(d.pid, SIGTERM);
+  CHECK(eventually([&] { return !fs::exists(d.socket); }));  // no new invocation reaches it
+  CHECK(::waitpid(d.pid, nullptr, WNOHANG) == 0);            // still serving the one it has
+  ::close(stdin_end);                                         // the invocation reads its config and ends
+  int status = -1;
+  REQUIRE(::waitpid(shim, &status, 0) == shim);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);  // its answer came from the worker (exit 0), not a broken connection (11)
+  CHECK(d.served_by() == std::vector<pid_t>{worker});
+  int dstatus = -1;
+  CHECK(eventually([&] { return ::waitpid(d.pid, &dstatus, WNOHANG) == d.pid; }));
+  d.pid = -1;
+  CHECK(WIFEXITED(dstatus));
+  CHECK(WEXITSTATUS(dstatus) == 0);
+  CHECK_FALSE(fs::exists("/proc/" + std::to_string(worker)));
+}
+
 TEST_CASE("a worker is replaced after --requests-per-worker invocations") {
   Node node;
   Daemon d({"--workers", "1", "--requests-per-worker", "2"});
