@@ -4,6 +4,8 @@
 // (container ID, CNI_IFNAME); records of older plumbs (one directory per container) still belong
 // to the key their index-0 record names.
 #include <doctest/doctest.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -307,4 +309,47 @@ TEST_CASE("write() writes a key's later versions through the directory its first
   REQUIRE(dir.write(second));
   CHECK(fs::exists(t.path + "/containers/moved/1-net1.json"));
   CHECK_FALSE(fs::exists(t.path + "/containers/c1:eth0"));
+}
+
+TEST_CASE("a version that cannot be written leaves the record's previous one, and the next write works (a file size limit cuts it short)") {
+  TempDir t;
+  state::StateDir dir(t.path);
+  auto rec = record("c1", "eth0", 0, "eth0");
+  rec.phase = "adding";
+  const std::string path = t.path + "/containers/c1:eth0/0-eth0.json";
+  REQUIRE(dir.write(rec));  // the first version
+  rec.network = "second";
+  REQUIRE(dir.write(rec));  // through the spare, whose descriptors are now held
+  const std::string before = slurp(path);
+  // The next version is longer than the limit allows (SIGXFSZ ignored: the write returns short,
+  // then EFBIG); it must not reach the record.
+  rec.network = std::string(4096, 'x');
+  rlimit old{};
+  REQUIRE(::getrlimit(RLIMIT_FSIZE, &old) == 0);
+  auto* old_handler = ::signal(SIGXFSZ, SIG_IGN);
+  rlimit tight = old;
+  tight.rlim_cur = before.size() + 100;
+  REQUIRE(::setrlimit(RLIMIT_FSIZE, &tight) == 0);
+  auto st = dir.write(rec);
+  REQUIRE(::setrlimit(RLIMIT_FSIZE, &old) == 0);
+  ::signal(SIGXFSZ, old_handler);
+  REQUIRE_FALSE(st);
+  CHECK(st.error().msg.find(t.path + "/containers/c1:eth0/") != std::string::npos);
+  CHECK(slurp(path) == before);
+  auto got = dir.read({"c1", "eth0"});
+  REQUIRE(got);
+  REQUIRE(got->records.size() == 1);
+  CHECK(got->records[0].network == "second");
+  // The descriptors were dropped with the failure: the next versions are written whole.
+  rec.network = "third";
+  REQUIRE(dir.write(rec));
+  got = dir.read({"c1", "eth0"});
+  REQUIRE(got->records.size() == 1);  // not damaged: nothing of the failed version is left in it
+  CHECK(got->records[0].network == "third");
+  rec.phase = "ready";
+  REQUIRE(dir.write(rec));
+  got = dir.read({"c1", "eth0"});
+  REQUIRE(got->records.size() == 1);
+  CHECK(got->records[0].phase == "ready");
+  CHECK_FALSE(fs::exists(path + ".spare"));
 }
