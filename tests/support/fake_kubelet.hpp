@@ -7,8 +7,6 @@
 #include <doctest/doctest.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,6 +18,7 @@
 
 #include "tests/support/child_process.hpp"
 #include "tests/support/pod_fixture.hpp"
+#include "tests/support/unix_socket.hpp"
 
 namespace plumb::test {
 
@@ -90,9 +89,7 @@ class FakeKubelet {
   /// Whether the socket takes a connection. Its file alone is not enough: the server binds it
   /// before it listens, and a connection in between is refused.
   bool accepts() const {
-    sockaddr_un sa{};
-    sa.sun_family = AF_UNIX;
-    socket().copy(sa.sun_path, sizeof(sa.sun_path) - 1);
+    const sockaddr_un sa = unix_address(socket());
     const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     const bool ok = fd >= 0 && ::connect(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof sa) == 0;
     if (fd >= 0) ::close(fd);

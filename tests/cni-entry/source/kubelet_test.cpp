@@ -94,10 +94,8 @@ TEST_CASE("[fake kubelet] socket missing, stale socket, slow kubelet: errors nam
     const std::string path = node.dir() + "/stale.sock";
     int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     REQUIRE(fd >= 0);
-    sockaddr_un sa{};
-    sa.sun_family = AF_UNIX;
-    path.copy(sa.sun_path, sizeof(sa.sun_path) - 1);
-    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) == 0);
+    const sockaddr_un sa = plumb::test::unix_address(path);
+    REQUIRE(::bind(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof(sa)) == 0);
     ::close(fd);
     auto d = source::pod_devices(at(path), pod_a());
     REQUIRE_FALSE(d.has_value());
