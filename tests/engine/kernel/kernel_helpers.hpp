@@ -22,7 +22,6 @@ using plumb::test::ip;
 using plumb::test::mac;
 using plumb::test::prefix;
 
-
 inline netlink::Socket open_socket() {
   auto s = netlink::Socket::open();
   REQUIRE_OK(s);
