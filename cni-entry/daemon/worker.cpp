@@ -2,7 +2,6 @@
 // the shim's descriptors and CNI environment in place, runs the CNI plugin's entry point as an
 // exec'd plumb would, then puts everything back as it was before the invocation.
 #include <fcntl.h>
-#include <malloc.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -115,15 +114,6 @@ int serve(int conn, int log, CniMain cni_main) {
   return code;
 }
 
-/// A worker keeps the heap its invocations grew: glibc would otherwise give the top of the heap
-/// back after each invocation (brk) and serve large blocks with mmap/munmap, so every invocation
-/// would fault the same pages in again. The heap stays at the largest invocation's size (a few
-/// MiB: the daemon's usage log gives each invocation's peak RSS and page faults).
-void keep_heap() {
-  ::mallopt(M_TRIM_THRESHOLD, 64 << 20);
-  ::mallopt(M_MMAP_THRESHOLD, 16 << 20);
-}
-
 }  // namespace
 
 void worker_main(int control, int log, int max_requests, CniMain cni_main) {
@@ -131,7 +121,7 @@ void worker_main(int control, int log, int max_requests, CniMain cni_main) {
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
   ::signal(SIGPIPE, SIG_DFL);  // as an exec'd plumb starts
-  keep_heap();
+  // The heap its invocations grow stays: main() set glibc's thresholds before the daemon forked.
   park_stdio(log);
   for (int served = 1;; ++served) {
     char one;
