@@ -1,263 +1,29 @@
 // Cluster-wide IPAM against a real etcd (Debian's etcd-server, started per case on loopback
-// ports of the case's private node namespace, never 2379, stopped by pid). "Nodes" are separate
-// processes with their own node names calling the IPAM library; the outage case drives the
-// real plumb binary through PodFixture. Addresses handed out by the library-level cases are never
+// ports of the case's private node namespace, never 2379, stopped by pid): allocation, release,
+// GC, IPAMClaim owners, TLS and authentication, etcd unreachable; the outage case drives the real
+// plumb binary through PodFixture. Addresses handed out by the library-level cases are never
 // configured on any interface; the large pools use 198.18.0.0/15 (RFC 2544, reserved for
-// benchmarking) because no documentation range is bigger than a /24.
+// benchmarking) because no documentation range is bigger than a /24. Concurrent nodes (separate
+// processes with their own node names) and a leader killed mid-run: cluster_etcd_concurrency_test.cpp.
 #include <doctest/doctest.h>
-#include <fcntl.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
-#include <thread>
+#include <string>
+#include <vector>
 
-#include "engine/base/json.hpp"
-#include "ipam/cluster.hpp"
-#include "tests/support/etcd_cluster.hpp"
+#include "tests/ipam/cluster_etcd_helpers.hpp"
+#include "tests/support/concurrent_nodes.hpp"
 #include "tests/support/pod_fixture.hpp"
 
 using namespace plumb;
+using namespace plumb::test;
+using namespace plumb::test::cluster_etcd;
 namespace cl = plumb::ipam::cluster;
 namespace etcd = plumb::ipam::etcd;
-using plumb::test::EtcdCluster;
-using plumb::test::Node;
-using plumb::test::PodFixture;
-using plumb::test::Proc;
-
-namespace {
-
-json::Document doc(const std::string& text) {
-  auto d = json::parse(text, "test json");
-  REQUIRE_MESSAGE(d.has_value(), text);
-  return std::move(*d);
-}
-
-/// A whereabouts "ipam" object: `body` holds the range keys, endpoints the etcd_endpoints array.
-std::string ipam_json(const std::string& body, const std::string& endpoints, const std::string& extra = "") {
-  return R"({"type": "whereabouts", )" + body + R"(, "etcd_endpoints": )" + endpoints +
-         R"(, "etcd_retry_timeout_ms": 15000)" + (extra.empty() ? "" : ", " + extra) + "}";
-}
-
-std::unique_ptr<cl::ClusterIpam> make_ipam(const std::string& text, const std::string& node) {
-  auto d = doc(text);
-  auto ipam = cl::make(d, node);
-  REQUIRE_MESSAGE(ipam.has_value(), (ipam ? "" : ipam.error().text()));
-  return std::move(*ipam);
-}
-
-ipam::Request request(const std::string& cid, const std::string& ifname = "net1") {
-  ipam::Request r;
-  r.container_id = cid;
-  r.ifname = ifname;
-  r.network_name = "wb";
-  r.cni_args = {{"K8S_POD_NAMESPACE", "default"}, {"K8S_POD_NAME", "pod-" + cid}};
-  return r;
-}
-
-etcd::Client inspector(const EtcdCluster& e) {
-  etcd::Options o;
-  o.endpoints = e.client_urls();
-  auto c = etcd::Client::make(o);
-  REQUIRE(c.has_value());
-  return std::move(*c);
-}
-
-/// Every key under `prefix` with its value.
-std::map<std::string, std::string> keys_under(etcd::Client& c, const std::string& prefix) {
-  auto r = c.range(prefix, etcd::prefix_end(prefix));
-  REQUIRE_MESSAGE(r.has_value(), (r ? "" : r.error().text()));
-  std::map<std::string, std::string> out;
-  for (auto& kv : r->kvs) out[kv.key] = kv.value;
-  return out;
-}
-
-std::vector<std::string> addrs_of(const cni::CniResult& r) {
-  std::vector<std::string> out;
-  for (auto& ip : r.ips) out.push_back(ip.address.str());
-  return out;
-}
-
-/// A simulated node: a child process that waits for the start gun (EOF on `gun`), then runs
-/// `count` ADDs as `node` for containers "<cid_prefix><node>-c<j>", writing
-/// "<containerID> <addr>..." per ADD (or "ERR <text>") to `out`.
-pid_t spawn_node(const std::string& ipam_text, const std::string& node, int count, const std::string& out, int gun_read,
-                 int gun_write, const std::string& cid_prefix = "") {
-  pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid != 0) return pid;
-  ::close(gun_write);
-  char b;
-  while (::read(gun_read, &b, 1) > 0) {
-  }
-  std::ofstream f(out);
-  auto d = json::parse(ipam_text, "ipam");
-  auto ipam = d ? cl::make(*d, node) : std::unexpected(d.error());
-  if (!ipam) {
-    f << "ERR " << ipam.error().text() << "\n";
-    f.close();
-    ::_exit(2);
-  }
-  for (int j = 0; j < count; ++j) {
-    std::string cid = cid_prefix + node + "-c" + std::to_string(j);
-    auto r = (*ipam)->add(request(cid));
-    if (!r) {
-      f << "ERR " << cid << ": " << r.error().text() << "\n";
-      f.close();
-      ::_exit(1);
-    }
-    f << cid;
-    for (auto& a : addrs_of(*r)) f << " " << a;
-    f << "\n";
-  }
-  f.close();
-  ::_exit(0);
-}
-
-struct NodeRun {
-  std::map<std::string, std::vector<std::string>> by_container;  // container -> addresses
-  std::vector<std::string> errors;
-};
-
-/// Reads what spawn_node wrote, after waiting for every pid.
-NodeRun collect(const std::vector<pid_t>& pids, const std::vector<std::string>& outs) {
-  NodeRun run;
-  for (size_t i = 0; i < pids.size(); ++i) {
-    int status = 0;
-    while (::waitpid(pids[i], &status, 0) < 0 && errno == EINTR) {
-    }
-    std::ifstream f(outs[i]);
-    for (std::string line; std::getline(f, line);) {
-      if (line.rfind("ERR", 0) == 0) {
-        run.errors.push_back(line);
-        continue;
-      }
-      std::istringstream ss(line);
-      std::string cid, a;
-      ss >> cid;
-      while (ss >> a) run.by_container[cid].push_back(a);
-    }
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-      run.errors.push_back("node process " + std::to_string(i) + " exited with status " + std::to_string(status));
-    }
-  }
-  return run;
-}
-
-/// The address part of an address key ("/plumb/ipam/<pool>/198.018.000.001" -> "198.18.0.1").
-std::string key_addr(const std::string& key) {
-  auto a = cl::parse_key_text(key.substr(key.rfind('/') + 1));
-  REQUIRE_MESSAGE(a.has_value(), key);
-  return a->str();
-}
-
-/// Asserts that every address given appears once in the results and once in etcd, held there by
-/// the container that got it, with an owner key per container.
-void check_unique(etcd::Client& c, const NodeRun& run, size_t expect, const std::string& pool = "_default") {
-  std::map<std::string, std::string> holder;  // addr -> container
-  size_t given = 0;
-  for (auto& [cid, addrs] : run.by_container) {
-    for (auto& a : addrs) {
-      std::string bare = a.substr(0, a.find('/'));
-      ++given;
-      auto [it, fresh] = holder.emplace(bare, cid);
-      CHECK_MESSAGE(fresh, bare, " given to both ", it->second, " and ", cid);
-    }
-  }
-  CHECK(given == expect);
-  CHECK(holder.size() == expect);
-  auto keys = keys_under(c, cl::ip_prefix(pool));
-  CHECK(keys.size() == expect);
-  size_t matched = 0;
-  for (auto& [key, value] : keys) {
-    auto v = doc(value);
-    auto it = holder.find(key_addr(key));
-    if (it != holder.end() && it->second == v["containerID"].GetString()) ++matched;
-  }
-  CHECK(matched == expect);
-  CHECK(keys_under(c, cl::owner_prefix(pool)).size() == run.by_container.size());
-}
-
-struct Gun {
-  int fds[2] = {-1, -1};
-  Gun() { REQUIRE(::pipe2(fds, O_CLOEXEC) == 0); }
-  void fire() {
-    ::close(fds[1]);
-    fds[1] = -1;
-  }
-  ~Gun() {
-    for (int fd : fds) {
-      if (fd >= 0) ::close(fd);
-    }
-  }
-};
-
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
-
-}  // namespace
-
-TEST_CASE("8 nodes allocate 2,000 addresses concurrently from one /20 and none is given twice") {
-  Node node;
-  EtcdCluster etcd_(1, 32379);
-  REQUIRE_MESSAGE(etcd_.ok(), etcd_.log(0));
-  const std::string text = ipam_json(R"("range": "198.18.0.0/20")", etcd_.endpoints_json());
-  Gun gun;
-  std::vector<pid_t> pids;
-  std::vector<std::string> outs;
-  for (int i = 0; i < 8; ++i) {
-    outs.push_back(node.dir() + "/node-" + std::to_string(i) + ".out");
-    pids.push_back(spawn_node(text, "node-" + std::to_string(i), 250, outs.back(), gun.fds[0], gun.fds[1]));
-  }
-  auto t0 = std::chrono::steady_clock::now();
-  gun.fire();
-  NodeRun run = collect(pids, outs);
-  MESSAGE("2,000 allocations by 8 node processes in ", seconds_since(t0), " s");
-  REQUIRE_MESSAGE(run.errors.empty(), run.errors.front());
-  REQUIRE(run.by_container.size() == 2000);
-  auto c = inspector(etcd_);
-  check_unique(c, run, 2000);
-  for (auto& [cid, addrs] : run.by_container) {
-    REQUIRE(addrs.size() == 1);
-    auto p = IpPrefix::parse(addrs[0]);
-    REQUIRE(p.has_value());
-    CHECK(p->len == 20);
-    CHECK(IpPrefix::parse("198.18.0.0/20")->contains(p->addr));
-  }
-  // Owner keys name the node that allocated.
-  auto owners = keys_under(c, cl::owner_prefix("_default"));
-  std::map<std::string, int> per_node;
-  for (auto& [k, v] : owners) per_node[doc(v)["node"].GetString()]++;
-  CHECK(per_node.size() == 8);
-  for (auto& [n, count] : per_node) CHECK_MESSAGE(count == 250, n);
-}
-
-TEST_CASE("worst-case herd: 6 processes sharing one node name (same start, same cursor) all succeed, none twice") {
-  Node node;
-  EtcdCluster etcd_(1, 32379);
-  REQUIRE_MESSAGE(etcd_.ok(), etcd_.log(0));
-  const std::string text = ipam_json(R"("range": "198.18.32.0/22")", etcd_.endpoints_json());
-  Gun gun;
-  std::vector<pid_t> pids;
-  std::vector<std::string> outs;
-  for (int i = 0; i < 6; ++i) {
-    outs.push_back(node.dir() + "/herd-" + std::to_string(i) + ".out");
-    // One node name: the same hash start and cursor key, so every claim races the others.
-    pids.push_back(spawn_node(text, "herd", 100, outs.back(), gun.fds[0], gun.fds[1], "p" + std::to_string(i) + "-"));
-  }
-  gun.fire();
-  NodeRun run = collect(pids, outs);
-  REQUIRE_MESSAGE(run.errors.empty(), run.errors.front());
-  auto c = inspector(etcd_);
-  check_unique(c, run, 600);
-}
 
 TEST_CASE("dual stack: both addresses in one transaction; an exhausted IPv6 range claims nothing of IPv4") {
   Node node;
@@ -595,43 +361,6 @@ TEST_CASE("TLS with client certificates and username/password auth; a wrong pass
   REQUIRE_FALSE(refused.has_value());
   CHECK(refused.error().cni_code == cni_code::kInvalidConfig);
   CHECK_MESSAGE(refused.error().msg.find("etcd_username") != std::string::npos, refused.error().msg);
-}
-
-TEST_CASE("3-member cluster: the leader is killed mid-run and allocations continue") {
-  Node node;
-  EtcdCluster etcd_(3, 32379);
-  REQUIRE_MESSAGE(etcd_.ok(), etcd_.log(0), etcd_.log(1), etcd_.log(2));
-  auto urls = etcd_.client_urls();
-  Gun gun;
-  std::vector<pid_t> pids;
-  std::vector<std::string> outs;
-  for (int i = 0; i < 4; ++i) {
-    // Each node lists the members starting at a different one, as nodes of a cluster would.
-    std::string eps = "[";
-    for (int k = 0; k < 3; ++k) eps += (k ? ", \"" : "\"") + urls[static_cast<size_t>((i + k) % 3)] + "\"";
-    eps += "]";
-    outs.push_back(node.dir() + "/node-" + std::to_string(i) + ".out");
-    pids.push_back(spawn_node(ipam_json(R"("range": "198.18.16.0/20")", eps), "node-" + std::to_string(i), 150, outs.back(),
-                              gun.fds[0], gun.fds[1]));
-  }
-  gun.fire();
-  // Let them get going, then kill the leader.
-  auto c = inspector(etcd_);
-  auto t0 = std::chrono::steady_clock::now();
-  size_t before = 0;
-  while (seconds_since(t0) < 60) {
-    before = keys_under(c, cl::ip_prefix("_default")).size();
-    if (before >= 100) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  int leader = etcd_.leader();
-  REQUIRE(leader >= 0);
-  etcd_.kill(leader);
-  MESSAGE("killed leader m", leader, " after ", before, " allocations");
-  NodeRun run = collect(pids, outs);
-  REQUIRE_MESSAGE(run.errors.empty(), run.errors.front());
-  CHECK(before < 600);  // the kill happened mid-run
-  check_unique(c, run, 600);
 }
 
 TEST_CASE("etcd down: ADD attaches nothing; DEL tears down the kernel side and the next DEL or GC completes the release") {

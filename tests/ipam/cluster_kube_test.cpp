@@ -1,242 +1,27 @@
 // The cluster IPAM's Kubernetes datastore against the API test server
 // (tests/support/kube_api_test_server.py: TLS, JSON patches with "test", 409/422, faults), one
 // server for the whole file on the loopback of the test executable's private network namespace
-// (only the last case builds a Node: the real plumb binary with a pod namespace). Each case works in a Kubernetes namespace of its own. "Nodes" are
-// forked processes with their own API client and node name calling the IPAM library. Addresses are
-// never configured on any interface; the large pools use 198.18.0.0/15 (RFC 2544, reserved for
-// benchmarking) because no documentation range is bigger than a /24.
+// (cluster_kube_helpers.hpp; only the last case builds a Node: the real plumb binary with a pod
+// namespace). Each case works in a Kubernetes namespace of its own. Addresses are never
+// configured on any interface. Concurrent nodes (forked processes with their own API client and
+// node name): cluster_kube_concurrency_test.cpp.
 #include <doctest/doctest.h>
-#include <fcntl.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
+#include <string>
 
-#include "engine/base/json.hpp"
-#include "ipam/cluster_kube.hpp"
-#include "ipam/whereabouts.hpp"
+#include "tests/ipam/cluster_kube_helpers.hpp"
+#include "tests/support/concurrent_nodes.hpp"
 #include "tests/support/kube_cluster.hpp"
 
 using namespace plumb;
+using namespace plumb::test::cluster_kube;
 namespace cl = plumb::ipam::cluster;
 namespace wb = plumb::ipam::whereabouts;
-using plumb::test::KubeApiServer;
-
-namespace {
-
-/// The file's API server, started by the first case that needs it, stopped at exit.
-KubeApiServer& api() {
-  struct Holder {
-    std::string dir;
-    std::unique_ptr<KubeApiServer> server;
-    Holder() {
-      char tmpl[] = "/tmp/plumb-kube-ipam-XXXXXX";
-      REQUIRE(::mkdtemp(tmpl) != nullptr);
-      dir = tmpl;
-      server = std::make_unique<KubeApiServer>(dir + "/api");
-      server->set_tokens({"tok"});
-    }
-    ~Holder() {
-      server.reset();
-      std::error_code ec;
-      std::filesystem::remove_all(dir, ec);
-    }
-  };
-  static Holder h;
-  return *h.server;
-}
-
-std::unique_ptr<k8s::Client> client(std::chrono::milliseconds timeout = std::chrono::milliseconds(10000), int retries = 2) {
-  k8s::Credentials c;
-  c.server = api().url();
-  c.ca_file = api().tls("ca.crt");
-  c.token = "tok";
-  c.origin = "test credentials";
-  k8s::Options o;
-  o.timeout = timeout;
-  o.retries = retries;
-  o.backoff = std::chrono::milliseconds(20);
-  o.backoff_max = std::chrono::milliseconds(100);
-  return std::make_unique<k8s::Client>(c, o);
-}
-
-json::Document doc(const std::string& text) {
-  auto d = json::parse(text, "test json");
-  REQUIRE_MESSAGE(d.has_value(), text);
-  return std::move(*d);
-}
-
-std::unique_ptr<cl::KubeClusterIpam> make(const std::string& ipam_text, const std::string& node, const std::string& ns,
-                                          std::unique_ptr<k8s::Client> c = nullptr) {
-  auto cfg = cl::parse_config(doc(ipam_text));
-  REQUIRE_MESSAGE(cfg.has_value(), (cfg ? "" : cfg.error().text()));
-  REQUIRE(cfg->datastore == cl::Datastore::Kubernetes);
-  return cl::make_kube(std::move(*cfg), node, c ? std::move(c) : client(), ns);
-}
-
-ipam::Request request(const std::string& cid, const std::string& pod, const std::string& ifname = "net1",
-                      const std::string& network = "blue") {
-  ipam::Request r;
-  r.container_id = cid;
-  r.ifname = ifname;
-  r.network_name = network;
-  r.cni_args = {{"K8S_POD_NAMESPACE", "default"}, {"K8S_POD_NAME", pod}};
-  return r;
-}
-
-std::string add_ok(cl::KubeClusterIpam& ipam, const ipam::Request& req) {
-  auto r = ipam.add(req);
-  REQUIRE_MESSAGE(r.has_value(), (r ? "" : r.error().text()));
-  REQUIRE(r->ips.size() == 1);
-  return r->ips[0].address.str();
-}
-
-std::string fixture(const std::string& name) { return test::read_file(std::string(PLUMB_FIXTURES) + "/whereabouts/" + name); }
-
-/// Whether a stored object's `member` equals the fixture `file` (objects compare member by
-/// member, in any order).
-bool stored_equals(const std::string& resource, const std::string& ns, const std::string& name, const char* member,
-                   const std::string& file) {
-  std::string text = api().get(resource, ns, name);
-  if (text.empty()) return false;
-  auto d = doc(text);
-  const json::Value* v = json::find(d, member);
-  auto want = doc(fixture(file));
-  if (v == nullptr || *v != want) MESSAGE("stored ", member, ": ", (v ? json::dump(*v) : "none"), "\nexpected: ", json::dump(want));
-  return v != nullptr && *v == want;
-}
-
-/// The allocations of a stored IPPool, decoded as whereabouts reads them.
-wb::IpPool pool_of(const std::string& ns, const std::string& name) {
-  auto d = doc(api().get("ippools", ns, name));
-  auto p = wb::decode_pool(d, name);
-  REQUIRE_MESSAGE(p.has_value(), (p ? "" : p.error().text()));
-  return std::move(*p);
-}
-
-size_t reservations(const std::string& ns) {
-  std::error_code ec;
-  size_t n = 0;
-  for (auto it = std::filesystem::directory_iterator(api().dir() + "/objects/overlappingrangeipreservations/" + ns, ec);
-       !ec && it != std::filesystem::directory_iterator(); ++it) {
-    ++n;
-  }
-  return n;
-}
-
-/// Start gun for forked nodes: they wait for EOF on the read end.
-struct Gun {
-  int fds[2] = {-1, -1};
-  Gun() { REQUIRE(::pipe2(fds, O_CLOEXEC) == 0); }
-  void fire() {
-    ::close(fds[1]);
-    fds[1] = -1;
-  }
-  void wait_in_child() {
-    ::close(fds[1]);
-    char b;
-    while (::read(fds[0], &b, 1) > 0) {
-    }
-  }
-  ~Gun() {
-    for (int fd : fds) {
-      if (fd >= 0) ::close(fd);
-    }
-  }
-};
-
-/// Forks a node that runs `count` ADDs as `node` ("<node>-c<j>" containers, pods "<node>-p<j>"),
-/// writing "<cid> <addr>" or "ERR <text>" per ADD to `out`, and "STATS <requests> <conflicts>".
-pid_t spawn_node(const std::string& ipam_text, const std::string& node, const std::string& ns, int count,
-                 const std::string& out, Gun& gun) {
-  pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid != 0) return pid;
-  gun.wait_in_child();
-  std::ofstream f(out);
-  auto cfg = cl::parse_config(*json::parse(ipam_text, "ipam"));
-  auto ipam = cl::make_kube(std::move(*cfg), node, client(), ns);
-  uint64_t requests = 0;
-  int conflicts = 0;
-  for (int j = 0; j < count; ++j) {
-    std::string cid = node + "-c" + std::to_string(j);
-    auto r = ipam->add(request(cid, node + "-p" + std::to_string(j)));
-    requests += ipam->last_stats().requests;
-    conflicts += ipam->last_stats().conflicts;
-    if (!r) {
-      f << "ERR " << cid << ": " << r.error().text() << "\n";
-      f.close();
-      ::_exit(1);
-    }
-    f << cid << " " << r->ips[0].address.str() << "\n";
-  }
-  f << "STATS " << requests << " " << conflicts << "\n";
-  f.close();
-  ::_exit(0);
-}
-
-struct Run {
-  std::map<std::string, std::string> by_container;  // cid -> address
-  std::vector<std::string> errors;
-  uint64_t requests = 0;
-  int conflicts = 0;
-};
-
-Run collect(const std::vector<pid_t>& pids, const std::vector<std::string>& outs) {
-  Run run;
-  for (size_t i = 0; i < pids.size(); ++i) {
-    int status = 0;
-    while (::waitpid(pids[i], &status, 0) < 0 && errno == EINTR) {
-    }
-    std::ifstream f(outs[i]);
-    for (std::string line; std::getline(f, line);) {
-      std::istringstream ss(line);
-      std::string a, b;
-      ss >> a >> b;
-      if (a == "ERR") {
-        run.errors.push_back(line);
-      } else if (a == "STATS") {
-        int c = 0;
-        ss >> c;
-        run.requests += std::stoull(b);
-        run.conflicts += c;
-      } else {
-        run.by_container[a] = b;
-      }
-    }
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) run.errors.push_back("node " + std::to_string(i) + " failed");
-  }
-  return run;
-}
-
-/// Every address handed out once, and the pool holding each for its container.
-void check_unique(const Run& run, const wb::IpPool& pool, size_t expect) {
-  std::map<std::string, std::string> holder;
-  for (auto& [cid, addr] : run.by_container) {
-    std::string bare = addr.substr(0, addr.find('/'));
-    auto [it, fresh] = holder.emplace(bare, cid);
-    CHECK_MESSAGE(fresh, bare, " given to both ", it->second, " and ", cid);
-  }
-  CHECK(holder.size() == expect);
-  CHECK(pool.allocations.size() == expect);
-  size_t matched = 0;
-  for (auto& [off, a] : pool.allocations) {
-    auto it = holder.find(pool.at(off).str());
-    if (it != holder.end() && it->second == a.id) ++matched;
-  }
-  CHECK(matched == expect);
-}
-
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
-
-}  // namespace
+using plumb::test::seconds_since;
 
 TEST_CASE("object names and offsets are whereabouts' own") {
   auto v4 = *IpPrefix::parse("192.0.2.0/24");
@@ -371,81 +156,6 @@ TEST_CASE("API requests per ADD: one read and one write, plus the reservation wi
   CHECK(over->last_stats().requests == 3);  // GET + PATCH + POST of the reservation
   REQUIRE(over->del(request("o1", "q1")).has_value());
   CHECK(over->last_stats().requests == 4);  // GET + PATCH, GET + DELETE of the reservation
-}
-
-TEST_CASE("8 nodes allocate 2,000 addresses concurrently from one IPPool and none is given twice") {
-  const std::string ns = "herd";
-  // One /20 as the etcd case; no reservations: the pool's slot test is what is under test here
-  // (reservations have their own cases, and would add a third request per ADD).
-  const std::string text = R"({"type": "whereabouts", "range": "198.18.0.0/20", "enable_overlapping_ranges": false})";
-  Gun gun;
-  std::vector<pid_t> pids;
-  std::vector<std::string> outs;
-  for (int i = 0; i < 8; ++i) {
-    outs.push_back(api().dir() + "/node-" + std::to_string(i) + ".out");
-    pids.push_back(spawn_node(text, "node-" + std::to_string(i), ns, 250, outs.back(), gun));
-  }
-  auto t0 = std::chrono::steady_clock::now();
-  gun.fire();
-  Run run = collect(pids, outs);
-  MESSAGE("2,000 allocations by 8 node processes in ", seconds_since(t0), " s; ", run.requests, " requests, ",
-          run.conflicts, " writes lost to another node");
-  REQUIRE_MESSAGE(run.errors.empty(), run.errors.front());
-  REQUIRE(run.by_container.size() == 2000);
-  check_unique(run, pool_of(ns, "198.18.0.0-20"), 2000);
-  CHECK(reservations(ns) == 0);
-}
-
-TEST_CASE("node slices: each node takes its own slice and allocates from its own IPPool; whereabouts' assignments hold") {
-  const std::string ns = "slices";
-  // whereabouts' node-slice controller assigned node-a the third /28.
-  api().put("nodeslicepools", ns, "green", fixture("nodeslicepool.json"));
-  const std::string green = R"({"type": "whereabouts", "range": "198.51.100.0/24", "node_slice_size": "/28"})";
-  auto a = make(green, "node-a", ns);
-  auto r = a->add(request("a0", "pa0", "net1", "green"));
-  REQUIRE_MESSAGE(r.has_value(), (r ? "" : r.error().text()));
-  CHECK(r->ips[0].address.len == 24);  // the network's prefix, not the slice's
-  CHECK(IpPrefix::parse("198.51.100.32/28")->contains(r->ips[0].address.addr));
-  CHECK_FALSE(api().get("ippools", ns, "node-a-198.51.100.32-28").empty());
-  CHECK(a->last_stats().requests == 4);  // NodeSlicePool GET, IPPool GET (404) + POST, reservation POST
-  // A node without a slice takes a free one itself (no controller needed); a missing
-  // NodeSlicePool is created by the first node.
-  const std::string red = R"({"type": "whereabouts", "range": "198.18.4.0/22", "node_slice_size": "/26",
-                              "network_name": "red", "enable_overlapping_ranges": false})";
-  Gun gun;
-  std::vector<pid_t> pids;
-  std::vector<std::string> outs;
-  for (int i = 0; i < 4; ++i) {
-    outs.push_back(api().dir() + "/slice-" + std::to_string(i) + ".out");
-    pids.push_back(spawn_node(red, "node-" + std::to_string(i), ns, 30, outs.back(), gun));
-  }
-  gun.fire();
-  Run run = collect(pids, outs);
-  REQUIRE_MESSAGE(run.errors.empty(), run.errors.front());
-  auto nsp = wb::decode_slice_pool(doc(api().get("nodeslicepools", ns, "red")), "red");
-  REQUIRE(nsp.has_value());
-  std::map<std::string, std::string> slice_of;
-  for (auto& [node, range] : nsp->allocations) {
-    if (node.empty()) continue;
-    CHECK_MESSAGE(!slice_of.contains(node), node, " holds two slices");
-    slice_of[node] = range;
-  }
-  REQUIRE(slice_of.size() == 4);
-  std::set<std::string> distinct;
-  for (auto& [node, range] : slice_of) distinct.insert(range);
-  CHECK(distinct.size() == 4);
-  for (auto& [cid, addr] : run.by_container) {
-    std::string node = cid.substr(0, cid.find("-c"));
-    auto slice = IpPrefix::parse(slice_of[node]);
-    REQUIRE(slice.has_value());
-    CHECK_MESSAGE(slice->contains(IpPrefix::parse(addr)->addr), addr, " of ", cid, " is outside ", slice_of[node]);
-  }
-  CHECK(run.by_container.size() == 120);
-  CHECK(run.conflicts <= 6);  // only the slice assignments can race; allocations never do
-  for (auto& [node, range] : slice_of) {
-    auto pool = pool_of(ns, "red-" + node + "-" + wb::normalize_range(*IpPrefix::parse(range)));
-    CHECK(pool.allocations.size() == 30);
-  }
 }
 
 TEST_CASE("overlapping ranges across two NADs: an address one holds is never handed out by the other") {
