@@ -80,23 +80,34 @@ bool install_request(char* body, size_t len, const int* fds, int nfds) {
   return true;
 }
 
-/// The worker's /dev/null, opened once (close-on-exec: no plugin plumb runs inherits it).
+/// The worker's /dev/null (close-on-exec: no plugin plumb runs inherits it), opened once it can
+/// be; -1 while it cannot (descriptors exhausted, a /dev without it).
 int dev_null() {
-  static const int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+  static int null = -1;
+  if (null < 0) null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
   return null;
 }
 
 /// Between invocations: /dev/null as stdin and stdout, the daemon's stderr as stderr, so that
-/// the runtime's pipes close when the shim exits (the runtime reads stdout to its end).
-void park_stdio(int log) {
-  ::dup2(dev_null(), 0);
-  ::dup2(dev_null(), 1);
+/// the runtime's pipes close when the shim exits (the runtime reads stdout to its end). Returns
+/// false, 0 and 1 left as they were, when there is no /dev/null.
+bool park_stdio(int log) {
   ::dup2(log, 2);
+  const int null = dev_null();
+  return null >= 0 && ::dup2(null, 0) == 0 && ::dup2(null, 1) == 1;
 }
 
-/// Serves the connection `conn`: returns the invocation's exit code (2 for a message that is not
-/// plumb-shim's request, reported on the daemon's stderr).
-int serve(int conn, int log, CniMain cni_main) {
+/// What serve() did: the invocation's exit code, and whether the worker can serve another.
+struct Served {
+  int code = 0;
+  bool retire = false;
+};
+
+/// Serves the connection `conn`: the invocation's exit code (2 for a message that is not
+/// plumb-shim's request, reported on the daemon's stderr). Retires the worker when the runtime's
+/// stdin and stdout could not be parked on /dev/null: they are closed instead (the runtime's pipes
+/// must close all the same), and nothing may take descriptors 0 and 1 before a next request's.
+Served serve(int conn, int log, CniMain cni_main) {
   static char body[wire::kMaxRequestBytes];
   int fds[3] = {-1, -1, -1};
   int nfds = 0;
@@ -106,12 +117,16 @@ int serve(int conn, int log, CniMain cni_main) {
   for (int i = 0; i < nfds; ++i) ::close(fds[i]);
   if (!ok) {
     (void)!::dprintf(log, "plumb daemon: refused a request that is not plumb-shim's (%zd bytes, %d descriptors)\n", len, nfds);
-    return 2;
+    return {2, false};
   }
-  const int code = cni_main();
-  park_stdio(log);
+  Served out{cni_main(), false};
+  if (!park_stdio(log)) {
+    ::close(0);
+    ::close(1);
+    out.retire = true;
+  }
   netlink::release_shared_elsewhere();  // no socket keeps a pod's namespace alive
-  return code;
+  return out;
 }
 
 }  // namespace
@@ -122,16 +137,16 @@ void worker_main(int control, int log, int max_requests, CniMain cni_main) {
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
   ::signal(SIGPIPE, SIG_DFL);  // as an exec'd plumb starts
   // The heap its invocations grow stays: main() set glibc's thresholds before the daemon forked.
-  park_stdio(log);
+  (void)park_stdio(log);  // without /dev/null, 0 and 1 stay the daemon's: no runtime's pipes
   for (int served = 1;; ++served) {
     char one;
     int conn = -1, nconn = 0;
     if (recv_with_fds(control, &one, 1, &conn, 1, nconn) <= 0 || nconn != 1) ::_exit(0);  // the daemon stops
     rusage before{}, after{};
     ::getrusage(RUSAGE_SELF, &before);
-    const int code = serve(conn, log, cni_main);
+    const Served s = serve(conn, log, cni_main);
     ::getrusage(RUSAGE_SELF, &after);
-    const Done done{code, served >= max_requests ? 1 : 0, cpu_us(after) - cpu_us(before), after.ru_minflt - before.ru_minflt,
+    const Done done{s.code, served >= max_requests || s.retire ? 1 : 0, cpu_us(after) - cpu_us(before), after.ru_minflt - before.ru_minflt,
                     after.ru_maxrss};
     if (::send(control, &done, sizeof done, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof done) || done.retiring != 0) ::_exit(0);
   }

@@ -3,8 +3,8 @@
 // plumb binary's (result, exit code, CNI error, environment), one worker serves many without
 // keeping a descriptor or a pod's namespace, a shim that ends early ends its worker, a worker that
 // dies ends its shim the same way (and the next DEL removes what it began), the daemon's socket
-// and stop, the shim without a daemon and its own errors, and a worker reading changed config
-// files again.
+// and stop, the shim without a daemon and its own errors, a worker without /dev/null, and a
+// worker reading changed config files again.
 #include <doctest/doctest.h>
 #include <dirent.h>
 #include <fcntl.h>
@@ -262,6 +262,35 @@ TEST_CASE("SIGTERM during an invocation: the socket goes at once, the invocation
   CHECK(d.served_by() == std::vector<pid_t>{worker});
   CHECK(d.exits_cleanly());
   CHECK_FALSE(fs::exists("/proc/" + std::to_string(worker)));
+}
+
+TEST_CASE("a worker left without /dev/null closes the runtime's stdin and stdout after its invocation and retires") {
+  // The daemon in a mount namespace of its own whose /dev is empty: a worker can park nothing on
+  // 0 and 1. Holding the runtime's pipes instead, it would keep the runtime reading stdout (the
+  // runtime reads to its end) until the worker's next invocation.
+  Node node;
+  plumb::test::TempDir wrap;
+  const std::string script = wrap.path + "/daemon-without-dev-null";
+  plumb::test::write_file(script, std::string("#!/bin/sh\nexec unshare -m --propagation private sh -c ") +
+                                      "'mount -t tmpfs -o size=64k none /dev && exec \"$0\" \"$@\"' " +
+                                      plumb::test::plumb_binary() + " \"$@\"\n");
+  REQUIRE(::chmod(script.c_str(), 0755) == 0);
+  Daemon d({"--workers", "1"}, script);
+  const pid_t first = *d.workers().begin();
+  plumb::test::Bounds bounds;
+  bounds.seconds = 10;
+  for (int i = 0; i < 2; ++i) {
+    CAPTURE(i);
+    auto v = plumb::test::run_bounded({kShim}, {{"PLUMB_DAEMON_SOCKET", d.socket}, {"CNI_COMMAND", "VERSION"}}, "{}", bounds);
+    CHECK_FALSE(v.timed_out);  // stdout ended with the shim
+    CHECK(v.exit_code == 0);
+    CHECK(v.out.find("supportedVersions") != std::string::npos);
+  }
+  const auto pids = d.served_by();
+  REQUIRE(pids.size() == 2);
+  CHECK(pids[0] == first);
+  CHECK(pids[1] != first);  // the first retired after one invocation; its replacement served the next
+  CHECK(eventually([&] { return !fs::exists("/proc/" + std::to_string(first)); }));
 }
 
 TEST_CASE("a worker is replaced after --requests-per-worker invocations") {
