@@ -209,12 +209,16 @@ Status ensure_gateway_addr(Context& ctx, const link::LinkInfo& br, const IpPrefi
 /// does: enslaving and bringing it up later were two more). Returns the host end.
 Result<link::LinkInfo> create_pod_veth(Context& ctx, const BridgeConfig& c, const link::LinkInfo& br) {
   std::string host;
+  std::optional<link::LinkInfo> echoed;
   for (int attempt = 0;; ++attempt) {
     host = random_ifname("veth");
     PLUMB_TRY(undo::will(ctx, undo::LinkDel{"node", host}));
     link::VethSpec spec{host, ctx.ifname, ctx.pod_ns->fd(), c.mtu_bytes, std::nullopt, c.mac, link::kPodLinkGroup, br.index, true};
     auto st = link::create_veth(*ctx.node, spec);
-    if (st) break;
+    if (st) {
+      echoed = std::move(*st);
+      break;
+    }
     if (st.error().sys_errno == EEXIST) {
       if (PLUMB_TRY(link::get(*ctx.pod, ctx.ifname))) {
         return fail(cni_code::kConflict, "interface " + ctx.ifname + " already exists in " + ctx.netns_path);
@@ -223,6 +227,7 @@ Result<link::LinkInfo> create_pod_veth(Context& ctx, const BridgeConfig& c, cons
     }
     return std::unexpected(st.error().within("create veth pair " + host + "/" + ctx.ifname + " in " + ctx.netns_path));
   }
+  if (echoed) return *echoed;
   auto host_link = PLUMB_TRY(link::get(*ctx.node, host));
   if (!host_link) return fail(cni_code::kKernel, "veth " + host + " not found after creation");
   return *host_link;
@@ -254,7 +259,7 @@ Result<link::LinkInfo> ensure_vlan_gateway(Context& ctx, const BridgeConfig& c, 
   if (auto gw = PLUMB_TRY(link::get(*ctx.node, name))) return *gw;
   const std::string peer = random_ifname("veth");
   PLUMB_TRY(undo::will(ctx, undo::LinkDel{"node", name}, /*rollback_only=*/true));
-  PLUMB_TRY(link::create_veth(*ctx.node, {peer, name, -1, br.mtu_bytes, std::nullopt, std::nullopt}));
+  (void)PLUMB_TRY(link::create_veth(*ctx.node, {peer, name, -1, br.mtu_bytes, std::nullopt, std::nullopt}));
   auto peer_link = PLUMB_TRY(link::get(*ctx.node, peer));
   auto gw = PLUMB_TRY(link::get(*ctx.node, name));
   if (!peer_link || !gw) return fail(cni_code::kKernel, "VLAN gateway veth " + name + "/" + peer + " not found after creation");

@@ -196,13 +196,21 @@ Message build_create_veth(const VethSpec& spec) {
   return m;
 }
 
-Status create_veth(netlink::Socket& nl, const VethSpec& spec) {
+Result<std::optional<LinkInfo>> create_veth(netlink::Socket& nl, const VethSpec& spec) {
   std::string what = "create veth pair " + spec.host_name + "/" + spec.peer_name;
   if (spec.peer_netns_fd >= 0) what += " (peer in netns fd " + std::to_string(spec.peer_netns_fd) + ")";
   PLUMB_TRY(check_name(spec.host_name, "host interface name", what));
   PLUMB_TRY(check_name(spec.peer_name, "peer interface name", what));
   Message m = build_create_veth(spec);
-  return classify_create(nl.request(m, what));
+  std::optional<LinkInfo> host;
+  PLUMB_TRY(classify_create(nl.request_echo(m, what, [&](const nlmsghdr* nlh) -> Status {
+    if (nlh->nlmsg_type != RTM_NEWLINK) return {};
+    auto li = PLUMB_TRY(parse_link(nlh));
+    if (li.name == spec.host_name) host = std::move(li);  // not the peer's, should a kernel echo it
+    return {};
+  })));
+  if (host && spec.host_master_index > 0) host->master_index = spec.host_master_index;
+  return host;
 }
 
 Status create_bridge(netlink::Socket& nl, const BridgeSpec& spec) {

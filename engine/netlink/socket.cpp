@@ -241,6 +241,16 @@ Status Socket::request(Message& msg, const std::string& what) {
 
 Status Socket::query(Message& msg, const std::string& what, const OnMessage& on_msg) {
   if ((msg.header()->nlmsg_flags & NLM_F_DUMP) == NLM_F_DUMP) return dump(msg, what, on_msg);
+  return exchange_messages(msg, what, on_msg);
+}
+
+Status Socket::request_echo(Message& msg, const std::string& what, const OnMessage& on_echo) {
+  msg.header()->nlmsg_flags |= NLM_F_ECHO;
+  return exchange_messages(msg, what, on_echo);
+}
+
+/// One request, its data messages handed to on_msg until the ACK (query() and request_echo()).
+Status Socket::exchange_messages(Message& msg, const std::string& what, const OnMessage& on_msg) {
   std::optional<Error> cb_error;
   Reply r = PLUMB_TRY(exchange(msg, what, [&](const nlmsghdr* nlh) {
     if (cb_error) return;  // stop handing messages to the caller; the rest is drained

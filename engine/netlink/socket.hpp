@@ -61,6 +61,12 @@ class Socket {
   /// Errors: as request(), or the first callback error.
   [[nodiscard]] Status query(Message& msg, const std::string& what, const OnMessage& on_msg);
 
+  /// Sends a change request with NLM_F_ECHO (and NLM_F_ACK) and waits for the ACK, calling
+  /// on_echo for each message the kernel echoes back before it: the object as the change left it,
+  /// where the kernel honours NLM_F_ECHO for that request (RTM_NEWLINK: Linux 6.1 and later);
+  /// none from older kernels. Errors: as request(), or the first callback error.
+  [[nodiscard]] Status request_echo(Message& msg, const std::string& what, const OnMessage& on_echo);
+
   /// Dumps (NLM_F_DUMP and NLM_F_ACK are added): receives the whole reply up to NLMSG_DONE; when
   /// the kernel marks it interrupted by a concurrent change (NLM_F_DUMP_INTR) the whole dump is
   /// requested again, up to kDumpAttempts times. Only the messages of the complete attempt are
@@ -94,6 +100,7 @@ class Socket {
   Socket(mnl_socket* nl, int protocol);
   Result<uint32_t> send_request(Message& msg, const std::string& what);
   Result<Reply> exchange(Message& msg, const std::string& what, const std::function<void(const nlmsghdr*)>& sink);
+  Status exchange_messages(Message& msg, const std::string& what, const OnMessage& on_msg);
   Status await_reply(uint32_t seq, const std::string& what, const std::function<void(const nlmsghdr*)>& sink,
                      Reply& reply);
   Status receive_acks(const Batch& b, const std::string& what, BatchOutcome& out);

@@ -287,3 +287,35 @@ TEST_CASE("veth pair: the host end can be born a port of a bridge and up, in the
   auto h = plumb::test::ip_json("link show vborn");
   CHECK(str(h[0], "master") == "brborn");
 }
+
+TEST_CASE("veth pair: create_veth returns the host end as the kernel echoed it, as a read-back finds it") {
+  // NLM_F_ECHO on RTM_NEWLINK is honoured since Linux 6.1 (this machine's and the full-kernel
+  // tier's kernels); older ones echo nothing and create_veth returns nullopt (callers read back).
+  plumb::test::Node node;
+  std::string pod = node.add_netns("echo");
+  netns::Netns ns = open_ns(pod);
+  netlink::Socket nl = open_socket();
+  REQUIRE_OK(link::create_bridge(nl, {"brecho", 0, std::nullopt, false}));
+  const link::LinkInfo br = must_get(nl, "brecho");
+  link::VethSpec spec;
+  spec.host_name = "vecho";
+  spec.peer_name = "eth0";
+  spec.peer_netns_fd = ns.fd();
+  spec.mtu_bytes = 1400;
+  spec.host_master_index = br.index;
+  spec.host_up = true;
+  auto echoed = link::create_veth(nl, spec);
+  REQUIRE_OK(echoed);
+  REQUIRE(echoed->has_value());
+  const link::LinkInfo& e = **echoed;
+  const link::LinkInfo host = must_get(nl, "vecho");
+  CHECK(e.name == "vecho");  // the host end, not the peer
+  CHECK(e.index == host.index);
+  CHECK(e.kind == "veth");
+  REQUIRE(e.mac());
+  REQUIRE(host.mac());
+  CHECK(e.mac()->str() == host.mac()->str());  // the kernel's random address, as created
+  CHECK(e.mtu_bytes == 1400);
+  CHECK(e.master_index == br.index);
+  CHECK(e.up());
+}
