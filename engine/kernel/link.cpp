@@ -205,8 +205,10 @@ Result<std::optional<LinkInfo>> create_veth(netlink::Socket& nl, const VethSpec&
   std::optional<LinkInfo> host;
   PLUMB_TRY(classify_create(nl.request_echo(m, what, [&](const nlmsghdr* nlh) -> Status {
     if (nlh->nlmsg_type != RTM_NEWLINK) return {};
-    auto li = PLUMB_TRY(parse_link(nlh));
-    if (li.name == spec.host_name) host = std::move(li);  // not the peer's, should a kernel echo it
+    // The host end, not the peer's, should a kernel echo it; an echo that does not parse is as
+    // none (the pair exists: the caller reads it back).
+    auto li = parse_link(nlh);
+    if (li && li->name == spec.host_name) host = std::move(*li);
     return {};
   })));
   if (host && spec.host_master_index > 0) host->master_index = spec.host_master_index;

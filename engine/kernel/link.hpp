@@ -65,7 +65,8 @@ struct VethSpec {
 /// Creates the pair with NLM_F_CREATE|NLM_F_EXCL and NLM_F_ECHO. Returns the host end as the
 /// kernel echoed it (saving the read-back, which would wait for the kernel's pending link events),
 /// its master_index the spec's (the kernel sets the master after echoing); nullopt from kernels
-/// that echo nothing (before Linux 6.1): read the link then. Errors: EEXIST when a name is taken.
+/// that echo nothing (before Linux 6.1) or an echo that does not parse: read the link then.
+/// Errors: EEXIST when a name is taken.
 [[nodiscard]] Result<std::optional<LinkInfo>> create_veth(netlink::Socket& nl, const VethSpec& spec);
 /// Builds the message create_veth sends (for golden-byte tests).
 [[nodiscard]] netlink::Message build_create_veth(const VethSpec& spec);
