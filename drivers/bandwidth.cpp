@@ -108,7 +108,12 @@ Result<Shaped> shaped_device(Context& ctx, const cni::CniResult& prev) {
   auto pod = PLUMB_TRY(link::get(*ctx.pod, ctx.ifname));
   if (!pod) return fail(cni_code::kKernel, what + ": interface " + ctx.ifname + " not found in " + ctx.netns_path);
   if (pod->kind == "veth" && pod->link_netnsid) {
-    auto host = PLUMB_TRY(link::get(*ctx.node, pod->link_index));
+    std::optional<link::LinkInfo> host;
+    if (const auto made = ctx.created_node_links.find(pod->link_index); made != ctx.created_node_links.end()) {
+      host = made->second;  // created by this chain's bridge or ptp (ADD)
+    } else {
+      host = PLUMB_TRY(link::get(*ctx.node, pod->link_index));
+    }
     bool listed = false;
     for (auto& i : prev.interfaces) listed |= host && i.sandbox.empty() && i.name == host->name;
     if (host && host->kind == "veth" && host->link_index == pod->index && listed) return Shaped{*host, false};

@@ -227,10 +227,10 @@ Result<link::LinkInfo> create_pod_veth(Context& ctx, const BridgeConfig& c, cons
     }
     return std::unexpected(st.error().within("create veth pair " + host + "/" + ctx.ifname + " in " + ctx.netns_path));
   }
-  if (echoed) return *echoed;
-  auto host_link = PLUMB_TRY(link::get(*ctx.node, host));
-  if (!host_link) return fail(cni_code::kKernel, "veth " + host + " not found after creation");
-  return *host_link;
+  if (!echoed) echoed = PLUMB_TRY(link::get(*ctx.node, host));  // a kernel that echoes nothing
+  if (!echoed) return fail(cni_code::kKernel, "veth " + host + " not found after creation");
+  ctx.created_node_links[echoed->index] = *echoed;
+  return *echoed;
 }
 
 /// Makes `port` a port of `br`, up, with the port options of the config and VLANs `pvid`/`trunk`.

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -109,6 +110,12 @@ struct Context {
   const json::Value* attachment_result = nullptr;
   /// How the cluster IPAM reaches whereabouts' pools in the Kubernetes API (release on DEL).
   ipam::ClusterAccess ipam_cluster;
+  /// ADD: the host ends of the veths this chain's plumb drivers created in the node namespace, by
+  /// ifindex, as the kernel reported them at creation (bridge, ptp). A later plugin of the chain
+  /// (bandwidth) takes its device from here instead of reading it back, a read-back of a device
+  /// just created waiting for the kernel's pending link events (link::create_veth). A delegated
+  /// plugin could change them: running one empties it.
+  std::map<int, link::LinkInfo> created_node_links;
 };
 
 /// One attachment kind or chained feature. See the file comment for the life of a plugin.

@@ -80,6 +80,7 @@ Result<std::pair<link::LinkInfo, link::LinkInfo>> create_pair(Context& ctx, cons
   if (!host_link) host_link = PLUMB_TRY(link::get(*ctx.node, host));  // a kernel that echoes nothing
   auto pod_link = PLUMB_TRY(link::get(*ctx.pod, ctx.ifname));
   if (!host_link || !pod_link) return fail(cni_code::kKernel, "veth pair " + host + "/" + ctx.ifname + " not found after creation");
+  ctx.created_node_links[host_link->index] = *host_link;
   return std::pair{*host_link, *pod_link};
 }
 

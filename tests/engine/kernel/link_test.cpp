@@ -303,4 +303,7 @@ TEST_CASE("veth pair: the host end can be born a port of a bridge and up, in the
   CHECK(e.mtu_bytes == 1400);
   CHECK(e.master_index == br.index);
   CHECK(e.up());
+  auto pnl = netlink::Socket::open_in(ns.fd());
+  REQUIRE_OK(pnl);
+  CHECK(e.link_index == must_get(*pnl, "eth0").index);  // its peer, as bandwidth checks it
 }
