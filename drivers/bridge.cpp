@@ -204,35 +204,6 @@ Status ensure_gateway_addr(Context& ctx, const link::LinkInfo& br, const IpPrefi
   return {};
 }
 
-/// The veth pair: the pod end created directly in the pod namespace under its final name, the
-/// host end under a random name, a port of `br` and up from birth (one message, as the floor
-/// does: enslaving and bringing it up later were two more). Returns the host end.
-Result<link::LinkInfo> create_pod_veth(Context& ctx, const BridgeConfig& c, const link::LinkInfo& br) {
-  std::string host;
-  std::optional<link::LinkInfo> echoed;
-  for (int attempt = 0;; ++attempt) {
-    host = random_ifname("veth");
-    PLUMB_TRY(undo::will(ctx, undo::LinkDel{"node", host}));
-    link::VethSpec spec{host, ctx.ifname, ctx.pod_ns->fd(), c.mtu_bytes, std::nullopt, c.mac, link::kPodLinkGroup, br.index, true};
-    auto st = link::create_veth(*ctx.node, spec);
-    if (st) {
-      echoed = std::move(*st);
-      break;
-    }
-    if (st.error().sys_errno == EEXIST) {
-      if (PLUMB_TRY(link::get(*ctx.pod, ctx.ifname))) {
-        return fail(cni_code::kConflict, "interface " + ctx.ifname + " already exists in " + ctx.netns_path);
-      }
-      if (attempt < 4) continue;  // host-side name collision: try another name
-    }
-    return std::unexpected(st.error().within("create veth pair " + host + "/" + ctx.ifname + " in " + ctx.netns_path));
-  }
-  if (!echoed) echoed = PLUMB_TRY(link::get(*ctx.node, host));  // a kernel that echoes nothing
-  if (!echoed) return fail(cni_code::kKernel, "veth " + host + " not found after creation");
-  ctx.created_node_links[echoed->index] = *echoed;
-  return *echoed;
-}
-
 /// Makes `port` a port of `br`, up, with the port options of the config and VLANs `pvid`/`trunk`.
 Status setup_port(Context& ctx, const BridgeConfig& c, const link::LinkInfo& br, const link::LinkInfo& port, uint16_t pvid,
                   const std::vector<uint16_t>& trunk, bool pod_port) {
@@ -300,7 +271,10 @@ Status configure_gateways(Context& ctx, const BridgeConfig& c, const link::LinkI
 
 Result<cni::CniResult> bridge_add(Context& ctx, const BridgeConfig& c, const cni::CniResult*) {
   link::LinkInfo br = PLUMB_TRY(ensure_bridge(ctx, c));
-  link::LinkInfo host_link = PLUMB_TRY(create_pod_veth(ctx, c, br));
+  // The host end a port of `br` and up from birth (one message, as the floor does: enslaving and
+  // bringing it up later were two more).
+  link::LinkInfo host_link =
+      PLUMB_TRY(create_pod_veth(ctx, {"", "", -1, c.mtu_bytes, std::nullopt, c.mac, link::kPodLinkGroup, br.index, true}));
   auto pod_link = PLUMB_TRY(link::get(*ctx.pod, ctx.ifname));
   if (!pod_link) return fail(cni_code::kKernel, "veth peer " + ctx.ifname + " not found in " + ctx.netns_path + " after creation");
   PLUMB_TRY(setup_port(ctx, c, br, host_link, c.vlan, c.trunk_vids, true));

@@ -195,6 +195,33 @@ std::string random_ifname(std::string_view prefix) {
   return std::string(prefix) + buf;
 }
 
+Result<link::LinkInfo> create_pod_veth(Context& ctx, link::VethSpec spec) {
+  spec.peer_name = ctx.ifname;
+  spec.peer_netns_fd = ctx.pod_ns->fd();
+  std::optional<link::LinkInfo> host;
+  for (int attempt = 0;; ++attempt) {
+    spec.host_name = random_ifname("veth");
+    PLUMB_TRY(undo::will(ctx, undo::LinkDel{"node", spec.host_name}));
+    auto st = link::create_veth(*ctx.node, spec);
+    if (st) {
+      host = std::move(*st);
+      break;
+    }
+    if (st.error().sys_errno == EEXIST) {
+      if (PLUMB_TRY(link::get(*ctx.pod, ctx.ifname))) {
+        return fail(cni_code::kConflict, "interface " + ctx.ifname + " already exists in " + ctx.netns_path);
+      }
+      if (attempt < 4) continue;  // host-side name taken: another one
+    }
+    return std::unexpected(st.error().within(ctx.network + ": create veth pair " + spec.host_name + "/" + ctx.ifname +
+                                             " in " + ctx.netns_path));
+  }
+  if (!host) host = PLUMB_TRY(link::get(*ctx.node, spec.host_name));  // a kernel that echoes nothing
+  if (!host) return fail(cni_code::kKernel, "veth " + spec.host_name + " not found after creation");
+  ctx.created_node_links[host->index] = *host;
+  return *host;
+}
+
 // --- shared CHECK helpers --------------------------------------------------------------------------
 
 Result<link::LinkInfo> check_pod_interface(Context& ctx, const cni::CniResult& prev, std::string_view kind) {

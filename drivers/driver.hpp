@@ -204,6 +204,14 @@ void announce_addresses(Context& ctx, int index, const Mac& mac, const cni::CniR
 /// A random interface name "<prefix><8 hex digits>" (host ends of veth pairs, temporary names).
 [[nodiscard]] std::string random_ifname(std::string_view prefix);
 
+/// The veth pair of a pod's attachment (bridge, ptp): the pod end born in the pod namespace under
+/// ctx.ifname, the host end under a random "veth" name (another one on a name collision, up to 5
+/// tries), each try's deletion registered before it. `spec` gives the rest (MTU, MACs, group,
+/// master, up); its names and peer namespace are set here. Returns the host end as the kernel
+/// echoed it, else read back, and records it in ctx.created_node_links. Errors: kConflict when
+/// ctx.ifname exists in the pod; the kernel's, naming the pair and the namespace.
+[[nodiscard]] Result<link::LinkInfo> create_pod_veth(Context& ctx, link::VethSpec spec);
+
 // --- shared CHECK helpers (every driver that creates a pod interface) ---------------------------
 
 /// The pod interface ctx.ifname must exist, be up, be of `kind` (when not ""), and have the MAC

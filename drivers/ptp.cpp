@@ -58,30 +58,10 @@ IpPrefix host_prefix(const IpAddr& a) { return IpPrefix{a, static_cast<uint8_t>(
 
 /// The veth pair, the pod end born in the pod namespace under its final name. Returns (host, pod).
 Result<std::pair<link::LinkInfo, link::LinkInfo>> create_pair(Context& ctx, const PtpConfig& c) {
-  std::string host;
-  std::optional<link::LinkInfo> host_link;
-  for (int attempt = 0;; ++attempt) {
-    host = random_ifname("veth");
-    PLUMB_TRY(undo::will(ctx, undo::LinkDel{"node", host}));
-    link::VethSpec spec{host, ctx.ifname, ctx.pod_ns->fd(), c.mtu_bytes.value_or(0), std::nullopt, c.mac, link::kPodLinkGroup};
-    auto st = link::create_veth(*ctx.node, spec);
-    if (st) {
-      host_link = std::move(*st);
-      break;
-    }
-    if (st.error().sys_errno == EEXIST) {
-      if (PLUMB_TRY(link::get(*ctx.pod, ctx.ifname))) {
-        return fail(cni_code::kConflict, "interface " + ctx.ifname + " already exists in " + ctx.netns_path);
-      }
-      if (attempt < 4) continue;  // host-side name taken: another one
-    }
-    return std::unexpected(st.error().within(ctx.network + ": create veth pair " + host + "/" + ctx.ifname));
-  }
-  if (!host_link) host_link = PLUMB_TRY(link::get(*ctx.node, host));  // a kernel that echoes nothing
-  auto pod_link = PLUMB_TRY(link::get(*ctx.pod, ctx.ifname));
-  if (!host_link || !pod_link) return fail(cni_code::kKernel, "veth pair " + host + "/" + ctx.ifname + " not found after creation");
-  ctx.created_node_links[host_link->index] = *host_link;
-  return std::pair{*host_link, *pod_link};
+  link::LinkInfo host = PLUMB_TRY(create_pod_veth(ctx, {"", "", -1, c.mtu_bytes.value_or(0), std::nullopt, c.mac, link::kPodLinkGroup}));
+  auto pod = PLUMB_TRY(link::get(*ctx.pod, ctx.ifname));
+  if (!pod) return fail(cni_code::kKernel, "veth pair " + host.name + "/" + ctx.ifname + " not found after creation");
+  return std::pair{std::move(host), std::move(*pod)};
 }
 
 /// The pod end's routes as the reference lays them out: the connected subnet route replaced by
