@@ -15,6 +15,7 @@
 // burst its rate; burst/8 must stay below 2^32-1 (`burst/8 >= math.MaxUint32` is its error).
 // The programs are node-wide and pinned (ebpf/loader.hpp); per pod: clsact + one cls_bpf filter
 // per shaped hook + one state map entry per hook, all removed by the "bandwidth.remove" undo op.
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -97,6 +98,7 @@ Result<BandwidthConfig> parse_config(const json::Value& conf, const ParseInput& 
 struct Shaped {
   link::LinkInfo dev;
   bool pod_side = false;
+  bool fresh = false;  ///< the host veth this chain created: no qdisc on it yet (no query needed)
 };
 
 Result<Shaped> shaped_device(Context& ctx, const cni::CniResult& prev) {
@@ -105,20 +107,34 @@ Result<Shaped> shaped_device(Context& ctx, const cni::CniResult& prev) {
   for (auto& i : prev.interfaces) in_prev |= !i.sandbox.empty() && i.name == ctx.ifname;
   if (!in_prev) return fail(cni_code::kInvalidConfig, what + ": prevResult has no interface " + ctx.ifname + " inside the sandbox");
   if (ctx.pod == nullptr) return fail(cni_code::kInvalidEnv, what + ": the pod namespace is not open");
+  auto listed = [&](const link::LinkInfo& host) {
+    return std::any_of(prev.interfaces.begin(), prev.interfaces.end(),
+                       [&](const cni::Interface& i) { return i.sandbox.empty() && i.name == host.name; });
+  };
+  // ADD of a chain whose bridge or ptp made the pair: both ends as made, nothing read back.
+  if (auto made = ctx.created_veths.find(ctx.ifname); made != ctx.created_veths.end() && listed(made->second.host)) {
+    const bool fresh = made->second.qdiscs_untouched;
+    made->second.qdiscs_untouched = false;
+    return Shaped{made->second.host, false, fresh};
+  }
   auto pod = PLUMB_TRY(link::get(*ctx.pod, ctx.ifname));
   if (!pod) return fail(cni_code::kKernel, what + ": interface " + ctx.ifname + " not found in " + ctx.netns_path);
   if (pod->kind == "veth" && pod->link_netnsid) {
-    std::optional<link::LinkInfo> host;
-    if (const auto made = ctx.created_node_links.find(pod->link_index); made != ctx.created_node_links.end()) {
-      host = made->second;  // created by this chain's bridge or ptp (ADD)
-    } else {
-      host = PLUMB_TRY(link::get(*ctx.node, pod->link_index));
-    }
-    bool listed = false;
-    for (auto& i : prev.interfaces) listed |= host && i.sandbox.empty() && i.name == host->name;
-    if (host && host->kind == "veth" && host->link_index == pod->index && listed) return Shaped{*host, false};
+    auto host = PLUMB_TRY(link::get(*ctx.node, pod->link_index));
+    if (host && host->kind == "veth" && host->link_index == pod->index && listed(*host)) return Shaped{*host, false};
   }
   return Shaped{*pod, true};  // no host-side peer in the node: shape inside the pod
+}
+
+/// Whether the shaped device has the clsact qdisc (false: no ingress-side qdisc at all).
+/// Errors: kConflict when another ingress-side qdisc ("ingress") excludes clsact.
+Result<bool> has_clsact(netlink::Socket& nl, const Context& ctx, const Shaped& sd) {
+  std::string kind = PLUMB_TRY(tc::ingress_qdisc(nl, sd.dev.index));
+  if (!kind.empty() && kind != "clsact") {
+    return fail(cni_code::kConflict, "bandwidth on " + ctx.ifname + ": interface " + sd.dev.name + " has an \"" + kind +
+                                         "\" qdisc, which excludes the clsact qdisc the programs attach to");
+  }
+  return !kind.empty();
 }
 
 undo::BandwidthRemove remove_op(const std::string& bpffs_dir, const Shaped& sd, uint64_t owner, const BandwidthConfig& c,
@@ -181,18 +197,14 @@ Result<cni::CniResult> bandwidth_add(Context& ctx, const BandwidthConfig& c, con
   auto progs = PLUMB_TRY(ebpf::Programs::load_or_open(ctx.bpffs_dir));
   uint64_t owner = PLUMB_TRY(ebpf::random_owner());
 
-  std::string ingress_qdisc = PLUMB_TRY(tc::ingress_qdisc(nl, idx));
-  if (!ingress_qdisc.empty() && ingress_qdisc != "clsact") {
-    return fail(cni_code::kConflict, "bandwidth on " + ctx.ifname + ": interface " + sd.dev.name + " has an \"" + ingress_qdisc +
-                                         "\" qdisc, which excludes the clsact qdisc the programs attach to");
-  }
-  bool create_clsact = ingress_qdisc.empty();
+  const bool create_clsact = sd.fresh || !PLUMB_TRY(has_clsact(nl, ctx, sd));
   bool use_fq = progs.mode() == ebpf::Mode::EdtFq && limit_at(c, Hook::HostEgress, sd.pod_side).has_value();
   // Map entries first: a program that finds no entry lets everything through.
   uint16_t id = PLUMB_TRY(configure_entries(ctx, progs, sd, c, owner, create_clsact, use_fq));
   if (create_clsact) {
     auto st = tc::add_clsact(nl, idx);
     if (!st && st.error().sys_errno != EEXIST) return std::unexpected(st.error().within("bandwidth on " + ctx.ifname));
+    if (!st) (void)PLUMB_TRY(has_clsact(nl, ctx, sd));  // added meanwhile: a clsact is as good as ours
   }
   for (Hook h : {Hook::HostIngress, Hook::HostEgress}) {
     if (!limit_at(c, h, sd.pod_side)) continue;

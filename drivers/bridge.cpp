@@ -229,7 +229,7 @@ Result<link::LinkInfo> ensure_vlan_gateway(Context& ctx, const BridgeConfig& c, 
   }
   if (auto gw = PLUMB_TRY(link::get(*ctx.node, name))) return *gw;
   const std::string peer = random_ifname("veth");
-  PLUMB_TRY(undo::will(ctx, undo::LinkDel{"node", name}, /*rollback_only=*/true));
+  PLUMB_TRY(undo::will(ctx, undo::LinkDel{"node", name, std::nullopt}, /*rollback_only=*/true));
   (void)PLUMB_TRY(link::create_veth(*ctx.node, {peer, name, -1, br.mtu_bytes, std::nullopt, std::nullopt}));
   auto peer_link = PLUMB_TRY(link::get(*ctx.node, peer));
   auto gw = PLUMB_TRY(link::get(*ctx.node, name));
@@ -273,15 +273,14 @@ Result<cni::CniResult> bridge_add(Context& ctx, const BridgeConfig& c, const cni
   link::LinkInfo br = PLUMB_TRY(ensure_bridge(ctx, c));
   // The host end a port of `br` and up from birth (one message, as the floor does: enslaving and
   // bringing it up later were two more).
-  link::LinkInfo host_link =
-      PLUMB_TRY(create_pod_veth(ctx, {"", "", -1, c.mtu_bytes, std::nullopt, c.mac, link::kPodLinkGroup, br.index, true}));
-  auto pod_link = PLUMB_TRY(link::get(*ctx.pod, ctx.ifname));
-  if (!pod_link) return fail(cni_code::kKernel, "veth peer " + ctx.ifname + " not found in " + ctx.netns_path + " after creation");
+  PodVeth veth = PLUMB_TRY(create_pod_veth(ctx, {"", "", -1, c.mtu_bytes, std::nullopt, c.mac, link::kPodLinkGroup, br.index, true}));
+  const link::LinkInfo& host_link = veth.host;
+  const link::LinkInfo& pod_link = veth.pod;
   PLUMB_TRY(setup_port(ctx, c, br, host_link, c.vlan, c.trunk_vids, true));
   if (c.macspoofchk) {
-    if (!pod_link->mac()) return fail(cni_code::kKernel, "macspoofchk: " + ctx.ifname + " has no Ethernet MAC");
-    PLUMB_TRY(undo::will(ctx, undo::MacspoofDel{host_link.name, pod_link->mac()->str()}));
-    PLUMB_TRY(nft::add_macspoof(host_link.name, *pod_link->mac(), ctx.container_id + "/" + ctx.ifname));
+    if (!pod_link.mac()) return fail(cni_code::kKernel, "macspoofchk: " + ctx.ifname + " has no Ethernet MAC");
+    PLUMB_TRY(undo::will(ctx, undo::MacspoofDel{host_link.name, pod_link.mac()->str()}));
+    PLUMB_TRY(nft::add_macspoof(host_link.name, *pod_link.mac(), ctx.container_id + "/" + ctx.ifname));
   }
 
   cni::CniResult r = PLUMB_TRY(run_ipam(ctx, c.ipam));
@@ -289,12 +288,12 @@ Result<cni::CniResult> bridge_add(Context& ctx, const BridgeConfig& c, const cni
   r.interfaces.clear();
   r.interfaces.push_back({br.name, br.mac() ? br.mac()->str() : "", std::nullopt, "", {}, {}});
   r.interfaces.push_back({host_link.name, host_link.mac() ? host_link.mac()->str() : "", std::nullopt, "", {}, {}});
-  r.interfaces.push_back({ctx.ifname, pod_link->mac() ? pod_link->mac()->str() : "", pod_link->mtu_bytes, ctx.netns_path, {}, {}});
+  r.interfaces.push_back({ctx.ifname, pod_link.mac() ? pod_link.mac()->str() : "", pod_link.mtu_bytes, ctx.netns_path, {}, {}});
   for (auto& ip : r.ips) ip.interface = 2;
   if (c.is_gateway) PLUMB_TRY(configure_gateways(ctx, c, br, r));
 
   // With disableContainerInterface the pod end stays down (and has no addresses: no IPAM).
-  if (!c.disable_container_interface) PLUMB_TRY(configure_pod_interface(*ctx.pod, pod_link->index, r, c.enable_dad));
+  if (!c.disable_container_interface) PLUMB_TRY(configure_pod_interface(*ctx.pod, pod_link.index, r, c.enable_dad));
 
   if (c.ip_masq) {
     // The network chain is rewritten on every add: give it every subnet of the network (dual

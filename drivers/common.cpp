@@ -195,13 +195,13 @@ std::string random_ifname(std::string_view prefix) {
   return std::string(prefix) + buf;
 }
 
-Result<link::LinkInfo> create_pod_veth(Context& ctx, link::VethSpec spec) {
+Result<PodVeth> create_pod_veth(Context& ctx, link::VethSpec spec) {
   spec.peer_name = ctx.ifname;
   spec.peer_netns_fd = ctx.pod_ns->fd();
   std::optional<link::LinkInfo> host;
   for (int attempt = 0;; ++attempt) {
     spec.host_name = random_ifname("veth");
-    PLUMB_TRY(undo::will(ctx, undo::LinkDel{"node", spec.host_name}));
+    PLUMB_TRY(undo::will(ctx, undo::LinkDel{"node", spec.host_name, std::nullopt}));
     auto st = link::create_veth(*ctx.node, spec);
     if (st) {
       host = std::move(*st);
@@ -216,10 +216,14 @@ Result<link::LinkInfo> create_pod_veth(Context& ctx, link::VethSpec spec) {
     return std::unexpected(st.error().within(ctx.network + ": create veth pair " + spec.host_name + "/" + ctx.ifname +
                                              " in " + ctx.netns_path));
   }
+  // The pod end read back: dropping this read made the ADD slower, not faster (measured: the
+  // read runs the pod end's pending link event at once, cheaper than what it costs later).
   if (!host) host = PLUMB_TRY(link::get(*ctx.node, spec.host_name));  // a kernel that echoes nothing
-  if (!host) return fail(cni_code::kKernel, "veth " + spec.host_name + " not found after creation");
-  ctx.created_node_links[host->index] = *host;
-  return *host;
+  auto pod = PLUMB_TRY(link::get(*ctx.pod, ctx.ifname));
+  if (!host || !pod) return fail(cni_code::kKernel, "veth pair " + spec.host_name + "/" + ctx.ifname + " not found after creation");
+  PodVeth made{std::move(*host), std::move(*pod)};
+  ctx.created_veths[ctx.ifname] = made;
+  return made;
 }
 
 // --- shared CHECK helpers --------------------------------------------------------------------------
@@ -294,7 +298,15 @@ namespace undo {
 Status run_op(Context& ctx, const LinkDel& op) {
   netlink::Socket* nl = op.where == "pod" ? ctx.pod : ctx.node;
   if (nl == nullptr) return {};  // the pod namespace is gone, and its links with it
-  auto removed = link::remove(*nl, op.name);
+  Result<bool> removed = false;
+  if (op.group) {
+    auto l = link::get(*nl, op.name);
+    if (!l) return std::unexpected(l.error().within("undo: look up link " + op.name));
+    if (!*l || (*l)->group != *op.group) return {};  // gone, or not the link plumb made
+    removed = link::remove(*nl, (*l)->index);
+  } else {
+    removed = link::remove(*nl, op.name);
+  }
   if (!removed) return std::unexpected(removed.error().within("undo: delete link " + op.name));
   return {};
 }

@@ -33,7 +33,7 @@ Result<std::unique_ptr<Config>> delegate_parse(const json::Value& conf, const Pa
 
 Result<cni::CniResult> delegate_add(Context& ctx, const Config& conf, const cni::CniResult* prev) {
   const auto& c = static_cast<const DelegateConfig&>(conf);
-  ctx.created_node_links.clear();  // the plugin may change the node's links
+  ctx.created_veths.clear();  // the plugin may change the links plumb created
   const std::string args = cni::delegate_args(ctx.cni_args);
   // Write-ahead: a DEL with this exact config, before the plugin can change anything.
   PLUMB_TRY(undo::will(ctx, undo::DelegateDel{c.type, json::clone(c.config), ctx.ifname, args}));

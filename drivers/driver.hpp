@@ -78,6 +78,14 @@ struct Config {
   cni::Dns dns;  ///< the plugin's "dns" key (CNI SPEC network configuration), empty when absent
 };
 
+/// The two ends of a veth pair plumb created for an attachment (create_pod_veth).
+struct PodVeth {
+  link::LinkInfo host;  ///< in the node namespace
+  link::LinkInfo pod;   ///< in the pod namespace, named ctx.ifname
+  /// No plugin of the chain has touched the host end's qdiscs yet (bandwidth clears it).
+  bool qdiscs_untouched = true;
+};
+
 /// Everything a driver may touch for one plugin invocation of one attachment.
 struct Context {
   std::string container_id;
@@ -110,12 +118,12 @@ struct Context {
   const json::Value* attachment_result = nullptr;
   /// How the cluster IPAM reaches whereabouts' pools in the Kubernetes API (release on DEL).
   ipam::ClusterAccess ipam_cluster;
-  /// ADD: the host ends of the veths this chain's plumb drivers created in the node namespace, by
-  /// ifindex, as the kernel reported them at creation (bridge, ptp). A later plugin of the chain
+  /// ADD: the veth pairs this chain's plumb drivers created (bridge, ptp), by pod interface
+  /// name, both ends as plumb made them (create_pod_veth). A later plugin of the chain
   /// (bandwidth) takes its device from here instead of reading it back, a read-back of a device
-  /// just created waiting for the kernel's pending link events (link::create_veth). A delegated
-  /// plugin could change them: running one empties it.
-  std::map<int, link::LinkInfo> created_node_links;
+  /// just created waiting for the kernel's pending link events. A delegated plugin could change
+  /// them: running one empties it.
+  std::map<std::string, PodVeth> created_veths;
 };
 
 /// One attachment kind or chained feature. See the file comment for the life of a plugin.
@@ -207,10 +215,11 @@ void announce_addresses(Context& ctx, int index, const Mac& mac, const cni::CniR
 /// The veth pair of a pod's attachment (bridge, ptp): the pod end born in the pod namespace under
 /// ctx.ifname, the host end under a random "veth" name (another one on a name collision, up to 5
 /// tries), each try's deletion registered before it. `spec` gives the rest (MTU, MACs, group,
-/// master, up); its names and peer namespace are set here. Returns the host end as the kernel
-/// echoed it, else read back, and records it in ctx.created_node_links. Errors: kConflict when
-/// ctx.ifname exists in the pod; the kernel's, naming the pair and the namespace.
-[[nodiscard]] Result<link::LinkInfo> create_pod_veth(Context& ctx, link::VethSpec spec);
+/// master, up); its names and peer namespace are set here. Returns both ends: the host end as the
+/// kernel echoed it (else read back), the pod end read back; records them in ctx.created_veths.
+/// Errors: kConflict when ctx.ifname exists in the pod; the kernel's, naming the pair and the
+/// namespace.
+[[nodiscard]] Result<PodVeth> create_pod_veth(Context& ctx, link::VethSpec spec);
 
 // --- shared CHECK helpers (every driver that creates a pod interface) ---------------------------
 

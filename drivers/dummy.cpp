@@ -24,7 +24,7 @@ Result<cni::CniResult> dummy_add(Context& ctx, const DummyConfig& c, const cni::
   if (PLUMB_TRY(link::get(*ctx.pod, ctx.ifname))) {
     return fail(cni_code::kConflict, "interface " + ctx.ifname + " already exists in " + ctx.netns_path);
   }
-  PLUMB_TRY(undo::will(ctx, undo::LinkDel{"pod", ctx.ifname}));
+  PLUMB_TRY(undo::will(ctx, undo::LinkDel{"pod", ctx.ifname, std::nullopt}));
   auto st = link::create_dummy(*ctx.pod, ctx.ifname);
   if (!st && st.error().cni_code == cni_code::kKernelFeature) {
     return fail(cni_code::kKernelFeature, ctx.network + ": this kernel has no dummy devices (CONFIG_DUMMY, module dummy)",

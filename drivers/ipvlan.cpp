@@ -1,7 +1,7 @@
 // The reference "ipvlan" plugin, natively: an ipvlan on the master (by default the interface of
 // the node's default route; chained after a plugin whose result has exactly one interface, that
-// interface) born directly in the pod namespace under a temporary name, renamed there to the
-// attachment's name, arp_notify (and ndisc_notify with IPv6) set, addresses and routes in the pod.
+// interface) born directly in the pod namespace under the attachment's name
+// (lower::create_in_pod), arp_notify (and ndisc_notify with IPv6) set, addresses and routes in the pod.
 // Keys: master, mode (l2 | l3 | l3s; default l2), mtu (<= the master's), linkInContainer (the
 // master lives in the pod namespace), ipam (without one, the previous result's IPs are used, as
 // the reference does in a chain). An ipvlan shares its master's MAC: there is no "mac" key.
@@ -62,9 +62,9 @@ Result<cni::CniResult> ipvlan_add(Context& ctx, const IpvlanConfig& c, const cni
   if (!c.ipam.ipam && !use_prev_ips) {
     return fail(cni_code::kInvalidConfig, ctx.network + ": ipvlan needs addresses: an \"ipam\", or a previous result with IPs");
   }
-  auto created = lower::create_renamed(
-      ctx, "ipvl", "create ipvlan (mode " + c.mode_name + ") on master " + master.name, [&](const std::string& tmp) {
-        link::IpvlanSpec spec{tmp, master.index, c.mode, c.keys.mtu_bytes.value_or(0), c.keys.link_in_container ? -1 : ctx.pod_ns->fd(),
+  auto created = lower::create_in_pod(
+      ctx, "create ipvlan (mode " + c.mode_name + ") on master " + master.name, [&](const std::string& ifname) {
+        link::IpvlanSpec spec{ifname, master.index, c.mode, c.keys.mtu_bytes.value_or(0), c.keys.link_in_container ? -1 : ctx.pod_ns->fd(),
                               link::kPodLinkGroup};
         return link::create_ipvlan(lower::master_socket(ctx, c.keys), spec);
       });

@@ -64,29 +64,18 @@ Result<link::LinkInfo> resolve_master(const Context& ctx, const Keys& k, const s
   return master;
 }
 
-Result<link::LinkInfo> create_renamed(Context& ctx, std::string_view prefix, const std::string& what,
-                                      const std::function<Status(const std::string& tmp)>& create) {
-  if (PLUMB_TRY(link::get(*ctx.pod, ctx.ifname))) {
+Result<link::LinkInfo> create_in_pod(Context& ctx, const std::string& what, const std::function<Status(const std::string& name)>& create) {
+  // No look-up first: the kernel refuses a taken name (EEXIST), and the deletion registered here
+  // leaves a link of another group alone.
+  PLUMB_TRY(undo::will(ctx, undo::LinkDel{"pod", ctx.ifname, link::kPodLinkGroup}));
+  auto st = create(ctx.ifname);
+  if (!st && st.error().sys_errno == EEXIST) {
     return fail(cni_code::kConflict, "interface " + ctx.ifname + " already exists in " + ctx.netns_path);
   }
-  std::string tmp;
-  for (int attempt = 0;; ++attempt) {
-    tmp = random_ifname(prefix);
-    PLUMB_TRY(undo::will(ctx, undo::LinkDel{"pod", tmp}));
-    auto st = create(tmp);
-    if (st) break;
-    if (st.error().sys_errno == EEXIST && attempt < 4) continue;  // temporary name taken: another one
-    return std::unexpected(st.error().within(ctx.network + ": " + what + " for " + ctx.ifname));
-  }
-  auto tmp_link = PLUMB_TRY(link::get(*ctx.pod, tmp));
-  if (!tmp_link) return fail(cni_code::kKernel, std::string(prefix) + " link " + tmp + " not found in " + ctx.netns_path + " after creation");
-  PLUMB_TRY(undo::will(ctx, undo::LinkDel{"pod", ctx.ifname}));
-  link::LinkChange rename;
-  rename.name = ctx.ifname;
-  PLUMB_TRY(link::modify(*ctx.pod, tmp_link->index, rename));
-  auto pod_link = PLUMB_TRY(link::get(*ctx.pod, tmp_link->index));
-  if (!pod_link) return fail(cni_code::kKernel, ctx.ifname + " vanished after rename in " + ctx.netns_path);
-  return *pod_link;
+  if (!st) return std::unexpected(st.error().within(ctx.network + ": " + what + " for " + ctx.ifname));
+  auto made = PLUMB_TRY(link::get(*ctx.pod, ctx.ifname));
+  if (!made) return fail(cni_code::kKernel, ctx.ifname + " not found in " + ctx.netns_path + " after creation");
+  return *made;
 }
 
 Status pod_sysctl(const Context& ctx, const std::string& key, const std::string& value) {
@@ -95,9 +84,10 @@ Status pod_sysctl(const Context& ctx, const std::string& key, const std::string&
 }
 
 Status notify_neighbours(const Context& ctx, const cni::CniResult& r) {
-  PLUMB_TRY(pod_sysctl(ctx, "net/ipv4/conf/" + ctx.ifname + "/arp_notify", "1"));
+  auto guard = PLUMB_TRY(netns::Guard::enter(*ctx.pod_ns));  // once for both
+  PLUMB_TRY(sysctl::write("net/ipv4/conf/" + ctx.ifname + "/arp_notify", "1"));
   bool v6 = std::any_of(r.ips.begin(), r.ips.end(), [](const cni::IpConfig& ip) { return !ip.address.addr.is_v4(); });
-  if (v6) PLUMB_TRY(pod_sysctl(ctx, "net/ipv6/conf/" + ctx.ifname + "/ndisc_notify", "1"));
+  if (v6) PLUMB_TRY(sysctl::write("net/ipv6/conf/" + ctx.ifname + "/ndisc_notify", "1"));
   return {};
 }
 

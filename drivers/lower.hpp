@@ -1,7 +1,8 @@
 // Steps the drivers of links stacked on a master device share (macvlan, ipvlan, vlan): finding
 // the master (named, or the interface of the default route, as the reference plugins do), and
-// creating the link in the pod namespace under a temporary name, then renaming it there to the
-// attachment's name (a name taken in the node namespace cannot collide with it).
+// creating the link directly in the pod namespace under the attachment's name (the reference
+// plugins create it in the node under a temporary name, move and rename it: born in the pod, a
+// name taken in the node namespace cannot collide with it).
 #pragma once
 
 #include <functional>
@@ -39,14 +40,15 @@ struct Keys {
 [[nodiscard]] Result<link::LinkInfo> find_master(netlink::Socket& nl, const std::string& name, const std::string& where_ns,
                                                  const std::string& network);
 
-/// Makes the pod interface: fails with kConflict when ctx.ifname already exists in the pod, then
-/// calls `create(tmp)` with a fresh temporary name "<prefix><8 hex digits>" (another name on
-/// EEXIST, up to 5 tries) — `create` must make the link so that it lands in the pod namespace —
-/// and renames it there to ctx.ifname. Undo operations (delete in the pod, under either name) are
-/// registered before each change. Returns the link as the pod sees it. `what` ("create ipvlan
-/// (mode l2) on master eth0") prefixes create's errors.
-[[nodiscard]] Result<link::LinkInfo> create_renamed(Context& ctx, std::string_view prefix, const std::string& what,
-                                                    const std::function<Status(const std::string& tmp)>& create);
+/// Makes the pod interface: registers its deletion (by name, only within link::kPodLinkGroup:
+/// never a link someone else made under that name) and calls `create(name)` with name =
+/// ctx.ifname; `create` must make the link in link::kPodLinkGroup so that it is born in the pod
+/// namespace under its final name (no rename: a rename re-registers the device's IPv4, IPv6 and
+/// neighbour sysctl tables, about as costly as the creation). Returns the link as the pod sees
+/// it. Errors: kConflict when ctx.ifname already exists in the pod (the kernel's EEXIST);
+/// create's others prefixed with `what` ("create ipvlan (mode l2) on master eth0").
+[[nodiscard]] Result<link::LinkInfo> create_in_pod(Context& ctx, const std::string& what,
+                                                   const std::function<Status(const std::string& name)>& create);
 
 /// Writes a sysctl (e.g. "net/ipv4/conf/eth0/arp_notify") inside the pod namespace.
 [[nodiscard]] Status pod_sysctl(const Context& ctx, const std::string& key, const std::string& value);

@@ -1,6 +1,6 @@
 // The reference "macvlan" plugin, natively: a macvlan on the master (by default the interface of
-// the node's default route) born directly in the pod namespace under a temporary name, renamed
-// there to the attachment's name, arp_notify (and ndisc_notify with IPv6) set, IPAM, addresses
+// the node's default route) born directly in the pod namespace under the attachment's name
+// (lower::create_in_pod), arp_notify (and ndisc_notify with IPv6) set, IPAM, addresses
 // and routes in the pod.
 // Keys: master, mode (bridge | private | vepa | passthru; default bridge), mtu (<= the master's),
 // mac (runtimeConfig.mac capability, args.cni.mac, CNI_ARGS MAC=), linkInContainer (the master
@@ -72,11 +72,11 @@ Result<MacvlanConfig> parse_config(const json::Value& conf, const ParseInput& in
 
 Result<cni::CniResult> macvlan_add(Context& ctx, const MacvlanConfig& c, const cni::CniResult*) {
   link::LinkInfo master = PLUMB_TRY(lower::resolve_master(ctx, c.keys, c.keys.master));
-  // Born in the pod namespace under a temporary name, then renamed there.
-  link::LinkInfo pod_link = PLUMB_TRY(lower::create_renamed(
-      ctx, "mvl", "create macvlan (mode " + c.mode_name + ") on master " + master.name, [&](const std::string& tmp) {
+  // Born in the pod namespace under its final name.
+  link::LinkInfo pod_link = PLUMB_TRY(lower::create_in_pod(
+      ctx, "create macvlan (mode " + c.mode_name + ") on master " + master.name, [&](const std::string& name) {
         link::MacvlanSpec spec;
-        spec.name = tmp;
+        spec.name = name;
         spec.master_index = master.index;
         spec.mode = c.mode;
         spec.mtu_bytes = c.keys.mtu_bytes.value_or(0);

@@ -56,14 +56,6 @@ Result<PtpConfig> parse_config(const json::Value& conf, const ParseInput& in) {
 
 IpPrefix host_prefix(const IpAddr& a) { return IpPrefix{a, static_cast<uint8_t>(a.is_v4() ? 32 : 128)}; }
 
-/// The veth pair, the pod end born in the pod namespace under its final name. Returns (host, pod).
-Result<std::pair<link::LinkInfo, link::LinkInfo>> create_pair(Context& ctx, const PtpConfig& c) {
-  link::LinkInfo host = PLUMB_TRY(create_pod_veth(ctx, {"", "", -1, c.mtu_bytes.value_or(0), std::nullopt, c.mac, link::kPodLinkGroup}));
-  auto pod = PLUMB_TRY(link::get(*ctx.pod, ctx.ifname));
-  if (!pod) return fail(cni_code::kKernel, "veth pair " + host.name + "/" + ctx.ifname + " not found after creation");
-  return std::pair{std::move(host), std::move(*pod)};
-}
-
 /// The pod end's routes as the reference lays them out: the connected subnet route replaced by
 /// a link route to the gateway and the subnet via the gateway, both with the pod address as source.
 Status pod_routes(Context& ctx, int index, const cni::IpConfig& ip) {
@@ -123,7 +115,10 @@ Result<cni::CniResult> ptp_add(Context& ctx, const PtpConfig& c, const cni::CniR
                                                 " (the IPAM returned none)");
     }
   }
-  auto [host, pod] = PLUMB_TRY(create_pair(ctx, c));
+  // The pod end born in the pod namespace under its final name.
+  PodVeth veth = PLUMB_TRY(create_pod_veth(ctx, {"", "", -1, c.mtu_bytes.value_or(0), std::nullopt, c.mac, link::kPodLinkGroup}));
+  const link::LinkInfo& host = veth.host;
+  const link::LinkInfo& pod = veth.pod;
   r.interfaces.clear();
   r.interfaces.push_back({host.name, host.mac() ? host.mac()->str() : "", std::nullopt, "", {}, {}});
   r.interfaces.push_back({ctx.ifname, pod.mac() ? pod.mac()->str() : "", pod.mtu_bytes, ctx.netns_path, {}, {}});

@@ -69,7 +69,7 @@ Result<std::string> create_device(Context& ctx, const TapConfig& c) {
   }
   for (int attempt = 0;; ++attempt) {
     tun::TapSpec spec{random_ifname("tap"), c.multi_queue, c.owner, c.group};
-    PLUMB_TRY(undo::will(ctx, undo::LinkDel{"pod", spec.name}));
+    PLUMB_TRY(undo::will(ctx, undo::LinkDel{"pod", spec.name, std::nullopt}));
     auto guard = PLUMB_TRY(netns::Guard::enter(*ctx.pod_ns));
     auto st = c.selinux_context.empty() ? tun::create_tap(spec) : tun::create_tap_labelled(spec, c.selinux_context);
     if (st) return spec.name;
@@ -82,7 +82,7 @@ Result<std::string> create_device(Context& ctx, const TapConfig& c) {
 Result<link::LinkInfo> finish_device(Context& ctx, const TapConfig& c, const std::string& tmp) {
   auto tmp_link = PLUMB_TRY(link::get(*ctx.pod, tmp));
   if (!tmp_link) return fail(cni_code::kKernel, "tap " + tmp + " not found in " + ctx.netns_path + " after creation");
-  PLUMB_TRY(undo::will(ctx, undo::LinkDel{"pod", ctx.ifname}));
+  PLUMB_TRY(undo::will(ctx, undo::LinkDel{"pod", ctx.ifname, std::nullopt}));
   link::LinkChange ch;
   ch.name = ctx.ifname;
   ch.mtu_bytes = c.mtu_bytes;

@@ -27,12 +27,16 @@
 
 namespace plumb::drivers::undo {
 
-/// Delete link `name` in the node ("node") or pod ("pod") namespace.
+/// Delete link `name` in the node ("node") or pod ("pod") namespace; with `group`, only a link of
+/// that link group (a name plumb did not draw at random, e.g. the attachment's own: the link
+/// holding it may be someone else's, and one plumb created is born in link::kPodLinkGroup).
+/// Records without "group" (every plumb before it) delete by name.
 struct LinkDel {
   static constexpr std::string_view kName = "link_del";
   std::string where;  ///< "node" or "pod"
   std::string name;
-  template <class V> void fields(V& v) { v("where", where); v("name", name); }
+  std::optional<uint32_t> group;
+  template <class V> void fields(V& v) { v("where", where); v("name", name); v("group", group); }
 };
 
 /// Delete bridge `name` in the node namespace if it has no ports left (rollback only).

@@ -1,6 +1,5 @@
 // The reference "vlan" plugin, natively: an 802.1Q link with VLAN ID `vlanId` on `master`, born
-// directly in the pod namespace under a temporary name and renamed there to the attachment's
-// name, addresses and routes in the pod.
+// directly in the pod namespace under the attachment's name (lower::create_in_pod), addresses and routes in the pod.
 // Keys: master (required), vlanId (0..4094), mtu (<= the master's), linkInContainer (the master
 // lives in the pod namespace), ipam (required: the reference plugin fails without one).
 // A kernel without 802.1Q (CONFIG_VLAN_8021Q) fails the ADD with kKernelFeature naming it.
@@ -39,8 +38,8 @@ Result<VlanConfig> parse_config(const json::Value& conf, const ParseInput& in) {
 Result<cni::CniResult> vlan_add(Context& ctx, const VlanConfig& c, const cni::CniResult*) {
   link::LinkInfo master = PLUMB_TRY(lower::resolve_master(ctx, c.keys, c.keys.master));
   const std::string what = "create vlan " + std::to_string(c.vlan_id) + " on master " + master.name;
-  auto created = lower::create_renamed(ctx, "vlan", what, [&](const std::string& tmp) {
-    link::VlanSpec spec{tmp, master.index, c.vlan_id, c.keys.mtu_bytes.value_or(0), c.keys.link_in_container ? -1 : ctx.pod_ns->fd(),
+  auto created = lower::create_in_pod(ctx, what, [&](const std::string& name) {
+    link::VlanSpec spec{name, master.index, c.vlan_id, c.keys.mtu_bytes.value_or(0), c.keys.link_in_container ? -1 : ctx.pod_ns->fd(),
                             link::kPodLinkGroup};
     return link::create_vlan(lower::master_socket(ctx, c.keys), spec);
   });

@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <tuple>
 #include <vector>
 
 #include "tests/support/full_kernel.hpp"
@@ -153,6 +154,35 @@ TEST_CASE("bridge macspoofchk: only frames with the pod's MAC leave its port, ch
   CHECK(nft_bridge_table().find("02:00:00:00:5c:01") == std::string::npos);
   CHECK(nft_bridge_table().find(port) == std::string::npos);
   CHECK(del_pod(fx, "plain").exit_code == 0);
+  CHECK(no_records(fx));
+}
+
+TEST_CASE("bridge: the pod end is reported as the kernel has it: MAC (random, unicast, locally administered) and MTU, with and without mtu") {
+  Node node;
+  PodFixture fx(node);
+  for (auto [pod, keys, mtu, address] : {std::tuple{"plain", "", 1500, "198.51.100.31/24"},
+                                          std::tuple{"small", R"("mtu": 1400)", 1400, "198.51.100.32/24"}}) {
+    INFO(pod);
+    REQUIRE(add_pod(fx, node, pod, keys, address).exit_code == 0);
+    rapidjson::Document st;
+    st.Parse(fx.status_of("default", pod).c_str());
+    REQUIRE(st.IsArray());
+    const rapidjson::Value* net1 = nullptr;
+    for (auto& e : st.GetArray()) {
+      if (e.HasMember("interface") && std::string(e["interface"].GetString()) == "net1") net1 = &e;
+    }
+    REQUIRE(net1 != nullptr);
+    auto l = link_detail(pod, "net1");
+    const std::string mac = l["address"].GetString();
+    CHECK(std::string((*net1)["mac"].GetString()) == mac);
+    CHECK((*net1)["mtu"].GetInt() == mtu);
+    CHECK(l["mtu"].GetInt() == mtu);
+    CHECK(link_detail("", host_end(pod))["mtu"].GetInt() == mtu);
+    const unsigned first = static_cast<unsigned>(std::stoul(mac.substr(0, 2), nullptr, 16));
+    CHECK((first & 0x01) == 0);  // unicast
+    CHECK((first & 0x02) == 2);  // locally administered
+    CHECK(del_pod(fx, pod).exit_code == 0);
+  }
   CHECK(no_records(fx));
 }
 

@@ -236,6 +236,29 @@ TEST_CASE("macvlan: a missing master, a bad mode and an MTU above the master's a
   }
 }
 
+TEST_CASE("macvlan: a link of the attachment's name already in the pod is a conflict (105); that link stays, nothing of the ADD does") {
+  Node node;
+  PodFixture fx(node);
+  add_master("mst0");
+  fx.add_nad("default", "taken", macvlan_nad(R"("master": "mst0", )", fx.ipam_dir()));
+  std::string pa = node.add_netns("pod-a");
+  REQUIRE(sh("ip -n pod-a link add net1 type veth peer name net1p").exit_code == 0);  // someone else's net1
+  const std::string index_before = std::to_string(link_detail("pod-a", "net1")["ifindex"].GetInt());
+  fx.add_pod("default", "pod-a", "taken");
+  Proc a = fx.run("ADD", "ctr-a", pa, "default", "pod-a", fx.config());
+  INFO(a.out, a.err);
+  CHECK(a.exit_code != 0);
+  rapidjson::Document err;
+  err.Parse(a.out.c_str());
+  REQUIRE(err.IsObject());
+  CHECK(err["code"].GetInt() == 105);
+  CHECK(std::string(err["msg"].GetString()).find("net1 already exists") != std::string::npos);
+  CHECK(links("pod-a") == std::set<std::string>{"lo", "net1", "net1p"});
+  CHECK(std::to_string(link_detail("pod-a", "net1")["ifindex"].GetInt()) == index_before);  // the same link, not a new one
+  CHECK(no_state(fx));
+  CHECK(ip_files(fx).empty());
+}
+
 TEST_CASE("macvlan: an ADD failing in a chained plugin after the macvlan exists rolls it back") {
   Node node;
   PodFixture fx(node);

@@ -1,12 +1,16 @@
 // The typed undo journal's reader (drivers/undo.cpp): a record's undo list is checked whole before
 // anything of it runs; an operation this binary does not know is a newer plumb's (kNewerRecord), a
-// malformed one is damage (kDecode); both name the record file and the operation.
+// malformed one is damage (kDecode); both name the record file and the operation. And a link
+// deletion bound to a link group, against the kernel in a private node.
 #include <doctest/doctest.h>
 
 #include <string>
 
 #include "drivers/undo.hpp"
 #include "engine/base/json.hpp"
+#include "engine/kernel/link.hpp"
+#include "tests/support/driver_harness.hpp"
+#include "tests/support/private_node.hpp"
 
 using namespace plumb;
 
@@ -47,4 +51,32 @@ TEST_CASE("a malformed operation or list is damage, named with the record file a
   }
   auto missing = drivers::undo::check(list(R"([{"op":"link_del","where":"node"}])"), rec);
   CHECK(missing.error().msg.find("\"name\"") != std::string::npos);
+}
+
+TEST_CASE("link_del with a group deletes a pod link only if it is in that group; without one, by name; a missing link is success") {
+  test::Node node;
+  const std::string pod = node.add_netns("lgrp");
+  auto pod_ns = netns::Netns::open(pod);
+  REQUIRE(pod_ns);
+  auto pod_nl = netlink::Socket::open_in(pod_ns->fd());
+  REQUIRE(pod_nl);
+  drivers::Context ctx;
+  ctx.pod_ns = &*pod_ns;
+  ctx.pod = &*pod_nl;
+  auto exists = [&] { return test::sh("ip -n lgrp link show dev net1").exit_code == 0; };
+  const std::string group = std::to_string(link::kPodLinkGroup);
+  const auto guarded = list(R"({"op":"link_del","where":"pod","name":"net1","group":)" + group + "}");
+  const auto by_name = list(R"({"op":"link_del","where":"pod","name":"net1"})");
+
+  REQUIRE(test::sh("ip -n lgrp link add net1 type veth peer name net1p").exit_code == 0);  // someone else's: the default group
+  CHECK(test::run_undo(ctx, guarded));
+  CHECK(exists());
+  REQUIRE(test::sh("ip -n lgrp link set dev net1 group " + group).exit_code == 0);  // as plumb creates it
+  CHECK(test::run_undo(ctx, guarded));
+  CHECK_FALSE(exists());
+  CHECK(test::run_undo(ctx, guarded));  // gone: nothing to do
+
+  REQUIRE(test::sh("ip -n lgrp link add net1 type veth peer name net1p").exit_code == 0);
+  CHECK(test::run_undo(ctx, by_name));  // a record of a plumb before the group: by name
+  CHECK_FALSE(exists());
 }
