@@ -264,8 +264,8 @@ Status configure_gateways(Context& ctx, const BridgeConfig& c, const link::LinkI
       r.routes.push_back(def);
     }
   }
-  if (v4) PLUMB_TRY(sysctl::write("net/ipv4/ip_forward", "1"));
-  if (v6) PLUMB_TRY(sysctl::write("net/ipv6/conf/all/forwarding", "1"));
+  if (v4) PLUMB_TRY(sysctl::ensure("net/ipv4/ip_forward", "1"));
+  if (v6) PLUMB_TRY(sysctl::ensure("net/ipv6/conf/all/forwarding", "1"));
   return {};
 }
 

@@ -1,8 +1,8 @@
 // Steps the drivers of links stacked on a master device share (macvlan, ipvlan, vlan): finding
 // the master (named, or the interface of the default route, as the reference plugins do), and
 // creating the link directly in the pod namespace under the attachment's name (the reference
-// plugins create it in the node under a temporary name, move and rename it: born in the pod, a
-// name taken in the node namespace cannot collide with it).
+// plugins create it there under a temporary name and rename it; born in the pod, a name taken in
+// the node namespace cannot collide with it).
 #pragma once
 
 #include <functional>

@@ -97,8 +97,8 @@ Status host_side(Context& ctx, const link::LinkInfo& host, const cni::CniResult&
     st = route::add(*ctx.node, to_pod);
     if (!st && st.error().sys_errno != EEXIST) return std::unexpected(st.error().within(ctx.network + ": ptp host route"));
   }
-  if (v4) PLUMB_TRY(sysctl::write("net/ipv4/ip_forward", "1"));
-  if (v6) PLUMB_TRY(sysctl::write("net/ipv6/conf/all/forwarding", "1"));
+  if (v4) PLUMB_TRY(sysctl::ensure("net/ipv4/ip_forward", "1"));
+  if (v6) PLUMB_TRY(sysctl::ensure("net/ipv6/conf/all/forwarding", "1"));
   return {};
 }
 

@@ -67,4 +67,9 @@ Status write(const std::string& key, const std::string& value) {
   return {};
 }
 
+Status ensure(const std::string& key, const std::string& value) {
+  if (PLUMB_TRY(read(key)) == value) return {};
+  return write(key, value);
+}
+
 }  // namespace plumb::sysctl

@@ -486,3 +486,23 @@ TEST_CASE("sysctl: read and write a per-interface key inside a Guard in the pod 
   REQUIRE_FALSE(esc);
   CHECK(esc.error().cni_code == cni_code::kInvalidConfig);
 }
+
+TEST_CASE("sysctl::ensure writes only another value: an unchanged net.ipv6.conf.all.forwarding leaves a device's own forwarding alone") {
+  plumb::test::Node node;
+  REQUIRE(plumb::test::sh("ip link add s7 type veth peer name s7p").exit_code == 0);
+  REQUIRE_OK(sysctl::write("net/ipv6/conf/all/forwarding", "1"));
+  REQUIRE_OK(sysctl::write("net/ipv6/conf/s7/forwarding", "0"));
+  REQUIRE_OK(sysctl::ensure("net/ipv6/conf/all/forwarding", "1"));  // already 1: nothing written
+  auto own = sysctl::read("net/ipv6/conf/s7/forwarding");
+  REQUIRE_OK(own);
+  CHECK(*own == "0");
+  REQUIRE_OK(sysctl::write("net/ipv6/conf/all/forwarding", "1"));  // what a plain write does to it
+  own = sysctl::read("net/ipv6/conf/s7/forwarding");
+  REQUIRE_OK(own);
+  CHECK(*own == "1");
+  REQUIRE_OK(sysctl::write("net/ipv6/conf/all/forwarding", "0"));
+  REQUIRE_OK(sysctl::ensure("net/ipv6/conf/all/forwarding", "1"));  // another value: written
+  auto all = sysctl::read("net/ipv6/conf/all/forwarding");
+  REQUIRE_OK(all);
+  CHECK(*all == "1");
+}
