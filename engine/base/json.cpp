@@ -69,7 +69,8 @@ struct BoundedParse {
     DepthLimit limit(doc, max_depth);
     rapidjson::MemoryStream in(text.data(), text.size());
     rapidjson::Reader reader;
-    result = reader.Parse<rapidjson::kParseIterativeFlag>(in, limit);
+    // Full precision: a double must read back as the one written (records are re-encoded).
+    result = reader.Parse<rapidjson::kParseIterativeFlag | rapidjson::kParseFullPrecisionFlag>(in, limit);
     too_deep = limit.too_deep();
     return !result.IsError();
   }

@@ -121,3 +121,17 @@ TEST_CASE("parse keeps duplicate keys of a \"sysctl\" object as written (tuning 
   REQUIRE(d.has_value());
   CHECK(json::dump(*d) == R"({"sysctl":{"k":"1","k":"2"},"args":{"cni":{"sysctl":{"j":"1","j":"2"}}},"x":{"k":2}})");
 }
+
+TEST_CASE("a double reads back as the one written: parse, dump and parse again give the same value (found by fuzz/state)") {
+  for (const char* text : {R"({"owner":9.753494167873032718})", R"({"v":0.1})", R"({"v":1.7976931348623157e308})",
+                           R"({"v":2.2250738585072014e-308})", R"({"v":123456789012345678901234567890.5})"}) {
+    CAPTURE(text);
+    auto first = plumb::json::parse(text, "test");
+    REQUIRE(first);
+    auto again = plumb::json::parse(plumb::json::dump(*first), "test");
+    REQUIRE(again);
+    CHECK(plumb::json::dump(*again) == plumb::json::dump(*first));
+    const char* key = first->MemberBegin()->name.GetString();
+    CHECK((*again)[key].GetDouble() == (*first)[key].GetDouble());
+  }
+}
