@@ -8,6 +8,10 @@
 
 #include <strings.h>
 
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
 #include <unordered_set>
 #include <vector>
 
@@ -20,11 +24,13 @@ Error type_error(std::string_view where, std::string_view key, const Value& v, c
 }
 
 /// Passes RapidJSON's parse events to a Document, refusing (and remembering it) a nesting deeper
-/// than `max_depth`: the parse then ends with kParseErrorTermination at that point.
+/// than `max_depth`: the parse then ends with kParseErrorTermination at that point. Numbers come
+/// as text (kParseNumbersAsStringsFlag) and are converted here exactly (RawNumber).
 class DepthLimit {
  public:
   DepthLimit(Document& doc, unsigned max_depth) : doc_(doc), max_depth_(max_depth) {}
   [[nodiscard]] bool too_deep() const { return too_deep_; }
+  [[nodiscard]] bool too_big() const { return too_big_; }
 
   bool Null() { return doc_.Null(); }
   bool Bool(bool b) { return doc_.Bool(b); }
@@ -33,7 +39,7 @@ class DepthLimit {
   bool Int64(int64_t i) { return doc_.Int64(i); }
   bool Uint64(uint64_t u) { return doc_.Uint64(u); }
   bool Double(double d) { return doc_.Double(d); }
-  bool RawNumber(const char* s, rapidjson::SizeType n, bool copy) { return doc_.RawNumber(s, n, copy); }
+  bool RawNumber(const char* s, rapidjson::SizeType n, bool copy);
   bool String(const char* s, rapidjson::SizeType n, bool copy) { return doc_.String(s, n, copy); }
   bool Key(const char* s, rapidjson::SizeType n, bool copy) { return doc_.Key(s, n, copy); }
   bool StartObject() { return enter() && doc_.StartObject(); }
@@ -56,7 +62,41 @@ class DepthLimit {
   unsigned max_depth_;
   unsigned depth_ = 0;
   bool too_deep_ = false;
+  bool too_big_ = false;
 };
+
+/// A JSON number's text (valid: the reader checked its grammar) as the value RapidJSON's own
+/// conversion types it (an integer: int, unsigned, int64 or uint64 as it fits, beyond 64 bits a
+/// double; otherwise a double), but correctly rounded: RapidJSON 1.1's default conversion is not
+/// (a 19-digit mantissa can read back as another double than the one written), and its
+/// full-precision mode has undefined behaviour on a zero significand with an exponent
+/// ("0.0E130"). A double beyond the range of doubles is refused, as RapidJSON refuses it.
+bool DepthLimit::RawNumber(const char* s, rapidjson::SizeType n, bool) {
+  const std::string_view t(s, n);
+  if (t.find_first_of(".eE") == std::string_view::npos) {
+    if (t.front() == '-') {
+      int64_t v = 0;
+      auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+      if (ec == std::errc() && end == t.data() + t.size()) {
+        return v >= std::numeric_limits<int32_t>::min() ? doc_.Int(static_cast<int>(v)) : doc_.Int64(v);
+      }
+    } else {
+      uint64_t v = 0;
+      auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+      if (ec == std::errc() && end == t.data() + t.size()) {
+        return v <= std::numeric_limits<uint32_t>::max() ? doc_.Uint(static_cast<unsigned>(v)) : doc_.Uint64(v);
+      }
+    }
+  }
+  const std::string text(t);  // strtod needs the terminating NUL; glibc's strtod rounds correctly
+  char* end = nullptr;
+  const double d = std::strtod(text.c_str(), &end);
+  if (end != text.c_str() + text.size() || std::isinf(d)) {
+    too_big_ = true;  // the parse ends with an error
+    return false;
+  }
+  return doc_.Double(d);
+}
 
 /// Document::Populate's generator: one iterative parse of `text` through a DepthLimit.
 struct BoundedParse {
@@ -64,14 +104,15 @@ struct BoundedParse {
   unsigned max_depth;
   rapidjson::ParseResult result;
   bool too_deep = false;
+  bool too_big = false;
 
   bool operator()(Document& doc) {
     DepthLimit limit(doc, max_depth);
     rapidjson::MemoryStream in(text.data(), text.size());
     rapidjson::Reader reader;
-    // Full precision: a double must read back as the one written (records are re-encoded).
-    result = reader.Parse<rapidjson::kParseIterativeFlag | rapidjson::kParseFullPrecisionFlag>(in, limit);
+    result = reader.Parse<rapidjson::kParseIterativeFlag | rapidjson::kParseNumbersAsStringsFlag>(in, limit);
     too_deep = limit.too_deep();
+    too_big = limit.too_big();
     return !result.IsError();
   }
 };
@@ -167,6 +208,10 @@ Result<Document> parse(std::string_view text, const std::string& what, unsigned 
   if (p.too_deep) {
     return fail(cni_code::kDecode, "cannot decode " + what + ": arrays and objects nested deeper than " +
                                        std::to_string(max_depth) + " levels at offset " + std::to_string(p.result.Offset()));
+  }
+  if (p.too_big) {
+    return fail(cni_code::kDecode, "cannot decode " + what + ": " + rapidjson::GetParseError_En(rapidjson::kParseErrorNumberTooBig) +
+                                       " at offset " + std::to_string(p.result.Offset()));
   }
   if (p.result.IsError()) {
     return fail(cni_code::kDecode, "cannot decode " + what + ": " + rapidjson::GetParseError_En(p.result.Code()) +

@@ -135,3 +135,24 @@ TEST_CASE("a double reads back as the one written: parse, dump and parse again g
     CHECK((*again)[key].GetDouble() == (*first)[key].GetDouble());
   }
 }
+
+TEST_CASE("numbers are typed as RapidJSON types them; 0.0E130 is 0 (found by fuzz/config); a double beyond range is refused") {
+  auto d = plumb::json::parse(R"({"a":-2147483648,"b":4294967295,"c":18446744073709551615,"d":-9223372036854775808,)"
+                              R"("e":18446744073709551616,"f":0.0E0130,"g":-0,"h":1e-400,"i":7})",
+                              "test");
+  REQUIRE(d);
+  CHECK(((*d)["a"].IsInt() && (*d)["a"].GetInt() == -2147483648));
+  CHECK(((*d)["b"].IsUint() && !(*d)["b"].IsInt() && (*d)["b"].GetUint() == 4294967295u));
+  CHECK(((*d)["c"].IsUint64() && !(*d)["c"].IsInt64() && (*d)["c"].GetUint64() == 18446744073709551615ull));
+  CHECK(((*d)["d"].IsInt64() && !(*d)["d"].IsInt() && (*d)["d"].GetInt64() == INT64_MIN));
+  CHECK(((*d)["e"].IsDouble() && (*d)["e"].GetDouble() == 18446744073709551616.0));
+  CHECK(((*d)["f"].IsDouble() && (*d)["f"].GetDouble() == 0.0));
+  CHECK(((*d)["g"].IsInt() && (*d)["g"].GetInt() == 0));
+  CHECK(((*d)["h"].IsDouble() && (*d)["h"].GetDouble() == 0.0));
+  CHECK(((*d)["i"].IsInt() && (*d)["i"].IsUint() && (*d)["i"].GetInt() == 7));
+  for (const char* big : {R"({"x":1e400})", R"([-1e400])"}) {
+    auto r = plumb::json::parse(big, "test");
+    REQUIRE_FALSE(r);
+    CHECK(r.error().msg.find("Number too big") != std::string::npos);
+  }
+}
