@@ -1,7 +1,8 @@
 // The reference "ipvlan" plugin, natively: an ipvlan on the master (by default the interface of
 // the node's default route; chained after a plugin whose result has exactly one interface, that
 // interface) born directly in the pod namespace under the attachment's name
-// (lower::create_in_pod), arp_notify (and ndisc_notify with IPv6) set, addresses and routes in the pod.
+// (lower::create_in_pod), arp_notify (and ndisc_notify with IPv6) set, addresses and routes in
+// the pod.
 // Keys: master, mode (l2 | l3 | l3s; default l2), mtu (<= the master's), linkInContainer (the
 // master lives in the pod namespace), ipam (without one, the previous result's IPs are used, as
 // the reference does in a chain). An ipvlan shares its master's MAC: there is no "mac" key.

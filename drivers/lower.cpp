@@ -78,11 +78,6 @@ Result<link::LinkInfo> create_in_pod(Context& ctx, const std::string& what, cons
   return *made;
 }
 
-Status pod_sysctl(const Context& ctx, const std::string& key, const std::string& value) {
-  auto guard = PLUMB_TRY(netns::Guard::enter(*ctx.pod_ns));
-  return sysctl::write(key, value);
-}
-
 Status notify_neighbours(const Context& ctx, const cni::CniResult& r) {
   auto guard = PLUMB_TRY(netns::Guard::enter(*ctx.pod_ns));  // once for both
   PLUMB_TRY(sysctl::write("net/ipv4/conf/" + ctx.ifname + "/arp_notify", "1"));

@@ -50,9 +50,6 @@ struct Keys {
 [[nodiscard]] Result<link::LinkInfo> create_in_pod(Context& ctx, const std::string& what,
                                                    const std::function<Status(const std::string& name)>& create);
 
-/// Writes a sysctl (e.g. "net/ipv4/conf/eth0/arp_notify") inside the pod namespace.
-[[nodiscard]] Status pod_sysctl(const Context& ctx, const std::string& key, const std::string& value);
-
 /// Sets arp_notify on ctx.ifname, and ndisc_notify when `r` has an IPv6 address, so neighbours
 /// learn the interface's MAC when it comes up (what the reference macvlan/ipvlan plugins set).
 [[nodiscard]] Status notify_neighbours(const Context& ctx, const cni::CniResult& r);

@@ -1,5 +1,6 @@
 // The reference "vlan" plugin, natively: an 802.1Q link with VLAN ID `vlanId` on `master`, born
-// directly in the pod namespace under the attachment's name (lower::create_in_pod), addresses and routes in the pod.
+// directly in the pod namespace under the attachment's name (lower::create_in_pod), addresses
+// and routes in the pod.
 // Keys: master (required), vlanId (0..4094), mtu (<= the master's), linkInContainer (the master
 // lives in the pod namespace), ipam (required: the reference plugin fails without one).
 // A kernel without 802.1Q (CONFIG_VLAN_8021Q) fails the ADD with kKernelFeature naming it.

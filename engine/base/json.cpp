@@ -73,19 +73,16 @@ class DepthLimit {
 /// ("0.0E130"). A double beyond the range of doubles is refused, as RapidJSON refuses it.
 bool DepthLimit::RawNumber(const char* s, rapidjson::SizeType n, bool) {
   const std::string_view t(s, n);
+  auto whole = [&](auto& v) {  // the text is one integer that fits v
+    auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+    return ec == std::errc() && end == t.data() + t.size();
+  };
   if (t.find_first_of(".eE") == std::string_view::npos) {
-    if (t.front() == '-') {
-      int64_t v = 0;
-      auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
-      if (ec == std::errc() && end == t.data() + t.size()) {
-        return v >= std::numeric_limits<int32_t>::min() ? doc_.Int(static_cast<int>(v)) : doc_.Int64(v);
-      }
-    } else {
-      uint64_t v = 0;
-      auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
-      if (ec == std::errc() && end == t.data() + t.size()) {
-        return v <= std::numeric_limits<uint32_t>::max() ? doc_.Uint(static_cast<unsigned>(v)) : doc_.Uint64(v);
-      }
+    if (int64_t v = 0; t.front() == '-' && whole(v)) {
+      return v >= std::numeric_limits<int32_t>::min() ? doc_.Int(static_cast<int>(v)) : doc_.Int64(v);
+    }
+    if (uint64_t v = 0; t.front() != '-' && whole(v)) {
+      return v <= std::numeric_limits<uint32_t>::max() ? doc_.Uint(static_cast<unsigned>(v)) : doc_.Uint64(v);
     }
   }
   const std::string text(t);  // strtod needs the terminating NUL; glibc's strtod rounds correctly

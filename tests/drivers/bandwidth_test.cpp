@@ -119,7 +119,8 @@ TEST_CASE("bandwidth: 50 Mbit/s each way holds within 10% with real TCP, another
   CHECK(host_bpffs().count("/plumb") == 0);
 }
 
-TEST_CASE("bandwidth: undo detaches only plumb's filters, removes its clsact and its map entries, on a veth that stays") {
+TEST_CASE("bandwidth: undo detaches only plumb's filters, removes its clsact and its map entries, on a veth that stays; "
+          "an ingress qdisc there is a conflict (105), found by a query or, on a veth the chain made, by the kernel's EEXIST") {
   Node node;
   PrivateBpffs fs(node);
   std::string pod_path = node.add_netns("bw-undo");
@@ -157,6 +158,33 @@ TEST_CASE("bandwidth: undo detaches only plumb's filters, removes its clsact and
   auto conf = plumb::json::parse(R"({"type": "bandwidth", "ingressRate": 8000000, "ingressBurst": 80000,
                                      "egressRate": 4000000, "egressBurst": 40000})", "test");
   REQUIRE(conf);
+
+  // An ingress qdisc excludes clsact. On a veth plumb did not make, the query finds it before
+  // anything is written; on one this chain made (no query), creating clsact fails with EEXIST and
+  // the same query names it, the map entries already written left to the ADD's rollback.
+  REQUIRE(sh("tc qdisc add dev bwhost0 ingress").exit_code == 0);
+  for (bool made_by_chain : {false, true}) {
+    CAPTURE(made_by_chain);
+    if (made_by_chain) {
+      ctx.created_veths["eth0"] = {plumb::link::get(*nl, std::string("bwhost0"))->value(),
+                                   plumb::link::get(*pod_nl, std::string("eth0"))->value(), true};
+    }
+    auto refused = plumb::test::add_plugin(ctx, *conf, &prev);
+    REQUIRE_FALSE(refused);
+    CHECK(refused.error().cni_code == 105);
+    CHECK(refused.error().text().find("\"ingress\" qdisc") != std::string::npos);
+    CHECK(bpf_filters("bwhost0").empty());
+    if (made_by_chain) {
+      REQUIRE(rec.undo.Size() == 1);
+      REQUIRE(plumb::test::run_undo(ctx, rec.undo[0]));
+      rec.undo.Clear();
+    }
+    CHECK(rec.undo.Empty());
+    CHECK(state_entries(ctx.bpffs_dir) == 0);
+  }
+  ctx.created_veths.clear();
+  REQUIRE(sh("tc qdisc del dev bwhost0 ingress").exit_code == 0);
+
   auto r = plumb::test::add_plugin(ctx, *conf, &prev);
   INFO((r ? std::string() : r.error().text()));
   REQUIRE(r);
