@@ -16,8 +16,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "engine/base/text.hpp"
 #include "engine/base/file.hpp"
+#include "engine/base/recycler.hpp"
+#include "engine/base/text.hpp"
 
 namespace plumb::ipam {
 namespace {
@@ -26,6 +27,11 @@ constexpr std::string_view kLineBreak = "\r\n";
 constexpr std::string_view kLastReservedPrefix = "last_reserved_ip.";
 /// Temporary files reserve() links into place; any found under the lock are crash leftovers.
 constexpr std::string_view kReserveTmpPrefix = ".plumb-reserve.";
+/// <dataDir>/.plumb-recycled: address files released, renamed into place for the next
+/// reservations instead of new inodes (engine/base/recycler.hpp). A CNI network name starts with
+/// an alphanumeric character, so no network's directory has this name; the reference reads
+/// only its network's directory.
+constexpr const char* kRecycled = ".plumb-recycled";
 
 std::unexpected<Error> io_fail(int err, std::string msg) {
   return std::unexpected(Error{cni_code::kIo, err, std::move(msg), {}});
@@ -96,14 +102,15 @@ class Store {
     if (!dir && dir.error().cni_code == cni_code::kNotFound && !create) return std::optional<Store>{};
     if (!dir) return std::unexpected(dir.error().within("host-local"));
     int fd = PLUMB_TRY(dir->open_lock("lock", 0644));
-    Store s(std::move(*dir), fd);
+    auto pool = base->sub(kRecycled, 0700);
+    Store s(std::move(*dir), fd, pool ? Recycler(std::move(*pool)) : Recycler());
     while (::flock(fd, LOCK_EX) != 0) {
       if (errno != EINTR) return io_fail(errno, "host-local: flock " + s.dir_.path_of("lock"));
     }
     return std::optional<Store>(std::move(s));
   }
 
-  Store(Store&& o) noexcept : dir_(std::move(o.dir_)), fd_(o.fd_) { o.fd_ = -1; }
+  Store(Store&& o) noexcept : dir_(std::move(o.dir_)), fd_(o.fd_), recycled_(std::move(o.recycled_)) { o.fd_ = -1; }
   Store& operator=(Store&&) = delete;
   Store(const Store&) = delete;
   ~Store() {
@@ -159,19 +166,26 @@ class Store {
   /// Creates the file for `ip` (O_EXCL) holding the owner; false if it already exists. Records
   /// `ip` as last_reserved_ip.<rangeset>.
   ///
-  /// The file appears with its content in one step (Dir::create_whole: EEXIST when taken), never
-  /// as an empty address file that no DEL could attribute. Where the filesystem has no unnamed
-  /// files, a plumb killed half-way leaves at most the temporary file ".plumb-reserve.<pid>"
-  /// (removed by the next open of the store).
+  /// The file appears with its content in one step (a recycled file written, then renamed in
+  /// place with RENAME_NOREPLACE; else Dir::create_whole: EEXIST when taken), never as an empty
+  /// address file that no DEL could attribute. Where the filesystem has no unnamed files, a plumb
+  /// killed half-way leaves at most the temporary file ".plumb-reserve.<pid>" (removed by the
+  /// next open of the store).
   [[nodiscard]] Result<bool> reserve(const Ids& ids, const IpAddr& ip, size_t rangeset) const {
     const std::string name = ip.str();
-    const std::string tmp = std::string(kReserveTmpPrefix) + std::to_string(::getpid());
-    auto linked = dir_.create_whole(name, ids.exact, {.mode = 0644}, tmp);
-    if (!linked) return std::unexpected(linked.error().within("host-local"));
+    auto placed = recycled_.place(dir_, name, ids.exact, 0644);
+    if (!placed) return std::unexpected(placed.error().within("host-local"));
+    std::optional<bool> linked = *placed;
+    if (!linked) {
+      const std::string tmp = std::string(kReserveTmpPrefix) + std::to_string(::getpid());
+      auto created = dir_.create_whole(name, ids.exact, {.mode = 0644}, tmp);
+      if (!created) return std::unexpected(created.error().within("host-local"));
+      linked = *created;
+    }
     if (!*linked) return false;
     auto st = write_last_reserved(ip, rangeset);
     if (!st) {
-      (void)dir_.remove(name);
+      (void)remove(name);
       return std::unexpected(st.error());
     }
     return true;
@@ -213,15 +227,15 @@ class Store {
     return std::string(text::trim(content));
   }
 
-  /// Removes the file `name`; a missing file is not an error.
+  /// Removes the file `name` (into the recycled files); a missing file is not an error.
   [[nodiscard]] Status remove(const std::string& name) const {
-    auto st = dir_.remove(name);
+    auto st = recycled_.recycle(dir_, name);
     if (!st) return std::unexpected(st.error().within("host-local"));
     return {};
   }
 
  private:
-  Store(Dir dir, int fd) : dir_(std::move(dir)), fd_(fd) {}
+  Store(Dir dir, int fd, Recycler recycled) : dir_(std::move(dir)), fd_(fd), recycled_(std::move(recycled)) {}
 
   /// A small regular file of the directory (never through a link, never blocking on a FIFO).
   bool read_small(const std::string& name, std::string& out) const {
@@ -233,6 +247,7 @@ class Store {
 
   Dir dir_;
   int fd_ = -1;
+  mutable Recycler recycled_;  // its memory of the pool's names changes, not the store
 };
 
 /// Requested addresses in the reference's order: CNI_ARGS IP= (comma separated), args.cni.ips,

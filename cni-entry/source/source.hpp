@@ -96,6 +96,8 @@ class PodSource {
 ///   <root>/status/<namespace>/<name>.json the network-status annotation plumb wrote (ADD), removed on DEL
 ///   <root>/status/<namespace>/<name>.owner "<containerID>:<ifname>" of the attachments that wrote it
 ///                                         (only their DEL/GC removes the status)
+///   <root>/.plumb-recycled/                 removed status files, renamed into place for the next
+///                                         pods instead of new files (engine/base/recycler.hpp)
 /// Namespaces, names and the file names built from them are validated (DNS-1123) before any path
 /// is formed.
 ///   <root>/ipamclaims/<namespace>/<name>.yaml  an IPAMClaim manifest (spec.network/interface,

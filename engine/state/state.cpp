@@ -17,6 +17,7 @@ namespace {
 constexpr const char* kContainers = "containers";
 constexpr const char* kLocks = "locks";
 constexpr const char* kQuarantine = "quarantine";
+constexpr const char* kRecycled = "recycled";
 /// A record's spare file ("<record>.spare", beside it): Dir::write_via_spare.
 constexpr const char* kSpareSuffix = ".spare";
 
@@ -137,6 +138,11 @@ void FileLock::unlink_path() {
   if (fd_.get() >= 0 && dir_fd_.get() >= 0 && !name_.empty()) ::unlinkat(dir_fd_.get(), name_.c_str(), 0);
 }
 
+void FileLock::recycle_path(Recycler& pool) {
+  // As unlink_path(): only the holder moves it, and waiters notice the name no longer names it.
+  if (fd_.get() >= 0 && dir_fd_.get() >= 0 && !name_.empty()) (void)pool.recycle(dir_fd_.get(), "lock directory", name_);
+}
+
 Result<FileLock> lock_file(const Dir& dir, const std::string& name) {
   // Lock files are unlinked by their holder once nothing is left to serialise, so after taking
   // the lock, make sure the name still names the file we locked; else retry.
@@ -166,6 +172,7 @@ Result<FileLock> lock_file(const Dir& dir, const std::string& name) {
 Result<KeyLock> StateDir::lock(const Key& key) const {
   auto root = PLUMB_TRY(Dir::open(root_, 0700));
   auto locks = PLUMB_TRY(root.sub(kLocks, 0700));
+  (void)recycled().claim(locks, key.name());  // a lock file without a new inode (false: it exists)
   KeyLock out{PLUMB_TRY(lock_file(locks, key.name())), std::nullopt};
   // Records of an older plumb live in one directory per container, under that container's lock.
   bool legacy = PLUMB_TRY(locks.stat(key.container_id)).has_value();
@@ -195,15 +202,30 @@ Result<const Dir*> StateDir::key_dir(const Key& key) const {
   return &key_dir_->dir;
 }
 
+Recycler& StateDir::recycled() const {
+  if (!recycled_) {
+    auto root = Dir::open(root_, 0700);
+    auto pool = root ? root->sub(kRecycled, 0700) : Result<Dir>(std::unexpected(root.error()));
+    recycled_ = pool ? std::make_shared<Recycler>(std::move(*pool)) : std::make_shared<Recycler>();
+  }
+  return *recycled_;
+}
+
 Status StateDir::write(AttachmentRecord& rec) const {
   const Dir& dir = *PLUMB_TRY(key_dir(rec.key()));
   const std::string name = record_name(rec);
+  const std::string spare = name + kSpareSuffix;
   const std::string encoded = encode(rec);
   if (rec.origin != dir.path_of(name)) {
-    // The record's first version here: a temporary file renamed into place (read() removes one a
-    // killed writer left).
+    // The record's first version here: written into a recycled file claimed as its spare and
+    // renamed into place, or else a new unnamed file linked in place (a killed writer leaves at
+    // most the spare, which read() removes).
     key_dir_->spares.erase(name);
-    PLUMB_TRY(dir.write_atomic(name, encoded));
+    if (recycled().claim(dir, spare)) {
+      PLUMB_TRY(dir.write_via_spare(name, spare, encoded, 0600, /*last=*/true));
+    } else {
+      PLUMB_TRY(dir.write_atomic(name, encoded));
+    }
     rec.origin = dir.path_of(name);
     return {};
   }
@@ -212,7 +234,10 @@ Status StateDir::write(AttachmentRecord& rec) const {
   // both files kept open from one intent to the next (the key's lock is held: nothing else
   // renames them); the complete record ("ready") is renamed over, which ext4 orders after its data.
   const bool last = rec.phase == "ready";
-  auto st = dir.write_via_spare(name, name + kSpareSuffix, encoded, 0600, last, &key_dir_->spares[name]);
+  SpareFds& held = key_dir_->spares[name];
+  if (held.spare.get() < 0) (void)recycled().claim(dir, spare);  // false: none, or a spare is there
+  if (last) recycled().keep(dir, name);  // the version the rename replaces goes to the pool
+  auto st = dir.write_via_spare(name, spare, encoded, 0600, last, &held);
   if (last || !st) key_dir_->spares.erase(name);
   return st;
 }
@@ -246,8 +271,8 @@ Status StateDir::remove(const AttachmentRecord& rec) const {
   if (rec.origin.empty()) return {};  // never written
   auto [dir, name] = PLUMB_TRY(containing_dir(root_, rec.origin));
   if (key_dir_) key_dir_->spares.erase(name);
-  (void)dir.remove(name + kSpareSuffix);  // an ADD undone (or killed) before its record was complete
-  auto st = dir.remove(name);
+  (void)recycled().recycle(dir, name + kSpareSuffix);  // an ADD undone (or killed) before its record was complete
+  auto st = recycled().recycle(dir, name);
   if (!st) return std::unexpected(st.error().within("remove state record"));
   auto containers = PLUMB_TRY(Dir::open(root_ + "/" + kContainers));
   const std::string dir_name = dir.path().substr(containers.path().size() + 1);
@@ -278,7 +303,7 @@ Result<std::string> StateDir::quarantine(const Key& key, const std::string& path
 void StateDir::release(KeyLock& lock, const Key& key) const {
   auto left = read(key);
   if (!left || !left->empty()) return;
-  lock.own.unlink_path();
+  lock.own.recycle_path(recycled());
   if (!lock.legacy) return;
   auto containers = open_sub(root_, kContainers);
   if (containers && *containers) {

@@ -23,6 +23,7 @@
 
 #include "engine/base/file.hpp"
 #include "engine/base/json.hpp"
+#include "engine/base/recycler.hpp"
 #include "engine/base/result.hpp"
 
 namespace plumb::state {
@@ -99,6 +100,8 @@ class FileLock {
   /// files do not accumulate; lock_file() retries when its file was unlinked. Relative to the
   /// directory the lock was taken in (unlinkat), never through a link planted since.
   void unlink_path();
+  /// unlink_path(), the file moved into `pool` instead (engine/base/recycler.hpp).
+  void recycle_path(Recycler& pool);
 
  private:
   UniqueFd fd_;
@@ -142,7 +145,8 @@ class StateDir {
   /// <root>/quarantine/<key name>/<file name>[.<n>], so nothing it described is forgotten and
   /// the key can be removed. Returns the new path. Errors: I/O naming both paths.
   [[nodiscard]] Result<std::string> quarantine(const Key& key, const std::string& path) const;
-  /// Removes the key's lock files when it has no records left (call holding `lock`).
+  /// Removes the key's lock files when it has no records left (call holding `lock`); its own
+  /// goes to the recycled files.
   void release(KeyLock& lock, const Key& key) const;
   /// Every key that has a record directory or a lock file (GC bounds both), sorted.
   [[nodiscard]] Result<std::vector<Key>> keys() const;
@@ -160,9 +164,14 @@ class StateDir {
   };
   /// The key's record directory (created when missing): the cached one while it still exists.
   [[nodiscard]] Result<const Dir*> key_dir(const Key& key) const;
+  /// <root>/recycled/ (created when missing): the files records, spares and lock files are
+  /// claimed from and go back to instead of new inodes and unlinks (engine/base/recycler.hpp).
+  /// Without it (cannot be opened), a Recycler without a pool: files are created and unlinked.
+  [[nodiscard]] Recycler& recycled() const;
 
   std::string root_;
   mutable std::shared_ptr<KeyDirCache> key_dir_;  // shared by copies: they name the same root
+  mutable std::shared_ptr<Recycler> recycled_;
 };
 
 /// Encodes a record in format kRecordFormat, its integrity trailer last (exposed for tests).

@@ -212,6 +212,34 @@ TEST_CASE("host-local: allocate, check, release, round robin") {
   CHECK(ip_files(net.dir()) == std::set<std::string>{"192.0.2.2", "192.0.2.3", "192.0.2.4", "192.0.2.5", "192.0.2.6"});
 }
 
+TEST_CASE("host-local: a released address file is recycled: the next reservation is that inode, written before it is named; the reference sees only address files") {
+  test::Node node;
+  Net net("net1", node.dir() + "/ipam", R"("ranges":[[{"subnet":"192.0.2.0/29"}]])");
+  const std::string pool = node.dir() + "/ipam/.plumb-recycled";
+  auto inode = [](const std::string& p) {
+    struct stat st {};
+    REQUIRE(::lstat(p.c_str(), &st) == 0);
+    return st.st_ino;
+  };
+  REQUIRE(net.add("c1") == std::vector<std::string>{"192.0.2.2/29"});
+  const ino_t first = inode(net.dir() + "/192.0.2.2");
+  REQUIRE(net.impl->del(net.req("c1")).has_value());
+  CHECK_FALSE(exists(net.dir() + "/192.0.2.2"));
+  CHECK(std::distance(std::filesystem::directory_iterator(pool), std::filesystem::directory_iterator()) == 1);
+  REQUIRE(net.add("c2", "net7") == std::vector<std::string>{"192.0.2.3/29"});
+  CHECK(inode(net.dir() + "/192.0.2.3") == first);
+  CHECK(slurp(net.dir() + "/192.0.2.3") == "c2\r\nnet7");  // the old owner's bytes gone
+  CHECK(std::filesystem::is_empty(pool));
+  CHECK(ip_files(net.dir()) == std::set<std::string>{"192.0.2.3"});
+  // The reference releases and allocates beside it, reading the same directory.
+  auto ref = net.reference("DEL", "c2", "net7");
+  CHECK_MESSAGE(ref.exit_code == 0, ref.out);
+  CHECK(ip_files(net.dir()).empty());
+  ref = net.reference("ADD", "c3");
+  CHECK_MESSAGE(ref.exit_code == 0, ref.out);
+  CHECK(result_ips(ref.out) == std::vector<std::string>{"192.0.2.4/29"});
+}
+
 TEST_CASE("host-local: a link planted at the reserve temp file is never written through (removed where it is used)") {
   test::Node node;
   Net net("net1", node.dir() + "/ipam", R"("ranges":[[{"subnet":"192.0.2.0/29"}]])");

@@ -132,7 +132,7 @@ left=$(find "$work/state/containers" -type f 2>/dev/null | wc -l)
 [ "$left" = 0 ] || { echo "FAIL: $left state records left"; fail=1; }
 veths=$(ip -o link show type veth | grep -vc ' cl0@' || true)
 [ "$veths" = 0 ] || { echo "FAIL: $veths veth links left"; ip -o link show type veth; fail=1; }
-ipfiles=$(find "$work/ipam" -type f ! -name lock ! -name 'last_reserved_ip*' | wc -l)
+ipfiles=$(find "$work/ipam" -path '*/.plumb-recycled' -prune -o -type f ! -name lock ! -name 'last_reserved_ip*' -print | wc -l)  # not host-local's recycled files
 [ "$ipfiles" = 0 ] || { echo "FAIL: $ipfiles IP files left"; fail=1; }
 sandboxes=$(find /run/netns -name 'cni-*' | wc -l)
 [ "$sandboxes" = 0 ] || { echo "FAIL: $sandboxes sandbox namespaces left"; fail=1; }

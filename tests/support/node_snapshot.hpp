@@ -23,12 +23,17 @@ struct NodeSnapshot {
   std::string files;   ///< "<type> <mode> <size> <path>" per entry under the scratch directory
   std::string pins;    ///< the same for every entry of the node's bpffs (/sys/fs/bpf)
 
-  /// "<type> <mode> <size> <path>\n" for every entry under `dir` (links not followed).
+  /// "<type> <mode> <size> <path>\n" for every entry under `dir` (links not followed), but the
+  /// directories of recycled files (PodFixture::is_recycled_dir).
   static std::string list_tree(const std::string& dir) {
     std::string out;
     std::error_code ec;
     for (auto it = std::filesystem::recursive_directory_iterator(dir, ec); !ec && it != std::filesystem::recursive_directory_iterator();
          it.increment(ec)) {
+      if (PodFixture::is_recycled_dir(it->path()) && it->is_directory(ec)) {
+        it.disable_recursion_pending();
+        continue;
+      }
       struct stat st {};
       if (::lstat(it->path().c_str(), &st) != 0) continue;
       const char type = S_ISDIR(st.st_mode) ? 'd' : S_ISLNK(st.st_mode) ? 'l' : S_ISREG(st.st_mode) ? 'f' : 'o';

@@ -112,8 +112,13 @@ std::vector<std::string> PodFixture::files_under(const std::string& dir) {
   std::vector<std::string> out;
   std::error_code ec;
   if (!std::filesystem::exists(dir, ec)) return out;
-  for (auto& e : std::filesystem::recursive_directory_iterator(dir, ec)) {
-    if (e.is_regular_file()) out.push_back(e.path().string());
+  for (auto it = std::filesystem::recursive_directory_iterator(dir, ec); !ec && it != std::filesystem::recursive_directory_iterator();
+       it.increment(ec)) {
+    if (is_recycled_dir(it->path()) && it->is_directory(ec)) {
+      it.disable_recursion_pending();
+      continue;
+    }
+    if (it->is_regular_file(ec)) out.push_back(it->path().string());
   }
   return out;
 }

@@ -2,6 +2,7 @@
 // conflist, NADs and pod manifests under the node's scratch directory, and runs CNI verbs.
 #pragma once
 
+#include <filesystem>
 #include <map>
 #include <set>
 #include <string>
@@ -43,8 +44,14 @@ class PodFixture {
   std::string ipam_dir() const { return node_.dir() + "/ipam"; }
   std::string default_conflist() const { return node_.dir() + "/default.conflist"; }
 
-  /// Files left under a directory (recursive), for leak assertions.
+  /// Files left under a directory (recursive), for leak assertions; not the recycled files.
   static std::vector<std::string> files_under(const std::string& dir);
+  /// True for a directory of recycled files: the state directory's "recycled", host-local's and
+  /// the store's ".plumb-recycled" (files nobody reads, kept to be renamed into place instead of
+  /// new inodes; tests/engine/base/recycler, engine/state/state and ipam/host_local test them).
+  static bool is_recycled_dir(const std::filesystem::path& p) {
+    return p.filename() == "recycled" || p.filename() == ".plumb-recycled";
+  }
 
  private:
   Node& node_;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <string>
 
 #include "cni-entry/source/source.hpp"
@@ -170,6 +171,25 @@ TEST_CASE("network-status is written atomically with its owner and removed on DE
   CHECK_FALSE(fs::exists(s.root + "/status/team-a/web-0.owner"));
   CHECK(s.src->remove_network_status(pod, "sandbox-1").has_value());  // already gone: fine
   CHECK(s.src->remove_network_status({"never", "written", ""}, "sandbox-1").has_value());
+}
+
+TEST_CASE("removed network-status files are recycled: the next pod's are those inodes, holding only its bytes") {
+  Store s(false);
+  auto inode = [](const std::string& p) {
+    struct stat st {};
+    REQUIRE(::lstat(p.c_str(), &st) == 0);
+    return st.st_ino;
+  };
+  const std::string dir = s.root + "/status/team-a/";
+  REQUIRE(s.src->write_network_status({"team-a", "web-0", "uid-1"}, R"([{"name":"a long status of the first pod"}])", "sandbox-1"));
+  const std::set<ino_t> first{inode(dir + "web-0.json"), inode(dir + "web-0.owner")};
+  REQUIRE(s.src->remove_network_status({"team-a", "web-0", "uid-1"}, "sandbox-1"));
+  CHECK(std::distance(fs::directory_iterator(s.root + "/.plumb-recycled"), fs::directory_iterator()) == 2);
+  REQUIRE(s.src->write_network_status({"team-a", "web-1", "uid-2"}, "[]", "sandbox-2"));
+  CHECK(first == std::set<ino_t>{inode(dir + "web-1.json"), inode(dir + "web-1.owner")});
+  CHECK(slurp(dir + "web-1.json") == "[]");
+  CHECK(slurp(dir + "web-1.owner") == "sandbox-2");
+  CHECK(fs::is_empty(s.root + "/.plumb-recycled"));
 }
 
 TEST_CASE("network-status belongs to the sandbox that wrote it: another sandbox's removal leaves it") {

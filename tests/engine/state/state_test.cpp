@@ -12,6 +12,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <string>
 
 #include "engine/state/state.hpp"
@@ -352,4 +353,60 @@ TEST_CASE("a version that cannot be written leaves the record's previous one, an
   REQUIRE(got->records.size() == 1);
   CHECK(got->records[0].phase == "ready");
   CHECK_FALSE(fs::exists(path + ".spare"));
+}
+
+TEST_CASE("a second pod's records, spares and lock file are recycled files: its ADD and DEL make and free no inode but its directory") {
+  TempDir t;
+  auto inode = [](const fs::path& p) {
+    struct stat st {};
+    REQUIRE(::lstat(p.c_str(), &st) == 0);
+    CHECK(S_ISREG(st.st_mode));
+    CHECK(st.st_nlink == 1);
+    return st.st_ino;
+  };
+  // One pod's life as an ADD and DEL write it (each in a process of its own: a StateDir of its
+  // own): the lock, each record's versions (the first, one through the spare, the complete one);
+  // the inodes of its files while it lives; then the records removed and the lock released.
+  auto pod = [&](const std::string& cid) {
+    state::StateDir dir(t.path);
+    const state::Key key{cid, "eth0"};
+    auto lock = dir.lock(key);
+    REQUIRE(lock);
+    for (int i = 0; i < 3; ++i) {
+      auto r = record(cid, "eth0", i, "net" + std::to_string(i));
+      r.phase = "adding";
+      REQUIRE(dir.write(r));
+      r.network = "intent";
+      REQUIRE(dir.write(r));
+      r.phase = "ready";
+      REQUIRE(dir.write(r));
+    }
+    std::set<ino_t> live;
+    for (const auto& e : fs::recursive_directory_iterator(t.path)) {
+      if (e.is_regular_file() && e.path().parent_path().filename() != "recycled") live.insert(inode(e.path()));
+    }
+    state::StateDir del(t.path);
+    auto got = del.read(key);
+    REQUIRE(got);
+    CHECK(got->records.size() == 3);
+    for (const auto& r : got->records) REQUIRE(del.remove(r));
+    del.release(*lock, key);
+    return live;
+  };
+  auto pooled = [&] {
+    std::set<ino_t> out;
+    for (const auto& e : fs::directory_iterator(t.path + "/recycled")) out.insert(inode(e.path()));
+    return out;
+  };
+  CHECK(pod("first").size() == 4);  // three records and the lock file
+  // The first pod's five inodes: three records, the lock file, and one spare (each complete
+  // version leaves the one it replaced, which the next record's first version takes).
+  const std::set<ino_t> after_first = pooled();
+  CHECK(after_first.size() == 5);
+  const std::set<ino_t> second = pod("second");
+  CHECK(second.size() == 4);
+  for (ino_t i : second) CHECK(after_first.contains(i));
+  CHECK(pooled() == after_first);
+  CHECK(fs::is_empty(t.path + "/locks"));
+  CHECK(fs::is_empty(t.path + "/containers"));
 }

@@ -1,0 +1,128 @@
+#include "engine/base/recycler.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+namespace plumb {
+namespace {
+
+/// lstat of `name` in the directory open as `at`: a regular file of one link.
+bool lone_regular_file(int at, const char* name, struct stat& st) {
+  return ::fstatat(at, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1;
+}
+
+}  // namespace
+
+void Recycler::list() {
+  listed_ = true;
+  candidates_.clear();
+  pooled_ = 0;
+  auto entries = pool_->list();
+  if (!entries) return;
+  for (auto& e : *entries) {
+    ++pooled_;
+    if (e.type == DT_REG) candidates_.push_back(std::move(e.name));
+  }
+}
+
+bool Recycler::claim(const Dir& to, std::string_view name) {
+  if (!pool_ || !is_path_component(name)) return false;
+  return take(to, std::string(name));
+}
+
+bool Recycler::take(const Dir& to, const std::string& target) {
+  if (!listed_) list();
+  for (bool relisted = false, lost = false;;) {
+    if (candidates_.empty()) {
+      // Listed again only when other processes took names this one knew: they may also have
+      // recycled others since. A pool found empty is not listed on every claim (a node filling
+      // with pods, no DEL, would pay a listing per file).
+      if (relisted || !lost) return false;
+      list();
+      relisted = true;
+      continue;
+    }
+    const std::string from = std::move(candidates_.back());
+    candidates_.pop_back();
+    if (::renameat2(pool_->fd(), from.c_str(), to.fd(), target.c_str(), RENAME_NOREPLACE) != 0) {
+      if (errno == ENOENT) {  // another process took it
+        if (pooled_ > 0) --pooled_;
+        lost = true;
+        continue;
+      }
+      if (errno == EEXIST) candidates_.push_back(from);  // `target` is taken: the file stays pooled
+      return false;
+    }
+    if (pooled_ > 0) --pooled_;
+    struct stat st {};
+    if (lone_regular_file(to.fd(), target.c_str(), st)) return true;
+    // Not a file plumb may write into (a second link: a keep() whose rename has not run yet;
+    // anything but a regular file: put there by someone else): drop this name of it.
+    if (::unlinkat(to.fd(), target.c_str(), 0) != 0 && ::unlinkat(to.fd(), target.c_str(), AT_REMOVEDIR) != 0) {
+      (void)::renameat2(to.fd(), target.c_str(), pool_->fd(), from.c_str(), RENAME_NOREPLACE);
+      return false;
+    }
+  }
+}
+
+Result<std::optional<bool>> Recycler::place(const Dir& to, std::string_view name, std::string_view data, mode_t mode) {
+  if (!pool_ || !is_path_component(name)) return std::optional<bool>{};
+  // A name of this process's own in the pool: only one claimer's rename of a pooled file wins.
+  const std::string own = "claimed." + std::to_string(::getpid());
+  if (!take(*pool_, own)) return std::optional<bool>{};
+  if (auto st = pool_->write_in_place(own, data, mode); !st) {
+    (void)::unlinkat(pool_->fd(), own.c_str(), 0);
+    return std::unexpected(st.error());
+  }
+  const std::string target(name);
+  if (::renameat2(pool_->fd(), own.c_str(), to.fd(), target.c_str(), RENAME_NOREPLACE) == 0) return std::optional<bool>(true);
+  const bool taken = errno == EEXIST;
+  // Back among the candidates under a name of its inode, as recycle() names them.
+  struct stat st {};
+  std::string back = own;
+  if (::fstatat(pool_->fd(), own.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+      ::renameat2(pool_->fd(), own.c_str(), pool_->fd(), std::to_string(st.st_ino).c_str(), RENAME_NOREPLACE) == 0) {
+    back = std::to_string(st.st_ino);
+  }
+  ++pooled_;
+  candidates_.push_back(back);
+  return taken ? std::optional<bool>(false) : std::optional<bool>{};
+}
+
+Status Recycler::recycle(int from_fd, const std::string& from_path, std::string_view name) {
+  const std::string n(name);
+  struct stat st {};
+  if (pool_ && pooled_ < max_files_ && lone_regular_file(from_fd, n.c_str(), st)) {
+    if (!listed_) list();
+    // Named by its inode number: unique among the files that exist.
+    const std::string pooled_name = std::to_string(st.st_ino);
+    if (pooled_ < max_files_ && ::renameat2(from_fd, n.c_str(), pool_->fd(), pooled_name.c_str(), RENAME_NOREPLACE) == 0) {
+      ++pooled_;
+      candidates_.push_back(pooled_name);
+      return {};
+    }
+  }
+  if (::unlinkat(from_fd, n.c_str(), 0) != 0 && errno != ENOENT) {
+    return std::unexpected(Error{cni_code::kIo, errno, "remove " + from_path + "/" + n, {}});
+  }
+  return {};
+}
+
+void Recycler::keep(const Dir& from, std::string_view name) {
+  if (!pool_ || pooled_ >= max_files_ || !is_path_component(name)) return;
+  const std::string n(name);
+  struct stat st {};
+  if (!lone_regular_file(from.fd(), n.c_str(), st)) return;
+  if (!listed_) list();
+  const std::string pooled_name = std::to_string(st.st_ino);
+  if (pooled_ < max_files_ && ::linkat(from.fd(), n.c_str(), pool_->fd(), pooled_name.c_str(), 0) == 0) {
+    ++pooled_;
+    candidates_.push_back(pooled_name);
+  }
+}
+
+}  // namespace plumb

@@ -1,0 +1,165 @@
+// engine/base/recycler: a claim renames a pooled file into place (the same inode, no new one) and
+// never over an existing name; recycle moves a file into the pool, or unlinks it once the pool is
+// full; a pooled name that is not a lone regular file (a second link made by keep() before its
+// rename, a symbolic link, a directory) is never handed out; keep() leaves the replaced version
+// of a file in the pool.
+#include <doctest/doctest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+
+#include "engine/base/recycler.hpp"
+#include "tests/support/temp_dir.hpp"
+
+using namespace plumb;
+using plumb::test::TempDir;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct PoolFixture {
+  TempDir t;
+  Dir pool = open("pool");
+  Dir work = open("work");
+
+  Dir open(const std::string& name) {
+    auto d = Dir::open(t.path + "/" + name, 0700);
+    REQUIRE(d);
+    return std::move(*d);
+  }
+  std::string in_work(const std::string& name) const { return work.path_of(name); }
+  size_t pooled() const { return static_cast<size_t>(std::distance(fs::directory_iterator(pool.path()), fs::directory_iterator())); }
+};
+
+void put(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path);
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+struct stat lstat_of(const std::string& p) {
+  struct stat st {};
+  REQUIRE(::lstat(p.c_str(), &st) == 0);
+  return st;
+}
+
+}  // namespace
+
+TEST_CASE("recycle moves a file into the pool and a claim renames the same inode into place; an empty pool has none") {
+  PoolFixture f;
+  Recycler r(f.open("pool"));
+  CHECK_FALSE(r.claim(f.work, "a"));  // empty pool: the caller creates
+  put(f.in_work("old"), "old content");
+  const ino_t ino = lstat_of(f.in_work("old")).st_ino;
+  REQUIRE(r.recycle(f.work, "old"));
+  CHECK_FALSE(fs::exists(f.in_work("old")));
+  CHECK(f.pooled() == 1);
+  REQUIRE(r.claim(f.work, "new"));
+  CHECK(lstat_of(f.in_work("new")).st_ino == ino);
+  CHECK(slurp(f.in_work("new")) == "old content");  // for the caller to rewrite
+  CHECK(f.pooled() == 0);
+  CHECK_FALSE(r.claim(f.work, "another"));
+  CHECK_FALSE(fs::exists(f.in_work("another")));
+  // A pool found empty is not listed on every claim; one whose known names other processes took
+  // is listed again, and what they recycled meanwhile is found.
+  put(f.in_work("mine"), "m");
+  REQUIRE(r.recycle(f.work, "mine"));
+  REQUIRE(f.pooled() == 1);
+  fs::rename(fs::directory_iterator(f.pool.path())->path(), f.in_work("taken by another"));
+  put(f.pool.path_of("123"), "x");
+  CHECK(r.claim(f.work, "another"));
+  CHECK(slurp(f.in_work("another")) == "x");
+  REQUIRE(r.recycle(f.work, "missing"));  // nothing there: fine
+}
+
+TEST_CASE("a claim never replaces an existing name; the pooled file stays for the next claim") {
+  PoolFixture f;
+  put(f.pool.path_of("7"), "pooled");
+  put(f.in_work("taken"), "mine");
+  Recycler r(f.open("pool"));
+  CHECK_FALSE(r.claim(f.work, "taken"));
+  CHECK(slurp(f.in_work("taken")) == "mine");
+  CHECK(f.pooled() == 1);
+  CHECK(r.claim(f.work, "free"));
+  CHECK(slurp(f.in_work("free")) == "pooled");
+}
+
+TEST_CASE("a full pool unlinks what is recycled; so does a file of two links or a link") {
+  PoolFixture f;
+  Recycler r(f.open("pool"), /*max_files=*/2);
+  for (const char* n : {"a", "b", "c"}) put(f.in_work(n), n);
+  REQUIRE(r.recycle(f.work, "a"));
+  REQUIRE(r.recycle(f.work, "b"));
+  REQUIRE(r.recycle(f.work, "c"));
+  CHECK(f.pooled() == 2);
+  CHECK_FALSE(fs::exists(f.in_work("c")));
+  // A file with a second link elsewhere is not pooled: the other name keeps it, and a claim
+  // could otherwise write into it.
+  Recycler roomy(f.open("pool"));
+  put(f.in_work("linked"), "shared");
+  REQUIRE(::link(f.in_work("linked").c_str(), f.in_work("other").c_str()) == 0);
+  REQUIRE(roomy.recycle(f.work, "linked"));
+  CHECK(f.pooled() == 2);
+  CHECK(slurp(f.in_work("other")) == "shared");
+  fs::create_symlink(f.in_work("other"), f.in_work("lnk"));
+  REQUIRE(roomy.recycle(f.work, "lnk"));
+  CHECK(f.pooled() == 2);
+  CHECK_FALSE(fs::is_symlink(f.in_work("lnk")));
+  CHECK(slurp(f.in_work("other")) == "shared");
+}
+
+TEST_CASE("keep() leaves the version a rename replaces in the pool; a claim before that rename does not take the live file") {
+  PoolFixture f;
+  Recycler r(f.open("pool"));
+  put(f.in_work("rec"), "version 1");
+  put(f.in_work("rec.spare"), "version 2");
+  const ino_t v1 = lstat_of(f.in_work("rec")).st_ino;
+  r.keep(f.work, "rec");
+  CHECK(lstat_of(f.in_work("rec")).st_nlink == 2);
+  // A claim between keep() and the rename (another process's) sees two links and drops its name.
+  Recycler other(f.open("pool"));
+  CHECK_FALSE(other.claim(f.work, "grabbed"));
+  CHECK_FALSE(fs::exists(f.in_work("grabbed")));
+  CHECK(lstat_of(f.in_work("rec")).st_nlink == 1);
+  CHECK(slurp(f.in_work("rec")) == "version 1");
+  // The usual order: keep(), then the rename over the file; the old version is pooled.
+  r.keep(f.work, "rec");
+  fs::rename(f.in_work("rec.spare"), f.in_work("rec"));
+  CHECK(slurp(f.in_work("rec")) == "version 2");
+  REQUIRE(r.claim(f.work, "next.spare"));
+  CHECK(lstat_of(f.in_work("next.spare")).st_ino == v1);
+  CHECK(lstat_of(f.in_work("next.spare")).st_nlink == 1);
+}
+
+TEST_CASE("a pooled name that is not a regular file is never handed out") {
+  PoolFixture f;
+  put(f.in_work("target"), "not to be written");
+  fs::create_symlink(f.in_work("target"), f.pool.path_of("1"));
+  fs::create_directory(f.pool.path_of("2"));
+  Recycler r(f.open("pool"));
+  CHECK_FALSE(r.claim(f.work, "spare"));
+  CHECK_FALSE(fs::exists(fs::symlink_status(f.in_work("spare"))));
+  CHECK(slurp(f.in_work("target")) == "not to be written");
+  // Listed as a regular file, then replaced by a link before the claim: removed on the way.
+  put(f.pool.path_of("3"), "x");
+  Recycler listed(f.open("pool"));
+  put(f.in_work("seed"), "seed");
+  REQUIRE(listed.recycle(f.work, "seed"));  // lists the pool: "3" is a candidate
+  fs::remove(f.pool.path_of("3"));
+  fs::create_symlink(f.in_work("target"), f.pool.path_of("3"));
+  std::set<std::string> claimed;
+  while (listed.claim(f.work, "s" + std::to_string(claimed.size()))) claimed.insert("s" + std::to_string(claimed.size()));
+  for (const auto& c : claimed) {
+    CHECK(fs::is_regular_file(fs::symlink_status(f.in_work(c))));
+    CHECK(slurp(f.in_work(c)) == "seed");
+  }
+  CHECK(claimed.size() == 1);
+  CHECK_FALSE(fs::exists(fs::symlink_status(f.pool.path_of("3"))));  // removed on the way
+  CHECK_FALSE(fs::exists(fs::symlink_status(f.in_work("s1"))));
+  CHECK(slurp(f.in_work("target")) == "not to be written");
+}
