@@ -15,18 +15,62 @@ bool lone_regular_file(int at, const char* name, struct stat& st) {
   return ::fstatat(at, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1;
 }
 
+/// True when `name` in `at` is a directory (not a link to one) with no entries.
+bool empty_dir(const Dir& at, const std::string& name) {
+  auto d = at.sub(name);
+  if (!d) return false;
+  auto entries = d->list();
+  return entries && entries->empty();
+}
+
 }  // namespace
 
 void Recycler::list() {
   listed_ = true;
   candidates_.clear();
+  dir_candidates_.clear();
   pooled_ = 0;
   auto entries = pool_->list();
   if (!entries) return;
   for (auto& e : *entries) {
     ++pooled_;
     if (e.type == DT_REG) candidates_.push_back(std::move(e.name));
+    if (e.type == DT_DIR) dir_candidates_.push_back(std::move(e.name));
   }
+}
+
+bool Recycler::claim_dir(const Dir& to, std::string_view name) {
+  if (!pool_ || !is_path_component(name)) return false;
+  if (!listed_) list();
+  const std::string target(name);
+  while (!dir_candidates_.empty()) {
+    const std::string from = std::move(dir_candidates_.back());
+    dir_candidates_.pop_back();
+    if (::renameat2(pool_->fd(), from.c_str(), to.fd(), target.c_str(), RENAME_NOREPLACE) != 0) {
+      if (errno == ENOENT) continue;  // another process took it
+      if (errno == EEXIST) dir_candidates_.push_back(from);
+      return false;
+    }
+    if (pooled_ > 0) --pooled_;
+    if (empty_dir(to, target)) return true;
+    // Not empty (or no longer a directory): back where it was, never handed out.
+    if (::renameat2(to.fd(), target.c_str(), pool_->fd(), from.c_str(), RENAME_NOREPLACE) == 0) ++pooled_;
+    return false;
+  }
+  return false;
+}
+
+bool Recycler::recycle_dir(const Dir& from, std::string_view name) {
+  if (!pool_ || pooled_ >= max_files_ || !is_path_component(name)) return false;
+  const std::string n(name);
+  struct stat st {};
+  if (::fstatat(from.fd(), n.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode) || !empty_dir(from, n)) return false;
+  if (!listed_) list();
+  const std::string pooled_name = std::to_string(st.st_ino);
+  if (pooled_ >= max_files_ || ::renameat2(from.fd(), n.c_str(), pool_->fd(), pooled_name.c_str(), RENAME_NOREPLACE) != 0) return false;
+  ++pooled_;
+  dir_candidates_.push_back(pooled_name);
+  return true;
 }
 
 bool Recycler::claim(const Dir& to, std::string_view name) {

@@ -8,7 +8,7 @@
 // mount every freed block is discarded before unlink returns (0.17-0.35 ms per record). A rename
 // costs neither. Nothing reads a pooled file: its content is garbage until its new owner rewrites
 // it, so only files whose content is written before anyone trusts it are claimed (spares, which
-// are never read; lock files, whose content is never read).
+// are never read; lock files, whose content is never read), and empty directories.
 #pragma once
 
 #include <cstddef>
@@ -50,6 +50,14 @@ class Recycler {
   /// missing `name` is fine. Errors: kIo naming `from_path`/`name` when it cannot be unlinked.
   [[nodiscard]] Status recycle(int from_fd, const std::string& from_path, std::string_view name);
   [[nodiscard]] Status recycle(const Dir& from, std::string_view name) { return recycle(from.fd(), from.path(), name); }
+  /// Renames a pooled empty directory to `name` in `to` (RENAME_NOREPLACE) and returns true;
+  /// false when the pool has none or `name` exists (nothing moved). A pooled directory that is
+  /// not empty is left where it is.
+  [[nodiscard]] bool claim_dir(const Dir& to, std::string_view name);
+  /// Moves the directory `name` of `from` into the pool when it is empty and returns true; false
+  /// (nothing done: the caller removes it as before) when it is not an empty directory, the pool
+  /// is full or the move fails. Only while nothing else writes into it (the caller's lock).
+  [[nodiscard]] bool recycle_dir(const Dir& from, std::string_view name);
   /// Links the regular file `name` of `from` (one link) into the pool as well, just before a
   /// rename over `name` would free it: the rename then leaves the old file in the pool. A claim
   /// made while both links exist sees two links and discards its name (never writes into a
@@ -66,7 +74,8 @@ class Recycler {
 
   std::optional<Dir> pool_;
   size_t max_files_ = kMaxFiles;
-  std::vector<std::string> candidates_;  ///< names believed to be in the pool (stale ones fail to move)
+  std::vector<std::string> candidates_;  ///< regular files believed to be in the pool (stale ones fail to move)
+  std::vector<std::string> dir_candidates_;  ///< directories believed to be in the pool
   size_t pooled_ = 0;                    ///< the pool's size as last listed, plus and minus our own moves
   bool listed_ = false;
 };

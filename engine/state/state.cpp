@@ -189,8 +189,8 @@ std::string StateDir::record_path(const AttachmentRecord& rec) const {
 
 Result<const Dir*> StateDir::key_dir(const Key& key) const {
   // Records are written holding the key's lock (spec 7.3): no other process removes the key's
-  // directory meanwhile. This one may have (remove() once it was empty), which the directory
-  // shows: removed, its link count is 0.
+  // directory meanwhile. This one may have (remove() once it was empty): recycled, the cache was
+  // cleared; removed (by hand, or by a remove() that could not recycle it), its link count is 0.
   if (key_dir_ && key_dir_->name == key.name()) {
     struct stat st {};
     if (::fstat(key_dir_->dir.fd(), &st) == 0 && st.st_nlink > 0) return &key_dir_->dir;
@@ -198,6 +198,7 @@ Result<const Dir*> StateDir::key_dir(const Key& key) const {
   key_dir_.reset();
   auto root = PLUMB_TRY(Dir::open(root_, 0700));
   auto containers = PLUMB_TRY(root.sub(kContainers, 0700));
+  (void)recycled().claim_dir(containers, key.name());  // a directory without a new inode (false: none, or it exists)
   key_dir_ = std::make_shared<KeyDirCache>(KeyDirCache{key.name(), PLUMB_TRY(containers.sub(key.name(), 0700)), {}});
   return &key_dir_->dir;
 }
@@ -276,7 +277,14 @@ Status StateDir::remove(const AttachmentRecord& rec) const {
   if (!st) return std::unexpected(st.error().within("remove state record"));
   auto containers = PLUMB_TRY(Dir::open(root_ + "/" + kContainers));
   const std::string dir_name = dir.path().substr(containers.path().size() + 1);
-  (void)PLUMB_TRY(containers.remove_dir(dir_name));  // kept while it holds other records
+  // Once empty, the key's directory goes to the recycled files (else it is removed; kept while it
+  // holds other records). Recycled, it keeps its link count: the directory this process kept open
+  // for its writes (key_dir()) is forgotten here, as a removed one is by its link count 0.
+  if (recycled().recycle_dir(containers, dir_name)) {
+    if (key_dir_) key_dir_->name.clear();  // for every copy of this StateDir
+    return {};
+  }
+  (void)PLUMB_TRY(containers.remove_dir(dir_name));
   return {};
 }
 

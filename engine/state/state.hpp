@@ -139,7 +139,8 @@ class StateDir {
   [[nodiscard]] Result<Records> read(const Key& key) const;
   /// True when container `container_id` has a record (or a damaged one) under any key.
   [[nodiscard]] bool has_records(const std::string& container_id) const;
-  /// Removes one record (missing is fine) and its directory once empty.
+  /// Removes one record (missing is fine) and its directory once empty (both into the recycled
+  /// files).
   [[nodiscard]] Status remove(const AttachmentRecord& rec) const;
   /// Moves a damaged record (or a directory where a record should be) to
   /// <root>/quarantine/<key name>/<file name>[.<n>], so nothing it described is forgotten and
@@ -164,8 +165,9 @@ class StateDir {
   };
   /// The key's record directory (created when missing): the cached one while it still exists.
   [[nodiscard]] Result<const Dir*> key_dir(const Key& key) const;
-  /// <root>/recycled/ (created when missing): the files records, spares and lock files are
-  /// claimed from and go back to instead of new inodes and unlinks (engine/base/recycler.hpp).
+  /// <root>/recycled/ (created when missing): the files records, spares and lock files, and the
+  /// directories of keys, are claimed from and go back to instead of new inodes and unlinks
+  /// (engine/base/recycler.hpp).
   /// Without it (cannot be opened), a Recycler without a pool: files are created and unlinked.
   [[nodiscard]] Recycler& recycled() const;
 

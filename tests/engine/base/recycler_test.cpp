@@ -2,7 +2,7 @@
 // never over an existing name; recycle moves a file into the pool, or unlinks it once the pool is
 // full; a pooled name that is not a lone regular file (a second link made by keep() before its
 // rename, a symbolic link, a directory) is never handed out; keep() leaves the replaced version
-// of a file in the pool.
+// of a file in the pool; only empty directories are pooled and handed out as directories.
 #include <doctest/doctest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -162,4 +162,33 @@ TEST_CASE("a pooled name that is not a regular file is never handed out") {
   CHECK_FALSE(fs::exists(fs::symlink_status(f.pool.path_of("3"))));  // removed on the way
   CHECK_FALSE(fs::exists(fs::symlink_status(f.in_work("s1"))));
   CHECK(slurp(f.in_work("target")) == "not to be written");
+}
+
+TEST_CASE("an empty directory is recycled and claimed as one; a directory with entries is never pooled nor handed out") {
+  PoolFixture f;
+  Recycler r(f.open("pool"));
+  fs::create_directory(f.in_work("full"));
+  put(f.in_work("full") + "/record", "kept");
+  CHECK_FALSE(r.recycle_dir(f.work, "full"));
+  CHECK(slurp(f.in_work("full") + "/record") == "kept");
+  CHECK_FALSE(r.recycle_dir(f.work, "missing"));
+  put(f.in_work("file"), "x");
+  CHECK_FALSE(r.recycle_dir(f.work, "file"));
+  CHECK_FALSE(r.claim_dir(f.work, "key"));  // none pooled
+  fs::create_directory(f.in_work("empty"));
+  const ino_t ino = lstat_of(f.in_work("empty")).st_ino;
+  REQUIRE(r.recycle_dir(f.work, "empty"));
+  CHECK_FALSE(fs::exists(f.in_work("empty")));
+  CHECK_FALSE(r.claim(f.work, "a file"));  // a pooled directory is no file
+  REQUIRE(r.claim_dir(f.work, "key"));
+  CHECK(lstat_of(f.in_work("key")).st_ino == ino);
+  CHECK(fs::is_empty(f.in_work("key")));
+  CHECK(f.pooled() == 0);
+  // A pooled directory that got an entry (someone wrote into it) stays in the pool.
+  fs::create_directory(f.pool.path_of("9"));
+  put(f.pool.path_of("9") + "/stray", "s");
+  Recycler fresh(f.open("pool"));
+  CHECK_FALSE(fresh.claim_dir(f.work, "other"));
+  CHECK_FALSE(fs::exists(f.in_work("other")));
+  CHECK(slurp(f.pool.path_of("9") + "/stray") == "s");
 }

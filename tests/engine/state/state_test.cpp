@@ -355,13 +355,20 @@ TEST_CASE("a version that cannot be written leaves the record's previous one, an
   CHECK_FALSE(fs::exists(path + ".spare"));
 }
 
-TEST_CASE("a second pod's records, spares and lock file are recycled files: its ADD and DEL make and free no inode but its directory") {
+TEST_CASE("a second pod's directory, records, spares and lock file are recycled: its ADD and DEL make and free no inode") {
   TempDir t;
   auto inode = [](const fs::path& p) {
     struct stat st {};
     REQUIRE(::lstat(p.c_str(), &st) == 0);
     CHECK(S_ISREG(st.st_mode));
     CHECK(st.st_nlink == 1);
+    return st.st_ino;
+  };
+  auto inode_of_dir = [](const fs::path& p) {
+    struct stat st {};
+    REQUIRE(::lstat(p.c_str(), &st) == 0);
+    CHECK(S_ISDIR(st.st_mode));
+    CHECK(fs::is_empty(p) == (p.parent_path().filename() == "recycled"));
     return st.st_ino;
   };
   // One pod's life as an ADD and DEL write it (each in a process of its own: a StateDir of its
@@ -381,7 +388,7 @@ TEST_CASE("a second pod's records, spares and lock file are recycled files: its 
       r.phase = "ready";
       REQUIRE(dir.write(r));
     }
-    std::set<ino_t> live;
+    std::set<ino_t> live{inode_of_dir(t.path + "/containers/" + key.name())};
     for (const auto& e : fs::recursive_directory_iterator(t.path)) {
       if (e.is_regular_file() && e.path().parent_path().filename() != "recycled") live.insert(inode(e.path()));
     }
@@ -395,16 +402,18 @@ TEST_CASE("a second pod's records, spares and lock file are recycled files: its 
   };
   auto pooled = [&] {
     std::set<ino_t> out;
-    for (const auto& e : fs::directory_iterator(t.path + "/recycled")) out.insert(inode(e.path()));
+    for (const auto& e : fs::directory_iterator(t.path + "/recycled")) {
+      out.insert(e.is_directory() ? inode_of_dir(e.path()) : inode(e.path()));
+    }
     return out;
   };
-  CHECK(pod("first").size() == 4);  // three records and the lock file
-  // The first pod's five inodes: three records, the lock file, and one spare (each complete
-  // version leaves the one it replaced, which the next record's first version takes).
+  CHECK(pod("first").size() == 5);  // its directory, three records and the lock file
+  // The first pod's six inodes: its directory, three records, the lock file, and one spare (each
+  // complete version leaves the one it replaced, which the next record's first version takes).
   const std::set<ino_t> after_first = pooled();
-  CHECK(after_first.size() == 5);
+  CHECK(after_first.size() == 6);
   const std::set<ino_t> second = pod("second");
-  CHECK(second.size() == 4);
+  CHECK(second.size() == 5);
   for (ino_t i : second) CHECK(after_first.contains(i));
   CHECK(pooled() == after_first);
   CHECK(fs::is_empty(t.path + "/locks"));
