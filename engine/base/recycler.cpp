@@ -41,23 +41,7 @@ void Recycler::list() {
 
 bool Recycler::claim_dir(const Dir& to, std::string_view name) {
   if (!pool_ || !is_path_component(name)) return false;
-  if (!listed_) list();
-  const std::string target(name);
-  while (!dir_candidates_.empty()) {
-    const std::string from = std::move(dir_candidates_.back());
-    dir_candidates_.pop_back();
-    if (::renameat2(pool_->fd(), from.c_str(), to.fd(), target.c_str(), RENAME_NOREPLACE) != 0) {
-      if (errno == ENOENT) continue;  // another process took it
-      if (errno == EEXIST) dir_candidates_.push_back(from);
-      return false;
-    }
-    if (pooled_ > 0) --pooled_;
-    if (empty_dir(to, target)) return true;
-    // Not empty (or no longer a directory): back where it was, never handed out.
-    if (::renameat2(to.fd(), target.c_str(), pool_->fd(), from.c_str(), RENAME_NOREPLACE) == 0) ++pooled_;
-    return false;
-  }
-  return false;
+  return take(to, std::string(name), /*dir=*/true);
 }
 
 bool Recycler::recycle_dir(const Dir& from, std::string_view name) {
@@ -75,13 +59,14 @@ bool Recycler::recycle_dir(const Dir& from, std::string_view name) {
 
 bool Recycler::claim(const Dir& to, std::string_view name) {
   if (!pool_ || !is_path_component(name)) return false;
-  return take(to, std::string(name));
+  return take(to, std::string(name), /*dir=*/false);
 }
 
-bool Recycler::take(const Dir& to, const std::string& target) {
+bool Recycler::take(const Dir& to, const std::string& target, bool dir) {
   if (!listed_) list();
+  std::vector<std::string>& names = dir ? dir_candidates_ : candidates_;
   for (bool relisted = false, lost = false;;) {
-    if (candidates_.empty()) {
+    if (names.empty()) {
       // Listed again only when other processes took names this one knew: they may also have
       // recycled others since. A pool found empty is not listed on every claim (a node filling
       // with pods, no DEL, would pay a listing per file).
@@ -90,34 +75,36 @@ bool Recycler::take(const Dir& to, const std::string& target) {
       relisted = true;
       continue;
     }
-    const std::string from = std::move(candidates_.back());
-    candidates_.pop_back();
+    const std::string from = std::move(names.back());
+    names.pop_back();
     if (::renameat2(pool_->fd(), from.c_str(), to.fd(), target.c_str(), RENAME_NOREPLACE) != 0) {
       if (errno == ENOENT) {  // another process took it
         if (pooled_ > 0) --pooled_;
         lost = true;
         continue;
       }
-      if (errno == EEXIST) candidates_.push_back(from);  // `target` is taken: the file stays pooled
+      if (errno == EEXIST) names.push_back(from);  // `target` is taken: the entry stays pooled
       return false;
     }
     if (pooled_ > 0) --pooled_;
     struct stat st {};
-    if (lone_regular_file(to.fd(), target.c_str(), st)) return true;
-    // Not a file plumb may write into (a second link: a keep() whose rename has not run yet;
-    // anything but a regular file: put there by someone else): drop this name of it.
-    if (::unlinkat(to.fd(), target.c_str(), 0) != 0 && ::unlinkat(to.fd(), target.c_str(), AT_REMOVEDIR) != 0) {
-      (void)::renameat2(to.fd(), target.c_str(), pool_->fd(), from.c_str(), RENAME_NOREPLACE);
-      return false;
-    }
+    if (dir ? empty_dir(to, target) : lone_regular_file(to.fd(), target.c_str(), st)) return true;
+    // Not what plumb may use. A file of a second link (a keep() whose rename has not run yet) or
+    // anything but a regular file: this name of it is dropped. A directory with entries, or what
+    // cannot be dropped: back where it was, never handed out.
+    if (!dir && ::unlinkat(to.fd(), target.c_str(), 0) == 0) continue;
+    if (::renameat2(to.fd(), target.c_str(), pool_->fd(), from.c_str(), RENAME_NOREPLACE) != 0) return false;
+    ++pooled_;
   }
 }
 
 Result<std::optional<bool>> Recycler::place(const Dir& to, std::string_view name, std::string_view data, mode_t mode) {
   if (!pool_ || !is_path_component(name)) return std::optional<bool>{};
-  // A name of this process's own in the pool: only one claimer's rename of a pooled file wins.
+  // A name of this process's own in the pool: only one claimer's rename of a pooled file wins. A
+  // placer of this pid killed before its last rename left it: a pooled file like any other.
   const std::string own = "claimed." + std::to_string(::getpid());
-  if (!take(*pool_, own)) return std::optional<bool>{};
+  (void)repool(own);
+  if (!take(*pool_, own, /*dir=*/false)) return std::optional<bool>{};
   if (auto st = pool_->write_in_place(own, data, mode); !st) {
     (void)::unlinkat(pool_->fd(), own.c_str(), 0);
     return std::unexpected(st.error());
@@ -125,16 +112,18 @@ Result<std::optional<bool>> Recycler::place(const Dir& to, std::string_view name
   const std::string target(name);
   if (::renameat2(pool_->fd(), own.c_str(), to.fd(), target.c_str(), RENAME_NOREPLACE) == 0) return std::optional<bool>(true);
   const bool taken = errno == EEXIST;
-  // Back among the candidates under a name of its inode, as recycle() names them.
-  struct stat st {};
-  std::string back = own;
-  if (::fstatat(pool_->fd(), own.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-      ::renameat2(pool_->fd(), own.c_str(), pool_->fd(), std::to_string(st.st_ino).c_str(), RENAME_NOREPLACE) == 0) {
-    back = std::to_string(st.st_ino);
-  }
-  ++pooled_;
-  candidates_.push_back(back);
+  (void)repool(own);
   return taken ? std::optional<bool>(false) : std::optional<bool>{};
+}
+
+bool Recycler::repool(const std::string& own) {
+  struct stat st {};
+  if (::fstatat(pool_->fd(), own.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return false;
+  const std::string pooled_name = std::to_string(st.st_ino);
+  const bool renamed = ::renameat2(pool_->fd(), own.c_str(), pool_->fd(), pooled_name.c_str(), RENAME_NOREPLACE) == 0;
+  ++pooled_;
+  candidates_.push_back(renamed ? pooled_name : own);
+  return true;
 }
 
 Status Recycler::recycle(int from_fd, const std::string& from_path, std::string_view name) {

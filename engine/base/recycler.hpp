@@ -65,9 +65,13 @@ class Recycler {
   void keep(const Dir& from, std::string_view name);
 
  private:
-  /// Renames the next pooled regular file of one link to `to_name` in `to` and returns true;
-  /// false when there is none or `to_name` exists (claim() and place() share it).
-  [[nodiscard]] bool take(const Dir& to, const std::string& to_name);
+  /// Renames the next pooled regular file of one link (with `dir`: empty directory) to
+  /// `to_name` in `to` and returns true; false when there is none or `to_name` exists (claim(),
+  /// claim_dir() and place() share it).
+  [[nodiscard]] bool take(const Dir& to, const std::string& to_name, bool dir);
+  /// Gives the pool's entry `own` (place()'s name of this process) back to the candidates under
+  /// its inode number, as recycle() names files; false when there is no such entry.
+  bool repool(const std::string& own);
   /// Fills candidates_ from the pool's entries (once per Recycler, and again when a claim ran
   /// out of the names it knew).
   void list();

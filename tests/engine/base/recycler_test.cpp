@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -191,4 +192,33 @@ TEST_CASE("an empty directory is recycled and claimed as one; a directory with e
   CHECK_FALSE(fresh.claim_dir(f.work, "other"));
   CHECK_FALSE(fs::exists(f.in_work("other")));
   CHECK(slurp(f.pool.path_of("9") + "/stray") == "s");
+}
+
+TEST_CASE("place() writes a pooled file before naming it; a taken name leaves both files as they were; a killed placer's file is pooled") {
+  PoolFixture f;
+  // place()'s answer: true placed, false taken, nullopt no pooled file (the caller creates).
+  auto place = [&](Recycler& r, const std::string& name, const std::string& data, mode_t mode) {
+    auto placed = r.place(f.work, name, data, mode);
+    REQUIRE(placed);
+    return *placed;
+  };
+  Recycler r(f.open("pool"));
+  CHECK(place(r, "ip", "owner", 0644) == std::nullopt);
+  put(f.pool.path_of("5"), "a much longer previous content");
+  put(f.in_work("taken"), "holder");
+  Recycler listed(f.open("pool"));
+  CHECK(place(listed, "taken", "intruder", 0644) == std::optional<bool>(false));
+  CHECK(slurp(f.in_work("taken")) == "holder");
+  CHECK(f.pooled() == 1);  // the written file went back to the pool
+  CHECK(place(listed, "ip", "owner", 0644) == std::optional<bool>(true));
+  CHECK(slurp(f.in_work("ip")) == "owner");  // only the new bytes, the old tail cut
+  CHECK((lstat_of(f.in_work("ip")).st_mode & 07777) == 0644);
+  CHECK(f.pooled() == 0);
+  // A placer killed between its claim and its last rename leaves "claimed.<pid>" in the pool: a
+  // pooled file like any other, even for a process that now has that pid.
+  put(f.pool.path_of("claimed." + std::to_string(::getpid())), "left by a killed placer");
+  Recycler after(f.open("pool"));
+  CHECK(place(after, "ip2", "mine", 0600) == std::optional<bool>(true));
+  CHECK(slurp(f.in_work("ip2")) == "mine");
+  CHECK(f.pooled() == 0);
 }
