@@ -272,7 +272,9 @@ Status configure_gateways(Context& ctx, const BridgeConfig& c, const link::LinkI
 Result<cni::CniResult> bridge_add(Context& ctx, const BridgeConfig& c, const cni::CniResult*) {
   link::LinkInfo br = PLUMB_TRY(ensure_bridge(ctx, c));
   // The host end a port of `br` and up from birth (one message, as the floor does: enslaving and
-  // bringing it up later were two more).
+  // bringing it up later were two more). The IPAM's release is announced with the veth: one
+  // record write for both.
+  const bool release_registered = ipam_release_ahead(ctx, c.ipam);
   PodVeth veth = PLUMB_TRY(create_pod_veth(ctx, {"", "", -1, c.mtu_bytes, std::nullopt, c.mac, link::kPodLinkGroup, br.index, true}));
   const link::LinkInfo& host_link = veth.host;
   const link::LinkInfo& pod_link = veth.pod;
@@ -283,7 +285,7 @@ Result<cni::CniResult> bridge_add(Context& ctx, const BridgeConfig& c, const cni
     PLUMB_TRY(nft::add_macspoof(host_link.name, *pod_link.mac(), ctx.container_id + "/" + ctx.ifname));
   }
 
-  cni::CniResult r = PLUMB_TRY(run_ipam(ctx, c.ipam));
+  cni::CniResult r = PLUMB_TRY(run_ipam(ctx, c.ipam, release_registered));
   apply_config_dns(r, c.dns, /*always=*/false);  // as the reference bridge: a non-empty config "dns" replaces the IPAM's
   r.interfaces.clear();
   r.interfaces.push_back({br.name, br.mac() ? br.mac()->str() : "", std::nullopt, "", {}, {}});

@@ -76,10 +76,17 @@ Result<ParsedPlugin> parse_plugin(const json::Value& conf, const ParseInput& in)
   return ParsedPlugin{d, PLUMB_TRY(d->parse(conf, in))};
 }
 
-Result<cni::CniResult> run_ipam(Context& ctx, const IpamUse& use) {
+bool ipam_release_ahead(Context& ctx, const IpamUse& use) {
+  if (!use.ipam || !use.ipam->delegated_type().empty()) return false;
+  return undo::will_later(ctx, undo::IpamRelease{json::clone(*use.conf), ctx.network, ctx.ifname});
+}
+
+Result<cni::CniResult> run_ipam(Context& ctx, const IpamUse& use, bool release_registered) {
   if (!use.ipam) return cni::CniResult{};
   ipam::Request req;
-  if (std::string type = use.ipam->delegated_type(); !type.empty()) {
+  if (release_registered) {
+    PLUMB_TRY(ctx.journal->flush());  // persisted with the link's intent already (no write then)
+  } else if (std::string type = use.ipam->delegated_type(); !type.empty()) {
     // CNI IPAM delegation: DEL of the IPAM with the whole plugin config, recorded first; the
     // IPAM's process recorded once started (a killed ADD leaves no IPAM still running).
     PLUMB_TRY(undo::will(ctx, undo::DelegateDel{type, json::clone(*use.network_config), ctx.ifname, cni::delegate_args(ctx.cni_args)}));

@@ -171,9 +171,15 @@ struct ParsedPlugin {
 /// or missing "type"; the driver's parse errors.
 [[nodiscard]] Result<ParsedPlugin> parse_plugin(const json::Value& conf, const ParseInput& in);
 
-/// Runs the plugin's IPAM for this attachment (registering its release first). Returns an empty
-/// result when the plugin has no ipam.
-[[nodiscard]] Result<cni::CniResult> run_ipam(Context& ctx, const IpamUse& ipam);
+/// Runs the plugin's IPAM for this attachment (registering its release first, or only persisting
+/// it when ipam_release_ahead() registered it). Returns an empty result when the plugin has no
+/// ipam.
+[[nodiscard]] Result<cni::CniResult> run_ipam(Context& ctx, const IpamUse& ipam, bool release_registered = false);
+/// For a driver whose link is made just before its IPAM runs: registers the release of plumb's
+/// own IPAM (host-local, static, cluster) to be persisted with the link's intent, one record
+/// write for both (undo::will_later). Returns whether it did, for run_ipam(); false for no ipam
+/// and for a delegated IPAM, which registers its own when it runs.
+bool ipam_release_ahead(Context& ctx, const IpamUse& ipam);
 
 /// Adds the result's addresses (IPv6 with IFA_F_NODAD unless dad), brings the link up and adds
 /// the result's routes (gateway-less routes get the gateway of their family from ips) on the

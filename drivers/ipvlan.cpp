@@ -63,6 +63,7 @@ Result<cni::CniResult> ipvlan_add(Context& ctx, const IpvlanConfig& c, const cni
   if (!c.ipam.ipam && !use_prev_ips) {
     return fail(cni_code::kInvalidConfig, ctx.network + ": ipvlan needs addresses: an \"ipam\", or a previous result with IPs");
   }
+  const bool release_registered = !use_prev_ips && ipam_release_ahead(ctx, c.ipam);  // announced with the link
   auto created = lower::create_in_pod(
       ctx, "create ipvlan (mode " + c.mode_name + ") on master " + master.name, [&](const std::string& ifname) {
         link::IpvlanSpec spec{ifname, master.index, c.mode, c.keys.mtu_bytes.value_or(0), c.keys.link_in_container ? -1 : ctx.pod_ns->fd(),
@@ -75,7 +76,7 @@ Result<cni::CniResult> ipvlan_add(Context& ctx, const IpvlanConfig& c, const cni
   }
   link::LinkInfo pod_link = PLUMB_TRY(std::move(created));
 
-  cni::CniResult r = use_prev_ips ? *prev : PLUMB_TRY(run_ipam(ctx, c.ipam));
+  cni::CniResult r = use_prev_ips ? *prev : PLUMB_TRY(run_ipam(ctx, c.ipam, release_registered));
   apply_config_dns(r, c.dns, /*always=*/true);  // as the reference ipvlan: the config's "dns" replaces the IPAM's
   if (r.ips.empty()) return fail(cni_code::kInvalidConfig, ctx.network + ": IPAM plugin returned missing IP config");
   PLUMB_TRY(lower::notify_neighbours(ctx, r));

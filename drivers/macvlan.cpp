@@ -72,7 +72,8 @@ Result<MacvlanConfig> parse_config(const json::Value& conf, const ParseInput& in
 
 Result<cni::CniResult> macvlan_add(Context& ctx, const MacvlanConfig& c, const cni::CniResult*) {
   link::LinkInfo master = PLUMB_TRY(lower::resolve_master(ctx, c.keys, c.keys.master));
-  // Born in the pod namespace under its final name.
+  // Born in the pod namespace under its final name; the IPAM's release announced with it.
+  const bool release_registered = ipam_release_ahead(ctx, c.ipam);
   link::LinkInfo pod_link = PLUMB_TRY(lower::create_in_pod(
       ctx, "create macvlan (mode " + c.mode_name + ") on master " + master.name, [&](const std::string& name) {
         link::MacvlanSpec spec;
@@ -92,7 +93,7 @@ Result<cni::CniResult> macvlan_add(Context& ctx, const MacvlanConfig& c, const c
                                               "(IFLA_MACVLAN_BC_QUEUE_LEN, Linux >= 5.11)");
   }
 
-  cni::CniResult r = PLUMB_TRY(run_ipam(ctx, c.ipam));
+  cni::CniResult r = PLUMB_TRY(run_ipam(ctx, c.ipam, release_registered));
   apply_config_dns(r, c.dns, /*always=*/true);  // as the reference macvlan: the config's "dns" replaces the IPAM's
   // Neighbours learn the new MAC when the link comes up (the reference sets these too).
   PLUMB_TRY(lower::notify_neighbours(ctx, r));

@@ -286,6 +286,9 @@ using Op = std::variant<LinkDel, BridgeDelIfUnused, IpamRelease, MasqDel, Devinf
 /// deleting a shared bridge this ADD created), never by the DEL of a completed attachment.
 /// Errors: the state write failed (ENOSPC, EROFS ...): the change must then not be made.
 [[nodiscard]] Status will(Context& ctx, Op op, bool rollback_only = false);
+/// Announces `op` to be persisted with the next will() (txn::Journal::will_later): the inverse
+/// of a change made only after that next intent's change. False without a journal.
+bool will_later(Context& ctx, Op op);
 
 /// The one dispatch: runs one operation. Missing objects are success.
 [[nodiscard]] Status run(Context& ctx, const Op& op);

@@ -9,6 +9,12 @@ Status will(Context& ctx, Op op, bool rollback_only) {
   return ctx.journal->will(encode(op), rollback_only);
 }
 
+bool will_later(Context& ctx, Op op) {
+  if (ctx.journal == nullptr) return false;
+  ctx.journal->will_later(encode(op));
+  return true;
+}
+
 Status run(Context& ctx, const Op& op) {
   return std::visit([&](const auto& o) { return run_op(ctx, o); }, op);
 }

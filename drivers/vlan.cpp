@@ -39,6 +39,7 @@ Result<VlanConfig> parse_config(const json::Value& conf, const ParseInput& in) {
 Result<cni::CniResult> vlan_add(Context& ctx, const VlanConfig& c, const cni::CniResult*) {
   link::LinkInfo master = PLUMB_TRY(lower::resolve_master(ctx, c.keys, c.keys.master));
   const std::string what = "create vlan " + std::to_string(c.vlan_id) + " on master " + master.name;
+  const bool release_registered = ipam_release_ahead(ctx, c.ipam);  // announced with the link
   auto created = lower::create_in_pod(ctx, what, [&](const std::string& name) {
     link::VlanSpec spec{name, master.index, c.vlan_id, c.keys.mtu_bytes.value_or(0), c.keys.link_in_container ? -1 : ctx.pod_ns->fd(),
                             link::kPodLinkGroup};
@@ -50,7 +51,7 @@ Result<cni::CniResult> vlan_add(Context& ctx, const VlanConfig& c, const cni::Cn
   }
   link::LinkInfo pod_link = PLUMB_TRY(std::move(created));
 
-  cni::CniResult r = PLUMB_TRY(run_ipam(ctx, c.ipam));
+  cni::CniResult r = PLUMB_TRY(run_ipam(ctx, c.ipam, release_registered));
   apply_config_dns(r, c.dns, /*always=*/true);  // as the reference vlan: the config's "dns" replaces the IPAM's
   if (r.ips.empty()) return fail(cni_code::kInvalidConfig, ctx.network + ": IPAM plugin returned missing IP config");
   PLUMB_TRY(finish_pod_interface(ctx, pod_link, r));

@@ -28,12 +28,33 @@ Status Journal::will(const json::Value& op, bool rollback_only) {
     rec_.undo.PopBack();
     return std::unexpected(st.error().within("record intent before change"));
   }
-  ++g_steps;
-  if (g_fault_hook != nullptr) g_fault_hook(g_steps);
+  pending_ = false;
+  fault_point();
   return {};
 }
 
-Status Journal::commit() { return dir_.write(rec_); }
+void Journal::will_later(const json::Value& op) {
+  auto& a = rec_.undo.GetAllocator();
+  json::Value entry;
+  entry.CopyFrom(op, a);
+  rec_.undo.PushBack(entry, a);
+  pending_ = true;
+}
+
+Status Journal::flush() {
+  if (!pending_) return {};
+  auto st = dir_.write(rec_);
+  if (!st) return std::unexpected(st.error().within("record intent before change"));
+  pending_ = false;
+  fault_point();
+  return {};
+}
+
+Status Journal::commit() {
+  PLUMB_TRY(dir_.write(rec_));
+  pending_ = false;
+  return {};
+}
 
 Status unwind(const json::Value& undo, bool complete, const std::function<Status(const json::Value& op)>& exec) {
   Status first;

@@ -27,6 +27,13 @@ class Journal {
   /// bridge this ADD created), never by a DEL of a completed attachment.
   /// Errors: the state write failed (ENOSPC, EROFS ...): the change must then not be made.
   [[nodiscard]] Status will(const json::Value& op, bool rollback_only = false);
+  /// Registers `op` like will(), persisted by the next will() or flush() instead of now: the
+  /// inverse of a change the caller makes only after that next intent's change (the IPAM's
+  /// release, registered with the link its addresses go on: one record write announces both).
+  void will_later(const json::Value& op);
+  /// Persists the record when will_later() registered anything since it was last written (the
+  /// caller's change follows). Errors: as will().
+  [[nodiscard]] Status flush();
   /// Persists the record as it is now (e.g. after setting phase "ready" and the result).
   [[nodiscard]] Status commit();
 
@@ -35,6 +42,7 @@ class Journal {
  private:
   const state::StateDir& dir_;
   state::AttachmentRecord& rec_;
+  bool pending_ = false;  ///< will_later() registered something not yet written
 };
 
 /// Called with a running count (1, 2, ...) each time an intent has been persisted, just before the

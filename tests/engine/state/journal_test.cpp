@@ -67,6 +67,43 @@ TEST_CASE("the journal persists each intent before returning, and unwind runs ne
   CHECK_FALSE(std::filesystem::exists(t.path + "/containers/c1:eth0"));
 }
 
+TEST_CASE("will_later is persisted by the next intent or by flush, not before") {
+  TempDir t;
+  state::StateDir dir(t.path);
+  state::AttachmentRecord r;
+  r.container_id = "c1";
+  r.cni_ifname = "eth0";
+  r.ifname = "eth0";
+  const state::Key key{"c1", "eth0"};
+  txn::Journal j(dir, r);
+  auto on_disk = [&]() -> std::vector<std::string> {
+    auto found = dir.read(key);
+    REQUIRE(found);
+    std::vector<std::string> ops;
+    if (found->records.empty()) return ops;
+    for (auto& o : found->records[0].undo.GetArray()) ops.push_back(o["op"].GetString());
+    return ops;
+  };
+  j.will_later(op("release"));
+  CHECK(on_disk().empty());  // registered, not written
+  REQUIRE(j.will(op("link")));
+  CHECK(on_disk() == std::vector<std::string>{"release", "link"});  // one write for both
+  auto inode = [&] {
+    struct stat st {};
+    REQUIRE(::stat((t.path + "/containers/c1:eth0/0-eth0.json").c_str(), &st) == 0);
+    return st.st_ino;
+  };
+  const auto before = inode();
+  REQUIRE(j.flush());  // nothing pending: no write (a write swaps another file in)
+  CHECK(inode() == before);
+  j.will_later(op("later"));
+  CHECK(on_disk() == std::vector<std::string>{"release", "link"});
+  REQUIRE(j.flush());
+  CHECK(inode() != before);
+  CHECK(on_disk() == std::vector<std::string>{"release", "link", "later"});
+  REQUIRE(dir.remove(r));
+}
+
 TEST_CASE("unwind tries every operation and reports the first failure") {
   json::Document undo;
   undo.Parse(R"([{"op":"a"},{"op":"b"},{"op":"c"}])");
