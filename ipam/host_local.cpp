@@ -102,15 +102,14 @@ class Store {
     if (!dir && dir.error().cni_code == cni_code::kNotFound && !create) return std::optional<Store>{};
     if (!dir) return std::unexpected(dir.error().within("host-local"));
     int fd = PLUMB_TRY(dir->open_lock("lock", 0644));
-    auto pool = base->sub(kRecycled, 0700);
-    Store s(std::move(*dir), fd, pool ? Recycler(std::move(*pool)) : Recycler());
+    Store s(std::move(*dir), fd, Recycler::shared(*base, kRecycled));
     while (::flock(fd, LOCK_EX) != 0) {
       if (errno != EINTR) return io_fail(errno, "host-local: flock " + s.dir_.path_of("lock"));
     }
     return std::optional<Store>(std::move(s));
   }
 
-  Store(Store&& o) noexcept : dir_(std::move(o.dir_)), fd_(o.fd_), recycled_(std::move(o.recycled_)) { o.fd_ = -1; }
+  Store(Store&& o) noexcept : dir_(std::move(o.dir_)), fd_(o.fd_), recycled_(o.recycled_) { o.fd_ = -1; }
   Store& operator=(Store&&) = delete;
   Store(const Store&) = delete;
   ~Store() {
@@ -173,7 +172,7 @@ class Store {
   /// next open of the store).
   [[nodiscard]] Result<bool> reserve(const Ids& ids, const IpAddr& ip, size_t rangeset) const {
     const std::string name = ip.str();
-    auto placed = recycled_.place(dir_, name, ids.exact, 0644);
+    auto placed = recycled_->place(dir_, name, ids.exact, 0644);
     if (!placed) return std::unexpected(placed.error().within("host-local"));
     std::optional<bool> linked = *placed;
     if (!linked) {
@@ -229,13 +228,13 @@ class Store {
 
   /// Removes the file `name` (into the recycled files); a missing file is not an error.
   [[nodiscard]] Status remove(const std::string& name) const {
-    auto st = recycled_.recycle(dir_, name);
+    auto st = recycled_->recycle(dir_, name);
     if (!st) return std::unexpected(st.error().within("host-local"));
     return {};
   }
 
  private:
-  Store(Dir dir, int fd, Recycler recycled) : dir_(std::move(dir)), fd_(fd), recycled_(std::move(recycled)) {}
+  Store(Dir dir, int fd, Recycler& recycled) : dir_(std::move(dir)), fd_(fd), recycled_(&recycled) {}
 
   /// A small regular file of the directory (never through a link, never blocking on a FIFO).
   bool read_small(const std::string& name, std::string& out) const {
@@ -247,7 +246,7 @@ class Store {
 
   Dir dir_;
   int fd_ = -1;
-  mutable Recycler recycled_;  // its memory of the pool's names changes, not the store
+  Recycler* recycled_;  // shared by the stores of its dataDir (Recycler::shared)
 };
 
 /// Requested addresses in the reference's order: CNI_ARGS IP= (comma separated), args.cni.ips,

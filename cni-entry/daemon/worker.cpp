@@ -15,6 +15,7 @@
 
 #include "cni-entry/daemon/daemon.hpp"
 #include "cni-entry/daemon/wire.hpp"
+#include "engine/base/recycler.hpp"
 #include "engine/netlink/socket.hpp"
 
 namespace plumb::daemon::detail {
@@ -126,6 +127,7 @@ Served serve(int conn, int log, CniMain cni_main) {
     out.retire = true;
   }
   netlink::release_shared_elsewhere();  // no socket keeps a pod's namespace alive
+  Recycler::release_shared();            // nor a pool's descriptor, nor a listing grown stale
   return out;
 }
 

@@ -78,6 +78,9 @@ Result<std::string> read_fd(int fd, const std::string& msg, size_t max_bytes, st
       ::close(fd);
       return std::unexpected(Error{cni_code::kIo, EFBIG, msg, "larger than " + std::to_string(max_bytes) + " bytes"});
     }
+    // A short read that completes the size fstat() gave is the end: no read(2) to be told so.
+    // (A size of 0, /proc's, says nothing: read until read(2) returns 0.)
+    if (st.st_size > 0 && static_cast<size_t>(n) < sizeof buf && out.size() >= static_cast<size_t>(st.st_size)) break;
   }
   ::close(fd);
   if (stat_out != nullptr) *stat_out = st;
@@ -89,6 +92,34 @@ std::pair<std::string, std::string> split_path(const std::string& path) {
   auto slash = path.find_last_of('/');
   if (slash == std::string::npos) return {".", path};
   return {slash == 0 ? "/" : path.substr(0, slash), path.substr(slash + 1)};
+}
+
+/// The entries of the directory open as `fd` ("." and ".." left out) with getdents64(2):
+/// opendir()'s fdopendir() would add an fstat and two fcntl calls per listing. A type the
+/// filesystem does not report is asked with fstatat.
+Result<std::vector<Dir::Entry>> read_entries(int fd, const std::string& path) {
+  std::vector<Dir::Entry> out;
+  alignas(struct dirent64) char buf[16384];
+  for (;;) {
+    const ssize_t n = ::getdents64(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return io_error(errno, "list directory " + path);
+    if (n == 0) return out;
+    for (ssize_t off = 0; off < n;) {
+      const auto* e = reinterpret_cast<const struct dirent64*>(buf + off);
+      off += e->d_reclen;
+      std::string_view name = e->d_name;
+      if (name == "." || name == "..") continue;
+      Dir::Entry entry{std::string(name), e->d_type};
+      if (entry.type == DT_UNKNOWN) {
+        struct stat st {};
+        if (::fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+          entry.type = S_ISDIR(st.st_mode) ? DT_DIR : S_ISREG(st.st_mode) ? DT_REG : S_ISLNK(st.st_mode) ? DT_LNK : DT_UNKNOWN;
+        }
+      }
+      out.push_back(std::move(entry));
+    }
+  }
 }
 
 }  // namespace
@@ -131,17 +162,12 @@ Status mkdir_p(const std::string& path, mode_t mode) {
 
 Result<std::vector<std::string>> list_dir(const std::string& dir) {
   std::vector<std::string> out;
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) {
+  UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (fd.get() < 0) {
     if (errno == ENOENT) return out;
     return io_error(errno, "list directory " + dir);
   }
-  while (dirent* e = ::readdir(d)) {
-    std::string_view name = e->d_name;
-    if (name == "." || name == "..") continue;
-    out.emplace_back(name);
-  }
-  ::closedir(d);
+  for (auto& e : PLUMB_TRY(read_entries(fd.get(), dir))) out.push_back(std::move(e.name));
   return out;
 }
 
@@ -362,22 +388,29 @@ Result<bool> Dir::link_new(std::string_view from, std::string_view to) const {
 Result<int> Dir::open_lock(std::string_view name, mode_t mode) const {
   PLUMB_TRY(check_name(name));
   const std::string n(name);
-  int fd = ::openat(fd_.get(), n.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
-  if (fd >= 0) {
-    if (::fchmod(fd, mode) != 0) {  // a new lock file gets the mode asked for, not the umask's
-      int err = errno;
-      ::close(fd);
-      return io_error(err, "chmod lock file " + path_of(name));
+  // Lock files usually exist (they outlive their holders, or were claimed from a pool): opened
+  // first, created only when missing.
+  for (int attempt = 0;; ++attempt) {
+    int fd = ::openat(fd_.get(), n.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+    if (fd >= 0) return fd;
+    if (errno == EROFS) {
+      fd = ::openat(fd_.get(), n.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);  // flock works on a read-only descriptor
+      if (fd >= 0) return fd;
+      return io_error(errno == ENOENT ? EROFS : errno, "open lock file " + path_of(name));  // why it could not be created
     }
-    return fd;
+    if (errno != ENOENT) return io_error(errno, "open lock file " + path_of(name));
+    fd = ::openat(fd_.get(), n.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+    if (fd >= 0) {
+      if (::fchmod(fd, mode) != 0) {  // a new lock file gets the mode asked for, not the umask's
+        int err = errno;
+        ::close(fd);
+        return io_error(err, "chmod lock file " + path_of(name));
+      }
+      return fd;
+    }
+    // Created by another process in between (EEXIST): opened on the next turn.
+    if (errno != EEXIST || attempt >= 8) return io_error(errno, "open lock file " + path_of(name));
   }
-  if (errno == EEXIST) fd = ::openat(fd_.get(), n.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0 && errno == EROFS) {
-    fd = ::openat(fd_.get(), n.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);  // flock works on a read-only descriptor
-    if (fd < 0 && errno == ENOENT) errno = EROFS;                    // report why it could not be created
-  }
-  if (fd < 0) return io_error(errno, "open lock file " + path_of(name));
-  return fd;
 }
 
 Status Dir::remove(std::string_view name) const {
@@ -411,29 +444,9 @@ Result<std::optional<struct stat>> Dir::stat(std::string_view name) const {
 }
 
 Result<std::vector<Dir::Entry>> Dir::list() const {
-  int fd = ::openat(fd_.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return io_error(errno, "list directory " + path_);
-  DIR* d = ::fdopendir(fd);
-  if (d == nullptr) {
-    int err = errno;
-    ::close(fd);
-    return io_error(err, "list directory " + path_);
-  }
-  std::vector<Entry> out;
-  while (dirent* e = ::readdir(d)) {
-    std::string_view name = e->d_name;
-    if (name == "." || name == "..") continue;
-    Entry entry{std::string(name), e->d_type};
-    if (entry.type == DT_UNKNOWN) {
-      struct stat st {};
-      if (::fstatat(fd_.get(), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
-        entry.type = S_ISDIR(st.st_mode) ? DT_DIR : S_ISREG(st.st_mode) ? DT_REG : S_ISLNK(st.st_mode) ? DT_LNK : DT_UNKNOWN;
-      }
-    }
-    out.push_back(std::move(entry));
-  }
-  ::closedir(d);
-  return out;
+  UniqueFd fd(::openat(fd_.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));  // a position of its own
+  if (fd.get() < 0) return io_error(errno, "list directory " + path_);
+  return read_entries(fd.get(), path_);
 }
 
 }  // namespace plumb

@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <map>
+#include <memory>
 
 namespace plumb {
 namespace {
@@ -23,7 +25,24 @@ bool empty_dir(const Dir& at, const std::string& name) {
   return entries && entries->empty();
 }
 
+/// shared()'s Recyclers by pool path.
+std::map<std::string, std::unique_ptr<Recycler>, std::less<>>& registry() {
+  static std::map<std::string, std::unique_ptr<Recycler>, std::less<>> pools;
+  return pools;
+}
+
 }  // namespace
+
+Recycler& Recycler::shared(const Dir& parent, std::string_view name) {
+  const std::string path = parent.path_of(name);
+  auto& pools = registry();
+  if (auto it = pools.find(path); it != pools.end()) return *it->second;
+  auto pool = parent.sub(name, 0700);
+  auto made = pool ? std::make_unique<Recycler>(std::move(*pool)) : std::make_unique<Recycler>();
+  return *pools.emplace(path, std::move(made)).first->second;
+}
+
+void Recycler::release_shared() { registry().clear(); }
 
 void Recycler::list() {
   listed_ = true;
@@ -103,7 +122,8 @@ Result<std::optional<bool>> Recycler::place(const Dir& to, std::string_view name
   // A name of this process's own in the pool: only one claimer's rename of a pooled file wins. A
   // placer of this pid killed before its last rename left it: a pooled file like any other.
   const std::string own = "claimed." + std::to_string(::getpid());
-  (void)repool(own);
+  if (!repooled_) (void)repool(own);
+  repooled_ = true;
   if (!take(*pool_, own, /*dir=*/false)) return std::optional<bool>{};
   if (auto st = pool_->write_in_place(own, data, mode); !st) {
     (void)::unlinkat(pool_->fd(), own.c_str(), 0);

@@ -32,6 +32,13 @@ class Recycler {
   /// The pool directory `pool` (plumb's own, mode 0700), of the filesystem of the directories
   /// it trades with (a rename across filesystems fails: recycle() then unlinks).
   explicit Recycler(Dir pool, size_t max_files = kMaxFiles) : pool_(std::move(pool)), max_files_(max_files) {}
+  /// The Recycler of the pool directory `name` in `parent` (created 0700; without a pool when it
+  /// cannot be), one per path in this process until release_shared(): the stores of several
+  /// networks of one dataDir open and list their pool once per invocation, not once each.
+  [[nodiscard]] static Recycler& shared(const Dir& parent, std::string_view name);
+  /// Forgets every shared() Recycler, closing their pools: what a daemon worker keeps of one
+  /// invocation (none may be in use).
+  static void release_shared();
 
   /// Renames a pooled regular file (one link) to `name` in `to`, which must not exist
   /// (RENAME_NOREPLACE), and returns true; its mode, size and content are whatever it had, for
@@ -82,6 +89,7 @@ class Recycler {
   std::vector<std::string> dir_candidates_;  ///< directories believed to be in the pool
   size_t pooled_ = 0;                    ///< the pool's size as last listed, plus and minus our own moves
   bool listed_ = false;
+  bool repooled_ = false;  ///< place() gave a leftover of this pid's name back (once: later ones are its own)
 };
 
 }  // namespace plumb

@@ -24,17 +24,6 @@ constexpr const char* kSpareSuffix = ".spare";
 /// "<index>-<ifname>.json", the file name of a record in its key's directory.
 std::string record_name(const AttachmentRecord& rec) { return std::to_string(rec.index) + "-" + rec.ifname + ".json"; }
 
-/// The state directory's subdirectory `name`; nullopt when it (or the root) does not exist.
-Result<std::optional<Dir>> open_sub(const std::string& root, const char* name) {
-  auto r = Dir::open(root);
-  if (!r && r.error().cni_code == cni_code::kNotFound) return std::optional<Dir>{};
-  if (!r) return std::unexpected(r.error());
-  auto d = r->sub(name);
-  if (!d && d.error().cni_code == cni_code::kNotFound) return std::optional<Dir>{};
-  if (!d) return std::unexpected(d.error());
-  return std::optional<Dir>(std::move(*d));
-}
-
 /// A damaged record: `why` with code kDecode unless it says "newer plumb" (kNewerRecord).
 DamagedRecord damaged(const std::string& path, const Error& why) {
   Error e = why;
@@ -116,19 +105,37 @@ void read_dir(const Dir& containers, const std::string& name, const Key& key, bo
   }
 }
 
-/// The directory holding `path` below <root>/containers, and the file's name there.
-Result<std::pair<Dir, std::string>> containing_dir(const std::string& root, const std::string& path) {
-  const std::string prefix = root + "/" + kContainers + "/";
+}  // namespace
+
+Result<const Dir*> StateDir::open_dir(std::string_view sub, bool create) const {
+  const std::optional<mode_t> mode = create ? std::optional<mode_t>(0700) : std::nullopt;
+  if (open_->root) {
+    struct stat st {};
+    if (::fstat(open_->root->fd(), &st) != 0 || st.st_nlink == 0) *open_ = OpenDirs{};
+  }
+  if (!open_->root) {
+    auto root = Dir::open(root_, mode);
+    if (!root && root.error().cni_code == cni_code::kNotFound && !create) return nullptr;
+    open_->root = PLUMB_TRY(std::move(root));
+  }
+  if (sub.empty()) return &*open_->root;
+  if (auto it = open_->subs.find(sub); it != open_->subs.end()) return &it->second;
+  auto d = open_->root->sub(sub, mode);
+  if (!d && d.error().cni_code == cni_code::kNotFound && !create) return nullptr;
+  return &open_->subs.emplace(std::string(sub), PLUMB_TRY(std::move(d))).first->second;
+}
+
+Result<std::pair<Dir, std::string>> StateDir::containing_dir(const std::string& path) const {
+  const std::string prefix = root_ + "/" + kContainers + "/";
   const auto slash = path.find_last_of('/');
   if (!path.starts_with(prefix) || slash == std::string::npos || slash < prefix.size()) {
     return fail(cni_code::kInternal, path + " is not below " + prefix);
   }
-  auto containers = PLUMB_TRY(Dir::open(root + "/" + kContainers));
-  auto dir = PLUMB_TRY(containers.sub(path.substr(prefix.size(), slash - prefix.size())));
+  const Dir* containers = PLUMB_TRY(open_dir(kContainers, false));
+  if (containers == nullptr) return fail(cni_code::kNotFound, root_ + "/" + kContainers + " does not exist");
+  auto dir = PLUMB_TRY(containers->sub(path.substr(prefix.size(), slash - prefix.size())));
   return std::pair{std::move(dir), path.substr(slash + 1)};
 }
-
-}  // namespace
 
 std::string Key::describe() const { return "container " + container_id + (ifname.empty() ? "" : " interface " + ifname); }
 
@@ -170,14 +177,15 @@ Result<FileLock> lock_file(const Dir& dir, const std::string& name) {
 }
 
 Result<KeyLock> StateDir::lock(const Key& key) const {
-  auto root = PLUMB_TRY(Dir::open(root_, 0700));
-  auto locks = PLUMB_TRY(root.sub(kLocks, 0700));
+  const Dir& locks = *PLUMB_TRY(open_dir(kLocks, true));
   (void)recycled().claim(locks, key.name());  // a lock file without a new inode (false: it exists)
   KeyLock out{PLUMB_TRY(lock_file(locks, key.name())), std::nullopt};
   // Records of an older plumb live in one directory per container, under that container's lock.
   bool legacy = PLUMB_TRY(locks.stat(key.container_id)).has_value();
   if (!legacy) {
-    if (auto containers = root.sub(kContainers)) legacy = PLUMB_TRY(containers->stat(key.container_id)).has_value();
+    if (auto containers = open_dir(kContainers, false); containers && *containers != nullptr) {
+      legacy = PLUMB_TRY((*containers)->stat(key.container_id)).has_value();
+    }
   }
   if (legacy) out.legacy = PLUMB_TRY(lock_file(locks, key.container_id));
   return out;
@@ -196,8 +204,7 @@ Result<const Dir*> StateDir::key_dir(const Key& key) const {
     if (::fstat(key_dir_->dir.fd(), &st) == 0 && st.st_nlink > 0) return &key_dir_->dir;
   }
   key_dir_.reset();
-  auto root = PLUMB_TRY(Dir::open(root_, 0700));
-  auto containers = PLUMB_TRY(root.sub(kContainers, 0700));
+  const Dir& containers = *PLUMB_TRY(open_dir(kContainers, true));
   (void)recycled().claim_dir(containers, key.name());  // a directory without a new inode (false: none, or it exists)
   key_dir_ = std::make_shared<KeyDirCache>(KeyDirCache{key.name(), PLUMB_TRY(containers.sub(key.name(), 0700)), {}});
   return &key_dir_->dir;
@@ -205,8 +212,8 @@ Result<const Dir*> StateDir::key_dir(const Key& key) const {
 
 Recycler& StateDir::recycled() const {
   if (!recycled_) {
-    auto root = Dir::open(root_, 0700);
-    auto pool = root ? root->sub(kRecycled, 0700) : Result<Dir>(std::unexpected(root.error()));
+    auto root = open_dir("", true);
+    auto pool = root ? (*root)->sub(kRecycled, 0700) : Result<Dir>(std::unexpected(root.error()));
     recycled_ = pool ? std::make_shared<Recycler>(std::move(*pool)) : std::make_shared<Recycler>();
   }
   return *recycled_;
@@ -245,8 +252,8 @@ Status StateDir::write(AttachmentRecord& rec) const {
 
 Result<Records> StateDir::read(const Key& key) const {
   Records out;
-  auto containers = PLUMB_TRY(open_sub(root_, kContainers));
-  if (!containers) return out;
+  const Dir* containers = PLUMB_TRY(open_dir(kContainers, false));
+  if (containers == nullptr) return out;
   read_dir(*containers, key.name(), key, /*legacy=*/false, out);
   if (auto legacy = containers->sub(key.container_id)) {
     const std::string owner = legacy_owner(*legacy);
@@ -259,8 +266,8 @@ Result<Records> StateDir::read(const Key& key) const {
 }
 
 bool StateDir::has_records(const std::string& container_id) const {
-  auto containers = open_sub(root_, kContainers);
-  if (!containers || !*containers) return false;
+  auto containers = open_dir(kContainers, false);
+  if (!containers || *containers == nullptr) return false;
   auto entries = (*containers)->list();
   if (!entries) return true;  // cannot tell: keep
   return std::any_of(entries->begin(), entries->end(), [&](const Dir::Entry& e) {
@@ -270,12 +277,12 @@ bool StateDir::has_records(const std::string& container_id) const {
 
 Status StateDir::remove(const AttachmentRecord& rec) const {
   if (rec.origin.empty()) return {};  // never written
-  auto [dir, name] = PLUMB_TRY(containing_dir(root_, rec.origin));
+  auto [dir, name] = PLUMB_TRY(containing_dir(rec.origin));
   if (key_dir_) key_dir_->spares.erase(name);
   (void)recycled().recycle(dir, name + kSpareSuffix);  // an ADD undone (or killed) before its record was complete
   auto st = recycled().recycle(dir, name);
   if (!st) return std::unexpected(st.error().within("remove state record"));
-  auto containers = PLUMB_TRY(Dir::open(root_ + "/" + kContainers));
+  const Dir& containers = *PLUMB_TRY(open_dir(kContainers, true));
   const std::string dir_name = dir.path().substr(containers.path().size() + 1);
   // Once empty, the key's directory goes to the recycled files (else it is removed; kept while it
   // holds other records). Recycled, it keeps its link count: the directory this process kept open
@@ -290,14 +297,13 @@ Status StateDir::remove(const AttachmentRecord& rec) const {
 
 Result<std::string> StateDir::quarantine(const Key& key, const std::string& path) const {
   key_dir_.reset();  // records move out of (or with) the key's directory
-  auto root = PLUMB_TRY(Dir::open(root_, 0700));
-  auto to = PLUMB_TRY(PLUMB_TRY(root.sub(kQuarantine, 0700)).sub(key.name(), 0700));
-  auto containers = PLUMB_TRY(root.sub(kContainers));
+  auto to = PLUMB_TRY(PLUMB_TRY(open_dir(kQuarantine, true))->sub(key.name(), 0700));
+  const Dir& containers = *PLUMB_TRY(open_dir(kContainers, true));
   // A damaged record (its directory named by the path), or a record directory that is itself
   // the damage (a link or file where a directory should be).
   const bool whole_dir = path.find('/', containers.path().size() + 1) == std::string::npos;
   std::optional<Dir> held;
-  if (!whole_dir) held = PLUMB_TRY(containing_dir(root_, path)).first;
+  if (!whole_dir) held = PLUMB_TRY(containing_dir(path)).first;
   const Dir& from = whole_dir ? containers : *held;
   const std::string name = path.substr(path.find_last_of('/') + 1);
   std::string target = name;
@@ -313,8 +319,8 @@ void StateDir::release(KeyLock& lock, const Key& key) const {
   if (!left || !left->empty()) return;
   lock.own.recycle_path(recycled());
   if (!lock.legacy) return;
-  auto containers = open_sub(root_, kContainers);
-  if (containers && *containers) {
+  auto containers = open_dir(kContainers, false);
+  if (containers && *containers != nullptr) {
     auto removed = (*containers)->remove_dir(key.container_id);  // the legacy directory, once empty
     if (!removed || !*removed) return;
   }
@@ -323,8 +329,8 @@ void StateDir::release(KeyLock& lock, const Key& key) const {
 
 Result<std::vector<Key>> StateDir::keys() const {
   std::set<Key> out;
-  auto containers = PLUMB_TRY(open_sub(root_, kContainers));
-  if (containers) {
+  const Dir* containers = PLUMB_TRY(open_dir(kContainers, false));
+  if (containers != nullptr) {
     for (const auto& e : PLUMB_TRY(containers->list())) {
       const auto colon = e.name.find(':');
       if (colon != std::string::npos) {
@@ -336,8 +342,8 @@ Result<std::vector<Key>> StateDir::keys() const {
       }
     }
   }
-  auto locks = PLUMB_TRY(open_sub(root_, kLocks));
-  if (locks) {
+  const Dir* locks = PLUMB_TRY(open_dir(kLocks, false));
+  if (locks != nullptr) {
     for (const auto& e : PLUMB_TRY(locks->list())) {
       if (e.name.find(".tmp.") != std::string::npos) continue;
       const auto colon = e.name.find(':');

@@ -19,6 +19,7 @@
 #include <optional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/base/file.hpp"
@@ -163,6 +164,19 @@ class StateDir {
     Dir dir;
     std::map<std::string, SpareFds> spares;  ///< record file name -> its write_via_spare descriptors
   };
+  /// The root and the subdirectories opened so far, kept for the StateDir's life (one
+  /// invocation): each operation otherwise opens them again by path.
+  struct OpenDirs {
+    std::optional<Dir> root;
+    std::map<std::string, Dir, std::less<>> subs;
+  };
+  /// <root>/<sub> (sub "": the root), opened once (again only when the root was removed: its
+  /// link count is 0) and created (0700) with `create`; nullptr when missing and not `create`.
+  /// Errors: the I/O error naming the path.
+  [[nodiscard]] Result<const Dir*> open_dir(std::string_view sub, bool create) const;
+  /// The directory holding `path` (a record written below <root>/containers) and the file's
+  /// name there.
+  [[nodiscard]] Result<std::pair<Dir, std::string>> containing_dir(const std::string& path) const;
   /// The key's record directory (created when missing): the cached one while it still exists.
   [[nodiscard]] Result<const Dir*> key_dir(const Key& key) const;
   /// <root>/recycled/ (created when missing): the files records, spares and lock files, and the
@@ -172,7 +186,8 @@ class StateDir {
   [[nodiscard]] Recycler& recycled() const;
 
   std::string root_;
-  mutable std::shared_ptr<KeyDirCache> key_dir_;  // shared by copies: they name the same root
+  mutable std::shared_ptr<OpenDirs> open_ = std::make_shared<OpenDirs>();  // shared by copies: they name the same root
+  mutable std::shared_ptr<KeyDirCache> key_dir_;  // shared by copies
   mutable std::shared_ptr<Recycler> recycled_;
 };
 

@@ -222,3 +222,22 @@ TEST_CASE("place() writes a pooled file before naming it; a taken name leaves bo
   CHECK(slurp(f.in_work("ip2")) == "mine");
   CHECK(f.pooled() == 0);
 }
+
+TEST_CASE("shared(): one Recycler per pool path until release_shared(), which forgets them but not the pooled files") {
+  PoolFixture f;
+  Recycler& a = Recycler::shared(f.work, "shared-pool");
+  CHECK(&Recycler::shared(f.work, "shared-pool") == &a);  // a second store of the dataDir: the same listing
+  CHECK(&Recycler::shared(f.work, "other-pool") != &a);
+  struct stat st = lstat_of(f.in_work("shared-pool"));
+  CHECK(S_ISDIR(st.st_mode));
+  CHECK((st.st_mode & 07777) == 0700);
+  put(f.in_work("released"), "x");
+  const ino_t ino = lstat_of(f.in_work("released")).st_ino;
+  REQUIRE(a.recycle(f.work, "released"));
+  Recycler::release_shared();
+  // A fresh Recycler of the same pool (the next invocation) lists it again and finds the file.
+  Recycler& b = Recycler::shared(f.work, "shared-pool");
+  REQUIRE(b.claim(f.work, "again"));
+  CHECK(lstat_of(f.in_work("again")).st_ino == ino);
+  Recycler::release_shared();
+}
