@@ -99,7 +99,7 @@ std::pair<std::string, std::string> split_path(const std::string& path) {
 /// filesystem does not report is asked with fstatat.
 Result<std::vector<Dir::Entry>> read_entries(int fd, const std::string& path) {
   std::vector<Dir::Entry> out;
-  alignas(struct dirent64) char buf[16384];
+  alignas(struct dirent64) char buf[32768];  // what glibc's readdir asks for at once
   for (;;) {
     const ssize_t n = ::getdents64(fd, buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;

@@ -1,7 +1,7 @@
 #include "tests/support/private_node.hpp"
 
 #include <fcntl.h>
-#include <net/if.h>
+#include <linux/if.h>  // struct ifreq as engine/kernel/tun.cpp has it (one layout per program: LTO checks)
 #include <sched.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
