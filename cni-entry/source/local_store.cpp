@@ -179,7 +179,7 @@ class LocalStore final : public PodSource {
     // No fsync (two disk flushes per ADD): network-status describes a pod's networks, which do not
     // outlive a power loss either; the rename still gives readers the old or the new file. A
     // pod's first status takes recycled files, written before they are named.
-    Recycler pool = recycled();
+    Recycler& pool = recycled();
     for (const auto& [name, text] : {std::pair{pod.name + ".owner", std::string_view(owner)}, std::pair{pod.name + ".json", std::string_view(status_json)}}) {
       auto placed = PLUMB_TRY(pool.place(dir, name, text, 0644));
       if (!placed || !*placed) PLUMB_TRY(dir.write_atomic(name, text, {.mode = 0644}));
@@ -258,7 +258,7 @@ class LocalStore final : public PodSource {
     auto written_by = dir.read(pod.name + ".owner", "network-status owner", 4096);
     if (!written_by && written_by.error().cni_code != cni_code::kNotFound) return std::unexpected(written_by.error());
     if (written_by && !same_owner(*written_by, owner)) return {};
-    Recycler pool = recycled();
+    Recycler& pool = recycled();
     PLUMB_TRY(pool.recycle(dir, pod.name + ".json"));
     (void)pool.recycle(dir, pod.name + ".owner");
     // A writer killed between creating its temporary file and the rename leaves
@@ -276,11 +276,7 @@ class LocalStore final : public PodSource {
  private:
   /// <root>/.plumb-recycled: network-status files removed, renamed into place for the next pods'
   /// instead of new inodes (engine/base/recycler.hpp); without it, files are created and unlinked.
-  [[nodiscard]] Recycler recycled() const {
-    auto root = Dir::open(root_);
-    auto pool = root ? root->sub(".plumb-recycled", 0700) : Result<Dir>(std::unexpected(root.error()));
-    return pool ? Recycler(std::move(*pool)) : Recycler();
-  }
+  [[nodiscard]] Recycler& recycled() const { return Recycler::shared(root_, ".plumb-recycled"); }
 
   /// <root>/ipamclaims/<namespace>/<name> after validating both.
   Result<std::string> claim_base(const std::string& namespace_, const std::string& name) const {

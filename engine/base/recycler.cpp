@@ -34,12 +34,19 @@ std::map<std::string, std::unique_ptr<Recycler>, std::less<>>& registry() {
 }  // namespace
 
 Recycler& Recycler::shared(const Dir& parent, std::string_view name) {
-  const std::string path = parent.path_of(name);
   auto& pools = registry();
-  if (auto it = pools.find(path); it != pools.end()) return *it->second;
+  if (auto it = pools.find(parent.path_of(name)); it != pools.end()) return *it->second;
   auto pool = parent.sub(name, 0700);
   auto made = pool ? std::make_unique<Recycler>(std::move(*pool)) : std::make_unique<Recycler>();
-  return *pools.emplace(path, std::move(made)).first->second;
+  return *pools.emplace(parent.path_of(name), std::move(made)).first->second;
+}
+
+Recycler& Recycler::shared(const std::string& parent_path, std::string_view name) {
+  auto& pools = registry();
+  if (auto it = pools.find(parent_path + "/" + std::string(name)); it != pools.end()) return *it->second;
+  auto parent = Dir::open(parent_path);
+  if (parent) return shared(*parent, name);
+  return *pools.emplace(parent_path + "/" + std::string(name), std::make_unique<Recycler>()).first->second;
 }
 
 void Recycler::release_shared() { registry().clear(); }

@@ -36,6 +36,9 @@ class Recycler {
   /// cannot be), one per path in this process until release_shared(): the stores of several
   /// networks of one dataDir open and list their pool once per invocation, not once each.
   [[nodiscard]] static Recycler& shared(const Dir& parent, std::string_view name);
+  /// The same by the parent's path (opened only when the path is not known yet; a parent that
+  /// cannot be opened: a Recycler without a pool).
+  [[nodiscard]] static Recycler& shared(const std::string& parent_path, std::string_view name);
   /// Forgets every shared() Recycler, closing their pools: what a daemon worker keeps of one
   /// invocation (none may be in use).
   static void release_shared();

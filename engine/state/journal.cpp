@@ -17,38 +17,35 @@ Journal::Journal(const state::StateDir& dir, state::AttachmentRecord& rec) : dir
   if (!rec_.undo.IsArray()) rec_.undo.SetArray();
 }
 
-Status Journal::will(const json::Value& op, bool rollback_only) {
+void Journal::append(const json::Value& op, bool rollback_only) {
   auto& a = rec_.undo.GetAllocator();
   json::Value entry;
   entry.CopyFrom(op, a);
   if (rollback_only) json::set(entry, "rollbackOnly", json::Value(true), a);
   rec_.undo.PushBack(entry, a);
-  auto st = dir_.write(rec_);
-  if (!st) {
-    rec_.undo.PopBack();
-    return std::unexpected(st.error().within("record intent before change"));
-  }
-  pending_ = false;
-  fault_point();
-  return {};
 }
 
-void Journal::will_later(const json::Value& op) {
-  auto& a = rec_.undo.GetAllocator();
-  json::Value entry;
-  entry.CopyFrom(op, a);
-  rec_.undo.PushBack(entry, a);
-  pending_ = true;
-}
-
-Status Journal::flush() {
-  if (!pending_) return {};
+Status Journal::persist() {
   auto st = dir_.write(rec_);
   if (!st) return std::unexpected(st.error().within("record intent before change"));
   pending_ = false;
   fault_point();
   return {};
 }
+
+Status Journal::will(const json::Value& op, bool rollback_only) {
+  append(op, rollback_only);
+  auto st = persist();
+  if (!st) rec_.undo.PopBack();  // not announced: the change is not made (a will_later() one stays pending)
+  return st;
+}
+
+void Journal::will_later(const json::Value& op) {
+  append(op, false);
+  pending_ = true;
+}
+
+Status Journal::flush() { return pending_ ? persist() : Status{}; }
 
 Status Journal::commit() {
   PLUMB_TRY(dir_.write(rec_));

@@ -43,6 +43,10 @@ class Journal {
   const state::StateDir& dir_;
   state::AttachmentRecord& rec_;
   bool pending_ = false;  ///< will_later() registered something not yet written
+  /// Appends `op` (with "rollbackOnly" when asked) to the record's undo list in memory.
+  void append(const json::Value& op, bool rollback_only);
+  /// Writes the record (an intent: the fault hook's step counts it). Errors: as will().
+  [[nodiscard]] Status persist();
 };
 
 /// Called with a running count (1, 2, ...) each time an intent has been persisted, just before the

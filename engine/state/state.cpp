@@ -211,12 +211,8 @@ Result<const Dir*> StateDir::key_dir(const Key& key) const {
 }
 
 Recycler& StateDir::recycled() const {
-  if (!recycled_) {
-    auto root = open_dir("", true);
-    auto pool = root ? (*root)->sub(kRecycled, 0700) : Result<Dir>(std::unexpected(root.error()));
-    recycled_ = pool ? std::make_shared<Recycler>(std::move(*pool)) : std::make_shared<Recycler>();
-  }
-  return *recycled_;
+  auto root = open_dir("", true);
+  return root ? Recycler::shared(**root, kRecycled) : Recycler::shared(root_, kRecycled);
 }
 
 Status StateDir::write(AttachmentRecord& rec) const {

@@ -181,14 +181,13 @@ class StateDir {
   [[nodiscard]] Result<const Dir*> key_dir(const Key& key) const;
   /// <root>/recycled/ (created when missing): the files records, spares and lock files, and the
   /// directories of keys, are claimed from and go back to instead of new inodes and unlinks
-  /// (engine/base/recycler.hpp).
+  /// (engine/base/recycler.hpp), one Recycler per path and invocation (Recycler::shared).
   /// Without it (cannot be opened), a Recycler without a pool: files are created and unlinked.
   [[nodiscard]] Recycler& recycled() const;
 
   std::string root_;
   mutable std::shared_ptr<OpenDirs> open_ = std::make_shared<OpenDirs>();  // shared by copies: they name the same root
   mutable std::shared_ptr<KeyDirCache> key_dir_;  // shared by copies
-  mutable std::shared_ptr<Recycler> recycled_;
 };
 
 /// Encodes a record in format kRecordFormat, its integrity trailer last (exposed for tests).

@@ -29,15 +29,21 @@ json::Document op(const char* name) {
   json::set_string(d, "op", name, d.GetAllocator());
   return d;
 }
+
+/// A record of container `cid`, interface eth0 (key "<cid>:eth0").
+state::AttachmentRecord record_of(const char* cid) {
+  state::AttachmentRecord r;
+  r.container_id = cid;
+  r.cni_ifname = "eth0";
+  r.ifname = "eth0";
+  return r;
+}
 }  // namespace
 
 TEST_CASE("the journal persists each intent before returning, and unwind runs newest first") {
   TempDir t;
   state::StateDir dir(t.path);
-  state::AttachmentRecord r;
-  r.container_id = "c1";
-  r.cni_ifname = "eth0";
-  r.ifname = "eth0";
+  state::AttachmentRecord r = record_of("c1");
   txn::Journal j(dir, r);
   REQUIRE(j.will(op("first")));
   const state::Key key{"c1", "eth0"};
@@ -70,10 +76,7 @@ TEST_CASE("the journal persists each intent before returning, and unwind runs ne
 TEST_CASE("will_later is persisted by the next intent or by flush, not before") {
   TempDir t;
   state::StateDir dir(t.path);
-  state::AttachmentRecord r;
-  r.container_id = "c1";
-  r.cni_ifname = "eth0";
-  r.ifname = "eth0";
+  state::AttachmentRecord r = record_of("c1");
   const state::Key key{"c1", "eth0"};
   txn::Journal j(dir, r);
   auto on_disk = [&]() -> std::vector<std::string> {
@@ -135,6 +138,11 @@ TEST_CASE("a journal whose state write fails refuses the change (read-only state
     REQUIRE_FALSE(st);
     CHECK(st.error().msg.find("record intent") != std::string::npos);
     CHECK(r.undo.Size() == 0);
+    // An intent registered for later fails the same way when it is flushed.
+    j.will_later(op("later"));
+    auto flushed = j.flush();
+    REQUIRE_FALSE(flushed);
+    CHECK(flushed.error().msg.find("record intent") != std::string::npos);
   } else {
     TempDir t;
     chmod(t.path.c_str(), 0500);
