@@ -1,7 +1,7 @@
 // `plumb daemon` (daemon.hpp): the listening process. It never runs a CNI verb itself: it accepts
 // a shim's connection, hands it to an idle worker (worker.cpp) over that worker's control socket,
-// keeps its own copy to answer the shim (the worker's exit code, or how the worker died) and to
-// see the shim end early. One poll loop, one thread; signals arrive on a signalfd.
+// keeps its own copy to see the shim end early and to answer the shim of a worker that died in
+// the invocation (a worker that finishes answers its shim itself, wire.hpp). One poll loop, one thread; signals arrive on a signalfd.
 #include "cni-entry/daemon/daemon.hpp"
 
 #include <fcntl.h>
@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -47,15 +48,16 @@ constexpr size_t kMaxWorkers = 512;
 struct Worker {
   pid_t pid = -1;
   int control = -1;       ///< the daemon's end of the worker's socketpair; -1 once it ended
-  int conn = -1;          ///< the shim's connection while busy; -1 once answered or gone
+  int conn = -1;          ///< the shim's connection while busy; -1 after the worker's Done, an answer, or the shim's end
   bool busy = false;      ///< holds a connection (until its Done or its death)
   bool retiring = false;  ///< said it exits: gets no more connections
 };
 
-/// Answers a shim and closes the daemon's copy of its connection.
-void answer(int& conn, wire::Status st) {
+/// Answers a shim (with `st`, or not at all when its worker answered it) and closes the daemon's
+/// copy of its connection.
+void answer(int& conn, std::optional<wire::Status> st) {
   if (conn < 0) return;
-  (void)::send(conn, &st, sizeof st, MSG_NOSIGNAL);
+  if (st) (void)wire::send_status(conn, *st);
   ::close(conn);
   conn = -1;
 }
@@ -220,7 +222,8 @@ void Daemon::accept_one() {
   pending_.push_back(conn);
 }
 
-/// A worker's control socket is readable: its Done (the shim is answered), or its end.
+/// A worker's control socket is readable: its Done (it answers its shim itself, right after), or
+/// its end.
 void Daemon::on_control(Worker& w) {
   detail::Done done{};
   const ssize_t n = ::recv(w.control, &done, sizeof done, MSG_DONTWAIT);
@@ -231,8 +234,9 @@ void Daemon::on_control(Worker& w) {
     w.retiring = true;
     return;
   }
-  if (!o_.usage_log.empty() && w.conn >= 0) log_usage(w.pid, "exit", done.exit_code, done.cpu_us, done.minflt, done.maxrss_kib);
-  answer(w.conn, {wire::End::kExited, done.exit_code});
+  const bool logged = w.conn >= 0;
+  answer(w.conn, std::nullopt);  // no longer watched: the shim's end from now on is no early end
+  if (!o_.usage_log.empty() && logged) log_usage(w.pid, "exit", done.exit_code, done.cpu_us, done.minflt, done.maxrss_kib);
   w.busy = false;
   w.retiring = done.retiring != 0;
 }
@@ -252,7 +256,7 @@ void Daemon::reap() {
       }
       // A worker that ends holding a connection ended in the middle of the invocation.
       answer(w.conn, WIFSIGNALED(status) ? wire::Status{wire::End::kSignalled, WTERMSIG(status)}
-                                         : wire::Status{wire::End::kExited, WEXITSTATUS(status)});
+                                         : wire::Status{wire::End::kExited, WEXITSTATUS(status)});  // died before its Done
       if (w.control >= 0) ::close(w.control);
       workers_.erase(workers_.begin() + static_cast<std::ptrdiff_t>(i));
       break;

@@ -38,7 +38,8 @@ int command_main(int argc, char** argv, CniMain cni_main);
 
 namespace detail {
 
-/// What a worker tells the daemon on its control socket after each invocation.
+/// What a worker tells the daemon on its control socket after each invocation, just before it
+/// answers the invocation's shim itself (wire.hpp).
 struct Done {
   int32_t exit_code;
   int32_t retiring;    ///< 1: the worker exits now (it served its share)
@@ -53,8 +54,9 @@ inline int64_t cpu_us(const rusage& ru) {
 }
 
 /// A worker's life (worker.cpp), in a freshly forked process whose descriptor `control` is its
-/// socket to the daemon and `log` the daemon's stderr: receives a connection, serves it, answers
-/// Done, until the daemon closes `control` or `max_requests` were served. Never returns.
+/// socket to the daemon and `log` the daemon's stderr: receives a connection, serves it, sends
+/// the daemon its Done and then the shim its Status, until the daemon closes `control` or
+/// `max_requests` were served. Never returns.
 [[noreturn]] void worker_main(int control, int log, int max_requests, CniMain cni_main);
 
 }  // namespace detail

@@ -1,6 +1,7 @@
 // What plumb-shim (cni-entry/shim/shim.cpp) and `plumb daemon` (daemon.cpp, worker.cpp) say to
-// each other on the daemon's unix socket. Header only, with no dependency beyond the C library:
-// the shim links nothing of plumb's.
+// each other on the daemon's unix socket. Header only, with no dependency beyond the C library
+// (its C headers, not libstdc++'s: the shim is built against musl's, CMakeLists.txt): the shim
+// links nothing of plumb's.
 //
 // One connection per CNI invocation, SOCK_SEQPACKET (message boundaries, descriptors passed with
 // SCM_RIGHTS):
@@ -8,19 +9,23 @@
 //                   ("NAME=value", each NUL-terminated), with the shim's descriptors 0, 1 and 2
 //                   attached. The worker reads the network configuration from that stdin and
 //                   writes its result or CNI error to that stdout itself.
-//   daemon -> shim  one Status, sent by the daemon when it has reaped the worker: the worker's
-//                   exit code, or the signal that ended it.
+//   worker -> shim  one Status once the invocation is over: its exit code. The worker sends it
+//                   itself, right after telling the daemon (its Done), so that no wake-up of the
+//                   daemon lies between the end of the work and the shim's exit.
+//   daemon -> shim  one Status for a worker that died in the invocation (before its Done): the
+//                   signal that ended it, or its exit code.
 // A shim whose connection closes before its Status was sent has been ended (the runtime killed
 // it): the daemon kills the worker with SIGKILL, as the runtime's kill would have ended the plumb
-// process doing the work, and the journal undoes what it had begun on the next verb.
+// process doing the work, and the journal undoes what it had begun on the next verb. A worker
+// that dies between its Done and its Status leaves the shim with a closed connection and no
+// Status: the shim's CNI error code 11 (try again later); the invocation itself was complete.
 #pragma once
 
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
 #include <sys/socket.h>
-
-#include <cerrno>
-#include <cstddef>
-#include <cstdint>
-#include <cstring>
 
 namespace plumb::daemon_wire {
 
@@ -45,6 +50,15 @@ struct Status {
   int32_t value;
 };
 
+/// Sends `st` to a shim on `conn` (MSG_NOSIGNAL: a shim that is gone is no error here). Returns
+/// whether it went.
+inline bool send_status(int conn, Status st) {
+  ssize_t sent;
+  do sent = ::send(conn, &st, sizeof st, MSG_NOSIGNAL);
+  while (sent < 0 && errno == EINTR);
+  return sent == static_cast<ssize_t>(sizeof st);
+}
+
 /// Sends `len` bytes of `data` as one message with `nfds` (at most 4) descriptors attached
 /// (SCM_RIGHTS). Returns whether the whole message went (errno says why not); never SIGPIPE.
 inline bool send_with_fds(int sock, const void* data, size_t len, const int* fds, size_t nfds) {
@@ -54,12 +68,13 @@ inline bool send_with_fds(int sock, const void* data, size_t len, const int* fds
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
   msg.msg_control = control;
-  msg.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
+  // size_t in glibc, socklen_t in musl (as POSIX has it).
+  msg.msg_controllen = static_cast<decltype(msg.msg_controllen)>(CMSG_SPACE(nfds * sizeof(int)));
   cmsghdr* c = CMSG_FIRSTHDR(&msg);
   c->cmsg_level = SOL_SOCKET;
   c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(nfds * sizeof(int));
-  std::memcpy(CMSG_DATA(c), fds, nfds * sizeof(int));
+  c->cmsg_len = static_cast<decltype(c->cmsg_len)>(CMSG_LEN(nfds * sizeof(int)));
+  memcpy(CMSG_DATA(c), fds, nfds * sizeof(int));
   ssize_t sent;
   do sent = ::sendmsg(sock, &msg, MSG_NOSIGNAL);
   while (sent < 0 && errno == EINTR);

@@ -98,14 +98,16 @@ bool park_stdio(int log) {
   return null >= 0 && ::dup2(null, 0) == 0 && ::dup2(null, 1) == 1;
 }
 
-/// What serve() did: the invocation's exit code, and whether the worker can serve another.
+/// What serve() did: the invocation's exit code, whether the worker can serve another, and the
+/// shim's connection, still to be answered.
 struct Served {
   int code = 0;
   bool retire = false;
+  int conn = -1;
 };
 
-/// Serves the connection `conn`: the invocation's exit code (2 for a message that is not
-/// plumb-shim's request, reported on the daemon's stderr). Retires the worker when the runtime's
+/// Serves the connection `conn` (kept open: the caller answers the shim on it): the invocation's
+/// exit code (2 for a message that is not plumb-shim's request, reported on the daemon's stderr). Retires the worker when the runtime's
 /// stdin and stdout could not be parked on /dev/null: they are closed instead (the runtime's pipes
 /// must close all the same), and nothing may take descriptors 0 and 1 before a next request's.
 Served serve(int conn, int log, CniMain cni_main) {
@@ -113,14 +115,13 @@ Served serve(int conn, int log, CniMain cni_main) {
   int fds[3] = {-1, -1, -1};
   int nfds = 0;
   const ssize_t len = recv_with_fds(conn, body, sizeof body, fds, 3, nfds);
-  ::close(conn);  // the daemon keeps its copy: it answers the shim
   const bool ok = len > 0 && install_request(body, static_cast<size_t>(len), fds, nfds);
   for (int i = 0; i < nfds; ++i) ::close(fds[i]);
   if (!ok) {
     (void)!::dprintf(log, "plumb daemon: refused a request that is not plumb-shim's (%zd bytes, %d descriptors)\n", len, nfds);
-    return {2, false};
+    return {2, false, conn};
   }
-  Served out{cni_main(), false};
+  Served out{cni_main(), false, conn};
   if (!park_stdio(log)) {
     ::close(0);
     ::close(1);
@@ -150,7 +151,12 @@ void worker_main(int control, int log, int max_requests, CniMain cni_main) {
     ::getrusage(RUSAGE_SELF, &after);
     const Done done{s.code, served >= max_requests || s.retire ? 1 : 0, cpu_us(after) - cpu_us(before), after.ru_minflt - before.ru_minflt,
                     after.ru_maxrss};
-    if (::send(control, &done, sizeof done, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof done) || done.retiring != 0) ::_exit(0);
+    // The daemon first (it stops watching the shim, whose end is no early end from now on), then
+    // the shim, answered here rather than through the daemon: one wake-up less before it exits.
+    const bool told = ::send(control, &done, sizeof done, MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof done);
+    (void)wire::send_status(s.conn, {wire::End::kExited, s.code});
+    ::close(s.conn);
+    if (!told || done.retiring != 0) ::_exit(0);
   }
 }
 

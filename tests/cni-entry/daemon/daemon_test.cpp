@@ -2,9 +2,10 @@
 // kernel in a private node namespace, through the real binaries: the shim's invocation is the
 // plumb binary's (result, exit code, CNI error, environment), one worker serves many without
 // keeping a descriptor or a pod's namespace, a shim that ends early ends its worker, a worker that
-// dies ends its shim the same way (and the next DEL removes what it began), the daemon's socket
-// and stop, the shim without a daemon and its own errors, a worker without /dev/null, and a
-// worker reading changed config files again.
+// dies ends its shim the same way (and the next DEL removes what it began), a worker answers its
+// shim itself (a stopped daemon holds nothing up), the daemon's socket and stop, the shim without
+// a daemon and its own errors, a worker without /dev/null, and a worker reading changed config
+// files again.
 #include <doctest/doctest.h>
 #include <dirent.h>
 #include <fcntl.h>
@@ -87,8 +88,11 @@ struct Daemon {
     ::closedir(d);
     return out;
   }
-  /// The pid of each invocation the daemon logged, in order.
-  [[nodiscard]] std::vector<pid_t> served_by() const {
+  /// The pid of each invocation the daemon logged, in order, once it logged `count` of them (or
+  /// the bound passed: the caller's check of the count fails then). The worker answers its shim
+  /// right after telling the daemon, so a shim's end may come before the daemon's line.
+  [[nodiscard]] std::vector<pid_t> served_by(size_t count) const {
+    (void)eventually([&] { return plumb::test::lines_of(read_file(usage)).size() >= count; });
     std::vector<pid_t> out;
     for (const auto& line : plumb::test::lines_of(read_file(usage))) out.push_back(std::stoi(line.substr(4)));
     return out;
@@ -166,7 +170,7 @@ TEST_CASE("through plumb-shim and the daemon, ADD, CHECK and DEL do what the plu
     else CHECK(descriptors(*workers.begin()) == fds_after_first);  // nothing of a pod's (socket, namespace) kept
   }
   PLUMB_CHECK_UNCHANGED(before, NodeSnapshot::take(node.dir(), {"p0"}));
-  const auto pids = d.served_by();
+  const auto pids = d.served_by(12);
   CHECK(pids.size() == 12);
   CHECK(std::set<pid_t>(pids.begin(), pids.end()).size() == 1);
 }
@@ -191,7 +195,7 @@ TEST_CASE("the daemon answers with the invocation's exit code and CNI error, and
                                                                {"CNI_NETNS", "/run/netns/p1"}, {"CNI_PATH", "/usr/lib/cni"}},
                                fx.config());
   CHECK(no_ifname.out == thin.out);
-  CHECK(d.served_by().size() == 2);
+  CHECK(d.served_by(2).size() == 2);
 }
 
 TEST_CASE("a shim that ends before its answer ends its worker, which is replaced") {
@@ -232,6 +236,25 @@ TEST_CASE("a worker killed in the middle of an ADD ends its shim with the same s
   PLUMB_CHECK_UNCHANGED(before, NodeSnapshot::take(node.dir(), {"web"}));
 }
 
+TEST_CASE("a worker answers its shim itself: the shim ends while the daemon is stopped (SIGSTOP)") {
+  Node node;
+  Daemon d({"--workers", "1"});
+  const pid_t worker = *d.workers().begin();
+  auto [shim, stdin_end] = stuck_shim(d, worker);
+  REQUIRE(::kill(d.pid, SIGSTOP) == 0);
+  ::close(stdin_end);  // the invocation reads its (empty) config and ends
+  int status = -1;
+  const bool ended = eventually([&] { return ::waitpid(shim, &status, WNOHANG) == shim; });
+  REQUIRE(::kill(d.pid, SIGCONT) == 0);
+  if (!ended) REQUIRE(::waitpid(shim, &status, 0) == shim);
+  CHECK_MESSAGE(ended, "the shim waited for the stopped daemon");
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  // The daemon, running again, logs the invocation and keeps the worker (no early end of a shim).
+  CHECK(d.served_by(1) == std::vector<pid_t>{worker});
+  CHECK(d.workers() == std::set<pid_t>{worker});
+}
+
 TEST_CASE("an idle worker that dies is replaced, and its replacement serves the next invocation") {
   Node node;
   Daemon d({"--workers", "1"});
@@ -243,7 +266,7 @@ TEST_CASE("an idle worker that dies is replaced, and its replacement serves the 
   CHECK(v.exit_code == 0);
   // One line in the usage log: the replacement's (not plumb exec'd); the idle worker's death was
   // no invocation's.
-  CHECK(d.served_by() == std::vector<pid_t>{replacement});
+  CHECK(d.served_by(1) == std::vector<pid_t>{replacement});
 }
 
 TEST_CASE("SIGTERM during an invocation: the socket goes at once, the invocation is still answered, then the daemon exits") {
@@ -259,7 +282,7 @@ TEST_CASE("SIGTERM during an invocation: the socket goes at once, the invocation
   REQUIRE(::waitpid(shim, &status, 0) == shim);
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);  // its answer came from the worker (exit 0), not a broken connection (11)
-  CHECK(d.served_by() == std::vector<pid_t>{worker});
+  CHECK(d.served_by(1) == std::vector<pid_t>{worker});
   CHECK(d.exits_cleanly());
   CHECK_FALSE(fs::exists("/proc/" + std::to_string(worker)));
 }
@@ -286,7 +309,7 @@ TEST_CASE("a worker left without /dev/null closes the runtime's stdin and stdout
     CHECK(v.exit_code == 0);
     CHECK(v.out.find("supportedVersions") != std::string::npos);
   }
-  const auto pids = d.served_by();
+  const auto pids = d.served_by(2);
   REQUIRE(pids.size() == 2);
   CHECK(pids[0] == first);
   CHECK(pids[1] != first);  // the first retired after one invocation; its replacement served the next
@@ -300,7 +323,7 @@ TEST_CASE("a worker is replaced after --requests-per-worker invocations") {
     Proc v = plumb::test::run({kShim}, {{"PLUMB_DAEMON_SOCKET", d.socket}, {"CNI_COMMAND", "VERSION"}}, "{}");
     REQUIRE(v.exit_code == 0);
   }
-  const auto pids = d.served_by();
+  const auto pids = d.served_by(5);
   REQUIRE(pids.size() == 5);
   CHECK(pids[0] == pids[1]);
   CHECK(pids[1] != pids[2]);
@@ -380,7 +403,7 @@ TEST_CASE("plumb-shim's own errors are CNI errors: a socket path too long, an en
   // worker's, and the log's only line.
   Proc after = plumb::test::run({kShim}, with({{"PLUMB_DAEMON_SOCKET", d.socket}}), "{}");
   REQUIRE(after.exit_code == 0);
-  CHECK(d.served_by() == std::vector<pid_t>{warm});
+  CHECK(d.served_by(1) == std::vector<pid_t>{warm});
 
   // A shim alone in its directory, no daemon on its socket: nothing to hand the invocation to.
   plumb::test::TempDir alone;
@@ -402,7 +425,7 @@ TEST_CASE("no invocation waits behind a busy worker: one finding none idle gets 
   CHECK(v.exited());
   CHECK(v.exit_code == 0);
   CHECK(v.out.find("supportedVersions") != std::string::npos);
-  const auto pids = d.served_by();
+  const auto pids = d.served_by(1);
   REQUIRE(pids.size() == 1);
   CHECK(pids[0] != warm);
   CHECK(eventually([&] { return d.workers() == std::set<pid_t>{warm}; }));  // the extra one served once and left
@@ -474,7 +497,7 @@ TEST_CASE("a node switches between thin and thick with pods on it: ADD by the pl
   CHECK_MESSAGE(thin_del.exit_code == 0, thin_del.out << thin_del.err);
 
   PLUMB_CHECK_UNCHANGED(before, NodeSnapshot::take(node.dir(), {"p0", "p1", "p2"}));
-  CHECK(d.served_by().size() == 2);
+  CHECK(d.served_by(2).size() == 2);
 }
 
 TEST_CASE("a worker reads the default network's config and a NAD file again when they change, rewritten in place at the same size") {
@@ -518,7 +541,7 @@ TEST_CASE("a worker reads the default network's config and a NAD file again when
   REQUIRE_MESSAGE(add2.exit_code == 0, add2.out << add2.err);
   CHECK(plumb::test::ipv4_of("p2", "eth0").ends_with("/28"));
   CHECK(plumb::test::ipv4_of("p2", "net1").ends_with("/27"));
-  const auto pids = d.served_by();
+  const auto pids = d.served_by(2);
   CHECK(pids.size() == 2);
   CHECK(std::set<pid_t>(pids.begin(), pids.end()).size() == 1);  // the worker that kept the first versions
   CHECK(fx.run_with(kShim, via, "DEL", "c1", ns1, "default", "p1", conf).exit_code == 0);
