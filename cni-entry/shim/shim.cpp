@@ -6,18 +6,19 @@
 //
 // Without a daemon (nothing listens on the socket) the shim executes the plumb binary beside it
 // with the same environment and descriptors: a node without the daemon behaves as one without
-// the shim, only slower. It uses the C library alone (no C++ runtime, nothing of plumb's) so that
-// starting it costs what starting the kernel floor's program costs.
+// the shim, only slower. It uses the C library alone (its C headers; no C++ runtime, nothing of
+// plumb's), linked statically: musl's where Debian's musl-dev is installed (CMakeLists.txt),
+// whose start-up is a few system calls, where glibc's static start-up takes about 0.25 ms of CPU
+// in a VM (its CPU feature and cache detection: dozens of CPUID instructions, each a VM exit).
+#include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
-
-#include <cerrno>
-#include <csignal>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
 
 #include "cni-entry/daemon/wire.hpp"
 
@@ -29,11 +30,11 @@ namespace wire = plumb::daemon_wire;
 
 /// Appends `s` to `out` as JSON string content (quote, backslash and control bytes escaped).
 void append_escaped(char* out, size_t cap, const char* s) {
-  size_t n = std::strlen(out);
+  size_t n = strlen(out);
   for (; *s != '\0' && n + 7 < cap; ++s) {
     const auto c = static_cast<unsigned char>(*s);
-    if (c == '"' || c == '\\') n += static_cast<size_t>(std::snprintf(out + n, cap - n, "\\%c", c));
-    else if (c < 0x20) n += static_cast<size_t>(std::snprintf(out + n, cap - n, "\\u%04x", c));
+    if (c == '"' || c == '\\') n += static_cast<size_t>(snprintf(out + n, cap - n, "\\%c", c));
+    else if (c < 0x20) n += static_cast<size_t>(snprintf(out + n, cap - n, "\\u%04x", c));
     else out[n++] = static_cast<char>(c);
   }
   out[n] = '\0';
@@ -47,8 +48,8 @@ int fail(const char* what, const char* detail, int code = 50) {
   append_escaped(msg, sizeof msg, what);
   char det[1024] = "";
   append_escaped(det, sizeof det, detail);
-  std::printf("{\"cniVersion\":\"1.1.0\",\"code\":%d,\"msg\":\"%s\",\"details\":\"%s\"}\n", code, msg, det);
-  std::fflush(stdout);
+  printf("{\"cniVersion\":\"1.1.0\",\"code\":%d,\"msg\":\"%s\",\"details\":\"%s\"}\n", code, msg, det);
+  fflush(stdout);
   return 1;
 }
 
@@ -59,13 +60,13 @@ int exec_plumb(const char* why) {
   const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
   if (n <= 0) return fail("plumb-shim: cannot find its own path to run plumb beside it", why);
   self[n] = '\0';
-  char* slash = std::strrchr(self, '/');
+  char* slash = strrchr(self, '/');
   if (slash == nullptr || static_cast<size_t>(slash - self) + sizeof "/plumb" > sizeof self) return fail("plumb-shim: bad path", self);
-  std::memcpy(slash, "/plumb", sizeof "/plumb");
+  memcpy(slash, "/plumb", sizeof "/plumb");
   char* args[] = {self, nullptr};
   ::execve(self, args, environ);
   char detail[4200];
-  std::snprintf(detail, sizeof detail, "%.1000s; executing %.3000s: %.100s", why, self, std::strerror(errno));
+  snprintf(detail, sizeof detail, "%.1000s; executing %.3000s: %.100s", why, self, strerror(errno));
   return fail("plumb-shim: no plumb daemon answers and plumb beside the shim cannot be executed", detail);
 }
 
@@ -73,11 +74,11 @@ int exec_plumb(const char* why) {
 /// Returns its length, 0 when it does not fit.
 size_t build_request(char* buf, size_t cap) {
   size_t n = sizeof wire::kRequestMagic;
-  std::memcpy(buf, wire::kRequestMagic, n);
+  memcpy(buf, wire::kRequestMagic, n);
   for (const char* name : wire::kCniVariables) {
-    const char* v = std::getenv(name);
+    const char* v = getenv(name);
     if (v == nullptr) continue;
-    const int written = std::snprintf(buf + n, cap - n, "%s=%s", name, v);  // with its NUL
+    const int written = snprintf(buf + n, cap - n, "%s=%s", name, v);  // with its NUL
     if (written < 0 || static_cast<size_t>(written) + 1 > cap - n) return 0;
     n += static_cast<size_t>(written) + 1;
   }
@@ -87,12 +88,12 @@ size_t build_request(char* buf, size_t cap) {
 }  // namespace
 
 int main() {
-  const char* path = std::getenv(wire::kSocketEnv);
+  const char* path = getenv(wire::kSocketEnv);
   if (path == nullptr || *path == '\0') path = wire::kDefaultSocket;
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
-  if (std::strlen(path) >= sizeof addr.sun_path) return fail("plumb-shim: PLUMB_DAEMON_SOCKET is too long for a unix socket", path, 4);
-  std::memcpy(addr.sun_path, path, std::strlen(path) + 1);
+  if (strlen(path) >= sizeof addr.sun_path) return fail("plumb-shim: PLUMB_DAEMON_SOCKET is too long for a unix socket", path, 4);
+  memcpy(addr.sun_path, path, strlen(path) + 1);
 
   // Built before connecting: a request that cannot be sent never reaches the daemon.
   static char body[wire::kMaxRequestBytes];
@@ -100,15 +101,15 @@ int main() {
   if (len == 0) return fail("plumb-shim: the CNI environment is larger than a request may be (CNI_ARGS?)", path, 4);
 
   const int sock = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  if (sock < 0) return fail("plumb-shim: socket(AF_UNIX)", std::strerror(errno));
+  if (sock < 0) return fail("plumb-shim: socket(AF_UNIX)", strerror(errno));
   if (::connect(sock, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
     char why[4200];
-    std::snprintf(why, sizeof why, "connecting to %.200s: %.100s", path, std::strerror(errno));
+    snprintf(why, sizeof why, "connecting to %.200s: %.100s", path, strerror(errno));
     ::close(sock);
     return exec_plumb(why);
   }
   const int stdio[3] = {0, 1, 2};
-  if (!wire::send_with_fds(sock, body, len, stdio, 3)) return fail("plumb-shim: sending the request to the plumb daemon failed", std::strerror(errno), 11);
+  if (!wire::send_with_fds(sock, body, len, stdio, 3)) return fail("plumb-shim: sending the request to the plumb daemon failed", strerror(errno), 11);
 
   wire::Status st{};
   ssize_t r;
@@ -118,8 +119,8 @@ int main() {
     return fail("plumb-shim: the plumb daemon ended the request without an exit status (stopped, or refused this user)", path, 11);
   }
   if (st.end == wire::End::kSignalled) {
-    std::signal(st.value, SIG_DFL);
-    std::raise(st.value);
+    signal(st.value, SIG_DFL);
+    raise(st.value);
     return 128 + st.value;  // a signal whose default is to be ignored
   }
   return st.value;
