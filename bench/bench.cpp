@@ -229,32 +229,50 @@ void Bench::phase_latency() {
   progress_.line("latency: done in " + fmt(0, phase_secs_["latency"]) + " s");
 }
 
+/// Adds a run to its (way, worker count)'s totals: pods, wall time and every ADD's latency.
+void Bench::add_tput_run(Tput run) {
+  for (Tput& t : tput_) {
+    if (t.way != run.way || t.workers != run.workers) continue;
+    t.pods += run.pods;
+    t.wall_ns += run.wall_ns;
+    t.add_ns.insert(t.add_ns.end(), run.add_ns.begin(), run.add_ns.end());
+    return;
+  }
+  tput_.push_back(std::move(run));
+}
+
 void Bench::phase_throughput() {
   const int64_t t0 = now_ns();
-  const char s = o_.tput_scenario;
   int round = 0;
-  for (int workers : o_.workers) {
-    for (Way w : order(round++, kMainWays)) {
-      progress_.set("throughput: " + std::string(way_name(w)) + ", " + std::to_string(workers) + " workers, " +
-                    std::to_string(o_.tput_pods) + " pods of scenario " + s, true);
-      std::vector<Pod> pods;
-      for (int i = 0; i < o_.tput_pods; ++i) {
-        pods.push_back(new_pod(s, w, "tput"));
-        make_sandbox(pods.back());
-      }
-      std::vector<int64_t> lat(pods.size());
-      const int64_t wall = parallel(o_.tput_pods, workers, node_of(w), [&](int i) { lat[i] = add(pods[i]).ns; });
-      for (auto& p : pods) verify_added(p);
-      parallel(o_.tput_pods, workers, node_of(w), [&](int i) { del(pods[i]); });
-      for (auto& p : pods) {
-        verify_deleted(p);
-        drop_sandbox(p);
-      }
-      tput_.push_back({w, workers, o_.tput_pods, wall, lat});
+  for (int run = 1; run <= o_.tput_rounds; ++run) {
+    for (int workers : o_.workers) {
+      for (Way w : order(round++, kMainWays)) add_tput_run(throughput_run(run, w, workers));
     }
   }
   phase_secs_["throughput"] = static_cast<double>(now_ns() - t0) / 1e9;
   progress_.line("throughput: done in " + fmt(0, phase_secs_["throughput"]) + " s");
+}
+
+/// One throughput run: --tput-pods pods ADDed by `workers` at once (timed), verified, then DELeted.
+Tput Bench::throughput_run(int run, Way w, int workers) {
+  const char s = o_.tput_scenario;
+  progress_.set("throughput: run " + std::to_string(run) + "/" + std::to_string(o_.tput_rounds) + ", " + std::string(way_name(w)) +
+                    ", " + std::to_string(workers) + " workers, " + std::to_string(o_.tput_pods) + " pods of scenario " + s,
+                true);
+  std::vector<Pod> pods;
+  for (int i = 0; i < o_.tput_pods; ++i) {
+    pods.push_back(new_pod(s, w, "tput"));
+    make_sandbox(pods.back());
+  }
+  std::vector<int64_t> lat(pods.size());
+  const int64_t wall = parallel(o_.tput_pods, workers, node_of(w), [&](int i) { lat[i] = add(pods[i]).ns; });
+  for (auto& p : pods) verify_added(p);
+  parallel(o_.tput_pods, workers, node_of(w), [&](int i) { del(pods[i]); });
+  for (auto& p : pods) {
+    verify_deleted(p);
+    drop_sandbox(p);
+  }
+  return Tput{w, workers, o_.tput_pods, wall, lat};
 }
 
 /// Adds resident pods to both nodes (the floor shares plumb's node and its pods) until each has

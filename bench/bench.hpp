@@ -76,6 +76,8 @@ struct Sample {
 };
 
 /// One throughput run: `pods` ADDs of one way on `workers` threads.
+/// The throughput runs of one way at one worker count, summed: pods ADDed, their wall time, and
+/// each ADD's latency.
 struct Tput {
   Way way;
   int workers;
@@ -153,6 +155,8 @@ class Bench {
   void preflight();
   void phase_latency();
   void phase_throughput();
+  Tput throughput_run(int run, Way w, int workers);
+  void add_tput_run(Tput run);
   void phase_fill();
   /// Process start-up: plumb and the reference plugins answering VERSION, interleaved.
   void phase_startup();

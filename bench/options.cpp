@@ -15,7 +15,7 @@ namespace {
   std::fprintf(code == 0 ? stdout : stderr,
                "usage: plumb-bench [--quick] [--samples N] [--warmup N] [--scenarios abc] [--fill 0,100,500,1000]\n"
                "                   [--fill-samples N] [--fill-workers N] [--fill-reference-max N] [--workers 1,2,4]\n"
-               "                   [--tput-pods N]\n"
+               "                   [--tput-pods N] [--tput-rounds N]\n"
                "                   [--out DIR] [--plumb PATH] [--floor PATH] [--cni-path DIR] [--scratch DIR]\n"
                "                   [--thick [--shim PATH]]   (plumb as `plumb daemon` + plumb-shim)\n"
                "                   [--conflist FILE]   (your CNI network against plumb and the floor; bench/README.md)\n"
@@ -46,6 +46,7 @@ Options parse_options(int argc, char** argv) {
     o.fill_samples = 4;
     o.workers = {1, 2, 4};
     o.tput_pods = 8;
+    o.tput_rounds = 1;
     o.fill_reference_max = 50;
   }
   for (size_t i = 0; i < a.size(); ++i) {
@@ -65,6 +66,7 @@ Options parse_options(int argc, char** argv) {
     else if (k == "--fill-reference-max") o.fill_reference_max = std::stoi(next());
     else if (k == "--workers") o.workers = int_list(next());
     else if (k == "--tput-pods") o.tput_pods = std::stoi(next());
+    else if (k == "--tput-rounds") o.tput_rounds = std::stoi(next());
     else if (k == "--out") o.out_dir = next();
     else if (k == "--plumb") o.plumb = next();
     else if (k == "--floor") o.floor = next();
@@ -84,7 +86,7 @@ Options parse_options(int argc, char** argv) {
     if (c != 'a' && c != 'b' && c != 'c' && c != 'x') throw std::runtime_error(std::string("unknown scenario '") + c + "' (a, b, c)");
     if (c == 'x' && o.conflist.empty()) throw std::runtime_error("scenario x is the network of --conflist FILE");
   }
-  if (o.samples < 1 || o.warmup < 0 || o.fill_samples < 1 || o.fill_workers < 1 || o.tput_pods < 1) {
+  if (o.samples < 1 || o.warmup < 0 || o.fill_samples < 1 || o.fill_workers < 1 || o.tput_pods < 1 || o.tput_rounds < 1) {
     throw std::runtime_error("sample counts and worker counts must be positive");
   }
   std::sort(o.fill_levels.begin(), o.fill_levels.end());

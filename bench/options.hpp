@@ -31,7 +31,10 @@ struct Options {
   /// is told by the levels up to here. The floor and plumb go to every level.
   int fill_reference_max = 500;
   std::vector<int> workers = {1, 2, 4};
-  int tput_pods = 16;                  // pods ADDed per (way, worker count)
+  int tput_pods = 16;                  // pods ADDed per run of a (way, worker count)
+  /// Runs of each (way, worker count), interleaved (the ways' order rotates every run): a run of
+  /// 16 pods lasts some 50 ms, and one alone swung plumb/floor from 0.6 to 0.9.
+  int tput_rounds = 3;
   char tput_scenario = 'c';            // richest of --scenarios
   std::string out_dir = "bench/out";
   std::string plumb = PLUMB_BENCH_PLUMB;

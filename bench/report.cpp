@@ -203,6 +203,7 @@ void Report::header(const std::string& load_end) {
   settings.AddMember("fill_scenario", str(std::string(1, o_.fill_scenario)), al_);
   settings.AddMember("fill_reference_max", o_.fill_reference_max, al_);
   settings.AddMember("throughput_pods", o_.tput_pods, al_);
+  settings.AddMember("throughput_rounds", o_.tput_rounds, al_);
   settings.AddMember("plumb", str(o_.plumb), al_);
   settings.AddMember("thick", o_.thick, al_);
   settings.AddMember("cni_path", str(o_.cni_path), al_);
@@ -369,8 +370,8 @@ rj::Value Report::fill() {
 /// Pods/s and p50 ADD per way and worker count.
 rj::Value Report::throughput() {
   rj::Value tputj(rj::kArrayType);
-  md_ << "\n## ADD throughput (scenario " << o_.tput_scenario << ", " << o_.tput_pods
-      << " pods per run, pods/s = pods / wall time of the run)\n\n| workers |";
+  md_ << "\n## ADD throughput (scenario " << o_.tput_scenario << ", " << o_.tput_pods << " pods per run, " << o_.tput_rounds
+      << " runs of each, interleaved; pods/s = pods / wall time of the runs)\n\n| workers |";
   for (Way w : kWays) md_ << " " << way_name(w) << " pods/s | " << way_name(w) << " ADD p50 |";
   md_ << "\n|---|---|---|---|---|---|---|\n";
   for (int workers : o_.workers) {
