@@ -1,7 +1,8 @@
 // `plumb daemon` (daemon.hpp): the listening process. It never runs a CNI verb itself: it accepts
 // a shim's connection, hands it to an idle worker (worker.cpp) over that worker's control socket,
 // keeps its own copy to see the shim end early and to answer the shim of a worker that died in
-// the invocation (a worker that finishes answers its shim itself, wire.hpp). One poll loop, one thread; signals arrive on a signalfd.
+// the invocation (a worker that finishes answers its shim itself, wire.hpp). One poll loop, one
+// thread; signals arrive on a signalfd.
 #include "cni-entry/daemon/daemon.hpp"
 
 #include <fcntl.h>

@@ -107,9 +107,10 @@ struct Served {
 };
 
 /// Serves the connection `conn` (kept open: the caller answers the shim on it): the invocation's
-/// exit code (2 for a message that is not plumb-shim's request, reported on the daemon's stderr). Retires the worker when the runtime's
-/// stdin and stdout could not be parked on /dev/null: they are closed instead (the runtime's pipes
-/// must close all the same), and nothing may take descriptors 0 and 1 before a next request's.
+/// exit code (2 for a message that is not plumb-shim's request, reported on the daemon's stderr).
+/// Retires the worker when the runtime's stdin and stdout could not be parked on /dev/null: they
+/// are closed instead (the runtime's pipes must close all the same), and nothing may take
+/// descriptors 0 and 1 before a next request's.
 Served serve(int conn, int log, CniMain cni_main) {
   static char body[wire::kMaxRequestBytes];
   int fds[3] = {-1, -1, -1};
