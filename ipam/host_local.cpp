@@ -25,8 +25,11 @@ namespace {
 
 constexpr std::string_view kLineBreak = "\r\n";
 constexpr std::string_view kLastReservedPrefix = "last_reserved_ip.";
-/// Temporary files reserve() links into place; any found under the lock are crash leftovers.
-constexpr std::string_view kReserveTmpPrefix = ".plumb-reserve.";
+/// The temporary file reserve() links into place where the filesystem has no unnamed files: one
+/// name per network directory (every reservation holds its lock), so a crash leftover is removed
+/// by the next reservation that needs it. Files of this prefix found under the lock (the
+/// ".plumb-reserve.<pid>" of earlier plumbs) are crash leftovers.
+constexpr std::string_view kReserveTmp = ".plumb-reserve";
 /// <dataDir>/.plumb-recycled: address files released, renamed into place for the next
 /// reservations instead of new inodes (engine/base/recycler.hpp). A CNI network name starts with
 /// an alphanumeric character, so no network's directory has this name; the reference reads
@@ -118,23 +121,6 @@ class Store {
 
   [[nodiscard]] const std::string& dir() const { return dir_.path(); }
 
-  /// The crash leftovers entries() reclaims, found without reading any file: temporary files of
-  /// reserve() by name, and empty address files (an allocator killed between creating and
-  /// writing one) by their size. For the DEL that reads no allocation file.
-  void sweep_leftovers() const {
-    auto listed = dir_.list();
-    if (!listed) return;
-    for (const auto& e : *listed) {
-      if (e.name.starts_with(kReserveTmpPrefix)) {
-        (void)dir_.remove(e.name);
-        continue;
-      }
-      if (e.type != DT_REG || !IpAddr::parse(e.name)) continue;
-      auto st = dir_.stat(e.name);
-      if (st && *st && (*st)->st_size == 0) (void)dir_.remove(e.name);
-    }
-  }
-
   /// Every file named by an address, with its trimmed content. Unreadable files are skipped,
   /// as the reference does.
   [[nodiscard]] Result<std::vector<Entry>> entries() const {
@@ -142,7 +128,7 @@ class Store {
     for (const auto& de : PLUMB_TRY(dir_.list())) {
       const std::string& name = de.name;
       if (de.type != DT_REG) continue;
-      if (name.starts_with(kReserveTmpPrefix) ||
+      if (name.starts_with(kReserveTmp) ||
           (name.starts_with(kLastReservedPrefix) && name.find(".tmp.") != std::string::npos)) {
         (void)dir_.remove(name);  // a reserve() killed before its link(2) or rename: we hold the lock
         continue;
@@ -168,26 +154,44 @@ class Store {
   /// The file appears with its content in one step (a recycled file written, then renamed in
   /// place with RENAME_NOREPLACE; else Dir::create_whole: EEXIST when taken), never as an empty
   /// address file that no DEL could attribute. Where the filesystem has no unnamed files, a plumb
-  /// killed half-way leaves at most the temporary file ".plumb-reserve.<pid>" (removed by the
-  /// next open of the store).
+  /// killed half-way leaves at most the temporary file ".plumb-reserve" (removed by the next
+  /// reservation that needs it, and by any look at every file: entries()).
+  ///
+  /// An empty file found at the address is an allocator's crash leftover (one killed between
+  /// creating and writing it: the reference plugin creates, then writes; every allocator writes
+  /// under the lock we hold): nobody owns it, so it is removed and the address taken. It is
+  /// reclaimed where an allocation meets it, not looked for on every DEL (a stat of every file
+  /// of the network: a DEL then cost more with every pod on the node).
   [[nodiscard]] Result<bool> reserve(const Ids& ids, const IpAddr& ip, size_t rangeset) const {
     const std::string name = ip.str();
-    auto placed = recycled_->place(dir_, name, ids.exact, 0644);
-    if (!placed) return std::unexpected(placed.error().within("host-local"));
-    std::optional<bool> linked = *placed;
-    if (!linked) {
-      const std::string tmp = std::string(kReserveTmpPrefix) + std::to_string(::getpid());
-      auto created = dir_.create_whole(name, ids.exact, {.mode = 0644}, tmp);
-      if (!created) return std::unexpected(created.error().within("host-local"));
-      linked = *created;
-    }
-    if (!*linked) return false;
+    bool linked = PLUMB_TRY(create_owned(name, ids));
+    if (!linked && reclaim_empty(name)) linked = PLUMB_TRY(create_owned(name, ids));
+    if (!linked) return false;
     auto st = write_last_reserved(ip, rangeset);
     if (!st) {
       (void)remove(name);
       return std::unexpected(st.error());
     }
     return true;
+  }
+
+  /// Creates the address file `name` holding the owner, whole or not at all (a recycled file
+  /// written, then renamed in place; else Dir::create_whole): false when `name` exists.
+  [[nodiscard]] Result<bool> create_owned(const std::string& name, const Ids& ids) const {
+    auto placed = recycled_->place(dir_, name, ids.exact, 0644);
+    if (!placed) return std::unexpected(placed.error().within("host-local"));
+    if (*placed) return **placed;
+    auto created = dir_.create_whole(name, ids.exact, {.mode = 0644}, kReserveTmp);
+    if (!created) return std::unexpected(created.error().within("host-local"));
+    return *created;
+  }
+
+  /// Removes `name` when it is an empty regular file (under the lock: a crash leftover, see
+  /// reserve()); true when it did.
+  [[nodiscard]] bool reclaim_empty(const std::string& name) const {
+    auto st = dir_.stat(name);
+    if (!st || !*st || !S_ISREG((*st)->st_mode) || (*st)->st_size != 0) return false;
+    return dir_.remove(name).has_value();
   }
 
   /// "container <id> interface <ifname>" holding address `ip` (the file's content), for errors.
@@ -305,10 +309,9 @@ class HostLocal final : public Ipam {
     Ids ids = req.owner.empty() ? PLUMB_TRY(check_ids(req, false)) : PLUMB_TRY(owner_ids(req.owner, req.ifname));
     auto store = PLUMB_TRY(Store::open(cfg_.data_dir, req.network_name, false));
     if (!store) return {};
-    if (req.owner.empty() && PLUMB_TRY(release_held(*store, ids, req.held))) {
-      store->sweep_leftovers();  // what the look-up at every file would have reclaimed
-      return {};
-    }
+    // The released files alone: nothing else of the network is looked at (crash leftovers are
+    // reclaimed where an ADD meets them, Store::reserve).
+    if (req.owner.empty() && PLUMB_TRY(release_held(*store, ids, req.held))) return {};
     std::vector<Entry> entries = PLUMB_TRY(store->entries());
     // Files of the current format first; only if there are none, ones holding just the ID
     // (written by plugins older than ifname tracking), as the reference's ReleaseByID.

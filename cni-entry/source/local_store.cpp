@@ -182,7 +182,10 @@ class LocalStore final : public PodSource {
     Recycler& pool = recycled();
     for (const auto& [name, text] : {std::pair{pod.name + ".owner", std::string_view(owner)}, std::pair{pod.name + ".json", std::string_view(status_json)}}) {
       auto placed = PLUMB_TRY(pool.place(dir, name, text, 0644));
-      if (!placed || !*placed) PLUMB_TRY(dir.write_atomic(name, text, {.mode = 0644}));
+      // Replaced through "<name>.tmp" (we hold the directory's lock): remove_network_status
+      // finds a killed writer's by name.
+      const std::string tmp = name + ".tmp";
+      if (!placed || !*placed) PLUMB_TRY(dir.write_atomic(name, text, {.mode = 0644, .locked_tmp = tmp}));
     }
     return {};
   }
@@ -262,14 +265,10 @@ class LocalStore final : public PodSource {
     PLUMB_TRY(pool.recycle(dir, pod.name + ".json"));
     (void)pool.recycle(dir, pod.name + ".owner");
     // A writer killed between creating its temporary file and the rename leaves
-    // "<name>.json.tmp.<hex>": remove those too.
-    auto names = dir.list();
-    for (const char* ext : {".json.tmp.", ".owner.tmp."}) {
-      const std::string prefix = pod.name + ext;
-      for (const auto& n : names ? *names : std::vector<Dir::Entry>{}) {
-        if (n.name.size() == prefix.size() + 16 && n.name.starts_with(prefix)) (void)dir.remove(n.name);
-      }
-    }
+    // "<name>.json.tmp" or "<name>.owner.tmp" (write_network_status): removed by name, without
+    // listing the namespace's directory (a file per pod: a DEL would cost more with every pod).
+    (void)dir.remove(pod.name + ".json.tmp");
+    (void)dir.remove(pod.name + ".owner.tmp");
     return {};
   }
 

@@ -235,7 +235,8 @@ Status Dir::write_atomic(std::string_view name, std::string_view data, WriteOpti
   if (existing && S_ISLNK(existing->st_mode)) return io_error(ELOOP, "write " + path);
   // A new file: linked whole (created meanwhile, or no unnamed files here: the rename below).
   if (!existing && PLUMB_TRY(link_unnamed(name, data, opts)).value_or(false)) return {};
-  const std::string tmp = std::string(name) + temp_suffix();
+  const std::string tmp = opts.locked_tmp.empty() ? std::string(name) + temp_suffix() : std::string(opts.locked_tmp);
+  if (!opts.locked_tmp.empty()) PLUMB_TRY(remove(tmp));  // a killed writer's: ours to replace
   int fd = ::openat(fd_.get(), tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, opts.mode);
   if (fd < 0) return io_error(errno, "write " + path + " (create " + path_of(tmp) + ")");
   auto abandon = [&](int err, const std::string& what) -> Status {

@@ -31,6 +31,10 @@ namespace plumb {
 struct WriteOptions {
   mode_t mode = 0600;  ///< permission bits of the new file, independent of the caller's umask
   bool fsync = false;  ///< fsync the data before the rename (survives power loss, costs a disk flush)
+  /// Dir::write_atomic's temporary file, named by a caller whose lock keeps every other writer
+  /// of that file out (a killed writer's leftover there is replaced, and a remover finds it by
+  /// name instead of listing the directory); empty: "<name>.tmp.<16 hex digits>".
+  std::string_view locked_tmp = {};
 };
 
 /// Writes `data` to `path` atomically (Dir::write_atomic in the parent directory): readers see
@@ -102,8 +106,8 @@ class Dir {
   /// directory is refused without blocking; at most max_bytes). Errors: kNotFound when missing;
   /// kIo naming the path with errno ELOOP (link), EINVAL (not a regular file), EFBIG (too large).
   [[nodiscard]] Result<std::string> read(std::string_view name, std::string_view what, size_t max_bytes) const;
-  /// Replaces `name` atomically: a new temporary file "<name>.tmp.<16 hex>" (O_EXCL|O_NOFOLLOW,
-  /// opts.mode), then renameat(2) over `name`; when `name` does not exist yet, an unnamed file
+  /// Replaces `name` atomically: a new temporary file "<name>.tmp.<16 hex>" (or
+  /// opts.locked_tmp; O_EXCL|O_NOFOLLOW, opts.mode), then renameat(2) over `name`; when `name` does not exist yet, an unnamed file
   /// linked in place instead (create_whole: no temporary name to create, rename and leave behind).
   /// Errors: kIo naming the path (ELOOP when a link is at `name`: refused, never followed); the
   /// temporary file is removed on failure.

@@ -246,17 +246,14 @@ TEST_CASE("host-local: a link planted at the reserve temp file is never written 
   REQUIRE(net.add("c1") == std::vector<std::string>{"192.0.2.2/29"});  // the network's directory exists
   const std::string victim = node.dir() + "/victim";
   { std::ofstream(victim) << "precious"; }
-  const auto plant = [&] {
-    std::filesystem::create_symlink(victim, net.dir() + "/.plumb-reserve." + std::to_string(::getpid()));
-  };
+  std::filesystem::create_symlink(victim, net.dir() + "/.plumb-reserve");
   // Unnamed files (O_TMPFILE): the temporary name is not used at all.
-  plant();
   CHECK(net.add("c2") == std::vector<std::string>{"192.0.2.3/29"});
   CHECK(slurp(net.dir() + "/192.0.2.3") == "c2\r\neth0");
+  CHECK(std::filesystem::is_symlink(net.dir() + "/.plumb-reserve"));
   // A filesystem without unnamed files (seccomp in a child): the link is removed, then the
-  // temporary file made in its place.
+  // temporary file made in its place (one name per network: the reservation holds the lock).
   CHECK(test::in_child_refusing(test::Refuse::kUnnamedFiles, [&] {
-    plant();
     auto r = net.impl->add(net.req("c3"));
     return r && r->ips.size() == 1 && r->ips[0].address.str() == "192.0.2.4/29";
   }));
@@ -264,7 +261,8 @@ TEST_CASE("host-local: a link planted at the reserve temp file is never written 
   CHECK(slurp(victim) == "precious");
   size_t links = 0;
   for (const auto& e : std::filesystem::directory_iterator(net.dir())) links += e.is_symlink() ? 1 : 0;
-  CHECK(links == 1);  // the one planted for c2's ADD, which nothing used
+  CHECK(links == 0);
+  CHECK_FALSE(std::filesystem::exists(net.dir() + "/.plumb-reserve"));
 }
 
 TEST_CASE("host-local: repeated ADD returns the addresses already held") {
@@ -583,4 +581,35 @@ TEST_CASE("host-local: plumb's fast paths: a first allocation reads no file, a D
   json::Document shorter = *json::parse(R"({"ips":["192.0.2.9/24"]})", "rc");
   REQUIRE(net.impl->add(net.req("c4", "eth0", {}, &shorter)).has_value());
   CHECK(slurp(net.dir() + "/last_reserved_ip.0") == "192.0.2.9");
+}
+
+TEST_CASE("host-local: an empty address file (an allocator killed between creating and writing it) is reclaimed by the allocation that meets it; a DEL with the held addresses looks at no other file") {
+  test::Node node;
+  Net net("leftover", node.dir() + "/ipam", R"("ranges":[[{"subnet":"192.0.2.0/24"}]])");
+  auto first = net.add("c1");  // 192.0.2.2: the directory, its lock and last_reserved_ip.0 exist
+  REQUIRE(first == std::vector<std::string>{"192.0.2.2/24"});
+  // Two crash leftovers: empty files at the next candidate and further on.
+  { std::ofstream(net.dir() + "/192.0.2.3"); }
+  { std::ofstream(net.dir() + "/192.0.2.9"); }
+  REQUIRE(slurp(net.dir() + "/192.0.2.3").empty());
+
+  // The DEL of c1 with its held address removes that file and looks at nothing else: the
+  // leftovers stay (a DEL that stats every file of the network costs more with every pod).
+  ipam::Request del = net.req("c1");
+  del.held = {*IpAddr::parse("192.0.2.2")};
+  REQUIRE(net.impl->del(del).has_value());
+  CHECK(ip_files(net.dir()) == std::set<std::string>{"192.0.2.3", "192.0.2.9"});
+
+  // The next allocation's candidate is 192.0.2.3: the empty file is nobody's, so it is taken.
+  ipam::Request vouched = net.req("c2");
+  vouched.first_allocation = true;
+  auto second = net.impl->add(vouched);
+  REQUIRE_MESSAGE(second.has_value(), (second ? "" : second.error().text()));
+  REQUIRE(second->ips.size() == 1);
+  CHECK(second->ips[0].address.addr.str() == "192.0.2.3");
+  CHECK(slurp(net.dir() + "/192.0.2.3") == "c2\r\neth0");  // the reference's format
+  // A file with an owner is never reclaimed: the allocation after it moves on.
+  auto third = net.add("c3");
+  CHECK(third == std::vector<std::string>{"192.0.2.4/24"});
+  CHECK(slurp(net.dir() + "/192.0.2.9").empty());  // not met yet: still there
 }

@@ -14,6 +14,7 @@
 #include <set>
 #include <thread>
 
+#include "engine/base/ip.hpp"
 #include "tests/support/pod_fixture.hpp"
 #include "tests/support/scale.hpp"
 
@@ -409,16 +410,24 @@ TEST_CASE("CHECK verifies every attachment from the kernel and names the first d
   CHECK(fx.run("DEL", "ctr-chk", pod, "default", "chk", fx.config()).exit_code == 0);
 }
 
-TEST_CASE("crash leftovers in host-local's directory (an empty address file, a temporary file) are reclaimed") {
+TEST_CASE("crash leftovers in host-local's directory: an empty address file is reclaimed by the ADD that meets it, not looked for by DEL") {
   Node node;
   PodFixture fx(node);
   std::string pod = node.add_netns("left");
   REQUIRE(fx.run("ADD", "ctr-left", pod, "default", "left", fx.config()).exit_code == 0);
   std::string dir = fx.ipam_dir() + "/default-net";
-  plumb::test::write_file(dir + "/203.0.113.50", "");  // the reference plugin killed between create and write
-  plumb::test::write_file(dir + "/.plumb-reserve.4242", "ctr-dead\r\neth0");  // plumb killed before link(2)
+  // The address after the last one reserved: where the next ADD looks first.
+  auto last = plumb::IpAddr::parse(plumb::test::read_file(dir + "/last_reserved_ip.0"));
+  REQUIRE(last);
+  REQUIRE(last->is_v4());
+  const std::string next = last->str().substr(0, last->str().rfind('.') + 1) + std::to_string(std::stoi(last->str().substr(last->str().rfind('.') + 1)) + 1);
+  plumb::test::write_file(dir + "/" + next, "");  // the reference plugin killed between create and write
+  // DEL releases the pod's address and looks at nothing else of the network.
   REQUIRE(fx.run("DEL", "ctr-left", pod, "default", "left", fx.config()).exit_code == 0);
-  CHECK_FALSE(std::filesystem::exists(dir + "/203.0.113.50"));
-  CHECK_FALSE(std::filesystem::exists(dir + "/.plumb-reserve.4242"));
+  CHECK(std::filesystem::exists(dir + "/" + next));
+  // The next ADD meets the empty file first: nobody's, so its address is taken.
+  REQUIRE(fx.run("ADD", "ctr-next", pod, "default", "left", fx.config()).exit_code == 0);
+  CHECK(plumb::test::read_file(dir + "/" + next) == "ctr-next\r\neth0");
+  REQUIRE(fx.run("DEL", "ctr-next", pod, "default", "left", fx.config()).exit_code == 0);
   CHECK(ip_files(fx.ipam_dir()).empty());
 }

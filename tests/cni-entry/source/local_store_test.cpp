@@ -173,6 +173,27 @@ TEST_CASE("network-status is written atomically with its owner and removed on DE
   CHECK(s.src->remove_network_status({"never", "written", ""}, "sandbox-1").has_value());
 }
 
+TEST_CASE("network-status: a killed writer's temporary files are found by name (replaced by the next write, removed by DEL), no listing; other pods' files stay") {
+  Store s(false);
+  source::PodRef pod{"team-a", "web-0", "uid-1"};
+  const std::string dir = s.root + "/status/team-a/";
+  REQUIRE(s.src->write_network_status(pod, "[1]", "sandbox-1").has_value());
+  // What a writer killed before its rename leaves, for this pod and for another.
+  s.write("status/team-a/web-0.json.tmp", "[half");
+  s.write("status/team-a/web-0.owner.tmp", "sand");
+  s.write("status/team-a/web-1.json.tmp", "[other");
+  REQUIRE(s.src->write_network_status(pod, "[2]", "sandbox-1").has_value());  // replaces through them
+  CHECK(slurp(dir + "web-0.json") == "[2]");
+  CHECK_FALSE(fs::exists(dir + "web-0.json.tmp"));
+  CHECK_FALSE(fs::exists(dir + "web-0.owner.tmp"));
+  s.write("status/team-a/web-0.json.tmp", "[half");
+  s.write("status/team-a/web-0.owner.tmp", "sand");
+  REQUIRE(s.src->remove_network_status(pod, "sandbox-1").has_value());
+  std::set<std::string> left;
+  for (const auto& e : fs::directory_iterator(dir)) left.insert(e.path().filename().string());
+  CHECK(left == std::set<std::string>{"web-1.json.tmp"});
+}
+
 TEST_CASE("removed network-status files are recycled: the next pod's are those inodes, holding only its bytes") {
   Store s(false);
   auto inode = [](const std::string& p) {
