@@ -25,7 +25,7 @@
 #include "engine/nft/macspoof.hpp"
 #include "engine/nft/nft.hpp"
 #include "engine/kernel/route.hpp"
-#include "engine/kernel/sysctl.hpp"
+#include "engine/kernel/netconf.hpp"
 
 namespace plumb::drivers {
 namespace {
@@ -264,8 +264,8 @@ Status configure_gateways(Context& ctx, const BridgeConfig& c, const link::LinkI
       r.routes.push_back(def);
     }
   }
-  if (v4) PLUMB_TRY(sysctl::ensure("net/ipv4/ip_forward", "1"));
-  if (v6) PLUMB_TRY(sysctl::ensure("net/ipv6/conf/all/forwarding", "1"));
+  if (v4) PLUMB_TRY(netconf::ensure_forwarding(*ctx.node, AF_INET));
+  if (v6) PLUMB_TRY(netconf::ensure_forwarding(*ctx.node, AF_INET6));
   return {};
 }
 

@@ -78,12 +78,17 @@ Result<link::LinkInfo> create_in_pod(Context& ctx, const std::string& what, cons
   return *made;
 }
 
-Status notify_neighbours(const Context& ctx, const cni::CniResult& r) {
-  auto guard = PLUMB_TRY(netns::Guard::enter(*ctx.pod_ns));  // once for both
-  PLUMB_TRY(sysctl::write("net/ipv4/conf/" + ctx.ifname + "/arp_notify", "1"));
+Status notify_neighbours(const Context& ctx, int index, const cni::CniResult& r) {
+  // Not through /proc/sys where rtnetlink can: a /proc/sys/net/ipv4 look-up costs more with
+  // every namespace that made one (engine/kernel/netconf.hpp).
+  link::LinkChange notify;
+  notify.arp_notify = true;
+  auto st = link::modify(*ctx.pod, index, notify);
+  if (!st) return std::unexpected(st.error().within(ctx.network + ": set net.ipv4.conf." + ctx.ifname + ".arp_notify"));
   bool v6 = std::any_of(r.ips.begin(), r.ips.end(), [](const cni::IpConfig& ip) { return !ip.address.addr.is_v4(); });
-  if (v6) PLUMB_TRY(sysctl::write("net/ipv6/conf/" + ctx.ifname + "/ndisc_notify", "1"));
-  return {};
+  if (!v6) return {};
+  auto guard = PLUMB_TRY(netns::Guard::enter(*ctx.pod_ns));
+  return sysctl::write("net/ipv6/conf/" + ctx.ifname + "/ndisc_notify", "1");
 }
 
 void announce(Context& ctx, const link::LinkInfo& pod_link, const cni::CniResult& r) {

@@ -50,9 +50,11 @@ struct Keys {
 [[nodiscard]] Result<link::LinkInfo> create_in_pod(Context& ctx, const std::string& what,
                                                    const std::function<Status(const std::string& name)>& create);
 
-/// Sets arp_notify on ctx.ifname, and ndisc_notify when `r` has an IPv6 address, so neighbours
-/// learn the interface's MAC when it comes up (what the reference macvlan/ipvlan plugins set).
-[[nodiscard]] Status notify_neighbours(const Context& ctx, const cni::CniResult& r);
+/// Sets arp_notify on the pod interface `index` (ctx.ifname), and ndisc_notify when `r` has an
+/// IPv6 address, so neighbours learn the interface's MAC when it comes up (what the reference
+/// macvlan/ipvlan plugins set): arp_notify over rtnetlink, ndisc_notify (which rtnetlink cannot
+/// set) through /proc/sys in the pod namespace. Errors: the kernel's, naming the key.
+[[nodiscard]] Status notify_neighbours(const Context& ctx, int index, const cni::CniResult& r);
 
 /// Once `pod_link` is up with `r`'s addresses: a gratuitous ARP per IPv4 address (IPv6 addresses
 /// are still in DAD), as the reference macvlan plugin and sriov-cni do, so switches and neighbours

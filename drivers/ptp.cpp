@@ -25,6 +25,7 @@
 #include "drivers/undo.hpp"
 #include "engine/kernel/addr.hpp"
 #include "engine/kernel/link.hpp"
+#include "engine/kernel/netconf.hpp"
 #include "engine/kernel/route.hpp"
 #include "engine/kernel/sysctl.hpp"
 
@@ -97,8 +98,8 @@ Status host_side(Context& ctx, const link::LinkInfo& host, const cni::CniResult&
     st = route::add(*ctx.node, to_pod);
     if (!st && st.error().sys_errno != EEXIST) return std::unexpected(st.error().within(ctx.network + ": ptp host route"));
   }
-  if (v4) PLUMB_TRY(sysctl::ensure("net/ipv4/ip_forward", "1"));
-  if (v6) PLUMB_TRY(sysctl::ensure("net/ipv6/conf/all/forwarding", "1"));
+  if (v4) PLUMB_TRY(netconf::ensure_forwarding(*ctx.node, AF_INET));
+  if (v6) PLUMB_TRY(netconf::ensure_forwarding(*ctx.node, AF_INET6));
   return {};
 }
 

@@ -18,7 +18,6 @@
 #include "drivers/registry.hpp"
 #include "drivers/undo.hpp"
 #include "engine/kernel/link.hpp"
-#include "engine/kernel/sysctl.hpp"
 #include "engine/kernel/tun.hpp"
 
 namespace plumb::drivers {
@@ -115,10 +114,10 @@ Result<cni::CniResult> tap_add(Context& ctx, const TapConfig& c, const cni::CniR
 
   cni::CniResult r;
   if (c.ipam.ipam) {
-    {
-      auto guard = PLUMB_TRY(netns::Guard::enter(*ctx.pod_ns));
-      PLUMB_TRY(sysctl::write("net/ipv4/conf/" + ctx.ifname + "/arp_notify", "1"));
-    }
+    link::LinkChange notify;  // not through /proc/sys: engine/kernel/netconf.hpp
+    notify.arp_notify = true;
+    auto st = link::modify(*ctx.pod, tap.index, notify);
+    if (!st) return std::unexpected(st.error().within(ctx.network + ": set net.ipv4.conf." + ctx.ifname + ".arp_notify"));
     r = PLUMB_TRY(run_ipam(ctx, c.ipam));
     if (r.ips.empty()) return fail(cni_code::kInvalidConfig, ctx.network + ": IPAM plugin returned missing IP config");
     for (auto& ip : r.ips) ip.interface = 0;

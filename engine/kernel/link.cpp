@@ -2,6 +2,7 @@
 
 #include <linux/if.h>
 #include <linux/if_link.h>
+#include <linux/ip.h>
 #include <linux/rtnetlink.h>
 #include <linux/veth.h>
 #include <sys/socket.h>
@@ -386,6 +387,12 @@ Message build_modify(int index, const LinkChange& change) {
   if (change.master_index) m.put_u32(IFLA_MASTER, static_cast<uint32_t>(*change.master_index));
   if (change.netns_fd) m.put_u32(IFLA_NET_NS_FD, static_cast<uint32_t>(*change.netns_fd));
   if (change.txqlen) m.put_u32(IFLA_TXQLEN, *change.txqlen);
+  if (change.arp_notify) {
+    Message::Nest spec(m, IFLA_AF_SPEC);
+    Message::Nest inet(m, AF_INET);
+    Message::Nest conf(m, IFLA_INET_CONF);
+    m.put_u32(IPV4_DEVCONF_ARP_NOTIFY, *change.arp_notify ? 1 : 0);
+  }
   return m;
 }
 

@@ -160,6 +160,10 @@ struct LinkChange {
   std::optional<int> master_index;  // IFLA_MASTER (0 = nomaster)
   std::optional<int> netns_fd;      // IFLA_NET_NS_FD (move to another namespace)
   std::optional<uint32_t> txqlen;   // IFLA_TXQLEN
+  /// net.ipv4.conf.<name>.arp_notify without /proc/sys (engine/kernel/netconf.hpp says why):
+  /// IFLA_AF_SPEC { AF_INET { IFLA_INET_CONF { IPV4_DEVCONF_ARP_NOTIFY u32 } } }. The kernel
+  /// refuses it (EAFNOSUPPORT) for a device without IPv4.
+  std::optional<bool> arp_notify;
 };
 [[nodiscard]] Status modify(netlink::Socket& nl, int index, const LinkChange& change);
 [[nodiscard]] netlink::Message build_modify(int index, const LinkChange& change);

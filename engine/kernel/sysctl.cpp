@@ -67,9 +67,4 @@ Status write(const std::string& key, const std::string& value) {
   return {};
 }
 
-Status ensure(const std::string& key, const std::string& value) {
-  if (PLUMB_TRY(read(key)) == value) return {};
-  return write(key, value);
-}
-
 }  // namespace plumb::sysctl

@@ -12,11 +12,6 @@ namespace plumb::sysctl {
 /// "net.ipv4.ip_forward"); interface names containing '.' must use the '/' form.
 /// Rejects keys with ".." components or that leave /proc/sys. Errors: errno naming the key.
 [[nodiscard]] Status write(const std::string& key, const std::string& value);
-/// Writes `value` only when the key holds another (read first, as the reference plugins' `echo1`
-/// does for the forwarding keys): an unchanged write is not free, net/ipv6/conf/all/forwarding
-/// walks every device of the namespace under RTNL and resets each device's own forwarding.
-/// Errors: read's and write's.
-[[nodiscard]] Status ensure(const std::string& key, const std::string& value);
 /// Reads the value with the trailing newline removed.
 [[nodiscard]] Result<std::string> read(const std::string& key);
 /// Path under /proc/sys for a key (validated).

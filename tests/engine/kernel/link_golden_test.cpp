@@ -132,6 +132,22 @@ TEST_CASE("golden: setting a link down clears IFF_UP through ifi_change only") {
   check_bytes(link::build_modify(6, ch).bytes(), want);
 }
 
+TEST_CASE("golden: arp_notify set through IFLA_AF_SPEC / AF_INET / IFLA_INET_CONF, not /proc/sys") {
+  link::LinkChange ch;
+  ch.arp_notify = true;
+  const Bytes want = {
+      // nlmsghdr: len 52, RTM_NEWLINK, flags REQUEST only
+      0x34, 0x00, 0x00, 0x00, 0x10, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+      // ifinfomsg: AF_UNSPEC, index 7, no flag change
+      0x00, 0x00, 0x00, 0x00, 0x07, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+      // IFLA_AF_SPEC (26|NESTED) len 20 { AF_INET (2|NESTED) len 16 { IFLA_INET_CONF (1|NESTED) len 12 {
+      0x14, 0x00, 0x1a, 0x80, 0x10, 0x00, 0x02, 0x80, 0x0c, 0x00, 0x01, 0x80,
+      //   IPV4_DEVCONF_ARP_NOTIFY (22) u32 1 } } }
+      0x08, 0x00, 0x16, 0x00, 0x01, 0x00, 0x00, 0x00,
+  };
+  check_bytes(link::build_modify(7, ch).bytes(), want);
+}
+
 TEST_CASE("golden: ipvlan in mode l3 born in another namespace (ipvlan driver)") {
   const Bytes want = {
       // nlmsghdr: len 88, RTM_NEWLINK (16), REQUEST|EXCL|CREATE

@@ -15,6 +15,7 @@
 
 #include "engine/kernel/addr.hpp"
 #include "engine/kernel/link.hpp"
+#include "engine/kernel/netconf.hpp"
 #include "engine/netlink/socket.hpp"
 #include "engine/kernel/netns.hpp"
 #include "engine/kernel/route.hpp"
@@ -487,12 +488,28 @@ TEST_CASE("sysctl: read and write a per-interface key inside a Guard in the pod 
   CHECK(esc.error().cni_code == cni_code::kInvalidConfig);
 }
 
-TEST_CASE("sysctl::ensure writes only another value: an unchanged net.ipv6.conf.all.forwarding leaves a device's own forwarding alone") {
+TEST_CASE("netconf: forwarding read over rtnetlink; ensure_forwarding writes only when off, so an unchanged net.ipv6.conf.all.forwarding leaves a device's own forwarding alone") {
   plumb::test::Node node;
+  netlink::Socket nl = open_socket();
   REQUIRE(plumb::test::sh("ip link add s7 type veth peer name s7p").exit_code == 0);
-  REQUIRE_OK(sysctl::write("net/ipv6/conf/all/forwarding", "1"));
+  // What RTM_GETNETCONF reports is what /proc/sys holds, both ways, both families.
+  for (const char* v : {"0", "1"}) {
+    REQUIRE_OK(sysctl::write("net/ipv4/ip_forward", v));
+    REQUIRE_OK(sysctl::write("net/ipv6/conf/all/forwarding", v));
+    auto v4 = netconf::forwarding_all(nl, AF_INET);
+    auto v6 = netconf::forwarding_all(nl, AF_INET6);
+    REQUIRE_OK(v4);
+    REQUIRE_OK(v6);
+    CHECK(*v4 == (v[0] == '1'));
+    CHECK(*v6 == (v[0] == '1'));
+  }
   REQUIRE_OK(sysctl::write("net/ipv6/conf/s7/forwarding", "0"));
-  REQUIRE_OK(sysctl::ensure("net/ipv6/conf/all/forwarding", "1"));  // already 1: nothing written
+  REQUIRE_OK(netconf::ensure_forwarding(nl, AF_INET6));  // off: written
+  auto all = sysctl::read("net/ipv6/conf/all/forwarding");
+  REQUIRE_OK(all);
+  CHECK(*all == "1");
+  REQUIRE_OK(sysctl::write("net/ipv6/conf/s7/forwarding", "0"));
+  REQUIRE_OK(netconf::ensure_forwarding(nl, AF_INET6));  // already on: nothing written
   auto own = sysctl::read("net/ipv6/conf/s7/forwarding");
   REQUIRE_OK(own);
   CHECK(*own == "0");
@@ -500,9 +517,32 @@ TEST_CASE("sysctl::ensure writes only another value: an unchanged net.ipv6.conf.
   own = sysctl::read("net/ipv6/conf/s7/forwarding");
   REQUIRE_OK(own);
   CHECK(*own == "1");
-  REQUIRE_OK(sysctl::write("net/ipv6/conf/all/forwarding", "0"));
-  REQUIRE_OK(sysctl::ensure("net/ipv6/conf/all/forwarding", "1"));  // another value: written
-  auto all = sysctl::read("net/ipv6/conf/all/forwarding");
-  REQUIRE_OK(all);
-  CHECK(*all == "1");
+  REQUIRE_OK(netconf::ensure_forwarding(nl, AF_INET));
+  auto v4 = sysctl::read("net/ipv4/ip_forward");
+  REQUIRE_OK(v4);
+  CHECK(*v4 == "1");
+}
+
+TEST_CASE("link::modify sets net.ipv4.conf.<if>.arp_notify over rtnetlink, in the socket's namespace") {
+  plumb::test::Node node;
+  std::string pod = node.add_netns("pod1");
+  netns::Netns ns = open_ns(pod);
+  netlink::Socket nl = open_socket();
+  make_veth(nl, "s0", "eth0", ns.fd());
+  auto pod_nl = netlink::Socket::open_in(ns.fd());
+  REQUIRE_OK(pod_nl);
+  auto eth0 = link::get(*pod_nl, "eth0");
+  REQUIRE_OK(eth0);
+  REQUIRE(eth0->has_value());
+  auto in_pod = [] { return plumb::test::sh("ip netns exec pod1 cat /proc/sys/net/ipv4/conf/eth0/arp_notify").out; };
+  CHECK(in_pod() == "0\n");
+  link::LinkChange on;
+  on.arp_notify = true;
+  REQUIRE_OK(link::modify(*pod_nl, (*eth0)->index, on));
+  CHECK(in_pod() == "1\n");
+  CHECK(*sysctl::read("net/ipv4/conf/s0/arp_notify") == "0");  // the node's end untouched
+  link::LinkChange off;
+  off.arp_notify = false;
+  REQUIRE_OK(link::modify(*pod_nl, (*eth0)->index, off));
+  CHECK(in_pod() == "0\n");
 }
