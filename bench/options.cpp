@@ -17,7 +17,8 @@ namespace {
                "                   [--fill-samples N] [--fill-workers N] [--fill-reference-max N] [--workers 1,2,4]\n"
                "                   [--tput-pods N] [--tput-rounds N]\n"
                "                   [--out DIR] [--plumb PATH] [--floor PATH] [--cni-path DIR] [--scratch DIR]\n"
-               "                   [--thick [--shim PATH]]   (plumb as `plumb daemon` + plumb-shim)\n"
+               "                   [--thin | --thick [--shim PATH]]   (plumb exec'd per verb, or (default)\n"
+               "                                                      `plumb daemon` + plumb-shim)\n"
                "                   [--conflist FILE]   (your CNI network against plumb and the floor; bench/README.md)\n"
                "Runs as root; creates its own private network and mount namespaces. See bench/README.md.\n");
   std::exit(code);
@@ -71,6 +72,7 @@ Options parse_options(int argc, char** argv) {
     else if (k == "--plumb") o.plumb = next();
     else if (k == "--floor") o.floor = next();
     else if (k == "--thick") o.thick = true;
+    else if (k == "--thin") o.thick = false;
     else if (k == "--shim") o.shim = next();
     else if (k == "--cni-path") o.cni_path = next();
     else if (k == "--scratch") o.scratch_parent = next();

@@ -23,7 +23,10 @@ struct Options {
   int warmup = 3;                      // discarded iterations before them
   std::string scenarios = "abc";
   std::vector<int> fill_levels = {0, 100, 500, 1000};
-  int fill_samples = 10;               // per fill level and way
+  /// ADD+DEL pairs per fill level and way: at 1,000 pods one pair's ratio spans 0.5-2.5× (the
+  /// kernel's own work varies that much), and ten put plumb/floor's median anywhere from 0.6× to
+  /// 1.5× for the same code (stop 30).
+  int fill_samples = 20;
   char fill_scenario = 'c';            // shape of the measured and resident pods (richest of --scenarios)
   int fill_workers = 4;                // concurrent ADDs while filling (untimed)
   /// The reference node is filled to at most this many pods: its iptables rules make each ADD
@@ -39,9 +42,10 @@ struct Options {
   std::string out_dir = "bench/out";
   std::string plumb = PLUMB_BENCH_PLUMB;
   std::string floor = PLUMB_BENCH_FLOOR;
-  /// --thick: plumb runs as `<plumb> daemon` in its node namespace and each verb executes the shim
-  /// (cni-entry/daemon/), as a node in Multus's "thick" mode; without it plumb is exec'd per verb.
-  bool thick = false;
+  /// plumb runs as `<plumb> daemon` in its node namespace and each verb executes the shim
+  /// (cni-entry/daemon/), as on a node deployed with deploy/daemonset-thick.yaml (Multus's "thick"
+  /// plugin, its quickstart's deployment): the default. --thin: the plumb binary exec'd per verb.
+  bool thick = true;
   std::string shim = PLUMB_BENCH_SHIM;
   std::string cni_path = "/usr/lib/cni";   // the reference plugins, or those of --conflist
   std::string conflist;                    // --conflist: the user's network (absolute path); scenario x

@@ -220,9 +220,12 @@ void Report::header(const std::string& load_end) {
       << "Milliseconds of wall time per CNI invocation (posix_spawn to wait4), warm-up discarded; ratios are medians of "
          "per-pair ratios (the samples of one iteration). IPv6 pods, DAD off in pod namespaces.\n\n";
   if (o_.thick) {
-    md_ << "**plumb runs thick**: `plumb daemon` in its node namespace, `" << o_.shim
-        << "` executed per verb; a plumb invocation's time is the shim's (it ends when the daemon has reaped the worker), "
+    md_ << "**plumb runs thick** (the default; `--thin` for the plumb binary exec'd per verb): `plumb daemon` in its "
+           "node namespace, `" << o_.shim
+        << "` executed per verb; a plumb invocation's time is the shim's (it ends when the worker has answered it), "
            "its CPU the shim's, the worker's and the daemon's own meanwhile, its peak RSS the larger of shim and worker.\n\n";
+  } else {
+    md_ << "**plumb runs thin** (`--thin`): `" << o_.plumb << "` executed per verb, its process start-up included.\n\n";
   }
   if (!o_.conflist.empty()) {
     md_ << "**Scenario x: the pod's default network is `" << o_.conflist << "`** (plugins from `" << o_.cni_path
