@@ -107,8 +107,9 @@ class Dir {
   /// kIo naming the path with errno ELOOP (link), EINVAL (not a regular file), EFBIG (too large).
   [[nodiscard]] Result<std::string> read(std::string_view name, std::string_view what, size_t max_bytes) const;
   /// Replaces `name` atomically: a new temporary file "<name>.tmp.<16 hex>" (or
-  /// opts.locked_tmp; O_EXCL|O_NOFOLLOW, opts.mode), then renameat(2) over `name`; when `name` does not exist yet, an unnamed file
-  /// linked in place instead (create_whole: no temporary name to create, rename and leave behind).
+  /// opts.locked_tmp; O_EXCL|O_NOFOLLOW, opts.mode), then renameat(2) over `name`; when `name`
+  /// does not exist yet, an unnamed file linked in place instead (create_whole: no temporary name
+  /// to create, rename and leave behind).
   /// Errors: kIo naming the path (ELOOP when a link is at `name`: refused, never followed); the
   /// temporary file is removed on failure.
   [[nodiscard]] Status write_atomic(std::string_view name, std::string_view data, WriteOptions opts = {}) const;

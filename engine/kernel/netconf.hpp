@@ -6,7 +6,7 @@
 // namespace has its own `ipv4` and `ipv6` directories under the one shared `net` dentry, and
 // proc_sys_compare rejects the other namespaces' entries one by one): opening a key took 3.5 µs
 // on an idle machine and 120 µs once 1,000 namespaces had looked theirs up (bench/README,
-// "What grows with the pods on a node"). A netlink request costs the same at any number of pods.
+// "Stop 31"). A netlink request costs the same at any number of pods.
 #pragma once
 
 #include "engine/base/result.hpp"
