@@ -26,7 +26,8 @@ Result<bool> forwarding_all(netlink::Socket& nl, int family) {
     return {};
   }));
   if (!on) {
-    return std::unexpected(Error{cni_code::kKernel, EPROTO, what + ": the kernel's reply has no NETCONFA_FORWARDING", {}});
+    return std::unexpected(
+        Error{cni_code::kKernel, EPROTO, what + ": the kernel's reply has no NETCONFA_FORWARDING", {}});
   }
   return *on;
 }
