@@ -111,6 +111,14 @@ Result<cni::CniResult> run_ipam(Context& ctx, const IpamUse& use, bool release_r
   return use.ipam->add(req);
 }
 
+Status enable_arp_notify(const Context& ctx, int index) {
+  link::LinkChange notify;
+  notify.arp_notify = true;
+  auto st = link::modify(*ctx.pod, index, notify);
+  if (!st) return std::unexpected(st.error().within(ctx.network + ": set net.ipv4.conf." + ctx.ifname + ".arp_notify"));
+  return {};
+}
+
 Status configure_pod_interface(netlink::Socket& pod, int index, const cni::CniResult& r, bool dad) {
   for (auto& ip : r.ips) {
     auto st = addr::add(pod, index, ip.address, !dad && !ip.address.addr.is_v4());

@@ -181,6 +181,11 @@ struct ParsedPlugin {
 /// and for a delegated IPAM, which registers its own when it runs.
 bool ipam_release_ahead(Context& ctx, const IpamUse& ipam);
 
+/// Sets net.ipv4.conf.<ctx.ifname>.arp_notify = 1 on the pod interface `index` through ctx.pod,
+/// over rtnetlink (link::LinkChange::arp_notify; not /proc/sys: engine/kernel/netconf.hpp says
+/// why), so the link's coming up announces its MAC. Errors: the kernel's, naming the key.
+[[nodiscard]] Status enable_arp_notify(const Context& ctx, int index);
+
 /// Adds the result's addresses (IPv6 with IFA_F_NODAD unless dad), brings the link up and adds
 /// the result's routes (gateway-less routes get the gateway of their family from ips) on the
 /// pod interface `index` through ctx.pod. The reference plugins' ipam.ConfigureIface.

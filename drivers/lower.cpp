@@ -79,12 +79,7 @@ Result<link::LinkInfo> create_in_pod(Context& ctx, const std::string& what, cons
 }
 
 Status notify_neighbours(const Context& ctx, int index, const cni::CniResult& r) {
-  // Not through /proc/sys where rtnetlink can: a /proc/sys/net/ipv4 look-up costs more with
-  // every namespace that made one (engine/kernel/netconf.hpp).
-  link::LinkChange notify;
-  notify.arp_notify = true;
-  auto st = link::modify(*ctx.pod, index, notify);
-  if (!st) return std::unexpected(st.error().within(ctx.network + ": set net.ipv4.conf." + ctx.ifname + ".arp_notify"));
+  PLUMB_TRY(enable_arp_notify(ctx, index));
   bool v6 = std::any_of(r.ips.begin(), r.ips.end(), [](const cni::IpConfig& ip) { return !ip.address.addr.is_v4(); });
   if (!v6) return {};
   auto guard = PLUMB_TRY(netns::Guard::enter(*ctx.pod_ns));

@@ -114,10 +114,7 @@ Result<cni::CniResult> tap_add(Context& ctx, const TapConfig& c, const cni::CniR
 
   cni::CniResult r;
   if (c.ipam.ipam) {
-    link::LinkChange notify;  // not through /proc/sys: engine/kernel/netconf.hpp
-    notify.arp_notify = true;
-    auto st = link::modify(*ctx.pod, tap.index, notify);
-    if (!st) return std::unexpected(st.error().within(ctx.network + ": set net.ipv4.conf." + ctx.ifname + ".arp_notify"));
+    PLUMB_TRY(enable_arp_notify(ctx, tap.index));
     r = PLUMB_TRY(run_ipam(ctx, c.ipam));
     if (r.ips.empty()) return fail(cni_code::kInvalidConfig, ctx.network + ": IPAM plugin returned missing IP config");
     for (auto& ip : r.ips) ip.interface = 0;

@@ -160,6 +160,9 @@ TEST_CASE("bridge macspoofchk: only frames with the pod's MAC leave its port, ch
 TEST_CASE("bridge: the pod end is reported as the kernel has it: MAC (random, unicast, locally administered) and MTU, with and without mtu") {
   Node node;
   PodFixture fx(node);
+  // The gateway turns forwarding on in the node (read over rtnetlink, written only when off).
+  const char* forwarding = "cat /proc/sys/net/ipv4/ip_forward /proc/sys/net/ipv6/conf/all/forwarding";
+  REQUIRE(sh(forwarding).out == "0\n0\n");  // a new namespace's
   for (auto [pod, keys, mtu, address] : {std::tuple{"plain", "", 1500, "198.51.100.31/24"},
                                           std::tuple{"small", R"("mtu": 1400)", 1400, "198.51.100.32/24"}}) {
     INFO(pod);
@@ -181,6 +184,7 @@ TEST_CASE("bridge: the pod end is reported as the kernel has it: MAC (random, un
     const unsigned first = static_cast<unsigned>(std::stoul(mac.substr(0, 2), nullptr, 16));
     CHECK((first & 0x01) == 0);  // unicast
     CHECK((first & 0x02) == 2);  // locally administered
+    CHECK(sh(forwarding).out == "1\n1\n");
     CHECK(del_pod(fx, pod).exit_code == 0);
   }
   CHECK(no_records(fx));

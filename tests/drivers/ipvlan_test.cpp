@@ -83,6 +83,7 @@ FULL_KERNEL_CASE("ipvlan l2: two pods and a namespace behind the master reach ea
   auto master = link_detail("", "ipvm0");
   CHECK(std::string(l["address"].GetString()) == master["address"].GetString());  // an ipvlan has its master's MAC
   for (auto& n : link_names("")) CHECK(n.rfind("ipvl", 0) != 0);                   // no temporary name left
+  CHECK(sh("ip netns exec pod-a cat /proc/sys/net/ipv4/conf/ipv0/arp_notify").out == "1\n");  // set over rtnetlink
   const std::string ip_b = global_addr("pod-b", "ipv0");
   REQUIRE(ip_b.rfind("198.51.100.", 0) == 0);
   CHECK(pings("pod-a", ip_b, "ipv0"));
