@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -110,6 +111,15 @@ std::set<std::string> descriptors(pid_t pid) {
   return out;
 }
 
+/// The open descriptors of worker `pid` once it waits for its next request (blocked in recvmsg on
+/// its control socket, the only recvmsg it makes after its shim was answered): a shim ends when
+/// its answer arrives, which the worker sends just before it closes that shim's connection.
+std::set<std::string> idle_descriptors(pid_t pid) {
+  const std::string syscall = "/proc/" + std::to_string(pid) + "/syscall";
+  REQUIRE(eventually([&] { return read_file(syscall).starts_with(std::to_string(SYS_recvmsg) + " "); }));
+  return descriptors(pid);
+}
+
 const std::string kShim = plumb::test::plumb_shim_binary();
 
 /// Starts a shim (VERSION) whose stdin is a pipe this test keeps open, and waits until `worker`
@@ -166,8 +176,8 @@ TEST_CASE("through plumb-shim and the daemon, ADD, CHECK and DEL do what the plu
     node.del_netns(name);
     const auto workers = d.workers();
     REQUIRE(workers.size() == 1);
-    if (i == 1) fds_after_first = descriptors(*workers.begin());
-    else CHECK(descriptors(*workers.begin()) == fds_after_first);  // nothing of a pod's (socket, namespace) kept
+    if (i == 1) fds_after_first = idle_descriptors(*workers.begin());
+    else CHECK(idle_descriptors(*workers.begin()) == fds_after_first);  // nothing of a pod's (socket, namespace) kept
   }
   PLUMB_CHECK_UNCHANGED(before, NodeSnapshot::take(node.dir(), {"p0"}));
   const auto pids = d.served_by(12);
