@@ -122,26 +122,38 @@ TEST_CASE("bandwidth on the default network's veth: the batched DEL changes no q
   const std::string state_map = "bpftool -j map dump pinned " + bpf.dir() + "/plumb/bandwidth_v2/state";
   REQUIRE(plumb::test::sh(state_map).out.find("\"key\"") != std::string::npos);  // the pod's entries
   REQUIRE(plumb::test::sh("tc filter show ingress dev " + host_veth(add.out)).out.find("bpf") != std::string::npos);  // shaped
-  // Every qdisc and filter change of the node namespace while the DEL runs, as tc reports it.
+  // Every qdisc and filter change of the node namespace while the DEL runs, as tc reports it:
+  // between two marks made by hand (a clsact qdisc added and deleted on mon0, then on mon1), which
+  // the monitor reports in order. The first seen: subscribed before the DEL starts; the second
+  // seen: the DEL's notifications read.
   const std::string log = node.dir() + "/tc-monitor.log";
   pid_t monitor = plumb::test::start_child({"/usr/sbin/tc", "monitor"}, {}, log);
   REQUIRE(monitor > 0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // subscribed before the DEL starts
+  auto mark = [&](const std::string& dev) {
+    const std::string seen = "deleted qdisc clsact ffff: dev " + dev + " ";
+    return plumb::test::eventually([&] {
+      if (plumb::test::read_file(log).find(seen) != std::string::npos) return true;
+      (void)plumb::test::sh("tc qdisc add dev " + dev + " clsact && tc qdisc del dev " + dev + " clsact");
+      return plumb::test::read_file(log).find(seen) != std::string::npos;
+    });
+  };
+  REQUIRE(mark("mon0"));
   Proc del = fx.run("DEL", "ctr-4", pod, "default", "p4", config);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // its notifications read
-  const std::string during_del = plumb::test::read_file(log);
-  // The control: a qdisc deleted by hand is reported.
-  REQUIRE(plumb::test::sh("tc qdisc add dev mon0 clsact && tc qdisc del dev mon0 clsact").exit_code == 0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  const std::string with_control = plumb::test::read_file(log);
+  REQUIRE(mark("mon1"));
+  const std::string whole = plumb::test::read_file(log);
   plumb::test::stop_child(monitor);
   INFO(del.out, del.err);
   REQUIRE(del.exit_code == 0);
-  INFO(with_control);
-  // (The device's deletion reports its filter chains deleted: the kernel's, not a request.)
+  INFO(whole);
+  const size_t after_first = whole.find('\n', whole.rfind("deleted qdisc clsact ffff: dev mon0 "));
+  const size_t second = whole.find("qdisc clsact ffff: dev mon1 ");
+  REQUIRE(after_first < second);
+  const std::string during_del = whole.substr(after_first, second - after_first);
+  // The device's deletion reports its filter chains deleted (the kernel's, not a request): the
+  // window holds the DEL.
+  CHECK(during_del.find("deleted chain dev " + host_veth(add.out) + " ") != std::string::npos);
   CHECK(during_del.find("deleted filter") == std::string::npos);
   CHECK(during_del.find("deleted qdisc") == std::string::npos);
-  REQUIRE(with_control.find("deleted qdisc clsact") != std::string::npos);
   CHECK(plumb::test::sh(state_map).out.find("\"key\"") == std::string::npos);
   CHECK(link_names("p4") == std::set<std::string>{"lo"});
   CHECK(link_names("").count("mon0") == 1);
