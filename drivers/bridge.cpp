@@ -1,6 +1,7 @@
 // The reference "bridge" plugin, natively: bridge ensured, veth pair created with its peer
 // directly in the pod namespace under the requested name, host end enslaved, IPAM, gateway
-// addresses on the bridge, routes in the pod, ipMasq through plumb's nftables table.
+// addresses on the bridge, arp_notify on the pod end (with an IPAM), addresses (IPv6 without DAD
+// unless enabledad) and routes in the pod, ipMasq through plumb's nftables table.
 // Keys: bridge, isGateway, isDefaultGateway, forceAddress, ipMasq, mtu, hairpinMode, promiscMode,
 // vlan, vlanTrunk, preserveDefaultVlan, macspoofchk, portIsolation, disableContainerInterface,
 // enabledad, mac (runtimeConfig.mac, args.cni.mac, CNI_ARGS MAC=), ipam.
@@ -294,8 +295,10 @@ Result<cni::CniResult> bridge_add(Context& ctx, const BridgeConfig& c, const cni
   for (auto& ip : r.ips) ip.interface = 2;
   if (c.is_gateway) PLUMB_TRY(configure_gateways(ctx, c, br, r));
 
-  // With disableContainerInterface the pod end stays down (and has no addresses: no IPAM).
-  if (!c.disable_container_interface) PLUMB_TRY(configure_pod_interface(*ctx.pod, pod_link.index, r, c.enable_dad));
+  // With disableContainerInterface the pod end stays down (and has no addresses: no IPAM). With
+  // an IPAM, arp_notify as the reference bridge (since v1.1.0): the gratuitous ARP of its coming
+  // up tells the gateway and the other pods the address's new MAC.
+  if (!c.disable_container_interface) PLUMB_TRY(configure_pod_interface(ctx, pod_link.index, r, c.enable_dad, c.ipam.ipam != nullptr));
 
   if (c.ip_masq) {
     // The network chain is rewritten on every add: give it every subnet of the network (dual

@@ -3,6 +3,8 @@
 #include <sys/random.h>
 #include <sys/socket.h>
 
+#include <cerrno>
+
 #include <algorithm>
 #include <cstdio>
 
@@ -13,7 +15,9 @@
 #include "engine/kernel/addr.hpp"
 #include "engine/kernel/announce.hpp"
 #include "engine/kernel/link.hpp"
+#include "engine/kernel/netns.hpp"
 #include "engine/kernel/route.hpp"
+#include "engine/kernel/sysctl.hpp"
 #include "engine/nft/nft.hpp"
 
 namespace plumb::drivers {
@@ -119,14 +123,49 @@ Status enable_arp_notify(const Context& ctx, int index) {
   return {};
 }
 
-Status configure_pod_interface(netlink::Socket& pod, int index, const cni::CniResult& r, bool dad) {
+namespace {
+
+/// Adds `prefix` to the pod interface `index`. Where IPv6 is disabled on it (the kernel's
+/// EACCES, a namespace whose defaults have disable_ipv6 = 1), IPv6 is enabled on lo and the
+/// interface first, as the reference's ipam.ConfigureIface does (looked at only on that error:
+/// /proc/sys/net/ipv6 look-ups grow with the node's namespaces, netconf.hpp).
+Status add_pod_address(const Context& ctx, int index, const IpPrefix& prefix, bool nodad) {
+  auto st = addr::add(*ctx.pod, index, prefix, nodad);
+  if (!st && st.error().sys_errno == EACCES && !prefix.addr.is_v4() && ctx.pod_ns != nullptr) {
+    auto itf = PLUMB_TRY(link::get(*ctx.pod, index));
+    if (!itf) return fail(cni_code::kKernel, "pod interface index " + std::to_string(index) + " is gone");
+    auto guard = PLUMB_TRY(netns::Guard::enter(*ctx.pod_ns));
+    for (const std::string& dev : {std::string("lo"), itf->name}) PLUMB_TRY(sysctl::write("net/ipv6/conf/" + dev + "/disable_ipv6", "0"));
+    st = addr::add(*ctx.pod, index, prefix, nodad);
+  }
+  if (!st) return std::unexpected(st.error().within("add address " + prefix.str()));
+  return {};
+}
+
+}  // namespace
+
+Status configure_pod_interface(const Context& ctx, int index, const cni::CniResult& r, bool dad, bool arp_notify) {
+  netlink::Socket& pod = *ctx.pod;
+  const bool v4 = std::any_of(r.ips.begin(), r.ips.end(), [](const cni::IpConfig& ip) { return ip.address.addr.is_v4(); });
+  // arp_notify before the link comes up, so that its coming up announces the IPv4 addresses;
+  // without one there is nothing to announce: set in the message that brings it up (the kernel
+  // applies it after the flags), no message of its own.
+  if (arp_notify && v4) PLUMB_TRY(enable_arp_notify(ctx, index));
+  bool v6_gateway = false;
   for (auto& ip : r.ips) {
-    auto st = addr::add(pod, index, ip.address, !dad && !ip.address.addr.is_v4());
-    if (!st) return std::unexpected(st.error().within("add address " + ip.address.str()));
+    PLUMB_TRY(add_pod_address(ctx, index, ip.address, !dad && !ip.address.addr.is_v4()));
+    v6_gateway |= !ip.address.addr.is_v4() && ip.gateway.has_value();
   }
   link::LinkChange up;
   up.up = true;
+  if (arp_notify && !v4) up.arp_notify = true;
   PLUMB_TRY(link::modify(pod, index, up));
+  // As ConfigureIface: with duplicate address detection and an IPv6 gateway, the ADD returns
+  // once the addresses are usable (not tentative) or fails when one is a duplicate.
+  if (dad && v6_gateway && ctx.pod_ns != nullptr) {
+    auto st = addr::settle(pod, ctx.pod_ns->fd(), index, kDadSettleTimeout);
+    if (!st) return std::unexpected(st.error().within(ctx.network + ": " + ctx.ifname));
+  }
   for (auto& rt : r.routes) {
     route::Route kr;
     kr.dst = rt.dst;
@@ -156,7 +195,7 @@ Status finish_pod_interface(Context& ctx, const link::LinkInfo& pod_link, cni::C
   r.interfaces.clear();
   r.interfaces.push_back({ctx.ifname, pod_link.mac() ? pod_link.mac()->str() : "", pod_link.mtu_bytes, ctx.netns_path, {}, {}});
   for (auto& ip : r.ips) ip.interface = 0;
-  return configure_pod_interface(*ctx.pod, pod_link.index, r, /*dad=*/true);
+  return configure_pod_interface(ctx, pod_link.index, r, /*dad=*/true);
 }
 
 Result<std::optional<Mac>> requested_mac(const json::Value& conf, const ParseInput& in) {

@@ -186,10 +186,21 @@ bool ipam_release_ahead(Context& ctx, const IpamUse& ipam);
 /// why), so the link's coming up announces its MAC. Errors: the kernel's, naming the key.
 [[nodiscard]] Status enable_arp_notify(const Context& ctx, int index);
 
-/// Adds the result's addresses (IPv6 with IFA_F_NODAD unless dad), brings the link up and adds
-/// the result's routes (gateway-less routes get the gateway of their family from ips) on the
-/// pod interface `index` through ctx.pod. The reference plugins' ipam.ConfigureIface.
-[[nodiscard]] Status configure_pod_interface(netlink::Socket& pod, int index, const cni::CniResult& r, bool dad);
+/// How long configure_pod_interface waits for duplicate address detection (the reference's
+/// dadSettleTimeout).
+inline constexpr std::chrono::milliseconds kDadSettleTimeout{5000};
+
+/// Sets arp_notify with `arp_notify` (enable_arp_notify; before the link comes up when there is
+/// an IPv4 address to announce), adds the result's addresses (IPv6 with IFA_F_NODAD unless dad;
+/// IPv6 enabled on lo and the interface where the namespace has it disabled), brings the link
+/// up, waits with `dad` and an
+/// IPv6 gateway until no IPv6 address is tentative (addr::settle, up to kDadSettleTimeout), and
+/// adds the result's routes (gateway-less routes get the gateway of their family from ips) on
+/// the pod interface `index` through ctx.pod. The reference plugins' ipam.ConfigureIface.
+/// Errors: the kernel's, naming the address or route; addr::settle's (a duplicate address:
+/// EADDRNOTAVAIL naming it); the sysctl's naming the key.
+[[nodiscard]] Status configure_pod_interface(const Context& ctx, int index, const cni::CniResult& r, bool dad,
+                                             bool arp_notify = false);
 
 /// Makes `r` the result of a driver whose only interface is the pod's `pod_link` (ctx.ifname in
 /// ctx.netns_path): interfaces = [it], every IP on interface 0; then configure_pod_interface

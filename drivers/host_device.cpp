@@ -251,7 +251,7 @@ Result<cni::CniResult> host_device_add(Context& ctx, const HostDeviceConfig& c, 
   if (!found.pci.empty()) iface.pci_id = found.pci;
   r.interfaces.push_back(std::move(iface));
   for (auto& ip : r.ips) ip.interface = 0;
-  if (pod_link) PLUMB_TRY(configure_pod_interface(*ctx.pod, pod_link->index, r, /*dad=*/true));
+  if (pod_link) PLUMB_TRY(configure_pod_interface(ctx, pod_link->index, r, /*dad=*/true));
   if (!found.pci.empty() && !ctx.device_info_file.empty()) {
     devinfo::PciInfo info;
     info.pci_address = found.pci;

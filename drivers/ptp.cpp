@@ -125,7 +125,7 @@ Result<cni::CniResult> ptp_add(Context& ctx, const PtpConfig& c, const cni::CniR
   r.interfaces.push_back({ctx.ifname, pod.mac() ? pod.mac()->str() : "", pod.mtu_bytes, ctx.netns_path, {}, {}});
   for (auto& ip : r.ips) ip.interface = 1;
 
-  PLUMB_TRY(configure_pod_interface(*ctx.pod, pod.index, r, /*dad=*/false));
+  PLUMB_TRY(configure_pod_interface(ctx, pod.index, r, /*dad=*/false));
   for (auto& ip : r.ips) PLUMB_TRY(pod_routes(ctx, pod.index, ip));
   PLUMB_TRY(host_side(ctx, host, r));
 

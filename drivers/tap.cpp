@@ -118,7 +118,7 @@ Result<cni::CniResult> tap_add(Context& ctx, const TapConfig& c, const cni::CniR
     r = PLUMB_TRY(run_ipam(ctx, c.ipam));
     if (r.ips.empty()) return fail(cni_code::kInvalidConfig, ctx.network + ": IPAM plugin returned missing IP config");
     for (auto& ip : r.ips) ip.interface = 0;
-    PLUMB_TRY(configure_pod_interface(*ctx.pod, tap.index, r, /*dad=*/false));
+    PLUMB_TRY(configure_pod_interface(ctx, tap.index, r, /*dad=*/false));
   }
   r.interfaces.clear();
   r.interfaces.push_back({ctx.ifname, tap.mac() ? tap.mac()->str() : "", tap.mtu_bytes, ctx.netns_path, {}, {}});

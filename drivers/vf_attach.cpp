@@ -242,7 +242,7 @@ Result<cni::CniResult> pod_result(Context& ctx, const IpamUse& ipam, const std::
   }
   for (auto& ip : r.ips) ip.interface = 0;
   if (moved != nullptr) {
-    PLUMB_TRY(configure_pod_interface(*ctx.pod, moved->index, r, false));
+    PLUMB_TRY(configure_pod_interface(ctx, moved->index, r, false));
     // The VF's MAC now owns these addresses: tell the switch and neighbours, and let the kernel
     // repeat it on later link flaps (sriov-cni does both; best effort).
     if (ctx.pod_ns != nullptr) (void)announce::enable_notify(*ctx.pod_ns, ctx.ifname);

@@ -2,9 +2,13 @@
 
 #include <linux/if_addr.h>
 #include <linux/rtnetlink.h>
+#include <linux/if.h>
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <cerrno>
+
+#include "engine/kernel/link.hpp"
 
 namespace plumb::addr {
 namespace {
@@ -105,6 +109,57 @@ Result<std::vector<AddrInfo>> list(netlink::Socket& nl, int index, int family) {
     return {};
   }));
   return out;
+}
+
+namespace {
+
+/// The first IPv6 address of link `index` that failed DAD (flags IFA_F_DADFAILED), else the
+/// first still tentative; nullopt when none is either.
+Result<std::optional<AddrInfo>> unsettled(netlink::Socket& nl, int index) {
+  auto v6 = PLUMB_TRY(list(nl, index, AF_INET6));
+  std::optional<AddrInfo> tentative;
+  for (const auto& a : v6) {
+    if ((a.flags & IFA_F_DADFAILED) != 0) return std::optional<AddrInfo>(a);
+    if ((a.flags & IFA_F_TENTATIVE) != 0 && !tentative) tentative = a;
+  }
+  return tentative;
+}
+
+/// Reads and drops every queued notification of `fd` (their content is looked up again).
+void drain(int fd) {
+  char buf[8192];
+  while (::recv(fd, buf, sizeof buf, MSG_DONTWAIT) > 0 || errno == ENOBUFS) {
+  }
+}
+
+}  // namespace
+
+Status settle(netlink::Socket& nl, int netns_fd, int index, std::chrono::milliseconds timeout) {
+  auto first = PLUMB_TRY(unsettled(nl, index));
+  if (!first) return {};
+  auto events = PLUMB_TRY(netlink::Socket::open_in(netns_fd));
+  const unsigned group = RTNLGRP_IPV6_IFADDR;
+  if (::setsockopt(events.fd(), SOL_NETLINK, NETLINK_ADD_MEMBERSHIP, &group, sizeof group) != 0) {
+    return fail_errno(errno, "subscribe to IPv6 address notifications");
+  }
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    // Subscribed before this look: a change after it wakes the poll below.
+    auto a = PLUMB_TRY(unsettled(nl, index));
+    if (!a) return {};
+    if ((a->flags & IFA_F_DADFAILED) != 0) {
+      return fail_errno(EADDRNOTAVAIL, "address " + a->prefix.str() + " failed duplicate address detection (DADFAILED)");
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      auto l = PLUMB_TRY(link::get(nl, index));
+      if (!l || (l->flags & IFF_RUNNING) == 0) return {};
+      return fail_errno(ETIMEDOUT, "address " + a->prefix.str() + " still tentative after " + std::to_string(timeout.count()) + " ms");
+    }
+    pollfd p{events.fd(), POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(left.count())) < 0 && errno != EINTR) return fail_errno(errno, "wait for IPv6 address notifications");
+    drain(events.fd());
+  }
 }
 
 }  // namespace plumb::addr

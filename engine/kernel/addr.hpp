@@ -1,6 +1,7 @@
 // Typed address operations over rtnetlink (RTM_NEWADDR/DELADDR/GETADDR).
 #pragma once
 
+#include <chrono>
 #include <vector>
 
 #include "engine/base/ip.hpp"
@@ -25,5 +26,15 @@ struct AddrInfo {
 [[nodiscard]] Result<bool> remove(netlink::Socket& nl, int index, const IpPrefix& prefix);
 /// Lists addresses of link `index` (0: all links) of `family` (AF_UNSPEC: both).
 [[nodiscard]] Result<std::vector<AddrInfo>> list(netlink::Socket& nl, int index = 0, int family = 0);
+
+/// Waits until no IPv6 address of link `index` is tentative (duplicate address detection done),
+/// as the reference plugins' ip.SettleAddresses after ipam.ConfigureIface: woken by the kernel's
+/// RTNLGRP_IPV6_IFADDR notifications (a socket opened in the namespace `netns_fd`, only when an
+/// address is tentative), each followed by a look at the link's addresses through `nl` (the
+/// same namespace). Returns once none is tentative, or at `timeout` when the link is not running
+/// (no carrier: the kernel starts DAD only then; the reference returns success too).
+/// Errors: kKernel EADDRNOTAVAIL "address <a> failed duplicate address detection (DADFAILED)";
+/// kKernel ETIMEDOUT "address <a> still tentative after <n> ms" on a running link; listing's.
+[[nodiscard]] Status settle(netlink::Socket& nl, int netns_fd, int index, std::chrono::milliseconds timeout);
 
 }  // namespace plumb::addr

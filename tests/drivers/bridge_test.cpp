@@ -6,11 +6,14 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <array>
 #include <tuple>
 #include <vector>
 
+#include "engine/base/ip.hpp"
 #include "tests/support/full_kernel.hpp"
 #include "tests/support/netns_view.hpp"
+#include "tests/support/packet_listener.hpp"
 #include "tests/support/pod_fixture.hpp"
 
 using namespace plumb::test;
@@ -187,6 +190,30 @@ TEST_CASE("bridge: the pod end is reported as the kernel has it: MAC (random, un
     CHECK(sh(forwarding).out == "1\n1\n");
     CHECK(del_pod(fx, pod).exit_code == 0);
   }
+  CHECK(no_records(fx));
+}
+
+TEST_CASE("bridge: with an IPAM the pod end announces its address as it comes up (arp_notify, as the reference bridge), "
+          "IPv6 only too; an L2-only pod end does not") {
+  Node node;
+  PodFixture fx(node);
+  REQUIRE(sh("ip link add brt type bridge && ip link set brt up").exit_code == 0);  // to listen on before the ADD
+  Listener bridge("brt");
+  REQUIRE(add_pod(fx, node, "garp", R"("mac": "02:00:00:00:0b:01")", "198.51.100.41/24").exit_code == 0);
+  const std::array<uint8_t, 6> mac{0x02, 0, 0, 0, 0x0b, 0x01};
+  const auto ip = plumb::IpAddr::parse("198.51.100.41");
+  REQUIRE(ip);
+  bool garp = false;
+  for (auto& f : bridge.frames(std::chrono::milliseconds(1000))) garp |= is_garp(f, mac, ip->bytes);
+  CHECK_MESSAGE(garp, "no gratuitous ARP for 198.51.100.41 on brt");
+  CHECK(sh("ip netns exec garp cat /proc/sys/net/ipv4/conf/net1/arp_notify").out == "1\n");
+  // IPv6 only: nothing to announce at once, arp_notify set all the same (with the link's up).
+  REQUIRE(add_pod(fx, node, "v6only", "", "2001:db8:8::5/64").exit_code == 0);
+  CHECK(sh("ip netns exec v6only cat /proc/sys/net/ipv4/conf/net1/arp_notify").out == "1\n");
+  CHECK(link_detail("v6only", "net1")["operstate"].GetString() != std::string("DOWN"));
+  REQUIRE(add_pod(fx, node, "l2only", "", "").exit_code == 0);
+  CHECK(sh("ip netns exec l2only cat /proc/sys/net/ipv4/conf/net1/arp_notify").out == "0\n");
+  for (const char* pod : {"garp", "v6only", "l2only"}) CHECK(del_pod(fx, pod).exit_code == 0);
   CHECK(no_records(fx));
 }
 

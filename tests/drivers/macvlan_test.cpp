@@ -2,6 +2,7 @@
 // with iproute2 (`ip -j`) and /proc/sys inside the pod namespace, traffic with bounded pings.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <set>
 #include <tuple>
 #include <vector>
@@ -332,4 +333,90 @@ TEST_CASE("macvlan: once up with its address the pod interface sends a gratuitou
   CHECK_MESSAGE(garp, "no gratuitous ARP for " << ip->str());
   CHECK(pod_sysctl("pod-g", "net/ipv4/conf/mv0/arp_notify") == "1");
   CHECK(fx.run("DEL", "ctr-g", pa, "default", "pod-g", fx.config()).exit_code == 0);
+}
+
+namespace {
+
+/// The IPv6 addresses of `dev` in namespace `ns` with their state: "<addr>" plus " tentative"
+/// and/or " dadfailed" as `ip -j` reports them.
+std::vector<std::string> v6_states(const std::string& ns, const std::string& dev) {
+  std::vector<std::string> out;
+  auto d = ip_json("-6 -n " + ns + " addr show dev " + dev);
+  for (auto& l : d.GetArray()) {
+    for (auto& a : l["addr_info"].GetArray()) {
+      std::string s = a["local"].GetString();
+      for (const char* flag : {"tentative", "dadfailed"}) {
+        if (a.HasMember(flag) && a[flag].GetBool()) s += std::string(" ") + flag;
+      }
+      out.push_back(s);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("macvlan: with an IPv6 gateway the ADD returns once duplicate address detection is done (as the reference's "
+          "SettleAddresses): no address tentative") {
+  Node node;
+  PodFixture fx(node);
+  add_master("mst0");
+  fx.add_nad("default", "mv", macvlan_nad(R"("master": "mst0", )", fx.ipam_dir(), "2001:db8:6::/64"));
+  std::string pa = node.add_netns("pod-d");
+  REQUIRE(pod_sysctl("pod-d", "net/ipv6/conf/default/accept_dad") == "1");  // DAD on, the kernel's default
+  fx.add_pod("default", "pod-d", R"([{"name": "mv", "interface": "mv0"}])");
+  Proc a = fx.run("ADD", "ctr-d", pa, "default", "pod-d", fx.config());
+  INFO(a.out, a.err);
+  REQUIRE(a.exit_code == 0);
+  const auto states = v6_states("pod-d", "mv0");
+  std::string shown;
+  for (const auto& s : states) shown += s + "; ";
+  INFO(shown);
+  CHECK(std::count_if(states.begin(), states.end(), [](const std::string& s) { return s.starts_with("2001:db8:6::"); }) == 1);
+  for (const auto& s : states) CHECK(s.find("tentative") == std::string::npos);
+  CHECK(fx.run("DEL", "ctr-d", pa, "default", "pod-d", fx.config()).exit_code == 0);
+  CHECK(no_state(fx));
+}
+
+TEST_CASE("macvlan: an address another host on the link already has fails duplicate address detection: the ADD fails "
+          "naming it (DADFAILED) and leaves nothing") {
+  Node node;
+  PodFixture fx(node);
+  add_master("mst0");
+  REQUIRE(sh("ip addr add 2001:db8:7::5/64 dev mst0p nodad").exit_code == 0);  // the other host, on the master's link
+  fx.add_nad("default", "mv", R"({"cniVersion": "1.0.0", "type": "macvlan", "master": "mst0",
+   "ipam": {"type": "static", "addresses": [{"address": "2001:db8:7::5/64", "gateway": "2001:db8:7::1"}]}})");
+  std::string pa = node.add_netns("pod-x");
+  fx.add_pod("default", "pod-x", R"([{"name": "mv", "interface": "mv0"}])");
+  Proc a = fx.run("ADD", "ctr-x", pa, "default", "pod-x", fx.config());
+  INFO(a.out, a.err);
+  CHECK(a.exit_code != 0);
+  CHECK(a.out.find("2001:db8:7::5/64 failed duplicate address detection (DADFAILED)") != std::string::npos);
+  CHECK(links("pod-x") == std::set<std::string>{"lo"});
+  CHECK(no_state(fx));
+  CHECK(ip_files(fx).empty());
+}
+
+TEST_CASE("macvlan and bridge in a pod namespace whose IPv6 is disabled: IPv6 is enabled on lo and the interfaces, as "
+          "the reference's ConfigureIface, and their addresses are added") {
+  Node node;
+  PodFixture fx(node);
+  add_master("mst0");
+  fx.add_nad("default", "mv", macvlan_nad(R"("master": "mst0", )", fx.ipam_dir(), "2001:db8:6::/64"));
+  std::string pa = node.add_netns("pod-6");
+  REQUIRE(sh("ip netns exec pod-6 sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1 "
+             "net.ipv6.conf.lo.disable_ipv6=1").exit_code == 0);
+  fx.add_pod("default", "pod-6", R"([{"name": "mv", "interface": "mv0"}])");
+  Proc a = fx.run("ADD", "ctr-6", pa, "default", "pod-6", fx.config());
+  INFO(a.out, a.err);
+  REQUIRE(a.exit_code == 0);
+  for (const char* dev : {"lo", "eth0", "mv0"}) {
+    CAPTURE(dev);
+    CHECK(pod_sysctl("pod-6", std::string("net/ipv6/conf/") + dev + "/disable_ipv6") == "0");
+  }
+  CHECK(first_addr("pod-6", "eth0", "inet6").starts_with("2001:db8:0:1:"));  // the default network's bridge
+  CHECK(first_addr("pod-6", "mv0", "inet6").starts_with("2001:db8:6:"));
+  CHECK(fx.run("DEL", "ctr-6", pa, "default", "pod-6", fx.config()).exit_code == 0);
+  CHECK(links("pod-6") == std::set<std::string>{"lo"});
+  CHECK(no_state(fx));
 }
