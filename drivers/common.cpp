@@ -164,7 +164,7 @@ Status configure_pod_interface(const Context& ctx, int index, const cni::CniResu
   // once the addresses are usable (not tentative) or fails when one is a duplicate.
   if (dad && v6_gateway && ctx.pod_ns != nullptr) {
     auto st = addr::settle(pod, ctx.pod_ns->fd(), index, kDadSettleTimeout);
-    if (!st) return std::unexpected(st.error().within(ctx.network + ": " + ctx.ifname));
+    if (!st) return std::unexpected(st.error().within(ctx.ifname));
   }
   for (auto& rt : r.routes) {
     route::Route kr;

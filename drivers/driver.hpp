@@ -193,10 +193,10 @@ inline constexpr std::chrono::milliseconds kDadSettleTimeout{5000};
 /// Sets arp_notify with `arp_notify` (enable_arp_notify; before the link comes up when there is
 /// an IPv4 address to announce), adds the result's addresses (IPv6 with IFA_F_NODAD unless dad;
 /// IPv6 enabled on lo and the interface where the namespace has it disabled), brings the link
-/// up, waits with `dad` and an
-/// IPv6 gateway until no IPv6 address is tentative (addr::settle, up to kDadSettleTimeout), and
-/// adds the result's routes (gateway-less routes get the gateway of their family from ips) on
-/// the pod interface `index` through ctx.pod. The reference plugins' ipam.ConfigureIface.
+/// up, waits with `dad` and an IPv6 gateway until no IPv6 address is tentative (addr::settle, up
+/// to kDadSettleTimeout), and adds the result's routes (gateway-less routes get the gateway of
+/// their family from ips) on the pod interface `index` through ctx.pod. The reference plugins'
+/// ipam.ConfigureIface.
 /// Errors: the kernel's, naming the address or route; addr::settle's (a duplicate address:
 /// EADDRNOTAVAIL naming it); the sysctl's naming the key.
 [[nodiscard]] Status configure_pod_interface(const Context& ctx, int index, const cni::CniResult& r, bool dad,

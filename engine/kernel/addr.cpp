@@ -128,7 +128,9 @@ Result<std::optional<AddrInfo>> unsettled(netlink::Socket& nl, int index) {
 /// Reads and drops every queued notification of `fd` (their content is looked up again).
 void drain(int fd) {
   char buf[8192];
-  while (::recv(fd, buf, sizeof buf, MSG_DONTWAIT) > 0 || errno == ENOBUFS) {
+  for (;;) {
+    const ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (n <= 0 && !(n < 0 && errno == ENOBUFS)) return;  // ENOBUFS: some were lost, read on
   }
 }
 

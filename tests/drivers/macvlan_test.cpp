@@ -420,3 +420,35 @@ TEST_CASE("macvlan and bridge in a pod namespace whose IPv6 is disabled: IPv6 is
   CHECK(links("pod-6") == std::set<std::string>{"lo"});
   CHECK(no_state(fx));
 }
+
+TEST_CASE("macvlan: duplicate address detection is waited for at most 5 s: still running on a link with carrier fails "
+          "the ADD naming the address; on a link without carrier (no DAD starts) the ADD succeeds, as the reference") {
+  Node node;
+  PodFixture fx(node);
+  add_master("mst0");
+  fx.add_nad("default", "mv", macvlan_nad(R"("master": "mst0", )", fx.ipam_dir(), "2001:db8:6::/64"));
+  SUBCASE("carrier, DAD of 10 probes (10 s)") {
+    std::string pa = node.add_netns("pod-s");
+    REQUIRE(sh("ip netns exec pod-s sysctl -qw net.ipv6.conf.default.dad_transmits=10").exit_code == 0);
+    fx.add_pod("default", "pod-s", R"([{"name": "mv", "interface": "mv0"}])");
+    Proc a = fx.run("ADD", "ctr-s", pa, "default", "pod-s", fx.config());
+    INFO(a.out, a.err);
+    CHECK(a.exit_code != 0);
+    CHECK(a.out.find("mv0: address 2001:db8:6::2/64 still tentative after 5000 ms") != std::string::npos);
+    CHECK(links("pod-s") == std::set<std::string>{"lo"});
+    CHECK(no_state(fx));
+    CHECK(ip_files(fx).empty());
+  }
+  SUBCASE("no carrier") {
+    REQUIRE(sh("ip link set mst0p down").exit_code == 0);
+    std::string pa = node.add_netns("pod-n");
+    fx.add_pod("default", "pod-n", R"([{"name": "mv", "interface": "mv0"}])");
+    Proc a = fx.run("ADD", "ctr-n", pa, "default", "pod-n", fx.config());
+    INFO(a.out, a.err);
+    REQUIRE(a.exit_code == 0);
+    const auto states = v6_states("pod-n", "mv0");
+    CHECK(std::find(states.begin(), states.end(), "2001:db8:6::2 tentative") != states.end());
+    CHECK(fx.run("DEL", "ctr-n", pa, "default", "pod-n", fx.config()).exit_code == 0);
+    CHECK(no_state(fx));
+  }
+}

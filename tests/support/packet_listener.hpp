@@ -24,7 +24,8 @@
 
 namespace plumb::test {
 
-/// An AF_PACKET listener on a node-side link (the peer of a VF netdev stand-in): every frame it sees.
+/// An AF_PACKET listener on a node-side link (the peer of a VF netdev stand-in), or with `ifname`
+/// "" on every link of the namespace (also those made after it): every frame it sees.
 class Listener {
  public:
   explicit Listener(const std::string& ifname) {
@@ -33,8 +34,8 @@ class Listener {
     sockaddr_ll sa{};
     sa.sll_family = AF_PACKET;
     sa.sll_protocol = htons(ETH_P_ALL);
-    sa.sll_ifindex = static_cast<int>(::if_nametoindex(ifname.c_str()));
-    REQUIRE(sa.sll_ifindex > 0);
+    sa.sll_ifindex = ifname.empty() ? 0 : static_cast<int>(::if_nametoindex(ifname.c_str()));
+    REQUIRE((ifname.empty() || sa.sll_ifindex > 0));
     REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0);
   }
   ~Listener() { ::close(fd_); }
