@@ -208,13 +208,13 @@ TEST_CASE("bridge: with an IPAM the pod end announces its address as it comes up
   bool garp = false;
   for (auto& f : node_links.frames(std::chrono::milliseconds(1000))) garp |= is_garp(f, mac, ip->bytes);
   CHECK_MESSAGE(garp, "no gratuitous ARP for 198.51.100.41 from the pod end");
-  CHECK(sh("ip netns exec garp cat /proc/sys/net/ipv4/conf/net1/arp_notify").out == "1\n");
+  CHECK(pod_sysctl("garp", "net/ipv4/conf/net1/arp_notify") == "1");
   // IPv6 only: nothing to announce at once, arp_notify set all the same (with the link's up).
   REQUIRE(add_pod(fx, node, "v6only", "", "2001:db8:8::5/64").exit_code == 0);
-  CHECK(sh("ip netns exec v6only cat /proc/sys/net/ipv4/conf/net1/arp_notify").out == "1\n");
+  CHECK(pod_sysctl("v6only", "net/ipv4/conf/net1/arp_notify") == "1");
   CHECK(link_detail("v6only", "net1")["operstate"].GetString() != std::string("DOWN"));
   REQUIRE(add_pod(fx, node, "l2only", "", "").exit_code == 0);
-  CHECK(sh("ip netns exec l2only cat /proc/sys/net/ipv4/conf/net1/arp_notify").out == "0\n");
+  CHECK(pod_sysctl("l2only", "net/ipv4/conf/net1/arp_notify") == "0");
   for (const char* pod : {"garp", "v6only", "l2only"}) CHECK(del_pod(fx, pod).exit_code == 0);
   CHECK(no_records(fx));
 }

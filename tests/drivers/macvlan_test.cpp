@@ -9,10 +9,12 @@
 
 #include "engine/base/ip.hpp"
 #include "tests/support/packet_listener.hpp"
+#include "tests/support/netns_view.hpp"
 #include "tests/support/pod_fixture.hpp"
 
 using plumb::test::ip_json;
 using plumb::test::Node;
+using plumb::test::pod_sysctl;
 using plumb::test::PodFixture;
 using plumb::test::Proc;
 using plumb::test::sh;
@@ -57,13 +59,6 @@ std::string first_addr(const std::string& ns, const std::string& dev, const char
     }
   }
   return "";
-}
-
-std::string pod_sysctl(const std::string& ns, const std::string& path) {
-  Proc p = sh("ip netns exec " + ns + " cat /proc/sys/" + path);
-  REQUIRE(p.exit_code == 0);
-  while (!p.out.empty() && (p.out.back() == '\n')) p.out.pop_back();
-  return p.out;
 }
 
 bool no_state(const PodFixture& fx) { return PodFixture::files_under(fx.state() + "/containers").empty(); }

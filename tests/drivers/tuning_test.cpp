@@ -5,10 +5,12 @@
 #include <set>
 #include <string>
 
+#include "tests/support/netns_view.hpp"
 #include "tests/support/pod_fixture.hpp"
 
 using plumb::test::ip_json;
 using plumb::test::Node;
+using plumb::test::pod_sysctl;
 using plumb::test::PodFixture;
 using plumb::test::Proc;
 using plumb::test::sh;
@@ -48,13 +50,6 @@ LinkState link_state(const std::string& ns, const std::string& dev) {
     s.up |= flag == "UP";
   }
   return s;
-}
-
-std::string pod_sysctl(const std::string& ns, const std::string& path) {
-  Proc p = sh("ip netns exec " + ns + " cat /proc/sys/" + path);
-  REQUIRE(p.exit_code == 0);
-  while (!p.out.empty() && p.out.back() == '\n') p.out.pop_back();
-  return p.out;
 }
 
 bool no_state(const PodFixture& fx) { return PodFixture::files_under(fx.state() + "/containers").empty(); }

@@ -54,6 +54,15 @@ inline bool pings(const std::string& ns, const std::string& dst, const std::stri
   return p.exit_code == 0;
 }
 
+/// The value of /proc/sys/`path` (e.g. "net/ipv4/conf/net1/arp_notify") inside namespace `ns`,
+/// without its trailing newline.
+inline std::string pod_sysctl(const std::string& ns, const std::string& path) {
+  Proc p = sh("ip netns exec " + ns + " cat /proc/sys/" + path);
+  REQUIRE(p.exit_code == 0);
+  while (!p.out.empty() && p.out.back() == '\n') p.out.pop_back();
+  return p.out;
+}
+
 /// True when plumb left no attachment record under the fixture's state directory.
 inline bool no_records(const PodFixture& fx) { return PodFixture::files_under(fx.state() + "/containers").empty(); }
 
