@@ -23,9 +23,9 @@ struct Options {
   int warmup = 3;                      // discarded iterations before them
   std::string scenarios = "abc";
   std::vector<int> fill_levels = {0, 100, 500, 1000};
-  /// ADD+DEL pairs per fill level and way: at 1,000 pods one pair's ratio spans 0.5-2.5× (the
-  /// kernel's own work varies that much), and ten put plumb/floor's median anywhere from 0.6× to
-  /// 1.5× for the same code (stop 30).
+  /// ADD+DEL pairs per fill level and way: at 1,000 pods one pair's ratio varies as much as the
+  /// kernel's own work does, and fewer samples left the median unstable for the same code
+  /// (bench/RESULTS.md).
   int fill_samples = 20;
   char fill_scenario = 'c';            // shape of the measured and resident pods (richest of --scenarios)
   int fill_workers = 4;                // concurrent ADDs while filling (untimed)

@@ -87,9 +87,8 @@ int cni_main() {
 /// Keeps the heap an invocation grows until the process ends. glibc would otherwise give the top
 /// of the heap back (brk) whenever 128 KiB are free there and serve each block over 128 KiB with
 /// its own mmap/munmap, so one ADD faults the same pages in again and again; a `plumb daemon`'s
-/// workers (forked after this) would do so at every invocation. Peak RSS is unchanged (a c ADD:
-/// 6.7 MiB either way); an exec'd plumb's CPU per c ADD goes 8.4 -> 8.0 ms and its 4-worker
-/// throughput up by a fifth (bench/README.md).
+/// workers (forked after this) would do so at every invocation. Peak RSS is unchanged; CPU per
+/// ADD and throughput improve (bench/RESULTS.md).
 void keep_heap() {
   ::mallopt(M_TRIM_THRESHOLD, 64 << 20);
   ::mallopt(M_MMAP_THRESHOLD, 16 << 20);

@@ -1,5 +1,5 @@
 // The log of one plumb invocation: stderr plus an optional file (plumb config logFile).
-// Only cni-entry and engine/pod log; everything below returns errors.
+// Only cni-entry logs; everything below it returns errors.
 #pragma once
 
 #include <string>

@@ -1,5 +1,5 @@
 // plumb's one result type: every fallible operation returns Result<T> = std::expected<T, Error>.
-// Library code returns errors and never logs them; only cni-entry and engine/pod log.
+// Library code returns errors and never logs them; only cni-entry (cni-entry/pod/log.hpp) logs.
 #pragma once
 
 #include <cerrno>

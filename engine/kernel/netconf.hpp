@@ -4,9 +4,9 @@
 // Why not /proc/sys: every lookup of /proc/sys/net/ipv4 or /proc/sys/net/ipv6 walks one dentry
 // hash chain holding an entry per network namespace that has looked that directory up (each
 // namespace has its own `ipv4` and `ipv6` directories under the one shared `net` dentry, and
-// proc_sys_compare rejects the other namespaces' entries one by one): opening a key took 3.5 µs
-// on an idle machine and 120 µs once 1,000 namespaces had looked theirs up (bench/README,
-// "Stop 31"). A netlink request costs the same at any number of pods.
+// proc_sys_compare rejects the other namespaces' entries one by one), so opening a key grows
+// slower with every pod on the node (bench/RESULTS.md). A netlink request costs the same at any
+// number of pods.
 #pragma once
 
 #include "engine/base/result.hpp"
