@@ -18,9 +18,10 @@
 
 namespace plumb::daemon {
 
-/// The CNI plugin's entry point a worker runs with the request's environment and descriptors in
-/// place (cni-entry/main.cpp's): returns the process's exit code.
-using CniMain = int (*)();
+/// The CNI plugin's entry point a worker runs with the request's descriptors in place
+/// (cni-entry/main.cpp's): reads the CNI_* variables through `getenv_fn` (the request's, not the
+/// process's environment) and returns the process's exit code.
+using CniMain = int (*)(const char* (*getenv_fn)(const char*));
 
 /// `plumb daemon [--socket PATH] [--workers N] [--requests-per-worker M] [--usage-log FILE]`
 /// (argv[0] = "daemon"): listens on PATH (default daemon_wire::kDefaultSocket; its directory is
