@@ -4,8 +4,9 @@
 // keeping a descriptor or a pod's namespace, a shim that ends early ends its worker, a worker that
 // dies ends its shim the same way (and the next DEL removes what it began), a worker answers its
 // shim itself (a stopped daemon holds nothing up), the daemon's socket and stop, the shim without
-// a daemon and its own errors, a worker without /dev/null, and a worker reading changed config
-// files again.
+// a daemon and its own errors, a worker without /dev/null, a worker reading changed config files
+// again, and the socket's directory, trusted by the daemon and the shim only when no one but root
+// (or their own user) can change it.
 #include <doctest/doctest.h>
 #include <dirent.h>
 #include <fcntl.h>
@@ -316,6 +317,68 @@ TEST_CASE("the daemon's socket: 0600, one daemon per socket, connections of othe
   CHECK(d.exits_cleanly());
   CHECK_FALSE(fs::exists(d.socket));
   for (pid_t w : workers) CHECK_FALSE(fs::exists("/proc/" + std::to_string(w)));
+}
+
+TEST_CASE("the daemon refuses a socket directory writable by group or others, or owned by another user, or below such a directory, naming it") {
+  Node node;
+  plumb::test::TempDir top;
+  const std::string parent = top.path + "/p", dir = parent + "/run", socket = dir + "/plumb.sock";
+  REQUIRE(::mkdir(parent.c_str(), 0755) == 0);
+  REQUIRE(::mkdir(dir.c_str(), 0755) == 0);
+  // The refusal is the daemon's end: a daemon that listened would run until the bound.
+  auto refusal = [&] {
+    plumb::test::Bounds b;
+    b.seconds = 10;
+    const auto p = plumb::test::run_bounded({plumb::test::plumb_binary(), "daemon", "--socket", socket}, {}, "", b);
+    CHECK(p.exited());
+    CHECK(p.exit_code == 1);
+    CHECK_FALSE(fs::exists(socket));
+    return p.err;
+  };
+  REQUIRE(::chmod(dir.c_str(), 0777) == 0);
+  CHECK(refusal().find("refusing to listen on " + socket + ": " + dir + " is writable by its group or others (mode 0777)") != std::string::npos);
+  REQUIRE(::chmod(dir.c_str(), 0775) == 0);
+  CHECK(refusal().find(dir + " is writable by its group or others (mode 0775)") != std::string::npos);
+  REQUIRE(::chmod(dir.c_str(), 0755) == 0);
+  REQUIRE(::chown(dir.c_str(), 65534, 65534) == 0);
+  CHECK(refusal().find(dir + " is owned by uid 65534, not by root or uid 0") != std::string::npos);
+  REQUIRE(::chown(dir.c_str(), 0, 0) == 0);
+  // Whoever can write the directory above can rename this one away and put their own in its place.
+  REQUIRE(::chmod(parent.c_str(), 0777) == 0);
+  CHECK(refusal().find(parent + " is writable by its group or others (mode 0777)") != std::string::npos);
+  // Through a symbolic link: the directory it leads to is the one checked.
+  REQUIRE(::chmod(parent.c_str(), 0755) == 0);
+  REQUIRE(::chmod(dir.c_str(), 0777) == 0);
+  const std::string link = top.path + "/link";
+  REQUIRE(::symlink(dir.c_str(), link.c_str()) == 0);
+  const auto p = plumb::test::run_bounded({plumb::test::plumb_binary(), "daemon", "--socket", link + "/plumb.sock"}, {}, "");
+  CHECK(p.exit_code == 1);
+  CHECK(p.err.find(dir + " is writable by its group or others") != std::string::npos);
+}
+
+TEST_CASE("plumb-shim does not connect through a socket directory others can write or own: plumb beside it does the work") {
+  Node node;
+  Daemon d({"--workers", "1"});
+  const std::map<std::string, std::string> env = {{"PLUMB_DAEMON_SOCKET", d.socket}, {"CNI_COMMAND", "VERSION"}};
+  auto version = [&](const std::string& not_connecting) {
+    const auto v = plumb::test::run_bounded({kShim}, env, "{}");
+    CHECK(v.exit_code == 0);
+    CHECK(v.out.find("supportedVersions") != std::string::npos);
+    if (not_connecting.empty()) CHECK(v.err.find("not connecting") == std::string::npos);
+    else CHECK_MESSAGE(v.err.find("plumb-shim: not connecting to " + d.socket + ": " + not_connecting) != std::string::npos, v.err);
+  };
+  version("");  // the daemon's
+  REQUIRE(::chmod(d.dir.path.c_str(), 0777) == 0);
+  version(d.dir.path + " is writable by its group or others (mode 0777)");
+  REQUIRE(::chmod(d.dir.path.c_str(), 0700) == 0);
+  REQUIRE(::chown(d.dir.path.c_str(), 65534, 65534) == 0);
+  version(d.dir.path + " is owned by uid 65534, not by root or uid 0");
+  REQUIRE(::chown(d.dir.path.c_str(), 0, 0) == 0);
+  version("");  // the daemon's again
+  // Every line of the usage log is an invocation the daemon served: the first and the last.
+  ::kill(d.pid, SIGTERM);
+  REQUIRE(d.exits_cleanly());
+  CHECK(plumb::test::lines_of(read_file(d.usage)).size() == 2);
 }
 
 TEST_CASE("without a daemon, plumb-shim executes the plumb binary beside it") {
