@@ -126,8 +126,8 @@ bool Daemon::start() {
       return false;
     }
   }
-  if (char why[4096]; !wire::socket_dir_trusted(o_.socket.c_str(), ::geteuid(), why, sizeof why)) {
-    std::fprintf(stderr, "plumb daemon: refusing to listen on %s: %s (anyone who can write there can replace the socket)\n",
+  if (char why[4096]; wire::socket_dir_trust(o_.socket.c_str(), ::geteuid(), why, sizeof why) != wire::DirTrust::kTrusted) {
+    std::fprintf(stderr, "plumb daemon: refusing to listen on %s: %s (whoever can write there can replace the socket)\n",
                  o_.socket.c_str(), why);
     return false;
   }

@@ -25,7 +25,7 @@ using CniMain = int (*)(const char* (*getenv_fn)(const char*));
 
 /// `plumb daemon [--socket PATH] [--workers N] [--requests-per-worker M] [--usage-log FILE]`
 /// (argv[0] = "daemon"): listens on PATH (default daemon_wire::kDefaultSocket; its directory is
-/// created 0755 and must pass daemon_wire::socket_dir_trusted (socket_dir.hpp) for root and the
+/// created 0755 and must pass daemon_wire::socket_dir_trust (socket_dir.hpp) for root and the
 /// daemon's uid, the socket is 0600 and answers only peers of uid 0 or the daemon's own), keeps N
 /// warm worker processes (default 4), each replaced after M invocations (default 256); an
 /// invocation that finds none idle gets a worker forked for it alone (no invocation waits behind

@@ -39,12 +39,16 @@ inline bool trusted(const char* path, const struct stat& st, uid_t uid, bool sti
 
 }  // namespace socket_dir_detail
 
+/// What socket_dir_trust found.
+enum class DirTrust { kTrusted, kUntrusted, kMissing };
+
 /// Whether the directory holding the unix socket `socket_path` is one only root and `uid` can
 /// change: the directory (its real path, symbolic links resolved) owned by root or `uid` and not
 /// writable by group or others, and each directory above it owned by root or `uid` and not
-/// writable by group or others unless sticky. When not, `why` (of `cap` bytes) says which
-/// directory and why; a directory that cannot be resolved or read fails too.
-inline bool socket_dir_trusted(const char* socket_path, uid_t uid, char* why, size_t cap) {
+/// writable by group or others unless sticky. kMissing when the directory (or one above it) does
+/// not exist: no daemon can listen there. Unless kTrusted, `why` (of `cap` bytes) says which
+/// directory and why; a directory that cannot be resolved or read otherwise is kUntrusted.
+inline DirTrust socket_dir_trust(const char* socket_path, uid_t uid, char* why, size_t cap) {
   char dir[PATH_MAX];
   const char* slash = strrchr(socket_path, '/');
   if (slash == nullptr) {
@@ -53,25 +57,26 @@ inline bool socket_dir_trusted(const char* socket_path, uid_t uid, char* why, si
     const size_t len = slash == socket_path ? 1 : static_cast<size_t>(slash - socket_path);
     if (len >= sizeof dir) {
       snprintf(why, cap, "the directory of %.3000s is too long a path", socket_path);
-      return false;
+      return DirTrust::kUntrusted;
     }
     memcpy(dir, socket_path, len);
     dir[len] = '\0';
   }
   char real[PATH_MAX];
   if (realpath(dir, real) == nullptr) {
-    snprintf(why, cap, "%.3000s cannot be resolved: %s", dir, strerror(errno));
-    return false;
+    const int err = errno;
+    snprintf(why, cap, "%.3000s cannot be resolved: %s", dir, strerror(err));
+    return err == ENOENT || err == ENOTDIR ? DirTrust::kMissing : DirTrust::kUntrusted;
   }
   for (bool first = true;; first = false) {
     struct stat st{};
     if (stat(real, &st) != 0) {
       snprintf(why, cap, "%.3000s: %s", real, strerror(errno));
-      return false;
+      return DirTrust::kUntrusted;
     }
-    if (!socket_dir_detail::trusted(real, st, uid, !first, why, cap)) return false;
+    if (!socket_dir_detail::trusted(real, st, uid, !first, why, cap)) return DirTrust::kUntrusted;
     char* up = strrchr(real, '/');
-    if (up == nullptr || (up == real && real[1] == '\0')) return true;  // "/" checked
+    if (up == nullptr || (up == real && real[1] == '\0')) return DirTrust::kTrusted;  // "/" checked
     up[up == real ? 1 : 0] = '\0';
   }
 }

@@ -106,10 +106,13 @@ int main() {
   // A socket in a directory others can write may be anyone's: not connected to. plumb beside the
   // shim does the work then, as when no daemon answers (what whoever can write there could bring
   // about anyway by removing the socket); the daemon itself refuses to start there.
-  if (char why[4096]; !wire::socket_dir_trusted(path, ::geteuid(), why, sizeof why)) {
-    fprintf(stderr, "plumb-shim: not connecting to %.200s: %s; running plumb instead\n", path, why);
-    return exec_plumb(why);
+  // A directory that does not exist holds no daemon: plumb runs, without a word.
+  char distrust[4096];
+  const wire::DirTrust trust = wire::socket_dir_trust(path, ::geteuid(), distrust, sizeof distrust);
+  if (trust == wire::DirTrust::kUntrusted) {
+    fprintf(stderr, "plumb-shim: not connecting to %.200s: %s; running plumb instead\n", path, distrust);
   }
+  if (trust != wire::DirTrust::kTrusted) return exec_plumb(distrust);
   const int sock = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
   if (sock < 0) return fail("plumb-shim: socket(AF_UNIX)", strerror(errno));
   if (::connect(sock, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {

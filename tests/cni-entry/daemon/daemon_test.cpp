@@ -375,6 +375,11 @@ TEST_CASE("plumb-shim does not connect through a socket directory others can wri
   version(d.dir.path + " is owned by uid 65534, not by root or uid 0");
   REQUIRE(::chown(d.dir.path.c_str(), 0, 0) == 0);
   version("");  // the daemon's again
+  // A directory that does not exist holds no daemon: plumb does the work, without a word.
+  const auto missing = plumb::test::run_bounded({kShim}, {{"PLUMB_DAEMON_SOCKET", d.dir.path + "/none/plumb.sock"}, {"CNI_COMMAND", "VERSION"}}, "{}");
+  CHECK(missing.exit_code == 0);
+  CHECK(missing.out.find("supportedVersions") != std::string::npos);
+  CHECK(missing.err.empty());
   // Every line of the usage log is an invocation the daemon served: the first and the last.
   ::kill(d.pid, SIGTERM);
   REQUIRE(d.exits_cleanly());
