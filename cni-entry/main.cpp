@@ -60,13 +60,14 @@ int report(const plumb::Error& e, const std::string& version, plumb::pod::Log& l
   return 1;
 }
 
-/// The CNI plugin: environment and stdin in, result or CNI error on stdout; the exit code. Run
-/// by main for an exec'd plumb and by a `plumb daemon` worker (cni-entry/daemon/) alike.
-int cni_main() {
+/// The CNI plugin: the CNI_* variables (through `getenv_fn`) and stdin in, result or CNI error on
+/// stdout; the exit code. Run by main for an exec'd plumb (the process's environment) and by a
+/// `plumb daemon` worker (cni-entry/daemon/: the request's) alike.
+int cni_main(const char* (*getenv_fn)(const char*)) {
   std::string input = read_stdin();
   plumb::pod::Log log;
 
-  auto env = plumb::cni::Env::from(env_get);
+  auto env = plumb::cni::Env::from(getenv_fn);
   if (!env) return report(env.error(), version_of(input), log);
 
   if (env->command == plumb::cni::Command::Version) {
@@ -110,5 +111,5 @@ int main(int argc, char** argv) {
   if (argc >= 2 && std::string_view(argv[1]) == "reconcile") return plumb::reconcile::main(argc - 2, argv + 2);
   keep_heap();
   if (argc >= 2 && std::string_view(argv[1]) == "daemon") return plumb::daemon::command_main(argc - 1, argv + 1, cni_main);
-  return cni_main();
+  return cni_main(env_get);
 }

@@ -27,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "cni-entry/daemon/socket_dir.hpp"
 #include "cni-entry/daemon/wire.hpp"
 #include "engine/base/file.hpp"
 
@@ -124,6 +125,11 @@ bool Daemon::start() {
       std::fprintf(stderr, "plumb daemon: %s\n", made.error().text().c_str());
       return false;
     }
+  }
+  if (char why[4096]; wire::socket_dir_trust(o_.socket.c_str(), ::geteuid(), why, sizeof why) != wire::DirTrust::kTrusted) {
+    std::fprintf(stderr, "plumb daemon: refusing to listen on %s: %s (whoever can write there can replace the socket)\n",
+                 o_.socket.c_str(), why);
+    return false;
   }
   if (answering(addr)) {
     std::fprintf(stderr, "plumb daemon: another daemon answers on %s\n", o_.socket.c_str());

@@ -18,13 +18,15 @@
 
 namespace plumb::daemon {
 
-/// The CNI plugin's entry point a worker runs with the request's environment and descriptors in
-/// place (cni-entry/main.cpp's): returns the process's exit code.
-using CniMain = int (*)();
+/// The CNI plugin's entry point a worker runs with the request's descriptors in place
+/// (cni-entry/main.cpp's): reads the CNI_* variables through `getenv_fn` (the request's, not the
+/// process's environment) and returns the process's exit code.
+using CniMain = int (*)(const char* (*getenv_fn)(const char*));
 
 /// `plumb daemon [--socket PATH] [--workers N] [--requests-per-worker M] [--usage-log FILE]`
 /// (argv[0] = "daemon"): listens on PATH (default daemon_wire::kDefaultSocket; its directory is
-/// created 0755, the socket is 0600 and answers only peers of uid 0 or the daemon's own), keeps N
+/// created 0755 and must pass daemon_wire::socket_dir_trust (socket_dir.hpp) for root and the
+/// daemon's uid, the socket is 0600 and answers only peers of uid 0 or the daemon's own), keeps N
 /// warm worker processes (default 4), each replaced after M invocations (default 256); an
 /// invocation that finds none idle gets a worker forked for it alone (no invocation waits behind
 /// another), and runs until SIGTERM or SIGINT: then it stops accepting, lets
@@ -32,8 +34,8 @@ using CniMain = int (*)();
 /// appended there: the worker's pid, the exit code or wait status, the CPU time (µs) and minor
 /// faults of the invocation, the worker's peak RSS (KiB) (plumb-bench's cost of a thick ADD).
 /// Returns 2 on a
-/// bad command line, 1 when the socket cannot be set up (another daemon answering on PATH
-/// included), with the reason on stderr.
+/// bad command line, 1 when the socket cannot be set up (another daemon answering on PATH, a
+/// directory others can write included), with the reason on stderr.
 int command_main(int argc, char** argv, CniMain cni_main);
 
 namespace detail {

@@ -1,6 +1,7 @@
 // A worker of `plumb daemon` (daemon.hpp): takes one connection at a time from the daemon, puts
-// the shim's descriptors and CNI environment in place, runs the CNI plugin's entry point as an
-// exec'd plumb would, then puts everything back as it was before the invocation.
+// the shim's descriptors in place, runs the CNI plugin's entry point as an exec'd plumb would,
+// with the shim's CNI variables as its CNI environment, then puts everything back as it was
+// before the invocation.
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -11,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <string_view>
 
 #include "cni-entry/daemon/daemon.hpp"
@@ -52,30 +54,37 @@ ssize_t recv_with_fds(int sock, char* buf, size_t cap, int* fds, int max_fds, in
   return n;
 }
 
-/// Whether `entry` ("NAME=value") names one of the CNI variables a request may carry.
-bool is_cni_variable(std::string_view entry) {
-  const size_t eq = entry.find('=');
-  if (eq == std::string_view::npos) return false;
-  for (const char* name : wire::kCniVariables) {
-    if (entry.substr(0, eq) == name) return true;
+/// The current request's CNI variables, by their index in wire::kCniVariables: pointers to the
+/// values inside the request's body (nullptr: not in the request). Never the process's
+/// environment: glibc's setenv() keeps every "NAME=value" string it ever made (setenv.c's
+/// known_values), so a worker setting each pod's container ID, netns and CNI_ARGS grew with
+/// every pod it served.
+const char* request_values[std::size(wire::kCniVariables)] = {};
+
+/// The CniMain's getenv: a CNI variable's value in the current request, nullptr for any other
+/// name or one the request does not carry.
+const char* request_getenv(const char* name) {
+  for (size_t i = 0; i < std::size(wire::kCniVariables); ++i) {
+    if (std::strcmp(name, wire::kCniVariables[i]) == 0) return request_values[i];
   }
-  return false;
+  return nullptr;
 }
 
-/// Puts a request in place: its descriptors as 0, 1 and 2, its CNI variables as the only CNI_*
-/// ones of the environment (the daemon's other variables stay: PATH, KUBERNETES_SERVICE_*,
-/// NODE_NAME). Returns false for a message that is not a request (nothing changed then).
+/// Puts a request in place: its descriptors as 0, 1 and 2, its CNI variables as request_getenv's
+/// (pointing into `body`, which must outlive the invocation). Returns false for a message that
+/// is not a request (nothing changed then).
 bool install_request(char* body, size_t len, const int* fds, int nfds) {
   const size_t magic = sizeof wire::kRequestMagic;
   if (nfds != 3 || len < magic || std::memcmp(body, wire::kRequestMagic, magic) != 0 || body[len - 1] != '\0') return false;
-  for (const char* name : wire::kCniVariables) ::unsetenv(name);
+  for (auto& v : request_values) v = nullptr;
   for (size_t off = magic; off < len;) {
-    char* entry = body + off;
+    const char* entry = body + off;
     off += std::strlen(entry) + 1;
-    if (!is_cni_variable(entry)) continue;
-    char* eq = std::strchr(entry, '=');
-    *eq = '\0';
-    ::setenv(entry, eq + 1, 1);
+    const std::string_view name(entry, std::strcspn(entry, "="));
+    if (entry[name.size()] != '=') continue;
+    for (size_t i = 0; i < std::size(wire::kCniVariables); ++i) {
+      if (name == wire::kCniVariables[i]) request_values[i] = entry + name.size() + 1;
+    }
   }
   for (int i = 0; i < 3; ++i) ::dup2(fds[i], i);  // the copies lose FD_CLOEXEC
   return true;
@@ -122,7 +131,7 @@ Served serve(int conn, int log, CniMain cni_main) {
     (void)!::dprintf(log, "plumb daemon: refused a request that is not plumb-shim's (%zd bytes, %d descriptors)\n", len, nfds);
     return {2, false, conn};
   }
-  Served out{cni_main(), false, conn};
+  Served out{cni_main(request_getenv), false, conn};
   if (!park_stdio(log)) {
     ::close(0);
     ::close(1);

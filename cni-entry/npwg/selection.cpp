@@ -7,6 +7,7 @@
 #include "cni-entry/npwg/nad.hpp"
 
 #include "engine/base/text.hpp"
+#include "engine/kernel/ifname.hpp"
 
 namespace plumb::nad {
 namespace {
@@ -218,8 +219,8 @@ Result<SelectionElement> parse_json_element(const Value& v, size_t index, bool& 
 
   if (const Value* itf = json::find(v, "interface")) {
     el.interface = PLUMB_TRY(string_value(ctx, "interface", *itf));
-    if (!cni::is_valid_ifname(el.interface)) {
-      return ctx.bad("interface", *itf, "is not a valid interface name (1..15 bytes, no '/', ':' or whitespace)");
+    if (!link::valid_ifname(el.interface)) {
+      return ctx.bad("interface", *itf, "is not a valid interface name (" + std::string(link::kIfnameRule) + ")");
     }
   }
 
@@ -303,8 +304,8 @@ Result<SelectionElement> parse_comma_item(std::string_view item, size_t index) {
   ctx.name = el.namespace_.empty() ? el.name : el.namespace_ + "/" + el.name;
   if (has_if) {
     el.interface = std::string(text::trim(rest.substr(at + 1)));
-    if (!cni::is_valid_ifname(el.interface)) {
-      return ctx.error("interface " + quote(el.interface) + " is not a valid interface name (1..15 bytes, no '/', ':' or whitespace)");
+    if (!link::valid_ifname(el.interface)) {
+      return ctx.error("interface " + quote(el.interface) + " is not a valid interface name (" + std::string(link::kIfnameRule) + ")");
     }
   }
   return el;

@@ -5,11 +5,27 @@
 #include "cni-entry/pod/attach.hpp"
 #include "cni-entry/pod/plan.hpp"
 #include "cni-entry/pod/verbs.hpp"
+#include "engine/kernel/ifname.hpp"
 #include "engine/state/state.hpp"
 
 namespace plumb::pod {
 
+namespace {
+
+/// Whether attachments can have been recorded under CNI_IFNAME `name`: one ADD accepts
+/// (link::valid_ifname), or one valid but for '%', which plumb's ADD once accepted.
+bool may_have_records(const std::string& name) {
+  std::string probe = name;
+  std::replace(probe.begin(), probe.end(), '%', '_');
+  return link::valid_ifname(probe);
+}
+
+}  // namespace
+
 Result<std::string> do_del(const cni::Env& env, const PlumbConfig& conf, Log& log) {
+  // Nothing exists for a CNI_IFNAME no ADD took (cni::Env lets DEL through with any): the DEL
+  // succeeds, as the spec's idempotent DEL asks, and the name never becomes a path.
+  if (!may_have_records(env.ifname)) return std::string();
   state::StateDir state(conf.state_dir);
   const state::Key key{env.container_id, env.ifname};
   // DEL must tear down the kernel side even when the state directory cannot take a lock file

@@ -4,12 +4,14 @@
 // ended: the same exit code, or the same signal. The worker reads the configuration from the
 // shim's stdin and writes the result to its stdout, so the shim never copies either.
 //
-// Without a daemon (nothing listens on the socket) the shim executes the plumb binary beside it
-// with the same environment and descriptors: a node without the daemon behaves as one without
-// the shim, only slower. It uses the C library alone (its C headers; no C++ runtime, nothing of
-// plumb's), linked statically: musl's where Debian's musl-dev is installed (CMakeLists.txt),
-// whose start-up is a few system calls, where glibc's static start-up takes about 0.25 ms of CPU
-// in a VM (its CPU feature and cache detection: dozens of CPUID instructions, each a VM exit).
+// Without a daemon (nothing listens on the socket), or when the socket's directory could be
+// written by others than root and the shim's user (socket_dir.hpp), the shim executes the plumb
+// binary beside it with the same environment and descriptors: a node without the daemon behaves
+// as one without the shim, only slower. It uses the C library alone (its C headers; no C++
+// runtime, nothing of plumb's), linked statically: musl's where Debian's musl-dev is installed
+// (CMakeLists.txt), whose start-up is a few system calls, where glibc's static start-up takes
+// about 0.25 ms of CPU in a VM (its CPU feature and cache detection: dozens of CPUID
+// instructions, each a VM exit).
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -20,6 +22,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "cni-entry/daemon/socket_dir.hpp"
 #include "cni-entry/daemon/wire.hpp"
 
 extern char** environ;
@@ -100,6 +103,16 @@ int main() {
   const size_t len = build_request(body, sizeof body);
   if (len == 0) return fail("plumb-shim: the CNI environment is larger than a request may be (CNI_ARGS?)", path, 4);
 
+  // A socket in a directory others can write may be anyone's: not connected to. plumb beside the
+  // shim does the work then, as when no daemon answers (what whoever can write there could bring
+  // about anyway by removing the socket); the daemon itself refuses to start there.
+  // A directory that does not exist holds no daemon: plumb runs, without a word.
+  char distrust[4096];
+  const wire::DirTrust trust = wire::socket_dir_trust(path, ::geteuid(), distrust, sizeof distrust);
+  if (trust == wire::DirTrust::kUntrusted) {
+    fprintf(stderr, "plumb-shim: not connecting to %.200s: %s; running plumb instead\n", path, distrust);
+  }
+  if (trust != wire::DirTrust::kTrusted) return exec_plumb(distrust);
   const int sock = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
   if (sock < 0) return fail("plumb-shim: socket(AF_UNIX)", strerror(errno));
   if (::connect(sock, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {

@@ -8,6 +8,8 @@
 #include <array>
 #include <charconv>
 
+#include "engine/kernel/ifname.hpp"
+
 namespace plumb::cni {
 namespace {
 
@@ -341,13 +343,6 @@ int compare_versions(std::string_view a, std::string_view b) {
   return 0;
 }
 
-bool is_valid_ifname(std::string_view name) {
-  if (name.empty() || name.size() > 15 || name == "." || name == "..") return false;
-  return std::none_of(name.begin(), name.end(), [](char c) {
-    return c == '/' || c == ':' || c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
-  });
-}
-
 Result<Env> Env::from(const char* (*getenv_fn)(const char*)) {
   auto get = [&](const char* n) -> std::string {
     const char* v = getenv_fn(n);
@@ -389,9 +384,8 @@ Result<Env> Env::from(const char* (*getenv_fn)(const char*)) {
                     " of [A-Za-z0-9_.-], not start with '.' and not contain \"..\" (" + std::to_string(e.container_id.size()) +
                     " bytes given)");
   }
-  if (!e.ifname.empty() && !is_valid_ifname(e.ifname)) {
-    return fail(cni_code::kInvalidEnv, "CNI_IFNAME \"" + e.ifname +
-                                           "\" is not a valid interface name (1..15 bytes, no '/', ':' or whitespace)");
+  if (e.command != Command::Del && !e.ifname.empty() && !link::valid_ifname(e.ifname)) {
+    return fail(cni_code::kInvalidEnv, "CNI_IFNAME \"" + e.ifname + "\" is not a valid interface name (" + std::string(link::kIfnameRule) + ")");
   }
   std::string_view rest = e.args_raw;
   while (!rest.empty()) {

@@ -21,11 +21,6 @@ const std::vector<std::string>& supported_versions();
 /// Compares two dotted versions numerically: <0, 0, >0. Unparseable parts compare as 0.
 [[nodiscard]] int compare_versions(std::string_view a, std::string_view b);
 
-/// True if `name` is a valid Linux interface name (kernel dev_valid_name): 1..15 bytes, not "."
-/// or "..", no '/', ':' or whitespace. (Added by the cni/nad owner; used for CNI_IFNAME and the
-/// selection annotation's "interface".)
-[[nodiscard]] bool is_valid_ifname(std::string_view name);
-
 /// True if `name` is a valid network name (CNI spec "Configuration format": starts with an
 /// alphanumeric character, then alphanumerics, '_', '.' or '-'), at most 255 bytes: it names
 /// directories (host-local's dataDir/<name>), so nothing else may enter.
@@ -53,7 +48,8 @@ struct Env {
   /// CNI_IFNAME; GC/STATUS/VERSION: nothing). Errors: kInvalidEnv naming the variable; an unknown
   /// CNI_COMMAND is kInvalidEnv naming the value; a container ID that is not [A-Za-z0-9_.-]+ or
   /// starts with '.' is kInvalidEnv (it becomes part of paths); so is one longer than
-  /// kMaxContainerIdBytes or containing "..", a CNI_IFNAME that is not is_valid_ifname(), and a non-empty CNI_ARGS item
+  /// kMaxContainerIdBytes or containing "..", a CNI_IFNAME of ADD or CHECK that is not link::valid_ifname()
+  /// (engine/kernel/ifname.hpp; DEL takes any: nothing can exist under such a name), and a non-empty CNI_ARGS item
   /// without '=' (empty items are skipped).
   [[nodiscard]] static Result<Env> from(const char* (*getenv_fn)(const char*));
   /// Value of CNI_ARGS key `key` (exact match), if present.

@@ -8,6 +8,7 @@
 
 #include "engine/base/ip.hpp"
 #include "engine/base/result.hpp"
+#include "engine/kernel/ifname.hpp"
 #include "engine/netlink/socket.hpp"
 
 namespace plumb::link {
@@ -35,7 +36,8 @@ struct LinkInfo {
   std::optional<Mac> mac() const;   // when hwaddr is 6 bytes
 };
 
-/// Looks a link up by name. Returns nullopt when no such link (ENODEV), an error otherwise.
+/// Looks a link up by name. Returns nullopt when no such link (ENODEV, or a name no device can
+/// have: not valid_ifname), an error otherwise.
 [[nodiscard]] Result<std::optional<LinkInfo>> get(netlink::Socket& nl, const std::string& name);
 /// Looks a link up by index. Returns nullopt when no such link.
 [[nodiscard]] Result<std::optional<LinkInfo>> get(netlink::Socket& nl, int index);
@@ -172,8 +174,8 @@ struct LinkChange {
 /// hairpin = IFLA_BRPORT_MODE. Errors: EOPNOTSUPP when the link is not a bridge port.
 [[nodiscard]] Status set_bridge_port_hairpin(netlink::Socket& nl, int index, bool hairpin);
 
-/// Deletes a link by name. Returns true if deleted, false if it did not exist (ENODEV), an
-/// error otherwise.
+/// Deletes a link by name. Returns true if deleted, false if it did not exist (ENODEV, or a name
+/// no device can have: not valid_ifname), an error otherwise.
 [[nodiscard]] Result<bool> remove(netlink::Socket& nl, const std::string& name);
 [[nodiscard]] Result<bool> remove(netlink::Socket& nl, int index);
 
@@ -188,9 +190,5 @@ inline constexpr uint32_t kPodLinkGroup = 0x706c6d62;
 /// ends. Returns false when no link is in the group (ENODEV). Errors: EOPNOTSUPP when a link of
 /// the group cannot be deleted (nothing is then deleted), other kernel errors.
 [[nodiscard]] Result<bool> remove_group(netlink::Socket& nl, uint32_t group);
-
-/// Valid Linux interface name: 1..15 bytes, no '/', ':' or whitespace, not "." or "..".
-/// Also rejects '%' (the kernel would treat "eth%d" as a pattern and pick another name).
-[[nodiscard]] bool valid_ifname(const std::string& name);
 
 }  // namespace plumb::link

@@ -13,6 +13,8 @@
 #include <cstring>
 #include <vector>
 
+#include "engine/kernel/ifname.hpp"
+
 namespace plumb::tun {
 namespace {
 
@@ -44,7 +46,7 @@ uint16_t tap_flags(const TapSpec& spec) {
 
 Status create_tap(const TapSpec& spec) {
   const std::string what = "create tap " + spec.name;
-  if (spec.name.empty() || spec.name.size() >= IFNAMSIZ) return fail(cni_code::kInvalidConfig, what + ": invalid name");
+  if (!link::valid_ifname(spec.name)) return fail(cni_code::kInvalidConfig, what + ": invalid name");
   Fd tun{::open("/dev/net/tun", O_RDWR | O_CLOEXEC)};
   if (tun.fd < 0) {
     int err = errno;

@@ -15,6 +15,7 @@
 #include <string_view>
 
 #include "engine/base/text.hpp"
+#include "engine/kernel/ifname.hpp"
 #include "engine/nft/expr.hpp"
 
 namespace plumb::nft {
@@ -104,8 +105,8 @@ Result<uint32_t> rtn_of(const std::string& v, const std::string& key) {
 }
 
 Result<std::string> ifname_of(const std::string& v, const std::string& key) {
-  if (v.empty() || v.size() > 15 || v.find('/') != std::string::npos) {
-    return fail(cni_code::kInvalidConfig, key + ": \"" + v + "\" is not an interface name");
+  if (!link::valid_ifname(v)) {
+    return fail(cni_code::kInvalidConfig, key + ": \"" + v + "\" is not an interface name (" + std::string(link::kIfnameRule) + ")");
   }
   return v;
 }

@@ -163,6 +163,31 @@ TEST_CASE("identifiers that would become over-long or escaping paths are refused
   }
 }
 
+TEST_CASE("a kernel name template as an interface name (\"r%d\": the kernel names the device r0) is refused wherever it enters, naming the field") {
+  Hostile h;
+  const std::string strict = R"("strictAnnotations": true)";
+  h.fx.add_nad("default", "side", R"({"cniVersion":"1.0.0","name":"side","type":"loopback"})");
+  h.fx.add_pod("default", "web", R"([{"name":"side","interface":"r%d"}])");
+  h.refused(h.env("ADD"), h.fx.config(strict), 103, "\"interface\" \"r%d\" is not a valid interface name");
+  h.fx.add_pod("default", "web", "side@net%d");
+  h.refused(h.env("ADD"), h.fx.config(strict), 103, "interface \"net%d\" is not a valid interface name");
+  auto e = h.env("ADD");
+  e["CNI_IFNAME"] = "eth%d";
+  h.refused(e, h.fx.config(), 4, "CNI_IFNAME \"eth%d\" is not a valid interface name");
+  // The default network's annotation: refused whatever strictAnnotations says, as any bad one.
+  plumb::test::write_file(h.fx.store() + "/pods/default/web.yaml",
+                          "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  namespace: default\n  annotations:\n"
+                          "    v1.multus-cni.io/default-network: 'side@r%d'\n");
+  h.refused(h.env("ADD"), h.fx.config(), 103, "interface \"r%d\"");
+  // Without strictAnnotations a bad selection annotation is ignored (a warning), as Multus does:
+  // the pod gets its default network alone, and no r0.
+  h.fx.add_pod("default", "web", R"([{"name":"side","interface":"r%d"}])");
+  BoundedProc add = h.run(h.env("ADD"), h.fx.config());
+  CHECK_MESSAGE(add.exit_code == 0, add.out);
+  CHECK(plumb::test::link_names("pod") == std::set<std::string>{"lo", "eth0"});
+  CHECK(h.run(h.env("DEL"), h.fx.config()).exit_code == 0);
+}
+
 TEST_CASE("names that would leave a data directory and misspelt references fail naming the key") {
   Hostile h;
   h.fx.add_pod("default", "web", "");

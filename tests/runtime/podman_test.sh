@@ -31,7 +31,8 @@ type=plumb
 if [ "$mode" = thick ]; then
   cp "$(dirname "$plumb")/plumb-shim" "$work/cni-bin/plumb-shim"
   type=plumb-shim
-  mkdir -p /run/plumb && mount -t tmpfs tmpfs /run/plumb
+  # 0755: the daemon refuses a socket directory others can write (a tmpfs is 1777 by default).
+  mkdir -p /run/plumb && mount -t tmpfs -o mode=0755 tmpfs /run/plumb
   "$plumb" daemon --workers 1 --usage-log "$work/usage" >>"$work/daemon.log" 2>&1 &
   daemon=$!
   for _ in $(seq 100); do [ -S /run/plumb/plumb.sock ] && break; sleep 0.05; done

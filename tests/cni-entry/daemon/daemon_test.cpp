@@ -4,8 +4,9 @@
 // keeping a descriptor or a pod's namespace, a shim that ends early ends its worker, a worker that
 // dies ends its shim the same way (and the next DEL removes what it began), a worker answers its
 // shim itself (a stopped daemon holds nothing up), the daemon's socket and stop, the shim without
-// a daemon and its own errors, a worker without /dev/null, and a worker reading changed config
-// files again.
+// a daemon and its own errors, a worker without /dev/null, a worker reading changed config files
+// again, and the socket's directory, trusted by the daemon and the shim only when no one but root
+// (or their own user) can change it.
 #include <doctest/doctest.h>
 #include <dirent.h>
 #include <fcntl.h>
@@ -27,10 +28,12 @@
 #include "tests/support/child_process.hpp"
 #include "tests/support/kube_cluster.hpp"
 #include "tests/support/node_snapshot.hpp"
+#include "tests/support/plumb_daemon.hpp"
 #include "tests/support/pod_fixture.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/unix_socket.hpp"
 
+using plumb::test::Daemon;
 using plumb::test::eventually;
 using plumb::test::Node;
 using plumb::test::NodeSnapshot;
@@ -40,65 +43,6 @@ using plumb::test::read_file;
 namespace fs = std::filesystem;
 
 namespace {
-
-/// `plumb daemon` started in the test's node namespace, its socket and usage log in a directory
-/// of their own (outside the node's scratch directory, which snapshots compare).
-struct Daemon {
-  plumb::test::TempDir dir;
-  std::string socket = dir.path + "/plumb.sock";
-  std::string usage = dir.path + "/usage";
-  std::string log = dir.path + "/log";
-  pid_t pid = -1;
-
-  explicit Daemon(const std::vector<std::string>& args = {}, const std::string& binary = plumb::test::plumb_binary(),
-                  const std::map<std::string, std::string>& env = {}) {
-    std::vector<std::string> argv = {binary, "daemon", "--socket", socket, "--usage-log", usage};
-    argv.insert(argv.end(), args.begin(), args.end());
-    pid = plumb::test::start_child(argv, env, log);
-    REQUIRE(pid > 0);
-    for (int i = 0; i < 500 && !fs::exists(socket); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    REQUIRE_MESSAGE(fs::exists(socket), read_file(log));
-    // The socket appears before the first workers are forked: every case starts with them.
-    REQUIRE(eventually([&] { return !workers().empty(); }));
-  }
-  ~Daemon() { plumb::test::stop_child(pid, std::chrono::milliseconds(5000)); }
-  /// After a signal: waits (bounded) for the daemon to end and reaps it; true when it exited 0.
-  [[nodiscard]] bool exits_cleanly() {
-    int status = -1;
-    if (!eventually([&] { return ::waitpid(pid, &status, WNOHANG) == pid; })) return false;
-    pid = -1;
-    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
-  }
-  Daemon(const Daemon&) = delete;
-  Daemon& operator=(const Daemon&) = delete;
-
-  /// The daemon's live children (its workers), by pid.
-  [[nodiscard]] std::set<pid_t> workers() const {
-    std::set<pid_t> out;
-    DIR* d = ::opendir("/proc");
-    while (dirent* e = ::readdir(d)) {
-      const std::string stat = read_file(std::string("/proc/") + e->d_name + "/stat");
-      const size_t close = stat.rfind(')');
-      if (close == std::string::npos) continue;
-      char state = 0;
-      int ppid = 0;
-      if (std::sscanf(stat.c_str() + close + 2, "%c %d", &state, &ppid) == 2 && ppid == pid && state != 'Z') {
-        out.insert(std::stoi(e->d_name));
-      }
-    }
-    ::closedir(d);
-    return out;
-  }
-  /// The pid of each invocation the daemon logged, in order, once it logged `count` of them (or
-  /// the bound passed: the caller's check of the count fails then). The worker answers its shim
-  /// right after telling the daemon, so a shim's end may come before the daemon's line.
-  [[nodiscard]] std::vector<pid_t> served_by(size_t count) const {
-    (void)eventually([&] { return plumb::test::lines_of(read_file(usage)).size() >= count; });
-    std::vector<pid_t> out;
-    for (const auto& line : plumb::test::lines_of(read_file(usage))) out.push_back(std::stoi(line.substr(4)));
-    return out;
-  }
-};
 
 /// The open descriptors of process `pid`, as "fd -> target".
 std::set<std::string> descriptors(pid_t pid) {
@@ -375,6 +319,73 @@ TEST_CASE("the daemon's socket: 0600, one daemon per socket, connections of othe
   for (pid_t w : workers) CHECK_FALSE(fs::exists("/proc/" + std::to_string(w)));
 }
 
+TEST_CASE("the daemon refuses a socket directory writable by group or others, or owned by another user, or below such a directory, naming it") {
+  Node node;
+  plumb::test::TempDir top;
+  const std::string parent = top.path + "/p", dir = parent + "/run", socket = dir + "/plumb.sock";
+  REQUIRE(::mkdir(parent.c_str(), 0755) == 0);
+  REQUIRE(::mkdir(dir.c_str(), 0755) == 0);
+  // The refusal is the daemon's end: a daemon that listened would run until the bound.
+  auto refusal = [&] {
+    plumb::test::Bounds b;
+    b.seconds = 10;
+    const auto p = plumb::test::run_bounded({plumb::test::plumb_binary(), "daemon", "--socket", socket}, {}, "", b);
+    CHECK(p.exited());
+    CHECK(p.exit_code == 1);
+    CHECK_FALSE(fs::exists(socket));
+    return p.err;
+  };
+  REQUIRE(::chmod(dir.c_str(), 0777) == 0);
+  CHECK(refusal().find("refusing to listen on " + socket + ": " + dir + " is writable by its group or others (mode 0777)") != std::string::npos);
+  REQUIRE(::chmod(dir.c_str(), 0775) == 0);
+  CHECK(refusal().find(dir + " is writable by its group or others (mode 0775)") != std::string::npos);
+  REQUIRE(::chmod(dir.c_str(), 0755) == 0);
+  REQUIRE(::chown(dir.c_str(), 65534, 65534) == 0);
+  CHECK(refusal().find(dir + " is owned by uid 65534, not by root or uid 0") != std::string::npos);
+  REQUIRE(::chown(dir.c_str(), 0, 0) == 0);
+  // Whoever can write the directory above can rename this one away and put their own in its place.
+  REQUIRE(::chmod(parent.c_str(), 0777) == 0);
+  CHECK(refusal().find(parent + " is writable by its group or others (mode 0777)") != std::string::npos);
+  // Through a symbolic link: the directory it leads to is the one checked.
+  REQUIRE(::chmod(parent.c_str(), 0755) == 0);
+  REQUIRE(::chmod(dir.c_str(), 0777) == 0);
+  const std::string link = top.path + "/link";
+  REQUIRE(::symlink(dir.c_str(), link.c_str()) == 0);
+  const auto p = plumb::test::run_bounded({plumb::test::plumb_binary(), "daemon", "--socket", link + "/plumb.sock"}, {}, "");
+  CHECK(p.exit_code == 1);
+  CHECK(p.err.find(dir + " is writable by its group or others") != std::string::npos);
+}
+
+TEST_CASE("plumb-shim does not connect through a socket directory others can write or own: plumb beside it does the work") {
+  Node node;
+  Daemon d({"--workers", "1"});
+  const std::map<std::string, std::string> env = {{"PLUMB_DAEMON_SOCKET", d.socket}, {"CNI_COMMAND", "VERSION"}};
+  auto version = [&](const std::string& not_connecting) {
+    const auto v = plumb::test::run_bounded({kShim}, env, "{}");
+    CHECK(v.exit_code == 0);
+    CHECK(v.out.find("supportedVersions") != std::string::npos);
+    if (not_connecting.empty()) CHECK(v.err.find("not connecting") == std::string::npos);
+    else CHECK_MESSAGE(v.err.find("plumb-shim: not connecting to " + d.socket + ": " + not_connecting) != std::string::npos, v.err);
+  };
+  version("");  // the daemon's
+  REQUIRE(::chmod(d.dir.path.c_str(), 0777) == 0);
+  version(d.dir.path + " is writable by its group or others (mode 0777)");
+  REQUIRE(::chmod(d.dir.path.c_str(), 0700) == 0);
+  REQUIRE(::chown(d.dir.path.c_str(), 65534, 65534) == 0);
+  version(d.dir.path + " is owned by uid 65534, not by root or uid 0");
+  REQUIRE(::chown(d.dir.path.c_str(), 0, 0) == 0);
+  version("");  // the daemon's again
+  // A directory that does not exist holds no daemon: plumb does the work, without a word.
+  const auto missing = plumb::test::run_bounded({kShim}, {{"PLUMB_DAEMON_SOCKET", d.dir.path + "/none/plumb.sock"}, {"CNI_COMMAND", "VERSION"}}, "{}");
+  CHECK(missing.exit_code == 0);
+  CHECK(missing.out.find("supportedVersions") != std::string::npos);
+  CHECK(missing.err.empty());
+  // Every line of the usage log is an invocation the daemon served: the first and the last.
+  ::kill(d.pid, SIGTERM);
+  REQUIRE(d.exits_cleanly());
+  CHECK(plumb::test::lines_of(read_file(d.usage)).size() == 2);
+}
+
 TEST_CASE("without a daemon, plumb-shim executes the plumb binary beside it") {
   Node node;
   PodFixture fx(node);
@@ -449,27 +460,12 @@ TEST_CASE("hostile requests on the socket: no descriptors, a wrong magic, an ove
   Node node;
   Daemon d({"--workers", "1"});
   const pid_t warm = *d.workers().begin();
-  auto ask = [&](const std::string& body, bool with_stdio) {
-    const int s = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    const sockaddr_un addr = plumb::test::unix_address(d.socket);
-    REQUIRE(::connect(s, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0);
-    const int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
-    const int fds[3] = {null, null, null};
-    if (with_stdio) REQUIRE(plumb::daemon_wire::send_with_fds(s, body.data(), body.size(), fds, 3));
-    else REQUIRE(::send(s, body.data(), body.size(), 0) == static_cast<ssize_t>(body.size()));
-    plumb::daemon_wire::Status st{};
-    const ssize_t n = ::recv(s, &st, sizeof st, 0);
-    ::close(null);
-    ::close(s);
-    REQUIRE(n == static_cast<ssize_t>(sizeof st));
-    return st;
-  };
   const std::string magic(plumb::daemon_wire::kRequestMagic, sizeof plumb::daemon_wire::kRequestMagic);
   for (const auto& [body, with_stdio] : std::vector<std::pair<std::string, bool>>{
            {magic + "CNI_COMMAND=VERSION", false},                                              // no descriptors
            {std::string("plumb-cni/9") + '\0' + "CNI_COMMAND=VERSION" + '\0', true},           // another protocol
            {magic + std::string(plumb::daemon_wire::kMaxRequestBytes, 'A') + '\0', true}}) {  // larger than a request
-    const auto st = ask(body, with_stdio);
+    const auto st = plumb::test::daemon_request(d.socket, body, with_stdio);
     CHECK(st.end == plumb::daemon_wire::End::kExited);
     CHECK(st.value == 2);
   }

@@ -199,6 +199,9 @@ TEST_CASE("4.1.2.1.5: interface must be a valid kernel interface name") {
   invalid(one(R"("interface":"")"), {"\"interface\" \"\""});
   invalid(one(R"("interface":"..")"), {"\"interface\" \"..\""});
   invalid(one(R"("interface":1)"), {"\"interface\" 1"});
+  // A kernel name template: the kernel would name the device r0 while the record says r%d.
+  invalid(one(R"("interface":"r%d")"), {"\"interface\" \"r%d\"", "no '/', ':', '%'"});
+  invalid("net-a@eth%d", {"element 1 (net-a)", "interface \"eth%d\""});
 }
 
 TEST_CASE("4.1.2.1.6: cni-args must be a map") {

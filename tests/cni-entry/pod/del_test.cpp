@@ -9,6 +9,7 @@
 #include <set>
 #include <string>
 
+#include "engine/state/state.hpp"
 #include "tests/support/foreign_plugin.hpp"
 #include "tests/support/pod_fixture.hpp"
 
@@ -113,4 +114,79 @@ TEST_CASE("DEL of a container ID plumb never saw, naming a live pod, leaves that
   CHECK_FALSE(std::filesystem::exists(fx.state() + "/locks/ctr-never-seen:eth0"));
   REQUIRE(fx.run("DEL", "ctr-live", pod, "default", "web", fx.config()).exit_code == 0);
   CHECK(fx.status_of("default", "web").empty());
+}
+
+TEST_CASE("ADD refuses a CNI_IFNAME that is no kernel interface name (code 4, naming it); DEL of one succeeds and touches nothing") {
+  Node node;
+  PodFixture fx(node);
+  fx.add_pod("default", "web", "");
+  const std::string pod = node.add_netns("web");
+  REQUIRE(fx.run("ADD", "ctr-1", pod, "default", "web", fx.config()).exit_code == 0);
+  const auto state_before = PodFixture::files_under(fx.state());
+  for (const std::string ifname : {"r%d", "../eth0", "eth 0", "abcdefghijklmnop", ".."}) {
+    CAPTURE(ifname);
+    Proc add = fx.run("ADD", "ctr-2", pod, "default", "web", fx.config(), ifname);
+    CHECK(add.exit_code == 1);
+    CHECK(add.out.find("\"code\":4,") != std::string::npos);
+    CHECK(add.out.find("CNI_IFNAME \\\"" + ifname + "\\\" is not a valid interface name") != std::string::npos);
+    // Nothing can exist under it: the runtime's DEL is answered, not failed forever.
+    Proc del = fx.run("DEL", "ctr-1", pod, "default", "web", fx.config(), ifname);
+    CHECK_MESSAGE(del.exit_code == 0, del.out);
+    CHECK(del.out.empty());
+    CHECK(PodFixture::files_under(fx.state()) == state_before);
+  }
+  CHECK(plumb::test::link_names("web").count("eth0") == 1);  // ctr-1's eth0 stays
+  REQUIRE(fx.run("DEL", "ctr-1", pod, "default", "web", fx.config()).exit_code == 0);
+}
+
+namespace {
+
+/// Replaces every string value `from` in `v` with `to`.
+void replace_strings(rapidjson::Value& v, const std::string& from, const std::string& to, rapidjson::Document::AllocatorType& a) {
+  if (v.IsString() && v.GetString() == from) v.SetString(to.c_str(), static_cast<rapidjson::SizeType>(to.size()), a);
+  if (v.IsArray()) {
+    for (auto& e : v.GetArray()) replace_strings(e, from, to, a);
+  }
+  if (v.IsObject()) {
+    for (auto& m : v.GetObject()) replace_strings(m.value, from, to, a);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("DEL of a pod whose record names its interface \"r%d\" (a kernel name template ADD once took) succeeds and leaves no record") {
+  Node node;
+  PodFixture fx(node);
+  REQUIRE(plumb::test::sh("ip link add m0 type veth peer name m1 && ip link set m0 up").exit_code == 0);
+  fx.add_nad("default", "side",
+             R"({"cniVersion":"1.0.0","name":"side","type":"macvlan","master":"m0","ipam":{"type":"host-local","dataDir":")" +
+                 fx.ipam_dir() + R"(","ranges":[[{"subnet":"198.51.100.0/24"}]]}})");
+  fx.add_pod("default", "web", R"([{"name":"side","interface":"rx"}])");
+  const std::string pod = node.add_netns("web");
+  REQUIRE(fx.run("ADD", "ctr-1", pod, "default", "web", fx.config()).exit_code == 0);
+  // The record of "rx" made into what such an ADD recorded: "r%d" wherever it says "rx" (the
+  // kernel had named the device r0; here it is rx). Its macvlan's undo looks the link up by name.
+  plumb::state::StateDir state(fx.state());
+  const plumb::state::Key key{"ctr-1", "eth0"};
+  auto records = state.read(key);
+  REQUIRE(records.has_value());
+  bool rewritten = false;
+  for (auto& rec : records->records) {
+    if (rec.ifname != "rx") continue;
+    std::filesystem::remove(rec.origin);
+    rec.ifname = "r%d";
+    replace_strings(rec.undo, "rx", "r%d", rec.undo.GetAllocator());
+    REQUIRE(state.write(rec).has_value());
+    rewritten = true;
+  }
+  REQUIRE(rewritten);
+  const std::string held = fx.ipam_dir() + "/side/198.51.100.2";  // host-local's: the container ID, the ifname
+  std::string holder = plumb::test::read_file(held);
+  REQUIRE(holder == "ctr-1\r\nrx");  // the reference's line break
+  plumb::test::write_file(held, "ctr-1\r\nr%d");
+  Proc del = fx.run("DEL", "ctr-1", pod, "default", "web", fx.config());
+  CHECK_MESSAGE(del.exit_code == 0, del.out);
+  CHECK(PodFixture::files_under(fx.state() + "/containers").empty());
+  CHECK(plumb::test::link_names("web").count("eth0") == 0);
+  CHECK_FALSE(std::filesystem::exists(fx.ipam_dir() + "/side/198.51.100.2"));  // the address is released
 }

@@ -27,6 +27,24 @@
 using namespace plumb;
 using namespace plumb::test::kernel;
 
+TEST_CASE("a name no device can have (a kernel name template, a '/') is found nowhere and deleted as already gone; the device the template made stays") {
+  plumb::test::Node node;
+  netlink::Socket nl = open_socket();
+  REQUIRE(plumb::test::sh("ip link add r%d type bridge").exit_code == 0);  // the kernel names it r0
+  for (const std::string name : {"r%d", "a/b", "abcdefghijklmnop"}) {
+    CAPTURE(name);
+    auto got = link::get(nl, name);
+    REQUIRE_OK(got);
+    CHECK_FALSE(got->has_value());
+    auto removed = link::remove(nl, name);
+    REQUIRE_OK(removed);
+    CHECK_FALSE(*removed);
+  }
+  auto r0 = link::get(nl, "r0");
+  REQUIRE_OK(r0);
+  CHECK(r0->has_value());
+}
+
 TEST_CASE("veth pair: the peer is created directly in a pod namespace under its final name") {
   plumb::test::Node node;
   std::string pod = node.add_netns("pod1");

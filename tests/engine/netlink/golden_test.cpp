@@ -399,6 +399,9 @@ TEST_CASE("valid_ifname follows the kernel's rules") {
   CHECK_FALSE(link::valid_ifname("a b"));
   CHECK_FALSE(link::valid_ifname("a\tb"));
   CHECK_FALSE(link::valid_ifname("eth%d"));
+  CHECK_FALSE(link::valid_ifname("%"));
+  CHECK_FALSE(link::valid_ifname(std::string("a\0b", 3)));
+  CHECK(link::valid_ifname("net-1.100"));
 }
 
 TEST_CASE("sysctl keys accept '/' and '.' forms and never leave /proc/sys") {
