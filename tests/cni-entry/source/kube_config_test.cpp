@@ -137,9 +137,14 @@ TEST_CASE("kubeconfig errors name the file and the field") {
     auto e = load_error(d, kubeconfig("", "    client-certificate: /c.pem\n"));
     CHECK(contains(e.msg, "certificate without its key"));
   }
-  SUBCASE("exec credentials are not supported") {
+  SUBCASE("an exec map client-go would refuse") {
     auto e = load_error(d, kubeconfig("", "    exec:\n      command: aws\n"));
-    CHECK(contains(e.msg, "\"exec\""));
+    CHECK(contains(e.msg, "exec.apiVersion \"\" must be client.authentication.k8s.io/v1"));
+    e = load_error(d, kubeconfig("", "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: aws\n"));
+    CHECK(contains(e.msg, "exec.interactiveMode must be set"));
+    e = load_error(d, kubeconfig("", "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: aws\n"
+                                     "      interactiveMode: Always\n"));
+    CHECK(contains(e.msg, "needs a terminal"));
   }
   SUBCASE("typed as client-go reads them: a number is a string field's text, a map is not") {
     auto r = source::kube::load_kubeconfig(d.write("kc", kubeconfig("", "    token: 12345\n")));
