@@ -129,7 +129,7 @@ Status publish_claims(AddRun& run) {
   auto& atts = run.plan.attachments;
   for (size_t i = 0; i < atts.size(); ++i) {
     if (!atts[i].claim) continue;
-    auto st = claims::publish(run.store, *atts[i].claim, run.results[i]);
+    auto st = claims::publish(run.store, *atts[i].claim, run.results[i], run.pod.name);
     if (!st) return std::unexpected(st.error().within(atts[i].where()));
   }
   return {};
