@@ -98,6 +98,7 @@ struct ResolvedNetwork {
   std::string resource_name; // the NAD's k8s.v1.cni.cncf.io/resourceName annotation, "" if none (or not a NAD)
   bool disable_check = false;  // the list's "disableCheck" (CNI 1.1.0): CHECK skips it
   bool disable_gc = false;     // the list's "disableGC" (CNI 1.1.0): GC leaves it alone
+  size_t dropin_plugins = 0;   // plugins appended from the list file's drop-in directory (CNI 1.1.0)
 };
 
 /// Turns one CNI config (.conf shape, with "type") or config list (.conflist shape, with
@@ -117,7 +118,12 @@ struct ResolvedNetwork {
 [[nodiscard]] Result<ResolvedNetwork> resolve(const NetworkAttachmentDefinition& nad, const std::string& conf_dir);
 
 /// Loads a network from a file (.conf/.json/.conflist) or, for a directory, its first config
-/// file in lexical order (as libcni does). Errors: kNotFound naming the path.
+/// file in lexical order (as libcni does). A .conflist file (here and in resolve()'s confDir
+/// search) gets its plugin drop-ins as libcni's NetworkConfFromFile adds them: unless
+/// "loadOnlyInlinedPlugins" is true, the *.conf files of "<its directory>/<network name>/" in
+/// lexical order are appended to "plugins" (which may be absent then).
+/// Errors: kNotFound naming the path; kInvalidConfig naming the file for a list with no plugin
+/// at all, loadOnlyInlinedPlugins without "plugins", or a drop-in without "type".
 [[nodiscard]] Result<ResolvedNetwork> load_file_or_dir(const std::string& path);
 
 /// One element of the network-status annotation (spec 5.3).
