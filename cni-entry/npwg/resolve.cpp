@@ -316,4 +316,24 @@ Result<ResolvedNetwork> load_file_or_dir(const std::string& path) {
   return out;
 }
 
+Result<std::optional<ResolvedNetwork>> auxiliary_chain(const std::string& name, const std::string& cni_version,
+                                                       const std::string& conf_dir) {
+  if (!cni::is_valid_network_name(name)) {
+    return fail(cni_code::kInvalidConfig, "auxiliaryCNIChainName \"" + name + "\" is not a valid network name");
+  }
+  json::Document list(rapidjson::kObjectType);
+  auto& a = list.GetAllocator();
+  json::set_string(list, "cniVersion", cni_version, a);
+  json::set_string(list, "name", name, a);
+  Value plugins(rapidjson::kArrayType);
+  Value passthru(rapidjson::kObjectType);
+  json::set_string(passthru, "type", "passthru", a);
+  json::set_string(passthru, "name", "passthru-cni", a);
+  plugins.PushBack(passthru, a);
+  json::set(list, "plugins", std::move(plugins), a);
+  const std::string dir = (fs::path(conf_dir) / name).string();
+  if (PLUMB_TRY(append_dropins(list, dir)) == 0) return std::optional<ResolvedNetwork>{};
+  return std::optional<ResolvedNetwork>(PLUMB_TRY(normalize(json::dump(list), name, "auxiliary CNI chain " + dir)));
+}
+
 }  // namespace plumb::nad

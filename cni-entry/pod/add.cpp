@@ -41,7 +41,7 @@ Result<std::optional<std::string>> repeat_or_clean(AddRun& run) {
   bool all_ready = std::all_of(recs.begin(), recs.end(), [](auto& r) { return r.phase == "ready"; });
   if (existing.damaged.empty() && all_ready && !recs.empty()) {
     const auto& head = recs.front();
-    if (head.is_default && head.ifname == run.env.ifname && head.netns == run.env.netns) {
+    if (head.is_default && head.cni_ifname == run.env.ifname && head.netns == run.env.netns) {
       run.log.info("ADD " + run.key.describe() + ": attachments exist, returning the recorded result");
       return std::optional<std::string>(PLUMB_TRY(encode_for_runtime(head.result, run.conf.cni_version)));
     }
