@@ -2,7 +2,8 @@
 // directly in the pod namespace under the requested name, host end enslaved, IPAM, gateway
 // addresses on the bridge, arp_notify on the pod end (with an IPAM), addresses (IPv6 without DAD
 // unless enabledad) and routes in the pod, ipMasq through plumb's nftables table.
-// Keys: bridge, isGateway, isDefaultGateway, forceAddress, ipMasq, mtu, hairpinMode, promiscMode,
+// Keys: bridge, isGateway, isDefaultGateway, forceAddress, ipMasq, ipMasqBackend ("iptables" /
+// "nftables": checked as ptp does, plumb always uses nftables), mtu, hairpinMode, promiscMode,
 // vlan, vlanTrunk, preserveDefaultVlan, macspoofchk, portIsolation, disableContainerInterface,
 // enabledad, mac (runtimeConfig.mac, args.cni.mac, CNI_ARGS MAC=), ipam.
 // VLANs as the reference: `vlan` or `vlanTrunk` create the bridge with VLAN filtering; the host
@@ -96,6 +97,7 @@ Result<BridgeConfig> parse_config(const json::Value& conf, const ParseInput& in)
   if (c.is_default_gateway) c.is_gateway = true;  // as the reference plugin
   c.force_address = PLUMB_TRY(json::get_bool(conf, "forceAddress", where)).value_or(false);
   c.ip_masq = PLUMB_TRY(json::get_bool(conf, "ipMasq", where)).value_or(false);
+  PLUMB_TRY(check_ipmasq_backend(conf, where));
   c.hairpin = PLUMB_TRY(json::get_bool(conf, "hairpinMode", where)).value_or(false);
   c.promisc = PLUMB_TRY(json::get_bool(conf, "promiscMode", where)).value_or(false);
   c.enable_dad = PLUMB_TRY(json::get_bool(conf, "enabledad", where)).value_or(false);

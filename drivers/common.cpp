@@ -228,6 +228,13 @@ Result<std::optional<uint32_t>> parse_mtu(const json::Value& obj, std::string_vi
   return std::optional<uint32_t>(static_cast<uint32_t>(*m));
 }
 
+Status check_ipmasq_backend(const json::Value& conf, const std::string& where) {
+  if (auto b = PLUMB_TRY(json::get_string(conf, "ipMasqBackend", where)); b && *b != "iptables" && *b != "nftables") {
+    return fail(cni_code::kInvalidConfig, where + ".ipMasqBackend \"" + *b + "\" must be \"iptables\" or \"nftables\"");
+  }
+  return {};
+}
+
 Status masquerade_addresses(Context& ctx, const cni::CniResult& r) {
   // The network chain is rewritten on every add: give it every subnet of the network.
   std::vector<IpPrefix> subnets;

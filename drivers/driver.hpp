@@ -226,6 +226,11 @@ void announce_addresses(Context& ctx, int index, const Mac& mac, const cni::CniR
 [[nodiscard]] Result<std::optional<uint32_t>> parse_mtu(const json::Value& obj, std::string_view where,
                                                          std::string_view key = "mtu");
 
+/// ipMasqBackend (bridge, ptp): absent, "iptables" or "nftables", as the reference's ipmasq
+/// refuses any other backend; plumb masquerades through nftables either way.
+/// Errors: kInvalidConfig "<where>.ipMasqBackend \"x\" must be \"iptables\" or \"nftables\"".
+[[nodiscard]] Status check_ipmasq_backend(const json::Value& conf, const std::string& where);
+
 /// ipMasq (bridge, ptp): traffic from every address of `r` leaving the node is masqueraded,
 /// except towards the network's own subnets (all of r's, dual stack) and multicast; each address
 /// registers its "masq_del" undo first. Errors: engine/nft/nft.hpp add_masquerade's.

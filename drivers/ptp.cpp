@@ -44,9 +44,7 @@ Result<PtpConfig> parse_config(const json::Value& conf, const ParseInput& in) {
   const std::string& where = in.network;
   c.mtu_bytes = PLUMB_TRY(parse_mtu(conf, where));
   c.ip_masq = PLUMB_TRY(json::get_bool(conf, "ipMasq", where)).value_or(false);
-  if (auto b = PLUMB_TRY(json::get_string(conf, "ipMasqBackend", where)); b && *b != "iptables" && *b != "nftables") {
-    return fail(cni_code::kInvalidConfig, where + ".ipMasqBackend \"" + *b + "\" must be \"iptables\" or \"nftables\"");
-  }
+  PLUMB_TRY(check_ipmasq_backend(conf, where));
   c.mac = PLUMB_TRY(requested_mac(conf, in));
   const json::Value* ipam_conf = PLUMB_TRY(json::get_object(conf, "ipam", where));
   if (ipam_conf == nullptr || json::find(*ipam_conf, "type") == nullptr) {

@@ -23,6 +23,7 @@ const Driver* const kDrivers[] = {
     &kDummy,
     &kVrf,
     &kRdma,
+    &kPassthru,
 };
 }  // namespace
 

@@ -23,6 +23,7 @@ extern const Driver kVlan;
 extern const Driver kDummy;
 extern const Driver kVrf;
 extern const Driver kRdma;
+extern const Driver kPassthru;
 /// Every type plumb does not implement (drivers/delegate.cpp); not in find()'s list.
 extern const Driver kDelegate;
 }  // namespace plumb::drivers

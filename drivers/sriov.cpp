@@ -121,13 +121,24 @@ Result<SriovConfig> parse_config(const json::Value& conf, const ParseInput& in) 
   }
   if (vlan) c.vlan = static_cast<uint32_t>(*vlan);
   c.vlan_qos = static_cast<uint32_t>(qos.value_or(0));
+  // sriov-cni's order: the config's "mac", then CNI_ARGS MAC= (when not empty), then
+  // runtimeConfig.mac (the "mac" capability).
   std::optional<std::string> mac = PLUMB_TRY(json::get_string(conf, "mac", where));
+  std::string mac_key = where + ".mac";
+  for (const auto& [k, v] : in.cni_args) {
+    if (k != "MAC" || v.empty()) continue;
+    mac = v;
+    mac_key = "CNI_ARGS MAC";
+  }
   if (const json::Value* rc = PLUMB_TRY(json::get_object(conf, "runtimeConfig", where))) {
-    if (auto m = PLUMB_TRY(json::get_string(*rc, "mac", where + ".runtimeConfig", true))) mac = *m;
+    if (auto m = PLUMB_TRY(json::get_string(*rc, "mac", where + ".runtimeConfig", true)); m && !m->empty()) {
+      mac = *m;
+      mac_key = where + ".runtimeConfig.mac";
+    }
   }
   if (mac) {
     auto m = Mac::parse(*mac);
-    if (!m) return fail(cni_code::kInvalidConfig, where + ".mac \"" + *mac + "\" is not a valid MAC address");
+    if (!m) return fail(cni_code::kInvalidConfig, mac_key + " \"" + *mac + "\" is not a valid MAC address");
     c.mac = *m;
   }
   c.spoofchk = PLUMB_TRY(on_off(conf, "spoofchk", where));

@@ -38,14 +38,6 @@ constexpr u128 kFirstWindow = 64;  // addresses in the first window read; double
 constexpr u128 kMaxWindow = 4096;
 constexpr int64_t kGcPage = 500;   // owner keys per GC range read
 
-std::string now_rfc3339() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 
 /// Who holds an address (the value of an address key; the owner key adds "ips").
@@ -362,7 +354,7 @@ Result<cni::CniResult> ClusterIpam::add(const Request& req) {
   RequestCounter counter{stats_, client_, client_.requests()};
   auto [who_id, who_if] = PLUMB_TRY(identity(req, cfg_.type, true));
   auto want = PLUMB_TRY(requested(req, cfg_));
-  Ident me{who_id, who_if, pod_ref_of(req), node_, now_rfc3339()};
+  Ident me{who_id, who_if, pod_ref_of(req), node_, text::utc_now_rfc3339()};
   const std::string okey = owner_key(cfg_.pool_name, who_id, who_if);
   const std::string ckey = cursor_key(cfg_.pool_name, node_);
 
@@ -572,17 +564,21 @@ Result<std::unique_ptr<ClusterIpam>> make(const json::Value& ipam, const std::st
 
 namespace plumb::ipam::detail {
 
-Result<std::unique_ptr<Ipam>> make_cluster(const json::Value& ipam, const ClusterAccess* access) {
+Result<std::unique_ptr<Ipam>> make_cluster(const json::Value& nad_ipam, const ClusterAccess* access) {
+  const json::Document ipam = PLUMB_TRY(cluster::internal::with_flat_file(nad_ipam, cluster::internal::kFlatFiles));
   // Validate the config before asking for the node name, so config errors come first.
   auto cfg = PLUMB_TRY(cluster::parse_config(ipam));
   std::string node = PLUMB_TRY(cluster::node_name());
+  auto statics = cfg.addresses;
+  std::unique_ptr<Ipam> pool;
   if (cfg.datastore == cluster::Datastore::Kubernetes) {
     auto k = cluster::make_kube(std::move(cfg), node, access);
     if (!k) return std::unexpected(k.error().within("ipam"));
-    return std::unique_ptr<Ipam>(std::move(*k));
+    pool = std::move(*k);
+  } else {
+    pool = PLUMB_TRY(cluster::make(ipam, node));
   }
-  auto c = PLUMB_TRY(cluster::make(ipam, node));
-  return std::unique_ptr<Ipam>(std::move(c));
+  return cluster::internal::with_statics(std::move(pool), std::move(statics));
 }
 
 }  // namespace plumb::ipam::detail

@@ -97,6 +97,7 @@ struct Config {
   std::string node_slice_size;      // node_slice_size as written ("" = no node slices)
   std::optional<unsigned> node_slice_len;  // node_slice_size as a prefix length
   std::string kubeconfig;           // kubernetes.kubeconfig: used only when plumb itself has no API credentials
+  std::vector<cni::IpConfig> addresses;  // addresses: whereabouts' static addresses, added to every result
 };
 
 /// Parses and validates the whole "ipam" object (keys in the file comment). Errors:

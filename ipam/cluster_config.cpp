@@ -157,6 +157,7 @@ Result<std::vector<std::optional<IpAddr>>> internal::requested(const Request& re
   const auto texts = PLUMB_TRY(detail::requested_ip_texts(req));
   std::vector<std::optional<IpAddr>> want(cfg.pools.size());
   for (auto& [src, text] : texts) {
+    if (src == "CNI_ARGS IP") continue;  // whereabouts: a static address (static_addresses)
     auto p = IpPrefix::parse(text, true);
     if (!p) return std::unexpected(p.error().within(cfg.type + ": requested IP in " + src));
     const IpAddr& ip = p->addr;
@@ -265,6 +266,7 @@ Result<Config> parse_config(const json::Value& ipam) {
     c.network_name = *name;
   }
   c.routes = PLUMB_TRY(detail::parse_routes(ipam, "ipam"));
+  c.addresses = PLUMB_TRY(internal::parse_addresses(ipam));
   if (const json::Value* dns = PLUMB_TRY(json::get_object(ipam, "dns", "ipam")); dns != nullptr) {
     if (auto v = PLUMB_TRY(json::get_string_array(*dns, "nameservers", "ipam.dns"))) c.dns.nameservers = *v;
     if (auto v = PLUMB_TRY(json::get_string(*dns, "domain", "ipam.dns"))) c.dns.domain = *v;

@@ -59,7 +59,8 @@ class Ipam {
   virtual ~Ipam() = default;
   /// Allocates (or, for a repeated ADD of the same container+ifname, returns the addresses it
   /// already holds) and returns ips (interface index unset), routes and dns.
-  /// Requested IPs come from runtimeConfig.ips, args.cni.ips or CNI_ARGS IP= (comma separated).
+  /// Requested IPs come from runtimeConfig.ips, args.cni.ips or CNI_ARGS IP= (comma separated;
+  /// the cluster IPAM reads CNI_ARGS IP= as whereabouts does: static addresses).
   /// Errors: kIpamExhausted naming the range when full or a requested IP is taken/outside every
   /// range; kInvalidConfig naming the field for bad config.
   [[nodiscard]] virtual Result<cni::CniResult> add(const Request& req) = 0;

@@ -69,6 +69,7 @@ struct SelectionElement {
   std::optional<std::vector<IpAddr>> default_route;  // present (maybe empty) if the key was set
   std::string infiniband_guid;             // validated 8-byte GUID, "" if absent
   std::string ipam_claim_reference;        // "" if absent
+  std::string device_id;                   // Multus's "deviceID" extension: runtimeConfig.deviceID, "" if absent
 };
 
 /// Parses the selection annotation in either format (4.1.1 comma-delimited, items "name",
@@ -78,7 +79,8 @@ struct SelectionElement {
 /// no '/', ':' or whitespace); portMappings non-empty, ports 1..65535, protocol TCP/UDP/SCTP
 /// (case-insensitive); bandwidth non-empty, values non-zero, burst only with its rate;
 /// default-route on at most one element, each an IP; infiniband-guid 8 bytes;
-/// ipam-claim-reference together with ips is an error. An empty or whitespace annotation gives
+/// ipam-claim-reference together with ips is an error; Multus's "deviceID" (a string) is read as
+/// Multus reads it. An empty or whitespace annotation gives
 /// no elements. mac ("-" separators accepted) and infiniband-guid are returned lower-case
 /// colon-separated; protocol lower-case; keys with a period (implementation extensions) are
 /// ignored; other keys the standard does not define (4.1.2.1 reserves every key without a
@@ -98,6 +100,7 @@ struct ResolvedNetwork {
   std::string resource_name; // the NAD's k8s.v1.cni.cncf.io/resourceName annotation, "" if none (or not a NAD)
   bool disable_check = false;  // the list's "disableCheck" (CNI 1.1.0): CHECK skips it
   bool disable_gc = false;     // the list's "disableGC" (CNI 1.1.0): GC leaves it alone
+  size_t dropin_plugins = 0;   // plugins appended from the list file's drop-in directory (CNI 1.1.0)
 };
 
 /// Turns one CNI config (.conf shape, with "type") or config list (.conflist shape, with
@@ -117,8 +120,21 @@ struct ResolvedNetwork {
 [[nodiscard]] Result<ResolvedNetwork> resolve(const NetworkAttachmentDefinition& nad, const std::string& conf_dir);
 
 /// Loads a network from a file (.conf/.json/.conflist) or, for a directory, its first config
-/// file in lexical order (as libcni does). Errors: kNotFound naming the path.
+/// file in lexical order (as libcni does). A .conflist file (here and in resolve()'s confDir
+/// search) gets its plugin drop-ins as libcni's NetworkConfFromFile adds them: unless
+/// "loadOnlyInlinedPlugins" is true, the *.conf files of "<its directory>/<network name>/" in
+/// lexical order are appended to "plugins" (which may be absent then).
+/// Errors: kNotFound naming the path; kInvalidConfig naming the file for a list with no plugin
+/// at all, loadOnlyInlinedPlugins without "plugins", or a drop-in without "type".
 [[nodiscard]] Result<ResolvedNetwork> load_file_or_dir(const std::string& path);
+
+/// Multus's auxiliary CNI chain (its auxiliaryCNIChainName): the list {"name": name, "plugins":
+/// [{"type": "passthru", "name": "passthru-cni"}]} in `cni_version`, followed by the plugin
+/// drop-ins of "<conf_dir>/<name>/*.conf" (the directory of the clusterNetwork file, as Multus
+/// takes it); nullopt when that directory has none (Multus adds no chain then).
+/// Errors: kInvalidConfig for a name that is not a valid network name; the drop-ins'.
+[[nodiscard]] Result<std::optional<ResolvedNetwork>> auxiliary_chain(const std::string& name, const std::string& cni_version,
+                                                                     const std::string& conf_dir);
 
 /// One element of the network-status annotation (spec 5.3).
 struct StatusEntry {

@@ -124,6 +124,67 @@ Result<bool> list_bool(const json::Document& list, const char* key, const std::s
   return fail(cni_code::kInvalidConfig, origin + ": \"" + key + "\" " + json::quote(*v) + " must be true or false");
 }
 
+/// Appends to `list` (a conflist object) the plugin drop-ins of `dir` (CNI spec 1.1
+/// configuration format, libcni NetworkPluginConfsFromFiles): every *.conf file, in lexical
+/// order, one plugin config each (an object with a "type"); "plugins" is made when absent. A
+/// missing directory has none. Returns how many were appended.
+/// Errors: kInvalidConfig naming a drop-in that is not a plugin config; kDecode for bad JSON.
+Result<size_t> append_dropins(json::Document& list, const std::string& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return size_t{0};
+  const auto files = PLUMB_TRY(config_files(dir, {".conf"}));
+  if (files.empty()) return size_t{0};
+  auto& a = list.GetAllocator();
+  if (json::find(list, "plugins") == nullptr) json::set(list, "plugins", Value(rapidjson::kArrayType), a);
+  Value& plugins = list["plugins"];
+  if (!plugins.IsArray()) return size_t{0};  // normalize names the bad "plugins"
+  for (const auto& f : files) {
+    const std::string body = PLUMB_TRY(read_file(f.string(), "CNI plugin config"));
+    auto plugin = PLUMB_TRY(json::parse(body, f.string()));
+    const Value* type = plugin.IsObject() ? json::find(plugin, "type") : nullptr;
+    if (type == nullptr || !type->IsString() || type->GetStringLength() == 0) {
+      return fail(cni_code::kInvalidConfig, f.string() + ": a plugin drop-in must be a JSON object with a \"type\"");
+    }
+    plugins.PushBack(Value(plugin, a), a);
+  }
+  return files.size();
+}
+
+/// A .conflist file's text with its plugin drop-ins (libcni NetworkConfFromFile): unless
+/// "loadOnlyInlinedPlugins" is true, those of "<directory of path>/<network name>/" are appended
+/// (append_dropins), and "plugins" may be absent. `appended` gets their number. Other files, and
+/// texts that are not objects (normalize reports those), are returned unchanged.
+/// Errors: kInvalidConfig naming the file: loadOnlyInlinedPlugins without "plugins", a list with
+/// no plugin at all; append_dropins'.
+Result<std::string> with_dropins(std::string_view text, const std::string& path, size_t& appended) {
+  appended = 0;
+  if (ext_of(path) != ".conflist") return std::string(text);
+  auto doc = json::parse(text, "CNI config from " + path);
+  if (!doc || !doc->IsObject()) return std::string(text);
+  const bool inlined_only = PLUMB_TRY(list_bool(*doc, "loadOnlyInlinedPlugins", path));
+  const bool has_plugins = json::find(*doc, "plugins") != nullptr;
+  if (inlined_only && !has_plugins) {
+    return fail(cni_code::kInvalidConfig, path + ": \"loadOnlyInlinedPlugins\" is true and there is no \"plugins\" list");
+  }
+  const Value* name = json::find(*doc, "name");
+  if (inlined_only || name == nullptr || !name->IsString() || !cni::is_valid_network_name(name->GetString())) return std::string(text);
+  const std::string dir = (fs::path(path).parent_path() / name->GetString()).string();
+  appended = PLUMB_TRY(append_dropins(*doc, dir));
+  if (appended == 0 && !has_plugins) {
+    return fail(cni_code::kInvalidConfig, path + ": no plugin configs found (no \"plugins\" and no *.conf in " + dir + ")");
+  }
+  return appended == 0 ? std::string(text) : json::dump(*doc);
+}
+
+/// normalize() of a file's text, its plugin drop-ins appended (with_dropins).
+Result<ResolvedNetwork> normalize_file(std::string_view text, const std::string& default_name, const std::string& path) {
+  size_t appended = 0;
+  std::string full = PLUMB_TRY(with_dropins(text, path, appended));
+  ResolvedNetwork net = PLUMB_TRY(normalize(full, default_name, path));
+  net.dropin_plugins = appended;
+  return net;
+}
+
 }  // namespace
 
 Result<ResolvedNetwork> normalize(std::string_view config_json, const std::string& default_name, const std::string& origin) {
@@ -196,7 +257,7 @@ Result<ResolvedNetwork> resolve_config(const NetworkAttachmentDefinition& nad, c
         if (name == nullptr || !name->IsString() || std::string_view(name->GetString(), name->GetStringLength()) != nad.name) {
           continue;
         }
-        return normalize(*text, nad.name, path.string());
+        return normalize_file(*text, nad.name, path.string());
       }
     }
   }
@@ -236,15 +297,43 @@ Result<ResolvedNetwork> load_file_or_dir(const std::string& path) {
   // Kept across the invocations a daemon worker serves while the file does not change (the
   // cluster's default network is read at every ADD).
   static FileMemo<ResolvedNetwork> memo;
-  auto kept = memo.get(file, "CNI config", [](const std::string& text, const std::string& origin) { return normalize(text, "", origin); });
+  auto kept = memo.get(file, "CNI config", [](const std::string& text, const std::string& origin) { return normalize_file(text, "", origin); });
   if (!kept) {
     Error e = kept.error();
     if (e.sys_errno == ENOENT) e.cni_code = cni_code::kNotFound;
     return std::unexpected(e);
   }
   const ResolvedNetwork& net = **kept;
-  ResolvedNetwork out{net.name, net.cni_version, json::clone(net.conflist), net.origin, net.resource_name, net.disable_check, net.disable_gc};
+  // Drop-ins change without the list's file changing: a list that has (or may now have) them is
+  // read whole every time.
+  std::error_code dir_ec;
+  if (net.dropin_plugins > 0 || (ext_of(file) == ".conflist" && fs::is_directory(fs::path(file).parent_path() / net.name, dir_ec))) {
+    const std::string text = PLUMB_TRY(read_file(file, "CNI config"));
+    return normalize_file(text, "", file);
+  }
+  ResolvedNetwork out{net.name,        net.cni_version,   json::clone(net.conflist), net.origin,
+                      net.resource_name, net.disable_check, net.disable_gc,            net.dropin_plugins};
   return out;
+}
+
+Result<std::optional<ResolvedNetwork>> auxiliary_chain(const std::string& name, const std::string& cni_version,
+                                                       const std::string& conf_dir) {
+  if (!cni::is_valid_network_name(name)) {
+    return fail(cni_code::kInvalidConfig, "auxiliaryCNIChainName \"" + name + "\" is not a valid network name");
+  }
+  json::Document list(rapidjson::kObjectType);
+  auto& a = list.GetAllocator();
+  json::set_string(list, "cniVersion", cni_version, a);
+  json::set_string(list, "name", name, a);
+  Value plugins(rapidjson::kArrayType);
+  Value passthru(rapidjson::kObjectType);
+  json::set_string(passthru, "type", "passthru", a);
+  json::set_string(passthru, "name", "passthru-cni", a);
+  plugins.PushBack(passthru, a);
+  json::set(list, "plugins", std::move(plugins), a);
+  const std::string dir = (fs::path(conf_dir) / name).string();
+  if (PLUMB_TRY(append_dropins(list, dir)) == 0) return std::optional<ResolvedNetwork>{};
+  return std::optional<ResolvedNetwork>(PLUMB_TRY(normalize(json::dump(list), name, "auxiliary CNI chain " + dir)));
 }
 
 }  // namespace plumb::nad

@@ -170,10 +170,11 @@ Result<std::vector<IpAddr>> parse_gateways(const ElementContext& ctx, const Valu
   return gws;
 }
 
-/// The keys 4.1.2.1 defines. Every other key without a period is reserved by the standard.
+/// The keys 4.1.2.1 defines, and Multus's deviceID. Every other key without a period is reserved by the standard.
 constexpr std::string_view kDefinedKeys[] = {"name",         "namespace", "ips",           "mac",
                                              "interface",    "cni-args",  "portMappings",  "bandwidth",
-                                             "default-route", "infiniband-guid", "ipam-claim-reference"};
+                                             "default-route", "infiniband-guid", "ipam-claim-reference",
+                                             "deviceID"};  // the last: Multus's extension, kept without a period
 
 /// Describes, in `warnings`, the keys of element `v` that are neither defined nor extensions.
 void reserved_keys(const ElementContext& ctx, const Value& v, std::vector<std::string>* warnings) {
@@ -259,6 +260,7 @@ Result<SelectionElement> parse_json_element(const Value& v, size_t index, bool& 
     }
     if (!el.ips.empty()) return ctx.error("\"ipam-claim-reference\" cannot be used together with \"ips\"");
   }
+  if (const Value* dev = json::find(v, "deviceID")) el.device_id = PLUMB_TRY(string_value(ctx, "deviceID", *dev));
   reserved_keys(ctx, v, warnings);
   return el;
 }

@@ -41,7 +41,7 @@ Result<std::optional<std::string>> repeat_or_clean(AddRun& run) {
   bool all_ready = std::all_of(recs.begin(), recs.end(), [](auto& r) { return r.phase == "ready"; });
   if (existing.damaged.empty() && all_ready && !recs.empty()) {
     const auto& head = recs.front();
-    if (head.is_default && head.ifname == run.env.ifname && head.netns == run.env.netns) {
+    if (head.is_default && head.cni_ifname == run.env.ifname && head.netns == run.env.netns) {
       run.log.info("ADD " + run.key.describe() + ": attachments exist, returning the recorded result");
       return std::optional<std::string>(PLUMB_TRY(encode_for_runtime(head.result, run.conf.cni_version)));
     }
@@ -129,7 +129,7 @@ Status publish_claims(AddRun& run) {
   auto& atts = run.plan.attachments;
   for (size_t i = 0; i < atts.size(); ++i) {
     if (!atts[i].claim) continue;
-    auto st = claims::publish(run.store, *atts[i].claim, run.results[i]);
+    auto st = claims::publish(run.store, *atts[i].claim, run.results[i], run.pod.name);
     if (!st) return std::unexpected(st.error().within(atts[i].where()));
   }
   return {};

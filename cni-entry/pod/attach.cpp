@@ -82,6 +82,7 @@ drivers::Context make_context(const cni::Env& env, const PlumbConfig& conf, Kern
 
 Result<cni::CniResult> run_chain(const cni::Env& env, const PlumbConfig& conf, Kernel& k, Attachment& att, txn::Journal& journal) {
   auto ctx = make_context(env, conf, k, att.ifname, att.net.name);
+  ctx.cni_args.insert(ctx.cni_args.end(), att.add_args.begin(), att.add_args.end());
   ctx.journal = &journal;
   if (att.claim) {
     ctx.ipam_owner = att.claim->owner;

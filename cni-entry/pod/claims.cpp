@@ -1,6 +1,7 @@
 // IPAMClaims: hand a claim to the IPAM (host-local, the cluster IPAM), publish its addresses,
 // release them at GC (claims.hpp).
 #include "engine/base/file.hpp"
+#include "engine/base/text.hpp"
 #include "cni-entry/pod/claims.hpp"
 
 #include <dirent.h>
@@ -82,12 +83,12 @@ Result<std::optional<Use>> prepare(source::PodSource& src, const std::string& st
   return std::optional<Use>(std::move(use));
 }
 
-Status publish(source::PodSource& src, const Use& use, const cni::CniResult& result) {
+Status publish(source::PodSource& src, const Use& use, const cni::CniResult& result, const std::string& pod_name) {
   if (use.had_ips || result.ips.empty()) return {};
-  std::vector<std::string> ips;
-  ips.reserve(result.ips.size());
-  for (const auto& ip : result.ips) ips.push_back(ip.address.str());
-  auto st = src.write_ipam_claim_ips(use.namespace_, use.name, ips);
+  source::IpamClaimStatus status{{}, pod_name, text::utc_now_rfc3339()};
+  status.ips.reserve(result.ips.size());
+  for (const auto& ip : result.ips) status.ips.push_back(ip.address.str());
+  auto st = src.write_ipam_claim_status(use.namespace_, use.name, status);
   if (!st) return std::unexpected(st.error().within("IPAMClaim " + use.namespace_ + "/" + use.name));
   return {};
 }

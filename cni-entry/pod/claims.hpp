@@ -46,10 +46,12 @@ struct Use {
                                                  const std::vector<drivers::ParsedPlugin>& parsed, const std::string& network,
                                                  Log& log);
 
-/// After the attachment came up: writes its addresses (CIDR, "192.0.2.5/24") to the claim's
-/// status.ips when the claim had none. Errors: the source's (a claim deleted meanwhile is
-/// kNotFound; different status.ips set by another writer kConflict).
-[[nodiscard]] Status publish(source::PodSource& src, const Use& use, const cni::CniResult& result);
+/// After the attachment came up: when the claim had no status.ips, writes its status as
+/// ipamclaims v1alpha1 defines it: the addresses (CIDR, "192.0.2.5/24") as status.ips, pod
+/// `pod_name` as status.ownerPod, the condition IPsAllocated (source::ipam_claim_status_json).
+/// Errors: the source's (a claim deleted meanwhile is kNotFound; different status.ips set by
+/// another writer kConflict).
+[[nodiscard]] Status publish(source::PodSource& src, const Use& use, const cni::CniResult& result, const std::string& pod_name);
 
 /// GC: for every recorded claim that `src` says no longer exists, releases the addresses its
 /// IPAM holds for it (host-local; the cluster IPAM through `cluster`) and drops the record;

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "cni-entry/pod/log.hpp"
 #include "cni-entry/source/kubelet.hpp"
 #include "engine/base/json.hpp"
 #include "engine/base/result.hpp"
@@ -56,7 +57,8 @@ struct PlumbConfig {
   std::string readiness_indicator_file;  // readinessindicatorfile: ADD waits for it, then fails
   double readiness_timeout_seconds = 45;  // readinessTimeoutSeconds: how long (Multus: 45 s, polled every second)
   bool retry_delete_on_error = false;    // retryDeleteOnError: accepted; plumb always keeps what a failed DEL left
-  std::vector<Error> refused;            // keys plumb refuses by name (logOptions, auxiliaryCNIChainName): every verb but DEL fails
+  std::string auxiliary_chain_name;      // auxiliaryCNIChainName (Multus): a chain of the clusterNetwork directory's drop-ins, "" = none
+  LogRotation log_rotation;              // logOptions (Multus): how logFile is rotated, Multus's defaults without it
 
   json::Document runtime_config;        // canonicalised runtimeConfig (object, possibly empty)
   std::optional<std::map<std::string, std::string>> pod_annotations;  // io.kubernetes.cri.pod-annotations
@@ -71,7 +73,7 @@ struct PlumbConfig {
 
 /// Multus's keys besides those parse_config reads itself (config_multus.cpp): binDir, cniDir
 /// (stateDir's Multus name), delegates, readinessindicatorfile, logToStderr, retryDeleteOnError,
-/// and the refused logOptions and auxiliaryCNIChainName; plus plumb's delegateTimeoutSeconds
+/// auxiliaryCNIChainName and logOptions; plus plumb's delegateTimeoutSeconds
 /// and readinessTimeoutSeconds. Errors: kInvalidConfig naming the key and value.
 [[nodiscard]] Status parse_multus_keys(const json::Value& d, PlumbConfig& c);
 

@@ -1,5 +1,5 @@
 // Multus's thin-plugin keys plumb reads besides the ones config.cpp has always read (see
-// config.hpp parse_multus_keys), each honoured with Multus's meaning or refused by name.
+// config.hpp parse_multus_keys), each honoured with Multus's meaning.
 #include <cmath>
 
 #include "cni-entry/pod/config.hpp"
@@ -51,21 +51,38 @@ Status parse_delegates(const json::Value& d, PlumbConfig& c) {
   return {};
 }
 
-/// Keys plumb does not implement: refused by name (ADD, CHECK, GC and STATUS fail; DEL goes on).
-void refuse_unsupported(const json::Value& d, PlumbConfig& c) {
-  if (json::find(d, "logOptions") != nullptr) {
-    c.refused.push_back(Error{cni_code::kInvalidConfig, 0,
-                              kWhere + ".logOptions is not supported: plumb does not rotate logFile itself "
-                                       "(remove logOptions and rotate the file with logrotate's copytruncate)",
-                              {}});
+/// logOptions: Multus's rotation of logFile (log.hpp LogRotation), each key a whole number >= 0
+/// (compress a boolean); what is not given keeps Multus's default.
+Status parse_log_options(const json::Value& d, PlumbConfig& c) {
+  const json::Value* o = PLUMB_TRY(json::get_object(d, "logOptions", kWhere));
+  if (o == nullptr) return {};
+  const std::string w = kWhere + ".logOptions";
+  struct Int {
+    const char* key;
+    int* out;
+  };
+  for (Int k : {Int{"maxSize", &c.log_rotation.max_size_mb}, Int{"maxAge", &c.log_rotation.max_age_days},
+                Int{"maxBackups", &c.log_rotation.max_backups}}) {
+    auto v = PLUMB_TRY(json::get_int(*o, k.key, w));
+    if (!v) continue;
+    if (*v < 0 || *v > 1000000) return fail(cni_code::kInvalidConfig, w + "." + k.key + " " + std::to_string(*v) + " must be 0..1000000");
+    *k.out = static_cast<int>(*v);
   }
-  const json::Value* aux = json::find(d, "auxiliaryCNIChainName");
-  if (aux != nullptr && !(aux->IsString() && aux->GetStringLength() == 0)) {
-    c.refused.push_back(Error{cni_code::kInvalidConfig, 0,
-                              kWhere + ".auxiliaryCNIChainName " + json::quote(*aux) +
-                                  " is not supported: put the chained plugins in the clusterNetwork's conflist instead",
-                              {}});
+  if (auto v = PLUMB_TRY(json::get_bool(*o, "compress", w))) c.log_rotation.compress = *v;
+  return {};
+}
+
+/// auxiliaryCNIChainName: the name of Multus's auxiliary chain (plan.cpp runs it), a valid CNI
+/// network name since it names a directory.
+Status parse_auxiliary_chain(const json::Value& d, PlumbConfig& c) {
+  auto v = PLUMB_TRY(json::get_string(d, "auxiliaryCNIChainName", kWhere));
+  if (!v || v->empty()) return {};
+  if (!cni::is_valid_network_name(*v)) {
+    return fail(cni_code::kInvalidConfig, kWhere + ".auxiliaryCNIChainName \"" + *v +
+                                              "\" is not a valid network name (a letter or digit, then letters, digits, '_', '.' or '-')");
   }
+  c.auxiliary_chain_name = *v;
+  return {};
 }
 
 }  // namespace
@@ -82,7 +99,8 @@ Status parse_multus_keys(const json::Value& d, PlumbConfig& c) {
   c.retry_delete_on_error = PLUMB_TRY(json::get_bool(d, "retryDeleteOnError", kWhere)).value_or(false);
   if (auto v = PLUMB_TRY(seconds(d, "delegateTimeoutSeconds", 0, true, 600))) c.delegate_timeout_seconds = *v;
   if (auto v = PLUMB_TRY(seconds(d, "readinessTimeoutSeconds", 0, false, 600))) c.readiness_timeout_seconds = *v;
-  refuse_unsupported(d, c);
+  PLUMB_TRY(parse_auxiliary_chain(d, c));
+  PLUMB_TRY(parse_log_options(d, c));
   return {};
 }
 

@@ -12,8 +12,10 @@ Result<nad::ResolvedNetwork> delegate_network(const PlumbConfig& conf, rapidjson
 }
 
 /// The pod's v1.multus-cni.io/default-network: one network, by name (in multusNamespace) or
-/// namespace/name, in either selection format; only its name and namespace are used (Multus runs
-/// it as the master plugin, with the runtime's runtimeConfig). nullopt when not annotated.
+/// namespace/name, in either selection format. As Multus runs it (the master plugin, with the
+/// runtime's runtimeConfig): "interface" names its pod interface instead of CNI_IFNAME; "mac" and
+/// "ips" reach its plugins as CNI_ARGS MAC= and IP= (comma-separated), not as runtimeConfig.
+/// nullopt when not annotated.
 Result<std::optional<Attachment>> annotated_default(source::PodSource& store, const PlumbConfig& conf,
                                                     const std::map<std::string, std::string>* annotations) {
   if (annotations == nullptr) return std::optional<Attachment>{};
@@ -29,6 +31,13 @@ Result<std::optional<Attachment>> annotated_default(source::PodSource& store, co
   const auto& e = elements->front();
   auto att = nad_attachment(store, conf, e.namespace_.empty() ? conf.multus_namespace : e.namespace_, e.name);
   if (!att) return std::unexpected(att.error().within(where));
+  att->ifname = e.interface;  // validated by parse_selection; "" = CNI_IFNAME
+  if (!e.mac.empty()) att->add_args.emplace_back("MAC", e.mac);
+  if (!e.ips.empty()) {
+    std::string ips;
+    for (const auto& ip : e.ips) ips += (ips.empty() ? "" : ",") + ip;
+    att->add_args.emplace_back("IP", ips);
+  }
   return std::optional<Attachment>(std::move(*att));
 }
 
@@ -104,7 +113,7 @@ Result<std::vector<Attachment>> default_attachments(const cni::Env& env, const P
     def.status_name = def.selection.empty() ? def.net.name : def.selection;  // Multus: "ns/name" for a NAD
   }
   def.is_default = true;
-  def.ifname = env.ifname;
+  if (def.ifname.empty()) def.ifname = env.ifname;
   out.push_back(std::move(def));
   if (conf.cluster_network.empty() && conf.delegates.IsArray()) {
     for (rapidjson::SizeType i = 1; i < conf.delegates.Size(); ++i) {

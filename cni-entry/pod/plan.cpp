@@ -54,11 +54,32 @@ json::Document element_runtime_config(const nad::SelectionElement& e) {
   return rc;
 }
 
+/// What a selection element asks for (element_runtime_config) that no plugin of the network
+/// declares as a capability: dropped with a warning, as Multus (libcni injects only declared
+/// capabilities); with strictAnnotations the ADD fails instead.
+Status drop_undeclared(json::Document& rc, const json::Value& list, const Attachment& att, const PlumbConfig& conf, Log& log) {
+  for (auto it = rc.MemberBegin(); it != rc.MemberEnd();) {
+    std::string key = it->name.GetString();
+    if (std::any_of(list.Begin(), list.End(), [&](const json::Value& p) { return declares(p, key); })) {
+      ++it;
+      continue;
+    }
+    std::string msg = "network " + att.selection + ": the selection asks for \"" +
+                      (key == "infinibandGUID" ? std::string("infiniband-guid") : key) + "\" but no plugin of the network declares the \"" +
+                      key + "\" capability";
+    if (conf.strict_annotations) return fail(cni_code::kInvalidConfig, msg + " (strictAnnotations)");
+    log.warning(msg + ": ignored");
+    it = rc.EraseMember(it);
+  }
+  return {};
+}
+
 /// Builds the plugin configs of an attachment: runtimeConfig filtered by each plugin's declared
 /// capabilities (default network: the runtime's runtimeConfig, spec 7.5; others: what the
-/// selection element asks, each key required to be declared by some plugin), cni-args merged
-/// into args.cni with the annotation winning (4.1.2.1.6).
-Status build_plugins(Attachment& att, const PlumbConfig& conf) {
+/// selection element asks, with Multus's deviceID when kubelet gave the attachment no device,
+/// a key no plugin declares dropped (drop_undeclared)), cni-args merged into args.cni with the
+/// annotation winning (4.1.2.1.6).
+Status build_plugins(Attachment& att, const PlumbConfig& conf, Log& log) {
   const json::Value* list = json::find(att.net.conflist, "plugins");
   if (list == nullptr || !list->IsArray() || list->Empty()) {
     return fail(cni_code::kInvalidConfig, "network " + att.net.name + " (" + att.net.origin + ") has no plugins");
@@ -68,15 +89,11 @@ Status build_plugins(Attachment& att, const PlumbConfig& conf) {
     rc.CopyFrom(conf.runtime_config, rc.GetAllocator());
   } else if (att.element != nullptr) {
     rc = element_runtime_config(*att.element);
-    for (auto it = rc.MemberBegin(); it != rc.MemberEnd(); ++it) {
-      std::string key = it->name.GetString();
-      bool any = std::any_of(list->Begin(), list->End(), [&](const json::Value& p) { return declares(p, key); });
-      if (!any) {
-        return fail(cni_code::kInvalidConfig, "network " + att.selection + ": the selection asks for \"" +
-                                                  (key == "infinibandGUID" ? std::string("infiniband-guid") : key) +
-                                                  "\" but no plugin of the network declares the \"" + key + "\" capability");
-      }
+    // Multus: a device kubelet allocated for the NAD's resourceName wins over the element's.
+    if (!att.element->device_id.empty() && att.device_id.empty()) {
+      rc.AddMember("deviceID", json::Value(att.element->device_id.c_str(), rc.GetAllocator()), rc.GetAllocator());
     }
+    PLUMB_TRY(drop_undeclared(rc, *list, att, conf, log));
   }
   att.plugins.SetArray();
   auto& a = att.plugins.GetAllocator();
@@ -171,13 +188,15 @@ Result<Attachment> plan_element(const PlumbConfig& conf, source::PodSource& stor
 /// Builds, plans device-info for and parses every plugin of `att`, then prepares its IPAMClaim.
 Status complete(Attachment& att, const cni::Env& env, const PlumbConfig& conf, source::PodSource& store,
                 const source::PodRef& pod, Log& log) {
-  PLUMB_TRY(build_plugins(att, conf));
+  PLUMB_TRY(build_plugins(att, conf, log));
   // A NAD annotated with k8s.v1.cni.cncf.io/resourceName gets kubelet's device and device-info (5.3.8).
   att.device_info.resource_name = att.net.resource_name;
   inject_device_id(att);
   // The device-info file path, handed as runtimeConfig.CNIDeviceInfoFile where declared.
   PLUMB_TRY(devinfo::plan(att.plugins, att.device_info, conf.device_info_dir, env.container_id, att.ifname));
-  auto parsed = parse_plugins(att.plugins, att.net.name, att.ifname, env.args, plugin_search(conf, env.path), ipam_cluster(conf));
+  drivers::CniArgs args = env.args;
+  args.insert(args.end(), att.add_args.begin(), att.add_args.end());
+  auto parsed = parse_plugins(att.plugins, att.net.name, att.ifname, args, plugin_search(conf, env.path), ipam_cluster(conf));
   if (!parsed) return std::unexpected(parsed.error().within(att.where()));
   att.parsed = std::move(*parsed);
   // IPAMClaims (spec 8): the claim's owner for the IPAM, recorded for GC.
@@ -201,6 +220,30 @@ Result<std::vector<drivers::ParsedPlugin>> parse_plugins(const json::Value& plug
   return out;
 }
 
+namespace {
+
+/// Multus's auxiliary CNI chain (auxiliaryCNIChainName): the drop-ins of "<directory of
+/// clusterNetwork>/<name>/" after a passthru plugin, one more attachment after the selection's;
+/// none when that directory has no drop-in. Errors: kInvalidConfig when clusterNetwork is not a
+/// path (Multus's rule); auxiliary_chain's.
+Result<std::optional<Attachment>> auxiliary_attachment(const PlumbConfig& conf) {
+  if (conf.auxiliary_chain_name.empty()) return std::optional<Attachment>{};
+  if (conf.cluster_network.find('/') == std::string::npos || conf.cluster_network.front() != '/') {
+    return fail(cni_code::kInvalidConfig, "plumb config.auxiliaryCNIChainName \"" + conf.auxiliary_chain_name +
+                                              "\": clusterNetwork must be a path (the chain's drop-ins are beside it), got \"" +
+                                              conf.cluster_network + "\"");
+  }
+  const std::string dir = conf.cluster_network.substr(0, conf.cluster_network.rfind('/'));
+  auto net = PLUMB_TRY(nad::auxiliary_chain(conf.auxiliary_chain_name, conf.cni_version, dir.empty() ? "/" : dir));
+  if (!net) return std::optional<Attachment>{};
+  Attachment att;
+  att.net = std::move(*net);
+  att.status_name = att.net.name;
+  return std::optional<Attachment>(std::move(att));
+}
+
+}  // namespace
+
 Result<PodPlan> plan(const cni::Env& env, const PlumbConfig& conf, source::PodSource& store, const source::PodRef& pod,
                      Log& log) {
   PodPlan out;
@@ -209,6 +252,7 @@ Result<PodPlan> plan(const cni::Env& env, const PlumbConfig& conf, source::PodSo
   out.attachments = PLUMB_TRY(default_attachments(env, conf, store, pod, pod_annotations));
   out.elements = PLUMB_TRY(selection_elements(conf, pod_annotations, pod, log));
   for (auto& e : out.elements) out.attachments.push_back(PLUMB_TRY(plan_element(conf, store, pod, e)));
+  if (auto aux = PLUMB_TRY(auxiliary_attachment(conf))) out.attachments.push_back(std::move(*aux));
   PLUMB_TRY(name_interfaces(out.attachments));
   PLUMB_TRY(assign_device_ids(out.attachments, conf, pod));
   for (size_t i = 0; i < out.attachments.size(); ++i) {

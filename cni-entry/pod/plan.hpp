@@ -34,6 +34,9 @@ struct Attachment {
   std::optional<claims::Use> claim;  ///< the IPAMClaim its addresses belong to (spec 8)
   devinfo::Plan device_info;         ///< its device-info file (spec 5.3.8); "" file = none
   std::string device_id;             ///< the device kubelet allocated for its resourceName (devices.hpp), "" if none
+  /// CNI_ARGS items this attachment's plugins get at ADD after the runtime's: the
+  /// default-network annotation's "mac" and "ips" as Multus passes them (MAC=, IP=a,b).
+  drivers::CniArgs add_args;
 
   /// "network <selection or name> (<ifname>)", the prefix of every error about it.
   [[nodiscard]] std::string where() const;

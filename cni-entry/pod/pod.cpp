@@ -72,16 +72,7 @@ Status check_verb_version(const cni::Env& env, const PlumbConfig& conf) {
 
 Result<std::string> run(const cni::Env& env, const PlumbConfig& conf, Log& log) {
   PLUMB_TRY(check_verb_version(env, conf));
-  if (!conf.refused.empty()) {
-    // A refused key fails every verb but DEL: what an earlier configuration built must still go.
-    if (env.command == cni::Command::Status) {  // STATUS: "plugin not available" (50), for the same reason
-      Error e = conf.refused.front();
-      e.cni_code = cni_code::kPluginNotAvailable;
-      return std::unexpected(e);
-    }
-    if (env.command != cni::Command::Del) return std::unexpected(conf.refused.front());
-    for (const auto& e : conf.refused) log.error("DEL " + env.container_id + " goes on despite: " + e.text());
-  }
+  log.set_rotation(conf.log_rotation);
   switch (env.command) {
     case cni::Command::Add:
       return do_add(env, conf, log);

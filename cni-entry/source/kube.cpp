@@ -189,8 +189,7 @@ class KubeSource final : public PodSource {
     return std::optional<IpamClaim>(std::move(c));
   }
 
-  Status write_ipam_claim_ips(const std::string& ns, const std::string& name,
-                              const std::vector<std::string>& ips) override {
+  Status write_ipam_claim_status(const std::string& ns, const std::string& name, const IpamClaimStatus& written) override {
     PLUMB_TRY(check_ns("IPAMClaim", ns));
     PLUMB_TRY(check_name("IPAMClaim", name));
     const std::string key = ns + "/" + name;
@@ -204,10 +203,8 @@ class KubeSource final : public PodSource {
         json::set_string(meta, "resourceVersion", it->second, a);
         json::set(patch, "metadata", std::move(meta), a);
       }
-      json::Value arr(rapidjson::kArrayType);
-      for (auto& ip : ips) arr.PushBack(json::Value(ip.c_str(), a), a);
-      json::Value status(rapidjson::kObjectType);
-      json::set(status, "ips", std::move(arr), a);
+      json::Value status;
+      status.CopyFrom(ipam_claim_status_json(written), a);
       json::set(patch, "status", std::move(status), a);
       Response resp = PLUMB_TRY(client_.request("PATCH", path, json::dump(patch), kMergePatch));
       if (resp.status == 200 || resp.status == 201) return {};
@@ -216,7 +213,7 @@ class KubeSource final : public PodSource {
       auto again = PLUMB_TRY(ipam_claim(ns, name));
       if (!again) return fail(cni_code::kNotFound, what + ": the claim was deleted meanwhile");
       if (!again->ips.empty()) {
-        if (again->ips == ips) return {};
+        if (again->ips == written.ips) return {};
         std::string theirs;
         for (auto& s : again->ips) theirs += (theirs.empty() ? "" : ",") + s;
         return fail(cni_code::kConflict, what + ": another writer set status.ips to " + theirs + " meanwhile");

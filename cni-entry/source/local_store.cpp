@@ -207,7 +207,7 @@ class LocalStore final : public PodSource {
       // The claim is gone: the status plumb wrote for it goes too, so a new claim of the same
       // name starts without addresses, as a re-created API object does.
       // Relative to the namespace's directory, opened without following a link (as
-      // write_ipam_claim_ips writes it): a planted link is refused, naming its path.
+      // write_ipam_claim_status writes it): a planted link is refused, naming its path.
       auto dir = Dir::open(root_ + "/ipamclaims/" + namespace_);
       if (!dir && dir.error().cni_code != cni_code::kNotFound && dir.error().sys_errno != ENOTDIR) {
         return std::unexpected(dir.error().within("remove " + base + ".status.json"));
@@ -235,7 +235,7 @@ class LocalStore final : public PodSource {
     return std::optional<IpamClaim>(std::move(c));
   }
 
-  Status write_ipam_claim_ips(const std::string& namespace_, const std::string& name, const std::vector<std::string>& ips) override {
+  Status write_ipam_claim_status(const std::string& namespace_, const std::string& name, const IpamClaimStatus& status) override {
     const std::string base = PLUMB_TRY(claim_base(namespace_, name));
     auto dir = Dir::open(root_ + "/ipamclaims/" + namespace_);
     auto manifest = dir ? dir->stat(name + ".yaml") : Result<std::optional<struct stat>>(std::unexpected(dir.error()));
@@ -243,11 +243,7 @@ class LocalStore final : public PodSource {
       if (!manifest && manifest.error().cni_code != cni_code::kNotFound) return std::unexpected(manifest.error());
       return fail(cni_code::kNotFound, "IPAMClaim " + namespace_ + "/" + name + " not found (" + base + ".yaml)");
     }
-    json::Document doc(rapidjson::kObjectType);
-    json::Value arr(rapidjson::kArrayType);
-    for (const auto& ip : ips) arr.PushBack(json::Value(ip.c_str(), doc.GetAllocator()), doc.GetAllocator());
-    json::set(doc, "ips", std::move(arr), doc.GetAllocator());
-    return dir->write_atomic(name + ".status.json", json::dump(doc), {.mode = 0644, .fsync = true});
+    return dir->write_atomic(name + ".status.json", json::dump(ipam_claim_status_json(status)), {.mode = 0644, .fsync = true});
   }
 
   Status remove_network_status(const PodRef& pod, const std::string& owner) override {

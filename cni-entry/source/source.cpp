@@ -21,8 +21,32 @@ Result<std::optional<IpamClaim>> PodSource::ipam_claim(const std::string& namesp
   return fail(cni_code::kInvalidConfig, describe() + " has no IPAMClaims (claim " + namespace_ + "/" + name + ")");
 }
 
-Status PodSource::write_ipam_claim_ips(const std::string& namespace_, const std::string& name,
-                                       const std::vector<std::string>&) {
+json::Document ipam_claim_status_json(const IpamClaimStatus& status) {
+  json::Document d(rapidjson::kObjectType);
+  auto& a = d.GetAllocator();
+  json::Value ips(rapidjson::kArrayType);
+  for (const auto& ip : status.ips) ips.PushBack(json::Value(ip.c_str(), a), a);
+  json::set(d, "ips", std::move(ips), a);
+  if (!status.owner_pod.empty()) {
+    json::Value owner(rapidjson::kObjectType);
+    json::set_string(owner, "name", status.owner_pod, a);
+    json::set(d, "ownerPod", std::move(owner), a);
+  }
+  json::Value cond(rapidjson::kObjectType);
+  json::set_string(cond, "type", "IPsAllocated", a);
+  json::set_string(cond, "status", "True", a);
+  json::set_string(cond, "reason", "SuccessfulAllocation", a);
+  std::string msg = "allocated";
+  for (const auto& ip : status.ips) msg += " " + ip;
+  json::set_string(cond, "message", msg, a);
+  json::set_string(cond, "lastTransitionTime", status.allocated_at, a);
+  json::Value conds(rapidjson::kArrayType);
+  conds.PushBack(cond, a);
+  json::set(d, "conditions", std::move(conds), a);
+  return d;
+}
+
+Status PodSource::write_ipam_claim_status(const std::string& namespace_, const std::string& name, const IpamClaimStatus&) {
   return fail(cni_code::kInvalidConfig, describe() + " has no IPAMClaims (claim " + namespace_ + "/" + name + ")");
 }
 

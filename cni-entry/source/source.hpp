@@ -43,6 +43,19 @@ struct IpamClaim {
   std::vector<std::string> ips;   // status.ips as written ("192.0.2.5/24"); empty: none allocated yet
 };
 
+/// What plumb writes into an IPAMClaim's status once it allocated the claim's addresses.
+struct IpamClaimStatus {
+  std::vector<std::string> ips;  // status.ips: CIDR strings
+  std::string owner_pod;         // status.ownerPod.name: the pod the addresses were allocated for
+  std::string allocated_at;      // RFC 3339 UTC time of the allocation (the condition's lastTransitionTime)
+};
+
+/// `status` as ipamclaims v1alpha1 writes it: {"ips": [..], "ownerPod": {"name": ..},
+/// "conditions": [{"type": "IPsAllocated", "status": "True", "reason": "SuccessfulAllocation",
+/// "message": .., "lastTransitionTime": ..}]} (the condition OVN-Kubernetes sets); ownerPod left
+/// out without a pod name.
+[[nodiscard]] json::Document ipam_claim_status_json(const IpamClaimStatus& status);
+
 class PodSource {
  public:
   virtual ~PodSource() = default;
@@ -55,11 +68,12 @@ class PodSource {
   /// The IPAMClaim `namespace_/name`; nullopt when it does not exist (deleted claims release
   /// their addresses at GC). Default: kInvalidConfig (the source has no claims).
   [[nodiscard]] virtual Result<std::optional<IpamClaim>> ipam_claim(const std::string& namespace_, const std::string& name);
-  /// Records `ips` (CIDR strings) as the claim's status.ips (spec 8: the IPAM writes the
-  /// addresses it allocated for the claim). Errors: kNotFound when the claim is gone; kConflict
-  /// when another writer set different status.ips meanwhile; transport errors.
-  [[nodiscard]] virtual Status write_ipam_claim_ips(const std::string& namespace_, const std::string& name,
-                                                    const std::vector<std::string>& ips);
+  /// Records `status` as the claim's status (spec 8: the IPAM writes the addresses it allocated
+  /// for the claim; ipamclaims v1alpha1's ownerPod and conditions with them; ipam_claim_status_json).
+  /// Errors: kNotFound when the claim is gone; kConflict when another writer set different
+  /// status.ips meanwhile; transport errors.
+  [[nodiscard]] virtual Status write_ipam_claim_status(const std::string& namespace_, const std::string& name,
+                                                       const IpamClaimStatus& status);
   /// CNI STATUS: whether the source can serve an ADD now. Default: ready. Errors carry code
   /// kPluginNotAvailable (50: unusable, e.g. credentials rejected) or kPluginNotReady (51: the
   /// API server cannot be reached) and the reason.

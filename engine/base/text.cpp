@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <ctime>
 
 namespace plumb::text {
 namespace {
@@ -68,6 +69,15 @@ uint64_t fnv1a64(std::string_view s) {
     h *= 1099511628211ull;
   }
   return h;
+}
+
+std::string utc_now_rfc3339() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
 }
 
 }  // namespace plumb::text

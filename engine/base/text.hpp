@@ -29,4 +29,7 @@ namespace plumb::text {
 [[nodiscard]] uint32_t fnv1a32(std::string_view s);
 [[nodiscard]] uint64_t fnv1a64(std::string_view s);
 
+/// The current time as Kubernetes writes timestamps (RFC 3339, UTC, seconds): "2026-01-02T03:04:05Z".
+[[nodiscard]] std::string utc_now_rfc3339();
+
 }  // namespace plumb::text

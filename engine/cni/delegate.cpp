@@ -107,16 +107,31 @@ std::string delegate_args(const std::vector<std::pair<std::string, std::string>>
   return out;
 }
 
+std::vector<std::string> plugin_environment(const Invocation& inv, const std::string& cni_path, const char* const* base) {
+  std::vector<std::string> env = {"CNI_COMMAND=" + inv.command, "CNI_CONTAINERID=" + inv.container_id, "CNI_NETNS=" + inv.netns,
+                                  "CNI_ARGS=" + inv.args,       "CNI_IFNAME=" + inv.ifname,            "CNI_PATH=" + cni_path};
+  const size_t own = env.size();
+  bool has_path = false;
+  for (const char* const* e = base; e != nullptr && *e != nullptr; ++e) {
+    const std::string_view entry(*e);
+    const std::string_view key = entry.substr(0, entry.find('='));
+    const bool replaced = std::any_of(env.begin(), env.begin() + static_cast<std::ptrdiff_t>(own),
+                                      [&](const std::string& o) { return o.compare(0, key.size() + 1, std::string(key) + "=") == 0; });
+    if (replaced) continue;
+    has_path = has_path || key == "PATH";
+    env.emplace_back(entry);
+  }
+  if (!has_path) env.push_back(std::string("PATH=") + kDefaultPath);
+  return env;
+}
+
 Result<json::Document> exec_plugin(std::string_view type, const std::string& binary, const Invocation& inv,
                                    std::string_view config, const PluginSearch& search,
                                    const std::function<Status(const process::Child&)>& on_started) {
   const std::string who = "plugin " + std::string(type) + " (" + inv.command + ")";
-  const char* path = std::getenv("PATH");
   process::SpawnRequest req;
   req.path = binary;
-  req.env = {"CNI_COMMAND=" + inv.command, "CNI_CONTAINERID=" + inv.container_id, "CNI_NETNS=" + inv.netns,
-             "CNI_IFNAME=" + inv.ifname,   "CNI_ARGS=" + inv.args,                "CNI_PATH=" + search.cni_path(),
-             std::string("PATH=") + (path != nullptr && *path != '\0' ? path : kDefaultPath)};
+  req.env = plugin_environment(inv, search.cni_path(), environ);
   req.stdin_data = std::string(config);
   req.timeout = search.timeout;
   req.on_started = on_started;

@@ -53,10 +53,17 @@ struct Invocation {
 /// other items in order. Without IgnoreUnknown the reference plugins refuse the K8S_* keys.
 [[nodiscard]] std::string delegate_args(const std::vector<std::pair<std::string, std::string>>& runtime_args);
 
-/// Runs plugin `type` (executable `binary`) with `config` (JSON text) on stdin and an
-/// environment of exactly CNI_COMMAND, CNI_CONTAINERID, CNI_NETNS, CNI_IFNAME, CNI_ARGS,
-/// CNI_PATH (search.cni_path()) and PATH (plumb's own, or the FHS default: plugins such as the
-/// reference portmap and firewall run iptables through it); nothing else of plumb's environment.
+/// The environment a delegated plugin gets, as libcni's invoke.Args.AsEnv builds it: CNI_COMMAND,
+/// CNI_CONTAINERID, CNI_NETNS, CNI_ARGS, CNI_IFNAME and CNI_PATH (`cni_path`) first, then every
+/// entry of `base` (the caller's environment, "KEY=value" each, null-terminated array; may be
+/// null) but those six, in its order. When `base` has no PATH, the FHS default is added (plugins
+/// such as the reference portmap and firewall run iptables through it).
+[[nodiscard]] std::vector<std::string> plugin_environment(const Invocation& inv, const std::string& cni_path,
+                                                          const char* const* base);
+
+/// Runs plugin `type` (executable `binary`) with `config` (JSON text) on stdin and the
+/// environment plugin_environment() builds from this process's environment (`environ`: in thick
+/// mode the daemon worker's, which holds the shim's CNI_* variables); no descriptor but 0-2.
 /// `on_started` is process::SpawnRequest's (write-ahead record of the child). Returns stdout as
 /// JSON (a null document when the plugin printed nothing, as DEL/CHECK/GC/STATUS do).
 /// Errors: the plugin's own CNI error with its code, "plugin <type> (<command>): <msg>" and its

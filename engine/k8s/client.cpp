@@ -42,7 +42,24 @@ http::Options http_options(const Credentials& creds, const Options& opts) {
 
 }  // namespace
 
-Client::Client(Credentials creds, Options opts) : creds_(std::move(creds)), http_(http_options(creds_, opts)) {}
+Client::Client(Credentials creds, Options opts)
+    : creds_(std::move(creds)), opts_(opts), http_(std::make_unique<http::Client>(http_options(creds_, opts_))) {}
+
+Result<std::string> Client::exec_token(bool refresh) {
+  ExecCluster cluster{creds_.server, creds_.ca_pem, creds_.insecure_skip_tls_verify};
+  if (cluster.ca_pem.empty() && !creds_.ca_file.empty() && creds_.exec->provide_cluster_info) {
+    cluster.ca_pem = PLUMB_TRY(read_credential_file(creds_.ca_file, "certificate-authority"));
+  }
+  auto cred = exec_credential(*creds_.exec, cluster, refresh);
+  if (!cred) return std::unexpected(cred.error().within(creds_.origin));
+  if (cred->client_cert_pem != creds_.client_cert_pem || cred->client_key_pem != creds_.client_key_pem) {
+    creds_.client_cert_pem = cred->client_cert_pem;
+    creds_.client_key_pem = cred->client_key_pem;
+    retired_attempts_ += http_->attempts();
+    http_ = std::make_unique<http::Client>(http_options(creds_, opts_));
+  }
+  return cred->token;
+}
 
 Result<Response> Client::request(std::string_view method, const std::string& path, const std::string& body,
                                  std::string_view content_type, int retries) {
@@ -53,6 +70,7 @@ Result<Response> Client::request(std::string_view method, const std::string& pat
   req.content_type = content_type;
   const std::string what = req.method + " " + req.url;
   std::string token = creds_.token;
+  if (creds_.exec) token = PLUMB_TRY(exec_token(false));
   if (!creds_.token_file.empty()) {
     // Re-read on every request: service-account tokens are rotated under our feet.
     auto t = read_credential_file(creds_.token_file, "token file");
@@ -66,9 +84,16 @@ Result<Response> Client::request(std::string_view method, const std::string& pat
     return fail(cni_code::kInvalidConfig, what + ": the bearer token contains a line break (" + creds_.origin + ")");
   req.headers.push_back("Accept: application/json");
   if (!token.empty()) req.headers.push_back("Authorization: Bearer " + token);
-  http::RetryPolicy policy = http_.options().retry;
+  http::RetryPolicy policy = http_->options().retry;
   if (retries >= 0) policy.max_attempts = retries + 1;
-  auto resp = http_.request(req, policy);
+  auto resp = http_->request(req, policy);
+  if (resp && resp->status == 401 && creds_.exec) {
+    // The plugin's credential was refused before it expired (revoked, rotated): ask it again.
+    token = PLUMB_TRY(exec_token(true));
+    req.headers.resize(1);
+    if (!token.empty()) req.headers.push_back("Authorization: Bearer " + token);
+    resp = http_->request(req, policy);
+  }
   if (!resp && resp.error().cni_code == cni_code::kInvalidConfig) resp.error().msg += " (" + creds_.origin + ")";
   return resp;
 }

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -17,6 +18,7 @@
 #include "engine/base/http.hpp"
 #include "engine/base/json.hpp"
 #include "engine/base/result.hpp"
+#include "engine/k8s/exec_credential.hpp"
 
 namespace plumb::k8s {
 
@@ -32,6 +34,7 @@ struct Credentials {
   std::string client_key_pem;    // client-key-data, decoded; "" = none
   std::string token;             // token: a fixed bearer token; "" = none
   std::string token_file;        // tokenFile: re-read on every request; "" = none
+  std::optional<ExecConfig> exec;  // exec: a credential plugin giving the token or client certificate
   std::string namespace_;        // the current context's namespace ("" = not set)
   std::string origin;            // for messages: "kubeconfig /etc/.. (context c)"
 };
@@ -39,11 +42,11 @@ struct Credentials {
 /// Loads the credentials of a kubeconfig file: its current-context (or its only context when
 /// current-context is unset) names a cluster (server, certificate-authority[-data],
 /// insecure-skip-tls-verify), a user (token, tokenFile, client-certificate[-data],
-/// client-key[-data]) and optionally a namespace. Relative file paths are taken relative to the
+/// client-key[-data], or exec: a credential plugin, exec_credential.hpp) and optionally a namespace. Relative file paths are taken relative to the
 /// kubeconfig's directory, as kubectl does; files named are not read here (only when used).
 /// Errors: kInvalidConfig naming the file and the field (missing context/cluster/user, no
-/// server, bad base64, a client certificate without its key, unsupported user auth such as exec
-/// or auth-provider); kIo when the file cannot be read; kDecode for bad YAML.
+/// server, bad base64, a client certificate without its key, a bad exec map, unsupported user
+/// auth such as auth-provider); kIo when the file cannot be read; kDecode for bad YAML.
 [[nodiscard]] Result<Credentials> load_kubeconfig(const std::string& path);
 
 /// Reads a credential file (kubeconfig, token) whole. Errors: kIo naming the path, whatever the
@@ -79,7 +82,8 @@ inline constexpr std::string_view kMergePatch = "application/merge-patch+json";
 inline constexpr std::string_view kJsonPatch = "application/json-patch+json";
 
 /// Requests to one API server with its credentials: one HTTP client (connections are reused
-/// within an invocation), the bearer token re-read from its file for every request. Not
+/// within an invocation), the bearer token re-read from its file for every request, or taken
+/// from the exec plugin (run again once when the API server answers 401). Not
 /// thread-safe: one per thread.
 class Client {
  public:
@@ -111,11 +115,17 @@ class Client {
 
   [[nodiscard]] const Credentials& credentials() const { return creds_; }
   /// HTTP attempts made so far (retries included), for cost checks.
-  [[nodiscard]] uint64_t attempts() const { return http_.attempts(); }
+  [[nodiscard]] uint64_t attempts() const { return retired_attempts_ + http_->attempts(); }
 
  private:
+  /// The exec plugin's bearer token ("" with a certificate), its client certificate put in
+  /// place (the HTTP client rebuilt when it changed); `refresh` after a 401, as client-go.
+  Result<std::string> exec_token(bool refresh);
+
   Credentials creds_;
-  http::Client http_;
+  Options opts_;
+  std::unique_ptr<http::Client> http_;
+  uint64_t retired_attempts_ = 0;  // attempts of HTTP clients replaced for a new exec certificate
 };
 
 /// The answer's body as a JSON object. Errors: kDecode naming `what`.

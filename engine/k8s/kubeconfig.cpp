@@ -58,13 +58,14 @@ std::string resolve_path(const std::string& base_dir, const std::string& p) {
 
 /// The user's credentials into `c`.
 Status read_user(const json::Value& user, const std::string& dir, const std::string& uw, Credentials& c) {
-  for (const char* unsupported : {"exec", "auth-provider", "username", "password"}) {
+  for (const char* unsupported : {"auth-provider", "username", "password"}) {
     if (json::find(user, unsupported) != nullptr) {
       return fail(cni_code::kInvalidConfig,
                   uw + " uses \"" + unsupported +
-                      "\", which plumb does not support (use token, tokenFile or a client certificate)");
+                      "\", which plumb does not support (use token, tokenFile, exec or a client certificate)");
     }
   }
+  if (const json::Value* exec = json::find(user, "exec"); exec != nullptr && !exec->IsNull()) c.exec = PLUMB_TRY(parse_exec(*exec, dir, uw));
   c.token = std::string(text::trim(PLUMB_TRY(string_of(user, "token", uw))));
   c.token_file = resolve_path(dir, PLUMB_TRY(string_of(user, "tokenFile", uw)));
   c.client_cert_file = resolve_path(dir, PLUMB_TRY(string_of(user, "client-certificate", uw)));

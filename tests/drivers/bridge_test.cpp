@@ -76,7 +76,7 @@ std::string nft_bridge_table() { return sh("nft list table bridge plumb 2>&1").o
 
 }  // namespace
 
-TEST_CASE("bridge config: vlan, vlanTrunk, hairpin with promisc and IPAM with disableContainerInterface are refused naming the key") {
+TEST_CASE("bridge config: vlan, vlanTrunk, hairpin with promisc, IPAM with disableContainerInterface and an unknown ipMasqBackend are refused naming the key") {
   Node node;
   PodFixture fx(node);
   auto expect = [&](const std::string& keys, const std::string& address, const std::string& needle) {
@@ -93,6 +93,8 @@ TEST_CASE("bridge config: vlan, vlanTrunk, hairpin with promisc and IPAM with di
   expect(R"("vlanTrunk": [{"id": 5}, {"minID": 1, "maxID": 4095}])", "", "p-net.vlanTrunk[1].maxID 4095");
   expect(R"("hairpinMode": true, "promiscMode": true)", "", "cannot set hairpin mode and promiscuous mode at the same time");
   expect(R"("disableContainerInterface": true)", "198.51.100.10/24", "cannot use IPAM when disableContainerInterface is set");
+  expect(R"("ipMasq": true, "ipMasqBackend": "ebpf")", "198.51.100.10/24",
+         R"(p-net.ipMasqBackend \"ebpf\" must be \"iptables\" or \"nftables\")");  // as JSON escapes it
   CHECK(link_names("").count("brt") == 0);  // refused while parsing: not even the bridge was made
 }
 

@@ -112,7 +112,7 @@ TEST_CASE("a foreign default network (its conflist as clusterNetwork) with a nat
   std::string status = f.fx.status_of("default", "web");
   CHECK(status.rfind(R"([{"name":"calico-like","interface":"eth0","ips":["203.0.113.20"])", 0) == 0);
 
-  // What the plugin got: exactly the CNI environment (and PATH), its config with name and
+  // What the plugin got: plumb's environment (here the CNI variables and PATH) with CNI_* set for it, its config with name and
   // cniVersion, no prevResult, no descriptor of plumb's.
   auto adds = f.bin.calls("ADD");
   REQUIRE(adds.size() == 1);

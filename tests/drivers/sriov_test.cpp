@@ -90,6 +90,37 @@ TEST_CASE("[kernel netdevs, recorded PF] SR-IOV VF: settings saved and applied i
   CHECK_FALSE(std::filesystem::exists(a.plan.file));
 }
 
+TEST_CASE("[kernel netdevs, recorded PF] CNI_ARGS MAC= (sriov-cni's README: \"IgnoreUnknown=1;IP=..;VF=1;MAC=..\") overrides the "
+          "config's mac; runtimeConfig.mac overrides both") {
+  Node node;
+  Bench b(node);
+  sriov_tree(b);
+  node.add_netns("pod1");
+  Att a(b, "ctr1", "net1", "pod1");
+  a.ctx.cni_args = {{"IgnoreUnknown", "1"}, {"VF", "1"}, {"MAC", "66:D8:02:77:AA:AA"}};
+  auto r = a.add("sriov", sriov_conf(R"("deviceID":"0000:03:00.2","mac":"02:11:22:33:44:55")", b.ipam("198.51.100.0/24")));
+  INFO((r ? std::string() : r.error().text()));
+  REQUIRE(r);
+  CHECK(b.pf.log == std::vector<std::string>{"get pf0 vf 1", "set pf0 vf 1 mac 66:d8:02:77:aa:aa"});
+  REQUIRE(ip_link("pod1", "net1"));
+  CHECK(ip_link("pod1", "net1")->mac == "66:d8:02:77:aa:aa");
+  REQUIRE(a.unwind(true));
+
+  b.pf.log.clear();
+  Att rc(b, "ctr2", "net1", "pod1");
+  rc.ctx.cni_args = {{"MAC", "66:d8:02:77:aa:aa"}};
+  r = rc.add("sriov", sriov_conf(R"("deviceID":"0000:03:00.2","runtimeConfig":{"mac":"02:00:00:00:00:07"})", b.ipam("198.51.100.0/24")));
+  REQUIRE(r);
+  CHECK(b.pf.log == std::vector<std::string>{"get pf0 vf 1", "set pf0 vf 1 mac 02:00:00:00:00:07"});
+  REQUIRE(rc.unwind(true));
+
+  Att bad(b, "ctr3", "net1", "pod1");
+  bad.ctx.cni_args = {{"MAC", "66:d8"}};
+  r = bad.add("sriov", sriov_conf(R"("deviceID":"0000:03:00.2")", b.ipam("198.51.100.0/24")));
+  REQUIRE_FALSE(r);
+  CHECK(r.error().msg.find("CNI_ARGS MAC \"66:d8\"") != std::string::npos);
+}
+
 TEST_CASE("[kernel netdevs, recorded PF] SR-IOV VF bound to vfio-pci: PF settings and IPAM only, no netdev; the mode is "
           "recorded so DEL only restores the PF side") {
   Node node;

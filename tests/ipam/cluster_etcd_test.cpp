@@ -66,7 +66,8 @@ TEST_CASE("dual stack: both addresses in one transaction; an exhausted IPv6 rang
   // The transaction itself is atomic: requested addresses skip every pre-read, so only the
   // compare sees that 2001:db8:1::2 is taken, and the free 192.0.2.200 must stay unclaimed.
   auto req = request("c-requested");
-  req.cni_args.emplace_back("IP", "192.0.2.200,2001:db8:1::2");
+  const auto wanted = doc(R"({"ips": ["192.0.2.200", "2001:db8:1::2"]})");  // runtimeConfig.ips (CNI_ARGS IP= is whereabouts' static address)
+  req.runtime_config = &wanted;
   auto taken = ipam->add(req);
   REQUIRE_FALSE(taken.has_value());
   CHECK(taken.error().cni_code == cni_code::kIpamExhausted);
@@ -151,7 +152,8 @@ TEST_CASE("ADD repeated for the same container and interface returns the same ad
   CHECK(keys_under(c, cl::ip_prefix("_default")).size() == 2);
   // A requested address that differs from what the attachment holds is a conflict.
   auto req = request("c1", "net2");
-  req.cni_args.emplace_back("IP", "198.51.100.250");
+  const auto wanted = doc(R"({"ips": ["198.51.100.250"]})");
+  req.runtime_config = &wanted;
   auto conflict = ipam->add(req);
   REQUIRE_FALSE(conflict.has_value());
   CHECK(conflict.error().cni_code == cni_code::kConflict);

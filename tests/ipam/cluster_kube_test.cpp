@@ -98,14 +98,16 @@ TEST_CASE("whereabouts' pool is read and extended in its own format; its allocat
   const std::string text = R"({"type": "whereabouts", "range": "192.0.2.0/24", "network_name": "blue"})";
   auto ipam = make(text, "node-a", ns);
   auto req = request("plumb-c1", "plumb-pod");
-  req.cni_args.emplace_back("IP", "192.0.2.200");
+  const auto wanted = doc(R"({"ips": ["192.0.2.200"]})");  // runtimeConfig.ips (CNI_ARGS IP= is whereabouts' static address)
+  req.runtime_config = &wanted;
   CHECK(add_ok(*ipam, req) == "192.0.2.200/24");
   // Exactly whereabouts' shape: the golden allocations untouched, the new one keyed by its offset.
   CHECK(stored_equals("ippools", ns, "blue-192.0.2.0-24", "spec", "ippool-extended.json"));
   CHECK(stored_equals("overlappingrangeipreservations", ns, "blue-192.0.2.200", "spec", "reservation-plumb.json"));
   // An address whereabouts holds is refused, naming its holder.
   auto taken = request("plumb-c2", "other");
-  taken.cni_args.emplace_back("IP", "192.0.2.9");
+  const auto held = doc(R"({"ips": ["192.0.2.9"]})");
+  taken.runtime_config = &held;
   auto r = ipam->add(taken);
   REQUIRE_FALSE(r.has_value());
   CHECK(r.error().cni_code == cni_code::kIpamExhausted);
@@ -165,7 +167,8 @@ TEST_CASE("overlapping ranges across two NADs: an address one holds is never han
   std::set<std::string> wide_got;
   for (int i = 1; i <= 7; ++i) {
     auto req = request("w" + std::to_string(i), "wp" + std::to_string(i));
-    req.cni_args.emplace_back("IP", "192.0.2." + std::to_string(i));
+    const auto wanted = doc(R"({"ips": ["192.0.2.)" + std::to_string(i) + R"("]})");
+    req.runtime_config = &wanted;
     wide_got.insert(add_ok(*wide, req).substr(0, 10));
   }
   std::set<std::string> narrow_got;

@@ -316,3 +316,43 @@ TEST_CASE("load_file_or_dir: a file, or a directory's first config in lexical or
   CHECK(r.error().cni_code == cni_code::kNotFound);
   CHECK(contains(r.error().msg, empty.path));
 }
+
+TEST_CASE("CNI 1.1 plugin drop-ins: <dir>/<network name>/*.conf appended in lexical order, unless loadOnlyInlinedPlugins") {
+  TempDir d;
+  // The spec's example layout: /etc/cni/net.d/10-dhcp.conflist and /etc/cni/net.d/dhcp/*.conf.
+  d.write("10-dhcp.conflist", R"({"cniVersion":"1.1.0","name":"dhcp","plugins":[{"type":"bridge","bridge":"br0"}]})");
+  fs::create_directories(d.path + "/dhcp");
+  d.write("dhcp/20-tuning.conf", R"({"type":"tuning","sysctl":{"net.core.somaxconn":"500"}})");
+  d.write("dhcp/10-portmap.conf", R"({"type":"portmap","capabilities":{"portMappings":true}})");
+  d.write("dhcp/30-notes.json", R"({"type":"ignored"})");  // only *.conf
+  auto net = resolved(nad::load_file_or_dir(d.path + "/10-dhcp.conflist"));
+  const auto& plugins = net.conflist["plugins"];
+  REQUIRE(plugins.Size() == 3);
+  CHECK(std::string(plugins[0]["type"].GetString()) == "bridge");
+  CHECK(std::string(plugins[1]["type"].GetString()) == "portmap");
+  CHECK(std::string(plugins[2]["type"].GetString()) == "tuning");
+  CHECK(std::string(plugins[2]["name"].GetString()) == "dhcp");  // 7.1 injection reaches drop-ins too
+  CHECK(std::string(plugins[2]["cniVersion"].GetString()) == "1.1.0");
+  // A drop-in added later is seen on the next load (the parsed list is kept only while nothing can change it).
+  d.write("dhcp/40-sbr.conf", R"({"type":"sbr"})");
+  CHECK(resolved(nad::load_file_or_dir(d.path + "/10-dhcp.conflist")).conflist["plugins"].Size() == 4);
+
+  // loadOnlyInlinedPlugins: the inline list alone.
+  d.write("10-dhcp.conflist", R"({"cniVersion":"1.1.0","name":"dhcp","loadOnlyInlinedPlugins":true,"plugins":[{"type":"bridge"}]})");
+  CHECK(resolved(nad::load_file_or_dir(d.path + "/10-dhcp.conflist")).conflist["plugins"].Size() == 1);
+  // No inline list: the drop-ins are the whole chain; without them (or with loadOnlyInlinedPlugins) an error naming the file.
+  d.write("10-dhcp.conflist", R"({"cniVersion":"1.1.0","name":"dhcp"})");
+  CHECK(resolved(nad::load_file_or_dir(d.path + "/10-dhcp.conflist")).conflist["plugins"].Size() == 3);
+  d.write("11-none.conflist", R"({"cniVersion":"1.1.0","name":"none"})");
+  auto none = nad::load_file_or_dir(d.path + "/11-none.conflist");
+  REQUIRE_FALSE(none.has_value());
+  CHECK(contains(none.error().msg, d.path + "/11-none.conflist: no plugin configs found"));
+  d.write("12-inline.conflist", R"({"cniVersion":"1.1.0","name":"dhcp","loadOnlyInlinedPlugins":"true"})");
+  auto inline_only = nad::load_file_or_dir(d.path + "/12-inline.conflist");
+  REQUIRE_FALSE(inline_only.has_value());
+  CHECK(contains(inline_only.error().msg, "\"loadOnlyInlinedPlugins\" is true and there is no \"plugins\" list"));
+  d.write("dhcp/50-bad.conf", R"({"bridge":"x"})");
+  auto bad = nad::load_file_or_dir(d.path + "/10-dhcp.conflist");
+  REQUIRE_FALSE(bad.has_value());
+  CHECK(contains(bad.error().msg, d.path + "/dhcp/50-bad.conf: a plugin drop-in must be a JSON object with a \"type\""));
+}

@@ -186,7 +186,17 @@ TEST_CASE("IPAMClaims in the local store behave the same without an API server")
   INFO("stdout: ", add.out, "\nstderr: ", add.err);
   REQUIRE(add.exit_code == 0);
   CHECK(addrs("vm-a", "net1") == std::set<std::string>{"198.51.100.2/24"});
-  CHECK(read_file(fx.store() + "/ipamclaims/default/vm-a.blue.status.json") == R"({"ips":["198.51.100.2/24"]})");
+  // status as ipamclaims v1alpha1 defines it: ips, ownerPod, an IPsAllocated condition.
+  rapidjson::Document status;
+  status.Parse(read_file(fx.store() + "/ipamclaims/default/vm-a.blue.status.json").c_str());
+  REQUIRE(status.IsObject());
+  CHECK(std::string(status["ips"][0].GetString()) == "198.51.100.2/24");
+  CHECK(std::string(status["ownerPod"]["name"].GetString()) == "vm-a");
+  REQUIRE(status["conditions"].Size() == 1);
+  CHECK(std::string(status["conditions"][0]["type"].GetString()) == "IPsAllocated");
+  CHECK(std::string(status["conditions"][0]["status"].GetString()) == "True");
+  CHECK(std::string(status["conditions"][0]["reason"].GetString()) == "SuccessfulAllocation");
+  CHECK(std::string(status["conditions"][0]["lastTransitionTime"].GetString()).size() == 20);
 
   REQUIRE(fx.run("DEL", "ctr-1", ns, "default", "vm-a", fx.config()).exit_code == 0);
   CHECK_FALSE(read_file(fx.ipam_dir() + "/blue/198.51.100.2").empty());

@@ -1,16 +1,19 @@
 // Multus's thin-plugin keys (cni-entry/pod/config_multus.cpp), each honoured with Multus's
 // meaning or refused by name: logLevel's Multus levels (verbose, panic), logToStderr, cniDir,
 // binDir, readinessindicatorfile (ADD waits, then fails; STATUS answers now), retryDeleteOnError,
-// and the refused logOptions and auxiliaryCNIChainName (every verb but DEL fails, naming them).
+// auxiliaryCNIChainName (the clusterNetwork directory's drop-ins run as one more attachment) and
+// logOptions (parsed here; the rotation itself in log_test).
 #include <doctest/doctest.h>
 
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <string>
 #include <thread>
 
 #include "cni-entry/pod/config.hpp"
+#include "tests/support/foreign_plugin.hpp"
 #include "tests/support/pod_fixture.hpp"
 
 using plumb::test::Node;
@@ -41,7 +44,10 @@ TEST_CASE("parse: Multus's keys and their defaults") {
   CHECK(d.readiness_indicator_file.empty());
   CHECK(d.readiness_timeout_seconds == 45);
   CHECK(d.delegate_timeout_seconds == 60);
-  CHECK(d.refused.empty());
+  CHECK(d.log_rotation.max_size_mb == 100);  // Multus's lumberjack defaults for logFile
+  CHECK(d.log_rotation.max_age_days == 5);
+  CHECK(d.log_rotation.max_backups == 5);
+  CHECK(d.log_rotation.compress);
   auto c = parsed(R"("binDir": "/host/opt/cni/bin", "cniDir": "/var/lib/cni/multus", "logToStderr": false,
                      "readinessindicatorfile": "/run/flannel/subnet.env", "retryDeleteOnError": true, "logLevel": "VERBOSE",
                      "delegateTimeoutSeconds": 2.5)");
@@ -58,10 +64,16 @@ TEST_CASE("parse: Multus's keys and their defaults") {
   CHECK(parse_error(R"("delegateTimeoutSeconds": 0)") == "plumb config.delegateTimeoutSeconds 0 must be a number of seconds in (0, 600]");
   CHECK(parse_error(R"("binDir": "bin")") == "plumb config.binDir \"bin\" must be an absolute path");
   CHECK(parse_error(R"("delegates": [1])").find("delegates[0] must be a CNI config object") != std::string::npos);
-  auto r = parsed(R"("logOptions": {"maxAge": 5}, "auxiliaryCNIChainName": "chain")");
-  REQUIRE(r.refused.size() == 2);
-  CHECK(r.refused[0].msg.rfind("plumb config.logOptions is not supported", 0) == 0);
-  CHECK(r.refused[1].msg.rfind("plumb config.auxiliaryCNIChainName \"chain\" is not supported", 0) == 0);
+  // Multus's docs: "logOptions": {"maxAge": 5, "maxSize": 100, "maxBackups": 5, "compress": true}.
+  auto r = parsed(R"("logOptions": {"maxAge": 7, "maxSize": 10, "maxBackups": 2, "compress": false}, "auxiliaryCNIChainName": "chain")");
+  CHECK(r.log_rotation.max_age_days == 7);
+  CHECK(r.log_rotation.max_size_mb == 10);
+  CHECK(r.log_rotation.max_backups == 2);
+  CHECK_FALSE(r.log_rotation.compress);
+  CHECK(parsed(R"("logOptions": {"maxSize": 1})").log_rotation.max_backups == 5);  // what is not given keeps the default
+  CHECK(parse_error(R"("logOptions": {"maxAge": -1})") == "plumb config.logOptions.maxAge -1 must be 0..1000000");
+  CHECK(r.auxiliary_chain_name == "chain");
+  CHECK(parse_error(R"("auxiliaryCNIChainName": "../x")").rfind("plumb config.auxiliaryCNIChainName \"../x\" is not a valid network name", 0) == 0);
 }
 
 TEST_CASE("logLevel verbose works (it failed every ADD), panic logs errors only, logToStderr false keeps stderr quiet") {
@@ -137,25 +149,49 @@ TEST_CASE("readinessindicatorfile: ADD waits for it then fails with nothing done
   REQUIRE(fx.run("DEL", "ctr-1", pod, "default", "web", patient).exit_code == 0);
 }
 
-TEST_CASE("refused keys fail ADD, CHECK, GC and STATUS naming the key; DEL still tears down") {
+TEST_CASE("auxiliaryCNIChainName as in Multus's docs: passthru, then the drop-ins of <clusterNetwork's directory>/<name>/, as the pod's last attachment") {
   Node node;
   PodFixture fx(node);
+  plumb::test::ForeignBin bin(node);
+  bin.install_fake();
   fx.add_pod("default", "web", "");
+  // Multus's example: "auxiliaryCNIChainName": "cni-chain-config", the drop-ins in
+  // /etc/cni/net.d/cni-chain-config/*.conf beside the clusterNetwork file.
+  const std::string dir = std::filesystem::path(fx.default_conflist()).parent_path().string() + "/cni-chain-config";
+  plumb::test::write_file(dir + "/10-vendor.conf", bin.fake_plugin(R"("podIfname": "aux0", "address": "192.0.2.9/24")"));
+  const std::string conf = fx.config(R"("auxiliaryCNIChainName": "cni-chain-config", )" + bin.bin_dir_key());
   std::string pod = node.add_netns("web");
-  REQUIRE(fx.run("ADD", "ctr-1", pod, "default", "web", fx.config()).exit_code == 0);
-  const std::string refused = fx.config(R"("logOptions": {"maxSize": 100})", "1.1.0");
-  for (const char* verb : {"ADD", "CHECK"}) {
-    Proc p = fx.run(verb, "ctr-1", pod, "default", "web", refused);
-    CHECK(p.exit_code != 0);
-    CHECK(p.out.find("plumb config.logOptions is not supported") != std::string::npos);
-  }
-  Proc del = fx.run("DEL", "ctr-1", pod, "default", "web", refused);
-  INFO(del.out, del.err);
-  CHECK(del.exit_code == 0);
-  CHECK(PodFixture::files_under(fx.state() + "/containers").empty());
-  Proc aux = plumb::test::run({plumb::test::plumb_binary()}, {{"CNI_COMMAND", "STATUS"}},
-                              fx.config(R"("auxiliaryCNIChainName": "cni-chain-config")", "1.1.0"));
-  CHECK(aux.exit_code != 0);
-  CHECK(aux.out.find(R"("code":50)") != std::string::npos);  // STATUS: plugin not available
-  CHECK(aux.out.find("auxiliaryCNIChainName \\\"cni-chain-config\\\" is not supported") != std::string::npos);
+  Proc add = fx.run("ADD", "ctr-1", pod, "default", "web", conf);
+  INFO(add.out, add.err);
+  REQUIRE(add.exit_code == 0);
+  // The chain is the last attachment, net1 (Multus's getIfname: net<position>); the drop-in ran
+  // chained after passthru's empty result, in the chain's name.
+  auto adds = bin.calls("ADD");
+  REQUIRE(adds.size() == 1);
+  CHECK(std::string(adds[0].env["CNI_IFNAME"].GetString()) == "net1");
+  CHECK(std::string(adds[0].stdin["name"].GetString()) == "cni-chain-config");
+  REQUIRE(adds[0].stdin.HasMember("prevResult"));
+  const auto& prev = adds[0].stdin["prevResult"];
+  CHECK((!prev.HasMember("interfaces") || prev["interfaces"].Size() == 0));
+  CHECK((!prev.HasMember("ips") || prev["ips"].Size() == 0));
+  CHECK(plumb::test::link_names("web") == std::set<std::string>{"lo", "eth0", "aux0"});
+  REQUIRE(fx.run("DEL", "ctr-1", pod, "default", "web", conf).exit_code == 0);
+  CHECK(bin.calls("DEL").size() == 1);
+  CHECK(plumb::test::link_names("web") == std::set<std::string>{"lo"});
+
+  // No drop-in: no chain (Multus adds it only with plugins besides passthru).
+  std::filesystem::remove_all(dir);
+  Proc plain = fx.run("ADD", "ctr-2", pod, "default", "web", conf);
+  REQUIRE(plain.exit_code == 0);
+  CHECK(bin.calls("ADD").size() == 1);
+  REQUIRE(fx.run("DEL", "ctr-2", pod, "default", "web", conf).exit_code == 0);
+
+  // clusterNetwork not a path (a NAD): Multus's error.
+  fx.add_nad("kube-system", "kindnet", R"({"cniVersion": "1.0.0", "type": "bridge", "bridge": "br-kind"})");
+  Proc nopath = fx.run("ADD", "ctr-3", pod, "default", "web",
+                       R"({"cniVersion": "1.0.0", "name": "plumb", "type": "plumb", "clusterNetwork": "kindnet", "storeDir": ")" + fx.store() +
+                           R"(", "stateDir": ")" + fx.state() + R"(", "auxiliaryCNIChainName": "cni-chain-config"})");
+  CHECK(nopath.exit_code != 0);
+  CHECK(nopath.out.find("clusterNetwork must be a path") != std::string::npos);
+  CHECK(plumb::test::link_names("web") == std::set<std::string>{"lo"});
 }

@@ -102,6 +102,39 @@ TEST_CASE("the v1.multus-cni.io/default-network annotation replaces the cluster 
   CHECK(two.out.find("names 2 networks: exactly one must be given") != std::string::npos);
 }
 
+TEST_CASE("the default-network annotation's interface, mac and ips are applied as Multus applies them to its master plugin") {
+  Node node;
+  PodFixture fx(node);
+  fx.add_nad("kube-system", "alt", bridge_conf("alt", "br-alt", "198.51.100.0/24", fx.ipam_dir()));
+  plumb::test::write_file(fx.store() + "/pods/default/web.yaml",
+                          "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  namespace: default\n  annotations:\n"
+                          "    v1.multus-cni.io/default-network: '[{\"name\": \"alt\", \"interface\": \"ext0\", "
+                          "\"mac\": \"02:00:00:00:00:42\", \"ips\": [\"198.51.100.77\"]}]'\n");
+  std::string pod = node.add_netns("web");
+  Proc add = fx.run("ADD", "ctr-1", pod, "default", "web", fx.config());
+  INFO(add.out, add.err);
+  REQUIRE(add.exit_code == 0);
+  CHECK(link_names("web") == std::set<std::string>{"lo", "ext0"});  // not CNI_IFNAME's eth0
+  CHECK(ipv4_of("web", "ext0") == "198.51.100.77/24");                // CNI_ARGS IP= to host-local
+  CHECK(std::string(ip_json("-n web link show dev ext0")[0]["address"].GetString()) == "02:00:00:00:00:42");  // CNI_ARGS MAC=
+  CHECK(status_names(fx, "default", "web") == std::vector<std::string>{"kube-system/alt@ext0"});
+  // The runtime repeats the ADD: the recorded result, nothing made twice.
+  Proc again = fx.run("ADD", "ctr-1", pod, "default", "web", fx.config());
+  CHECK(again.exit_code == 0);
+  CHECK(again.out == add.out);
+  REQUIRE(fx.run("DEL", "ctr-1", pod, "default", "web", fx.config()).exit_code == 0);
+  CHECK(link_names("web") == std::set<std::string>{"lo"});
+
+  plumb::test::write_file(fx.store() + "/pods/default/bad.yaml",
+                          "apiVersion: v1\nkind: Pod\nmetadata:\n  name: bad\n  namespace: default\n  annotations:\n"
+                          "    v1.multus-cni.io/default-network: '[{\"name\": \"alt\", \"interface\": \"a/b\"}]'\n");
+  Proc bad = fx.run("ADD", "ctr-2", node.add_netns("bad"), "default", "bad", fx.config());
+  CHECK(bad.exit_code != 0);
+  CHECK(bad.out.find("interface") != std::string::npos);
+  CHECK(bad.out.find("a/b") != std::string::npos);
+  CHECK(link_names("bad") == std::set<std::string>{"lo"});
+}
+
 TEST_CASE("Multus's delegates: the first is the default network, the others attached as net1..; ignored with clusterNetwork") {
   Node node;
   PodFixture fx(node);

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "engine/kernel/netns.hpp"
+#include "tests/support/foreign_plugin.hpp"
 #include "tests/support/kube_cluster.hpp"
 #include "tests/support/pod_fixture.hpp"
 
@@ -107,4 +108,26 @@ TEST_CASE("a pod whose third attachment has a bad config fails with no kernel ch
   CHECK(pod_rt->drain() > 0);
   CHECK(node_nft.drain() > 0);  // the default network masquerades
   CHECK(fx.run("DEL", "ctr-1", pod, "default", "web", fx.config()).exit_code == 0);
+}
+
+TEST_CASE("a selection element's deviceID (Multus's extension) reaches the plugins declaring the deviceID capability as runtimeConfig.deviceID") {
+  Node node;
+  PodFixture fx(node);
+  plumb::test::ForeignBin bin(node);
+  bin.install_fake();
+  fx.add_nad("default", "accel", R"({"cniVersion": "1.0.0", "name": "accel", "plugins": [)" +
+                                     bin.fake_plugin(R"("podIfname": "net1", "address": "192.0.2.9/24", "capabilities": {"deviceID": true})") +
+                                     "]}");
+  fx.add_pod("default", "web", R"([{"name": "accel", "deviceID": "0000:af:00.3"}])");
+  std::string pod = node.add_netns("web");
+  Proc add = fx.run("ADD", "ctr-web", pod, "default", "web", fx.config(bin.bin_dir_key()));
+  INFO(add.out, add.err);
+  REQUIRE(add.exit_code == 0);
+  CHECK(add.err.find("deviceID") == std::string::npos);  // no "reserved key" warning: Multus defines it
+  auto adds = bin.calls("ADD");
+  REQUIRE(adds.size() == 1);
+  REQUIRE(adds[0].stdin.HasMember("runtimeConfig"));
+  CHECK(std::string(adds[0].stdin["runtimeConfig"]["deviceID"].GetString()) == "0000:af:00.3");
+  CHECK_FALSE(adds[0].stdin.HasMember("deviceID"));  // Multus puts the element's only in runtimeConfig
+  REQUIRE(fx.run("DEL", "ctr-web", pod, "default", "web", fx.config(bin.bin_dir_key())).exit_code == 0);
 }

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "tests/support/pod_fixture.hpp"
+#include "tests/support/netns_view.hpp"
 
 using plumb::test::ip_json;
 using plumb::test::Node;
@@ -299,7 +300,7 @@ TEST_CASE("an invalid selection annotation is ignored with a warning, or fails t
   CHECK(links("pod-d") == std::set<std::string>{"lo"});
 }
 
-TEST_CASE("an unknown NAD, a missing capability and a reused interface name fail before any change") {
+TEST_CASE("an unknown NAD, a missing capability under strictAnnotations and a reused interface name fail before any change") {
   Node node;
   PodFixture fx(node);
   setup_networks(fx);
@@ -316,7 +317,7 @@ TEST_CASE("an unknown NAD, a missing capability and a reused interface name fail
   };
   for (auto& c : cases) {
     fx.add_pod("default", "pod-e", c.annotation);
-    Proc add = fx.run("ADD", "ctr-e", pod, "default", "pod-e", fx.config());
+    Proc add = fx.run("ADD", "ctr-e", pod, "default", "pod-e", fx.config(R"("strictAnnotations": true)"));
     INFO(c.annotation, " -> ", add.out);
     CHECK(add.exit_code != 0);
     CHECK(add.out.find(c.must_name) != std::string::npos);
@@ -351,4 +352,22 @@ TEST_CASE("results are given in the config's CNI version, 0.2.0 and 1.1.0 alike"
   CHECK(again.exit_code != 0);
   CHECK(again.out.find("eth0") != std::string::npos);
   CHECK(fx.run("DEL", "ctr-g", pod, "default", "pod-f", fx.config("", "1.1.0")).exit_code == 0);
+}
+
+TEST_CASE("a capability the NAD does not declare (mac, ips) is dropped with a warning, as Multus drops it; the rest attaches") {
+  Node node;
+  PodFixture fx(node);
+  fx.add_nad("default", "nocap", R"({"cniVersion":"1.0.0","type":"bridge","bridge":"br-nocap","ipam":{"type":"host-local","dataDir":")" +
+                                     fx.ipam_dir() + R"(","ranges":[[{"subnet":"192.0.2.0/24"}]]}})");
+  std::string pod = node.add_netns("pod-n");
+  fx.add_pod("default", "pod-n", R"([{"name":"nocap","mac":"02:00:00:00:00:01","ips":["192.0.2.77/24"]}])");
+  Proc add = fx.run("ADD", "ctr-n", pod, "default", "pod-n", fx.config());
+  INFO(add.out, add.err);
+  REQUIRE(add.exit_code == 0);
+  CHECK(add.err.find("the selection asks for \"mac\" but no plugin of the network declares the \"mac\" capability: ignored") !=
+        std::string::npos);
+  CHECK(add.err.find("the selection asks for \"ips\"") != std::string::npos);
+  CHECK(plumb::test::ipv4_of("pod-n", "net1") == "192.0.2.2/24");  // the pool's first address, not the one asked for
+  CHECK(plumb::test::link_detail("pod-n", "net1")["address"].GetString() != std::string("02:00:00:00:00:01"));
+  REQUIRE(fx.run("DEL", "ctr-n", pod, "default", "pod-n", fx.config()).exit_code == 0);
 }

@@ -155,15 +155,20 @@ TEST_CASE("IPAMClaim status.ips: a stale resourceVersion is re-read and retried;
   CHECK((*c)->network == "blue");
   CHECK((*c)->ips.empty());
   claim("6", "");  // someone touched it after we read it
-  REQUIRE(src->write_ipam_claim_ips("default", "c1", {"198.51.100.2/24"}).has_value());
+  REQUIRE(src->write_ipam_claim_status("default", "c1", {{"198.51.100.2/24"}, "vm-a", "2026-01-02T03:04:05Z"}).has_value());
   CHECK(api.count("PATCH", path, "409") == 1);
   CHECK(api.count("PATCH", path, "200") == 1);
-  CHECK(api.get("ipamclaims", "default", "c1").find("198.51.100.2/24") != std::string::npos);
+  // ipamclaims v1alpha1's status: ips, ownerPod, conditions (OVN-Kubernetes' IPsAllocated).
+  const std::string stored = api.get("ipamclaims", "default", "c1");
+  CHECK(stored.find("198.51.100.2/24") != std::string::npos);
+  CHECK(stored.find(R"("ownerPod":{"name":"vm-a"})") != std::string::npos);
+  CHECK(stored.find(R"("type":"IPsAllocated","status":"True","reason":"SuccessfulAllocation")") != std::string::npos);
+  CHECK(stored.find(R"("lastTransitionTime":"2026-01-02T03:04:05Z")") != std::string::npos);
 
   claim("7", "");
   REQUIRE(src->ipam_claim("default", "c1").has_value());
   claim("8", R"(, "status": {"ips": ["198.51.100.9/24"]})");
-  auto lost = src->write_ipam_claim_ips("default", "c1", {"198.51.100.2/24"});
+  auto lost = src->write_ipam_claim_status("default", "c1", {{"198.51.100.2/24"}, "vm-a", "2026-01-02T03:04:05Z"});
   REQUIRE_FALSE(lost.has_value());
   CHECK(lost.error().cni_code == cni_code::kConflict);
   CHECK(lost.error().msg.find("198.51.100.9/24") != std::string::npos);

@@ -137,9 +137,14 @@ TEST_CASE("kubeconfig errors name the file and the field") {
     auto e = load_error(d, kubeconfig("", "    client-certificate: /c.pem\n"));
     CHECK(contains(e.msg, "certificate without its key"));
   }
-  SUBCASE("exec credentials are not supported") {
+  SUBCASE("an exec map client-go would refuse") {
     auto e = load_error(d, kubeconfig("", "    exec:\n      command: aws\n"));
-    CHECK(contains(e.msg, "\"exec\""));
+    CHECK(contains(e.msg, "exec.apiVersion \"\" must be client.authentication.k8s.io/v1"));
+    e = load_error(d, kubeconfig("", "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: aws\n"));
+    CHECK(contains(e.msg, "exec.interactiveMode must be set"));
+    e = load_error(d, kubeconfig("", "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: aws\n"
+                                     "      interactiveMode: Always\n"));
+    CHECK(contains(e.msg, "needs a terminal"));
   }
   SUBCASE("typed as client-go reads them: a number is a string field's text, a map is not") {
     auto r = source::kube::load_kubeconfig(d.write("kc", kubeconfig("", "    token: 12345\n")));
@@ -236,7 +241,8 @@ TEST_CASE("local store IPAMClaims: read, status.ips written back, gone with the 
   auto missing = store->ipam_claim("default", "vm-a.blue");
   REQUIRE(missing.has_value());
   CHECK_FALSE(missing->has_value());
-  CHECK(store->write_ipam_claim_ips("default", "vm-a.blue", {"192.0.2.5/24"}).error().cni_code == cni_code::kNotFound);
+  CHECK(store->write_ipam_claim_status("default", "vm-a.blue", {{"192.0.2.5/24"}, "vm-a", "2026-01-02T03:04:05Z"}).error().cni_code ==
+        cni_code::kNotFound);
 
   d.write("ipamclaims/default/vm-a.blue.yaml",
           "apiVersion: k8s.cni.cncf.io/v1alpha1\nkind: IPAMClaim\nmetadata:\n  name: vm-a.blue\nspec:\n  network: "
@@ -248,7 +254,8 @@ TEST_CASE("local store IPAMClaims: read, status.ips written back, gone with the 
   CHECK((*fresh)->interface == "net1");
   CHECK((*fresh)->ips.empty());
 
-  REQUIRE(store->write_ipam_claim_ips("default", "vm-a.blue", {"192.0.2.5/24", "2001:db8::5/64"}).has_value());
+  REQUIRE(store->write_ipam_claim_status("default", "vm-a.blue", {{"192.0.2.5/24", "2001:db8::5/64"}, "vm-a", "2026-01-02T03:04:05Z"})
+              .has_value());
   auto held = store->ipam_claim("default", "vm-a.blue");
   REQUIRE(held.has_value());
   CHECK((*held)->ips == std::vector<std::string>{"192.0.2.5/24", "2001:db8::5/64"});

@@ -1,5 +1,5 @@
 // engine/cni/delegate: finding a delegated plugin by type (binDir first, then CNI_PATH), the
-// environment it gets (CNI_* and PATH, nothing else), its CNI error passed on with its code and
+// environment it gets (the caller's, CNI_* replaced, as libcni passes it), its CNI error passed on with its code and
 // its stderr, a failure without a CNI error, a plugin killed at the time limit, prevResult
 // injection and result decoding in the version the plugin names. The plugins are small shell
 // scripts written by each case.
@@ -67,21 +67,39 @@ TEST_CASE("find_plugin: the first directory that has it; a missing type names it
   }
 }
 
-TEST_CASE("exec_plugin: CNI_* and PATH only, config on stdin, result on stdout") {
+TEST_CASE("plugin_environment: libcni's AsEnv: the six CNI_* values first, the caller's other variables after, PATH defaulted") {
+  const char* base[] = {"HTTPS_PROXY=http://proxy.example:3128", "CNI_COMMAND=DEL", "CNI_IFNAME=eth0", "KUBERNETES_SERVICE_HOST=10.96.0.1",
+                        "CNI_NETNS_OVERRIDE=1", "PATH=/opt/bin", nullptr};
+  auto env = cni::plugin_environment(add_inv(), "/opt/cni/bin", base);
+  CHECK(env == std::vector<std::string>{"CNI_COMMAND=ADD", "CNI_CONTAINERID=ctr-1", "CNI_NETNS=/run/netns/pod",
+                                        "CNI_ARGS=K8S_POD_NAME=p;IgnoreUnknown=1", "CNI_IFNAME=net1", "CNI_PATH=/opt/cni/bin",
+                                        "HTTPS_PROXY=http://proxy.example:3128", "KUBERNETES_SERVICE_HOST=10.96.0.1",
+                                        "CNI_NETNS_OVERRIDE=1", "PATH=/opt/bin"});
+  const char* no_path[] = {"LANG=C", nullptr};
+  CHECK(cni::plugin_environment(add_inv(), "", no_path).back() == "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+  CHECK(cni::plugin_environment(add_inv(), "", nullptr).size() == 7);
+}
+
+TEST_CASE("exec_plugin: the caller's environment with CNI_* replaced, config on stdin, result on stdout") {
   plumb::test::Node node;
   // The shell's own initial environment (/proc/$$/environ), before sh adds anything.
   std::string bin = install(node.dir(), "envdump", "cat > " + node.dir() + "/stdin; tr '\\0' '\\n' < /proc/$$/environ | sort > " +
                                                        node.dir() + "/env; echo '{\"cniVersion\":\"1.0.0\",\"dns\":{}}'\n");
   auto s = cni::make_search(node.dir(), "/usr/lib/cni", 5s);
+  ::setenv("HTTPS_PROXY", "http://proxy.example:3128", 1);  // a vendor plugin's setting (libcni passes it)
+  ::setenv("CNI_IFNAME", "eth9", 1);                         // the caller's own: replaced
   auto out = cni::exec_plugin("envdump", bin, add_inv(), R"({"cniVersion":"1.0.0","name":"n","type":"envdump"})", s);
+  ::unsetenv("HTTPS_PROXY");
+  ::unsetenv("CNI_IFNAME");
   REQUIRE_MESSAGE(out.has_value(), out.error().text());
   CHECK(json::dump(*out) == R"({"cniVersion":"1.0.0","dns":{}})");
   CHECK(plumb::test::read_file(node.dir() + "/stdin") == R"({"cniVersion":"1.0.0","name":"n","type":"envdump"})");
-  const char* path = std::getenv("PATH");
-  std::string expected = "CNI_ARGS=K8S_POD_NAME=p;IgnoreUnknown=1\nCNI_COMMAND=ADD\nCNI_CONTAINERID=ctr-1\nCNI_IFNAME=net1\n"
-                         "CNI_NETNS=/run/netns/pod\nCNI_PATH=" + node.dir() + ":/usr/lib/cni\nPATH=" +
-                         (path != nullptr && *path != '\0' ? path : "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin") + "\n";
-  CHECK(plumb::test::read_file(node.dir() + "/env") == expected);  // nothing else of this process's environment
+  std::string env = plumb::test::read_file(node.dir() + "/env");
+  CHECK(contains(env, "CNI_ARGS=K8S_POD_NAME=p;IgnoreUnknown=1\nCNI_COMMAND=ADD\nCNI_CONTAINERID=ctr-1\nCNI_IFNAME=net1\n"
+                      "CNI_NETNS=/run/netns/pod\nCNI_PATH=" + node.dir() + ":/usr/lib/cni\n"));
+  CHECK(contains(env, "\nHTTPS_PROXY=http://proxy.example:3128\n"));
+  CHECK_FALSE(contains(env, "eth9"));
+  CHECK(contains(env, "\nPATH="));
 }
 
 TEST_CASE("exec_plugin: the plugin's CNI error keeps its code, its stderr goes into the details") {
