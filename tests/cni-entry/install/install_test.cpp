@@ -146,6 +146,14 @@ std::string cluster_network(const std::string& conflist) {
   return d.IsObject() ? d["plugins"][0]["clusterNetwork"].GetString() : "";
 }
 
+/// The conflist's cniVersion, or its plugin's `key` ("" when there is no conflist).
+std::string conflist_value(const std::string& conflist, const char* key = nullptr) {
+  auto d = parse(conflist);
+  if (!d.IsObject()) return "";
+  const auto& v = key == nullptr ? d["cniVersion"] : d["plugins"][0][key];
+  return v.IsString() ? v.GetString() : "";
+}
+
 /// A node's directories without a cluster, for install's options: a bin dir, a conf dir whose
 /// primary config is 10-fake.conflist (cniVersion 1.0.0), a service account whose files install
 /// reads (not a real API server's).
@@ -390,7 +398,7 @@ TEST_CASE("the thick DaemonSet: install --thick installs plumb-shim and names it
   REQUIRE(eventually([&] { return ::waitpid(install, &status, WNOHANG) == install; }));
   install = -1;
   CHECK(WIFEXITED(status));
-  CHECK(std::string(parse(n.conflist())["plugins"][0]["type"].GetString()) == "plumb-shim");
+  CHECK(conflist_value(n.conflist(), "type") == "plumb-shim");
   CHECK(std::filesystem::exists(n.bin.dir() + "/plumb-shim"));
 }
 
@@ -423,7 +431,7 @@ TEST_CASE("install --multus-master-cni-file-name (Multus's): the primary config 
   INFO(p.err);
   REQUIRE(p.exit_code == 0);
   CHECK(cluster_network(d.conflist()) == d.conf + "/10-fake.conflist");
-  CHECK(std::string(parse(d.conflist())["cniVersion"].GetString()) == "1.0.0");
+  CHECK(conflist_value(d.conflist()) == "1.0.0");
   p = d.install({});
   REQUIRE(p.exit_code == 0);
   CHECK(cluster_network(d.conflist()) == d.conf + "/05-early.conf");
@@ -445,7 +453,7 @@ TEST_CASE("install --cni-version (Multus's): a primary config of another cniVers
   p = d.install({"--cni-version", "1.0.0"});
   INFO(p.err);
   REQUIRE(p.exit_code == 0);
-  CHECK(std::string(parse(d.conflist())["cniVersion"].GetString()) == "1.0.0");
+  CHECK(conflist_value(d.conflist()) == "1.0.0");
 }
 
 TEST_CASE("install --multus-kubeconfig-file-host (Multus's): the kubeconfig path the conflist names; the file is still written") {
@@ -453,13 +461,12 @@ TEST_CASE("install --multus-kubeconfig-file-host (Multus's): the kubeconfig path
   Proc p = d.install({"--host-cni-conf-dir=/etc/cni/net.d", "--multus-kubeconfig-file-host=/etc/cni/net.d/multus.d/multus.kubeconfig"});
   INFO(p.err);
   REQUIRE(p.exit_code == 0);
-  auto list = parse(d.conflist());
-  CHECK(std::string(list["plugins"][0]["kubeconfig"].GetString()) == "/etc/cni/net.d/multus.d/multus.kubeconfig");
-  CHECK(std::string(list["plugins"][0]["clusterNetwork"].GetString()) == "/etc/cni/net.d/10-fake.conflist");
+  CHECK(conflist_value(d.conflist(), "kubeconfig") == "/etc/cni/net.d/multus.d/multus.kubeconfig");
+  CHECK(conflist_value(d.conflist(), "clusterNetwork") == "/etc/cni/net.d/10-fake.conflist");
   CHECK(read_file(d.conf + "/plumb.d/plumb.kubeconfig").find("sa-token") != std::string::npos);
   // Without it: the kubeconfig written, as the node names it.
   REQUIRE(d.install({"--host-cni-conf-dir=/etc/cni/net.d"}).exit_code == 0);
-  CHECK(std::string(parse(d.conflist())["plugins"][0]["kubeconfig"].GetString()) == "/etc/cni/net.d/plumb.d/plumb.kubeconfig");
+  CHECK(conflist_value(d.conflist(), "kubeconfig") == "/etc/cni/net.d/plumb.d/plumb.kubeconfig");
 }
 
 TEST_CASE("install --rename-conf-file (Multus's): the primary NAME becomes NAME.old, which the conflist names and a pod's ADD uses; uninstall gives the name back") {
@@ -495,7 +502,7 @@ TEST_CASE("install --rename-conf-file (Multus's): the primary NAME becomes NAME.
   const std::string newer = R"({"cniVersion": "0.4.0", "name": "fake-default", "plugins": [{"type": "fake-cni"}]})";
   write_file(fake, newer);
   CHECK(eventually([&] { return !std::filesystem::exists(fake) && read_file(fake + ".old") == newer; }));
-  CHECK(eventually([&] { return std::string(parse(n.conflist())["cniVersion"].GetString()) == "0.4.0"; }));
+  CHECK(eventually([&] { return conflist_value(n.conflist()) == "0.4.0"; }));
   CHECK(cluster_network(n.conflist()) == fake + ".old");
 
   // Ended: the renamed primary and the conflist stay.
