@@ -14,10 +14,11 @@
 // The initialisers of this file's static objects (CLI11's validators, <iostream>'s streams): the
 // build renames this object's .init_array to plumb_cli_init (CMakeLists.txt), so that they run
 // when parse() first runs them, never at the start of a CNI invocation; the linker defines these
-// two symbols around the section.
+// two symbols around the section (weak: without the section, both are null and nothing is run
+// here, the initialisers having run at start).
 extern "C" {
-extern void (*const __start_plumb_cli_init[])();
-extern void (*const __stop_plumb_cli_init[])();
+extern void (*const __start_plumb_cli_init[])() __attribute__((weak));
+extern void (*const __stop_plumb_cli_init[])() __attribute__((weak));
 }
 
 namespace plumb::cli {
