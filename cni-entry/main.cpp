@@ -1,5 +1,5 @@
-// plumb's entry point as a CNI plugin: environment + stdin -> engine -> stdout JSON or CNI error.
-// Nothing else lives here.
+// plumb's entry point as a CNI plugin: environment + stdin -> engine -> stdout JSON or CNI error;
+// with arguments, its command line (cni-entry/cli/). Nothing else lives here.
 #include <malloc.h>
 #include <unistd.h>
 
@@ -11,12 +11,11 @@
 
 #include "engine/cni/cni.hpp"
 #include "engine/kernel/tun.hpp"
-#include "cni-entry/daemon/daemon.hpp"
-#include "cni-entry/install/install.hpp"
+#include "cni-entry/cli/cli.hpp"
 #include "cni-entry/pod/config.hpp"
 #include "cni-entry/pod/log.hpp"
 #include "cni-entry/pod/pod.hpp"
-#include "cni-entry/reconcile/reconcile.hpp"
+#include "plumb/version.hpp"
 
 namespace {
 
@@ -60,10 +59,25 @@ int report(const plumb::Error& e, const std::string& version, plumb::pod::Log& l
   return 1;
 }
 
+/// What plumb says when a person runs it without CNI_COMMAND: on stderr, as the reference
+/// plugins' skel prints its "about" string and the CNI versions (then exits 0), plus where the
+/// subcommands are. Reads nothing from stdin.
+int about() {
+  std::string s = std::string("CNI plumb plugin v") + plumb::version::kFull + "\nCNI protocol versions supported: ";
+  const auto& versions = plumb::cni::supported_versions();
+  for (size_t i = 0; i < versions.size(); ++i) s += (i == 0 ? "" : ", ") + versions[i];
+  s += "\nA container runtime runs plumb with CNI_COMMAND and the other CNI_* variables set and the network\n"
+       "configuration on stdin. `plumb --help` lists its subcommands (install, uninstall, daemon, reconcile).\n";
+  (void)!::write(2, s.data(), s.size());
+  return 0;
+}
+
 /// The CNI plugin: the CNI_* variables (through `getenv_fn`) and stdin in, result or CNI error on
 /// stdout; the exit code. Run by main for an exec'd plumb (the process's environment) and by a
-/// `plumb daemon` worker (cni-entry/daemon/: the request's) alike.
+/// `plumb daemon` worker (cni-entry/daemon/: the request's) alike. CNI_COMMAND is looked at first:
+/// without it nobody is going to write a configuration.
 int cni_main(const char* (*getenv_fn)(const char*)) {
+  if (const char* command = getenv_fn("CNI_COMMAND"); command == nullptr || *command == '\0') return about();
   std::string input = read_stdin();
   plumb::pod::Log log;
 
@@ -99,17 +113,11 @@ void keep_heap() {
 
 int main(int argc, char** argv) {
   // The tap driver re-executes plumb under an SELinux exec context to create a labelled device
-  // (engine/kernel/tun.hpp); an operator (or deploy/daemonset.yaml) runs `plumb install` and
-  // `plumb uninstall` (cni-entry/install/), and
-  // `plumb reconcile`, the cluster IPAM's reconciler (a CronJob, deploy/reconciler.yaml), and
-  // `plumb daemon`, plumb kept warm for plumb-shim (cni-entry/daemon/). A runtime passes no
-  // arguments.
+  // (engine/kernel/tun.hpp). Any other argument is the command line of a person or a manifest:
+  // `plumb --help`, `--version`, and the subcommands (cni-entry/cli/: install, uninstall,
+  // reconcile, and daemon, plumb kept warm for plumb-shim). A runtime passes no arguments.
   if (argc >= 2 && std::string_view(argv[1]) == plumb::tun::kHelperArg) return plumb::tun::tap_helper_main(argc, argv);
-  if (argc >= 2 && (std::string_view(argv[1]) == "install" || std::string_view(argv[1]) == "uninstall")) {
-    return plumb::install::command_main(argc, argv);
-  }
-  if (argc >= 2 && std::string_view(argv[1]) == "reconcile") return plumb::reconcile::main(argc - 2, argv + 2);
   keep_heap();
-  if (argc >= 2 && std::string_view(argv[1]) == "daemon") return plumb::daemon::command_main(argc - 1, argv + 1, cni_main);
+  if (argc >= 2) return plumb::cli::run(argc, argv, cni_main);
   return cni_main(env_get);
 }

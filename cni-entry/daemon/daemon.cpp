@@ -30,18 +30,12 @@
 #include "cni-entry/daemon/socket_dir.hpp"
 #include "cni-entry/daemon/wire.hpp"
 #include "engine/base/file.hpp"
+#include "plumb/version.hpp"
 
 namespace plumb::daemon {
 namespace {
 
 namespace wire = daemon_wire;
-
-struct Options {
-  std::string socket = wire::kDefaultSocket;
-  int workers = 4;
-  int requests_per_worker = 256;
-  std::string usage_log;  ///< --usage-log: where each invocation's resource use is appended
-};
 
 /// Worker processes at most, spare ones of a single invocation included.
 constexpr size_t kMaxWorkers = 512;
@@ -341,60 +335,13 @@ void Daemon::run() {
   }
 }
 
-/// Parses a whole decimal number from 1 to `max`.
-bool parse_count(const std::string& v, int max, int& out) {
-  char* end = nullptr;
-  const long n = std::strtol(v.c_str(), &end, 10);
-  if (v.empty() || *end != '\0' || n < 1 || n > max) return false;
-  out = static_cast<int>(n);
-  return true;
-}
-
-int usage() {
-  std::fprintf(stderr,
-               "usage: plumb daemon [--socket PATH] [--workers N] [--requests-per-worker M] [--usage-log FILE]\n"
-               "  (each also as --flag=VALUE)\n"
-               "  PATH: the unix socket plumb-shim connects to (default %s)\n"
-               "  N:    warm worker processes kept, 1-256 (default 4); an invocation finding none idle\n"
-               "        gets a worker forked for it alone\n"
-               "  M:    invocations a worker serves before it is replaced, 1-1000000 (default 256)\n"
-               "  FILE: one line appended per invocation: worker pid, exit code, CPU, minor faults, peak RSS\n",
-               wire::kDefaultSocket);
-  return 2;
-}
-
 }  // namespace
 
-int command_main(int argc, char** argv, CniMain cni_main) {
-  Options o;
-  for (int i = 1; i < argc; ++i) {
-    // --flag VALUE, or --flag=VALUE (as a DaemonSet's args usually are)
-    std::string_view k = argv[i];
-    std::string v;
-    if (const size_t eq = k.find('='); eq != std::string_view::npos) {
-      v = std::string(k.substr(eq + 1));
-      k = k.substr(0, eq);
-    } else if (i + 1 < argc) {
-      v = argv[++i];
-    } else {
-      return usage();
-    }
-    if (k == "--socket") {
-      o.socket = v;
-    } else if (k == "--usage-log") {
-      o.usage_log = v;
-    } else if (k == "--workers" || k == "--requests-per-worker") {
-      const bool workers = k == "--workers";
-      if (!parse_count(v, workers ? 256 : 1'000'000, workers ? o.workers : o.requests_per_worker)) {
-        std::fprintf(stderr, "plumb daemon: %s \"%s\" is not a number from 1 to %d\n", std::string(k).c_str(), v.c_str(), workers ? 256 : 1'000'000);
-        return 2;
-      }
-    } else {
-      return usage();
-    }
-  }
-  Daemon d(std::move(o), cni_main);
+int run(const Options& o, CniMain cni_main) {
+  Daemon d(o, cni_main);
   if (!d.start()) return 1;
+  std::fprintf(stderr, "plumb daemon %s: listening on %s, %d workers of %d invocations each\n", version::kFull,
+               o.socket.c_str(), o.workers, o.requests_per_worker);
   d.run();
   return 0;
 }

@@ -15,6 +15,9 @@
 #include <sys/resource.h>
 
 #include <cstdint>
+#include <string>
+
+#include "cni-entry/daemon/wire.hpp"
 
 namespace plumb::daemon {
 
@@ -23,20 +26,26 @@ namespace plumb::daemon {
 /// process's environment) and returns the process's exit code.
 using CniMain = int (*)(const char* (*getenv_fn)(const char*));
 
-/// `plumb daemon [--socket PATH] [--workers N] [--requests-per-worker M] [--usage-log FILE]`
-/// (argv[0] = "daemon"): listens on PATH (default daemon_wire::kDefaultSocket; its directory is
-/// created 0755 and must pass daemon_wire::socket_dir_trust (socket_dir.hpp) for root and the
-/// daemon's uid, the socket is 0600 and answers only peers of uid 0 or the daemon's own), keeps N
-/// warm worker processes (default 4), each replaced after M invocations (default 256); an
+/// The command line of `plumb daemon` (cni-entry/cli/cli.cpp fills it).
+struct Options {
+  std::string socket = daemon_wire::kDefaultSocket;  ///< --socket: where plumb-shim connects
+  int workers = 4;                ///< --workers: warm worker processes kept (1-256)
+  int requests_per_worker = 256;  ///< --requests-per-worker: invocations before a worker is replaced (1-1000000)
+  std::string usage_log;          ///< --usage-log: where each invocation's resource use is appended ("" = nowhere)
+};
+
+/// `plumb daemon`: listens on `o.socket` (its directory is created 0755 and must pass
+/// daemon_wire::socket_dir_trust (socket_dir.hpp) for root and the daemon's uid; the socket is 0600
+/// and answers only peers of uid 0 or the daemon's own), says so on stderr with plumb's version, keeps
+/// `o.workers` warm worker processes, each replaced after `o.requests_per_worker` invocations; an
 /// invocation that finds none idle gets a worker forked for it alone (no invocation waits behind
-/// another), and runs until SIGTERM or SIGINT: then it stops accepting, lets
-/// the invocations it accepted finish and returns 0. With FILE, one line per invocation is
-/// appended there: the worker's pid, the exit code or wait status, the CPU time (µs) and minor
-/// faults of the invocation, the worker's peak RSS (KiB) (plumb-bench's cost of a thick ADD).
-/// Returns 2 on a
-/// bad command line, 1 when the socket cannot be set up (another daemon answering on PATH, a
-/// directory others can write included), with the reason on stderr.
-int command_main(int argc, char** argv, CniMain cni_main);
+/// another), and runs until SIGTERM or SIGINT: then it stops accepting, lets the invocations it
+/// accepted finish and returns 0. With a usage log, one line per invocation is appended there:
+/// the worker's pid, the exit code or wait status, the CPU time (µs) and minor faults of the
+/// invocation, the worker's peak RSS (KiB) (plumb-bench's cost of a thick ADD). Returns 1 when
+/// the socket cannot be set up (another daemon answering on it, a directory others can write included), with the reason on
+/// stderr.
+int run(const Options& o, CniMain cni_main);
 
 namespace detail {
 

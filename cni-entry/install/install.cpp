@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -16,34 +17,11 @@
 
 #include "engine/base/file.hpp"
 #include "engine/base/text.hpp"
+#include "engine/cni/cni.hpp"
 #include "cni-entry/install/node_config.hpp"
 
 namespace plumb::install {
 namespace {
-
-/// The flags taking a value, each with where it goes.
-using Setter = std::function<Status(Options&, const std::string&)>;
-
-Status set_interval(Options& o, const std::string& v) {
-  const auto seconds = text::parse_decimal(v);
-  if (!seconds || !(*seconds >= 0.1 && *seconds <= 3600)) {
-    return fail(cni_code::kInvalidConfig, "--interval-seconds \"" + v + "\" is not a number of seconds in 0.1..3600");
-  }
-  o.interval = std::chrono::milliseconds(static_cast<long>(*seconds * 1000));
-  return {};
-}
-
-const std::map<std::string, Setter>& value_flags() {
-  static const std::map<std::string, Setter> flags = {
-      {"--cni-bin-dir", [](Options& o, const std::string& v) -> Status { o.cni_bin_dir = v; return {}; }},
-      {"--cni-conf-dir", [](Options& o, const std::string& v) -> Status { o.cni_conf_dir = v; return {}; }},
-      {"--host-cni-conf-dir", [](Options& o, const std::string& v) -> Status { o.host_cni_conf_dir = v; return {}; }},
-      {"--service-account-dir", [](Options& o, const std::string& v) -> Status { o.service_account_dir = v; return {}; }},
-      {"--plugin-config", [](Options& o, const std::string& v) -> Status { o.plugin_config = v; return {}; }},
-      {"--interval-seconds", set_interval},
-  };
-  return flags;
-}
 
 Status check_dir_flag(const std::string& value, const char* flag) {
   if (value.empty()) return fail(cni_code::kInvalidConfig, std::string(flag) + " is required");
@@ -87,10 +65,41 @@ void report(const Outcome& o, const Options& opts) {
     say("wrote " + opts.cni_conf_dir + "/" + std::string(kConflistName) + " (clusterNetwork " +
         opts.host_cni_conf_dir + "/" + o.primary + ")");
   }
+  if (!o.renamed.empty()) say("renamed " + opts.cni_conf_dir + "/" + o.renamed + " to " + o.primary);
+}
+
+/// Puts `from`'s file also at `to` (replacing what is there) in one step: a hard link under a
+/// temporary name, renamed over `to`. Errors: kIo naming both paths.
+Status link_over(const std::string& from, const std::string& to) {
+  const std::string tmp = to + ".install." + std::to_string(::getpid());
+  ::unlink(tmp.c_str());
+  if (::link(from.c_str(), tmp.c_str()) != 0 || ::rename(tmp.c_str(), to.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    return std::unexpected(Error{cni_code::kIo, err, "rename " + from + " to " + to, {}});
+  }
+  return {};
+}
+
+/// A renamed primary given its name back (when nothing took it meanwhile), so that the node keeps
+/// its own configuration once plumb's conflist goes.
+Status restore_renamed_primary(const std::string& conf_dir) {
+  const auto renamed = renamed_primary(conf_dir);
+  if (!renamed) return {};
+  const std::string original = conf_dir + "/" + *renamed;
+  const std::string old = original + std::string(kRenamedSuffix);
+  if (::link(old.c_str(), original.c_str()) != 0) {
+    const int err = errno;
+    if (err == EEXIST) return {};
+    return std::unexpected(Error{cni_code::kIo, err, "rename " + old + " back to " + original, {}});
+  }
+  ::unlink(old.c_str());
+  return {};
 }
 
 /// Passes every interval until SIGTERM or SIGINT (blocked and read from a signalfd, so a signal
-/// never interrupts a write half-way); then removes the config unless told to keep it.
+/// never interrupts a write half-way); then keeps the config (Multus's default), or removes it
+/// with --cleanup-config-on-exit.
 int watch(const Options& opts) {
   sigset_t set;
   sigemptyset(&set);
@@ -118,7 +127,11 @@ int watch(const Options& opts) {
     if (o->conflist_written || o->kubeconfig_written) report(*o, opts);
   }
   ::close(sfd);
-  if (opts.keep_config_on_exit) return 0;
+  if (!opts.cleanup_on_exit) {
+    say("kept " + opts.cni_conf_dir + "/" + std::string(kConflistName) +
+        " on exit (`plumb uninstall` removes it; --cleanup-config-on-exit removes it on exit)");
+    return 0;
+  }
   auto removed = remove_config(opts.cni_conf_dir);
   if (!removed) {
     say(removed.error().text());
@@ -130,40 +143,27 @@ int watch(const Options& opts) {
 
 }  // namespace
 
-Result<Options> parse_options(bool uninstall, const std::vector<std::string>& args,
-                              const std::function<const char*(const char*)>& getenv) {
-  Options o;
-  o.uninstall = uninstall;
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string flag = args[i];
-    std::optional<std::string> value;
-    if (auto eq = flag.find('='); eq != std::string::npos) {
-      value = flag.substr(eq + 1);
-      flag.resize(eq);
-    }
-    if (!value && flag == "--watch") {
-      o.watch = true;
-    } else if (!value && flag == "--keep-config-on-exit") {
-      o.keep_config_on_exit = true;
-    } else if (!value && flag == "--thick") {
-      o.thick = true;
-    } else if (auto it = value_flags().find(flag); it != value_flags().end()) {
-      if (!value) {
-        if (i + 1 >= args.size()) return fail(cni_code::kInvalidConfig, flag + " needs a value");
-        value = args[++i];
-      }
-      PLUMB_TRY(it->second(o, *value));
-    } else {
-      return fail(cni_code::kInvalidConfig, "unknown flag \"" + args[i] + "\" (see plumb's README, \"Install on a cluster\")");
-    }
-  }
+Status complete_options(Options& o, const std::function<const char*(const char*)>& getenv) {
   PLUMB_TRY(check_dir_flag(o.cni_conf_dir, "--cni-conf-dir"));
-  if (!uninstall) PLUMB_TRY(check_dir_flag(o.cni_bin_dir, "--cni-bin-dir"));
+  if (!o.uninstall) PLUMB_TRY(check_dir_flag(o.cni_bin_dir, "--cni-bin-dir"));
   if (o.host_cni_conf_dir.empty()) o.host_cni_conf_dir = o.cni_conf_dir;
   PLUMB_TRY(check_dir_flag(o.host_cni_conf_dir, "--host-cni-conf-dir"));
+  const std::string& name = o.primary_name;
+  if (!name.empty() && (name.find('/') != std::string::npos || name == "." || name == ".." || name == kConflistName)) {
+    return fail(cni_code::kInvalidConfig, "--multus-master-cni-file-name \"" + name +
+                                              "\" is not the name of a file in --cni-conf-dir other than plumb's own");
+  }
+  if (!o.cni_version.empty() && !cni::version_supported(o.cni_version)) {
+    return fail(cni_code::kInvalidConfig, "--cni-version \"" + o.cni_version + "\" is not a CNI version plumb supports");
+  }
+  if (!o.kubeconfig_host.empty() && o.kubeconfig_host.front() != '/') {
+    return fail(cni_code::kInvalidConfig,
+                "--multus-kubeconfig-file-host \"" + o.kubeconfig_host + "\" is not an absolute path");
+  }
+  if (o.cleanup_on_exit) o.watch = true;  // Multus's entrypoint watches exactly when it cleans up
   if (const char* h = getenv("KUBERNETES_SERVICE_HOST")) o.service_host = h;
   if (const char* p = getenv("KUBERNETES_SERVICE_PORT")) o.service_port = p;
-  return o;
+  return {};
 }
 
 Status copy_binary(const std::string& from, const std::string& bin_dir, const std::string& name) {
@@ -186,19 +186,25 @@ Status copy_binary(const std::string& from, const std::string& bin_dir, const st
 
 Result<Outcome> apply(const Options& opts) {
   Outcome out;
-  auto primary = PLUMB_TRY(primary_config(opts.cni_conf_dir));
+  const std::string renamed = opts.rename_primary ? renamed_primary(opts.cni_conf_dir).value_or("") : "";
+  auto primary = PLUMB_TRY(primary_config(opts.cni_conf_dir, opts.primary_name, renamed));
   if (!primary) {
     PLUMB_TRY(remove_config(opts.cni_conf_dir));
     return out;
   }
-  out.primary = *primary;
+  // --rename-conf-file: the conflist names NAME.old; a runtime always finds a config (the old
+  // conflist and NAME, then the new one and NAME.old holding the same file).
+  const bool rename = opts.rename_primary && !primary->ends_with(kRenamedSuffix);
+  out.primary = rename ? *primary + std::string(kRenamedSuffix) : *primary;
   ConflistInputs in;
-  in.primary_path = opts.host_cni_conf_dir + "/" + *primary;
+  in.primary_path = opts.host_cni_conf_dir + "/" + out.primary;
   in.primary_text = PLUMB_TRY(read_file(opts.cni_conf_dir + "/" + *primary, "primary CNI config"));
   in.plugin_config = opts.plugin_config;
+  in.cni_version = opts.cni_version;
   if (opts.thick) in.plugin_type = "plumb-shim";
   auto sa = PLUMB_TRY(read_service_account(opts.service_host, opts.service_port, opts.service_account_dir));
   if (sa) in.kubeconfig_path = support_dir(opts.host_cni_conf_dir) + "/" + std::string(kKubeconfigName);
+  if (!opts.kubeconfig_host.empty()) in.kubeconfig_path = opts.kubeconfig_host;
   const std::string conflist = PLUMB_TRY(render_conflist(in));  // everything checked before a write
   const std::string kubeconfig = sa ? PLUMB_TRY(render_kubeconfig(*sa)) : std::string();
   if (sa) {
@@ -206,52 +212,55 @@ Result<Outcome> apply(const Options& opts) {
     out.kubeconfig_written = PLUMB_TRY(
         write_if_changed(support_dir(opts.cni_conf_dir) + "/" + std::string(kKubeconfigName), kubeconfig));
   }
+  const std::string live = opts.cni_conf_dir + "/" + *primary;
+  if (rename) PLUMB_TRY(link_over(live, opts.cni_conf_dir + "/" + out.primary));
   out.conflist_written = PLUMB_TRY(write_if_changed(opts.cni_conf_dir + "/" + std::string(kConflistName), conflist));
+  if (rename) {
+    if (::unlink(live.c_str()) != 0 && errno != ENOENT) {
+      const int err = errno;
+      return std::unexpected(Error{cni_code::kIo, err, "remove " + live + " (renamed " + out.primary + ")", {}});
+    }
+    out.renamed = *primary;
+  }
   return out;
 }
 
 Status remove_config(const std::string& conf_dir) {
+  PLUMB_TRY(restore_renamed_primary(conf_dir));
   PLUMB_TRY(remove_path(conf_dir + "/" + std::string(kConflistName)));
   return remove_path(support_dir(conf_dir));
 }
 
-int command_main(int argc, char** argv) {
-  const bool uninstall = std::string_view(argv[1]) == "uninstall";
-  auto opts = parse_options(uninstall, std::vector<std::string>(argv + 2, argv + argc),
-                            [](const char* name) { return std::getenv(name); });
-  if (!opts) {
-    say(opts.error().text());
-    return 2;
-  }
-  if (uninstall) {
-    auto removed = remove_config(opts->cni_conf_dir);
+int run(const Options& opts) {
+  if (opts.uninstall) {
+    auto removed = remove_config(opts.cni_conf_dir);
     if (!removed) say(removed.error().text());
-    else say("removed " + opts->cni_conf_dir + "/" + std::string(kConflistName));
+    else say("removed " + opts.cni_conf_dir + "/" + std::string(kConflistName));
     return removed ? 0 : 1;
   }
-  if (auto copied = copy_binary(opts->binary, opts->cni_bin_dir); !copied) {
+  if (auto copied = copy_binary(opts.binary, opts.cni_bin_dir); !copied) {
     say(copied.error().text());
     return 1;
   }
-  say("installed " + opts->cni_bin_dir + "/plumb");
-  if (opts->thick) {
+  say("installed " + opts.cni_bin_dir + "/plumb");
+  if (opts.thick) {
     // Before the conflist names it: a runtime never finds a "plumb-shim" it cannot execute.
     const std::string shim = beside_running_binary("plumb-shim");
-    if (auto copied = copy_binary(shim, opts->cni_bin_dir, "plumb-shim"); !copied) {
+    if (auto copied = copy_binary(shim, opts.cni_bin_dir, "plumb-shim"); !copied) {
       say(copied.error().text() + " (--thick installs the plumb-shim found beside plumb)");
       return 1;
     }
-    say("installed " + opts->cni_bin_dir + "/plumb-shim");
+    say("installed " + opts.cni_bin_dir + "/plumb-shim");
   }
-  auto o = apply(*opts);
+  auto o = apply(opts);
   if (!o) {
     say(o.error().text());
-    if (!opts->watch) return 1;
+    if (!opts.watch) return 1;
   } else {
-    report(*o, *opts);
-    if (!opts->watch && o->primary.empty()) return 1;
+    report(*o, opts);
+    if (!opts.watch && o->primary.empty()) return 1;
   }
-  return opts->watch ? watch(*opts) : 0;
+  return opts.watch ? watch(opts) : 0;
 }
 
 }  // namespace plumb::install

@@ -2,6 +2,7 @@
 #include "cni-entry/install/node_config.hpp"
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <vector>
 
@@ -73,14 +74,44 @@ Status merge_plugin_config(const std::string& plugin_config, json::Value& entry,
 
 }  // namespace
 
-Result<std::optional<std::string>> primary_config(const std::string& conf_dir) {
+Result<std::optional<std::string>> primary_config(const std::string& conf_dir, const std::string& name,
+                                                  const std::string& renamed) {
   std::vector<std::string> names = PLUMB_TRY(list_dir(conf_dir));
   std::sort(names.begin(), names.end());
-  for (const auto& n : names) {
-    if (n == kConflistName || n.front() == '.') continue;
-    if (ends_with(n, ".conf") || ends_with(n, ".conflist") || ends_with(n, ".json")) return std::optional<std::string>(n);
+  auto present = [&names](const std::string& n) { return std::binary_search(names.begin(), names.end(), n); };
+  std::optional<std::string> live;
+  if (!name.empty()) {
+    if (present(name)) live = name;
+  } else {
+    for (const auto& n : names) {
+      if (n == kConflistName || n.front() == '.') continue;
+      if (ends_with(n, ".conf") || ends_with(n, ".conflist") || ends_with(n, ".json")) {
+        live = n;
+        break;
+      }
+    }
   }
-  return std::optional<std::string>{};
+  const std::string old = renamed + std::string(kRenamedSuffix);
+  const bool renamed_counts = !renamed.empty() && present(old) && (name.empty() || name == renamed);
+  if (renamed_counts && (!live || renamed < *live)) return std::optional<std::string>(old);
+  return live;
+}
+
+std::optional<std::string> renamed_primary(const std::string& conf_dir) {
+  auto text = read_file(conf_dir + "/" + std::string(kConflistName), "plumb's conflist");
+  if (!text) return std::nullopt;
+  auto doc = json::parse(*text, "plumb's conflist");
+  if (!doc || !doc->IsObject()) return std::nullopt;
+  const json::Value* plugins = json::find(*doc, "plugins");
+  if (plugins == nullptr || !plugins->IsArray() || plugins->Empty() || !(*plugins)[0].IsObject()) return std::nullopt;
+  const json::Value* cluster = json::find((*plugins)[0], "clusterNetwork");
+  if (cluster == nullptr || !cluster->IsString()) return std::nullopt;
+  std::string base = cluster->GetString();
+  base = base.substr(base.rfind('/') + 1);  // the whole string when it has no '/'
+  if (!ends_with(base, kRenamedSuffix) || base.size() == kRenamedSuffix.size()) return std::nullopt;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(conf_dir + "/" + base, ec)) return std::nullopt;
+  return base.substr(0, base.size() - kRenamedSuffix.size());
 }
 
 Result<std::optional<ServiceAccount>> read_service_account(const std::string& host, const std::string& port,
@@ -132,6 +163,10 @@ Result<std::string> render_conflist(const ConflistInputs& in) {
   if (!version || !cni::version_supported(*version)) {
     return fail(cni_code::kInvalidConfig,
                 where + ": cniVersion \"" + version.value_or("") + "\" is missing or not one plumb supports");
+  }
+  if (!in.cni_version.empty() && *version != in.cni_version) {
+    return fail(cni_code::kInvalidConfig,
+                "--cni-version \"" + in.cni_version + "\" differs from " + where + "'s cniVersion \"" + *version + "\"");
   }
   std::map<std::string, bool> caps = PLUMB_TRY(primary_capabilities(primary, where));
   caps["io.kubernetes.cri.pod-annotations"] = true;  // plumb reads the selection from it: no pod GET

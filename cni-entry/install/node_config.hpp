@@ -20,11 +20,24 @@ inline constexpr std::string_view kSupportDirName = "plumb.d";
 /// plumb's kubeconfig, in kSupportDirName.
 inline constexpr std::string_view kKubeconfigName = "plumb.kubeconfig";
 
-/// The node's primary CNI config: the lexically first file of `conf_dir` ending in .conf,
-/// .conflist or .json (the names libcni loads) that is not plumb's own conflist; nullopt when
-/// there is none (or the directory is missing). Returns the file name, not the path.
-/// Errors: kIo when the directory cannot be read.
-[[nodiscard]] Result<std::optional<std::string>> primary_config(const std::string& conf_dir);
+/// What --rename-conf-file appends to the primary config's name (Multus's): runtimes load no file
+/// so named, so they find plumb's conflist alone.
+inline constexpr std::string_view kRenamedSuffix = ".old";
+
+/// The node's primary CNI config in `conf_dir`, as a file name (not a path); nullopt when there is
+/// none (or the directory is missing). With `name` empty: the lexically first file ending in
+/// .conf, .conflist or .json (the names libcni loads) that is not plumb's own conflist, as
+/// Multus's `auto` picks it; with `name` (--multus-master-cni-file-name): that file. `renamed`
+/// is the original name of a primary an earlier pass renamed (renamed_primary()): it still counts
+/// under that name, as `renamed` + kRenamedSuffix, unless a file of that name came back or (without
+/// `name`) a config sorting before it appeared. Errors: kIo when the directory cannot be read.
+[[nodiscard]] Result<std::optional<std::string>> primary_config(const std::string& conf_dir, const std::string& name = "",
+                                                                const std::string& renamed = "");
+
+/// The original name (without kRenamedSuffix) of the primary config plumb's conflist in
+/// `conf_dir` names as its clusterNetwork when that is a renamed one still present in `conf_dir`;
+/// nullopt otherwise (no conflist, not renamed, the renamed file gone).
+[[nodiscard]] std::optional<std::string> renamed_primary(const std::string& conf_dir);
 
 /// How the in-cluster API server is reached: the server URL client-go builds from the installing
 /// pod's KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT (source::kube::in_cluster), and its
@@ -54,6 +67,7 @@ struct ConflistInputs {
   std::string kubeconfig_path;    ///< as the host names it; "" = no kubeconfig key
   std::string plugin_config;      ///< a JSON object of further keys for plumb's plugin entry; "" = none
   std::string plugin_type = "plumb";  ///< the plugin entry's type: "plumb", or "plumb-shim" in thick mode
+  std::string cni_version;        ///< the cniVersion the primary must have (--cni-version); "" = any
 };
 
 /// plumb's conflist: {"cniVersion": <the primary's>, "name": "plumb", "plugins": [{"type":
@@ -61,8 +75,9 @@ struct ConflistInputs {
 /// the primary's plugins declare, plus io.kubernetes.cri.pod-annotations>, <plugin_config's
 /// keys>}]}, as Multus's auto configuration takes cniVersion and capabilities from its master
 /// config. Errors: kInvalidConfig naming the primary file when it is not a JSON object, has no
-/// supported cniVersion or a capabilities member that is not an object of booleans; naming the
-/// key when plugin_config is not a JSON object or sets type, clusterNetwork or kubeconfig.
+/// supported cniVersion, another than `cni_version` (Multus's check of --cni-version) or a
+/// capabilities member that is not an object of booleans; naming the key when plugin_config is
+/// not a JSON object or sets type, clusterNetwork or kubeconfig.
 [[nodiscard]] Result<std::string> render_conflist(const ConflistInputs& in);
 
 }  // namespace plumb::install

@@ -25,43 +25,8 @@ namespace {
 
 namespace rc = ipam::reconcile;
 
-struct Args {
-  bool dry_run = false;
-  std::string kubeconfig;
-  std::string ns;
-  double timeout_seconds = 30;
-};
-
 void out(const std::string& line) { std::fputs((line + "\n").c_str(), stdout); }
 void err(const std::string& line) { std::fputs(("plumb reconcile: " + line + "\n").c_str(), stderr); }
-
-Result<Args> parse_args(int argc, char** argv) {
-  Args a;
-  for (int i = 0; i < argc; ++i) {
-    std::string_view arg = argv[i];
-    auto value = [&](std::string_view name) -> Result<std::string> {
-      if (i + 1 >= argc) return fail(cni_code::kInvalidConfig, std::string(name) + " needs a value");
-      return std::string(argv[++i]);
-    };
-    if (arg == "--dry-run") {
-      a.dry_run = true;
-    } else if (arg == "--kubeconfig") {
-      a.kubeconfig = PLUMB_TRY(value(arg));
-    } else if (arg == "--namespace") {
-      a.ns = PLUMB_TRY(value(arg));
-    } else if (arg == "--timeout") {
-      std::string v = PLUMB_TRY(value(arg));
-      char* end = nullptr;
-      a.timeout_seconds = std::strtod(v.c_str(), &end);
-      if (end == v.c_str() || *end != '\0' || !(a.timeout_seconds > 0) || a.timeout_seconds > 3600) {
-        return fail(cni_code::kInvalidConfig, "--timeout \"" + v + "\" must be a number of seconds in (0, 3600]");
-      }
-    } else {
-      return fail(cni_code::kInvalidConfig, "unknown argument \"" + std::string(arg) + "\"");
-    }
-  }
-  return a;
-}
 
 std::string str_of(const json::Value& obj, std::initializer_list<std::string_view> path) {
   const json::Value* v = &obj;
@@ -151,7 +116,9 @@ std::vector<rc::EtcdPool> read_etcd_pools(k8s::Client& client, rc::Report& repor
   return pools;
 }
 
-int run(const Args& a) {
+}  // namespace
+
+int run(const Options& a) {
   auto creds = k8s::configured(a.kubeconfig);
   if (!creds || !*creds) {
     err(creds ? "no API credentials: give --kubeconfig or run in a pod (in-cluster service account)" : creds.error().text());
@@ -182,17 +149,6 @@ int run(const Args& a) {
       std::to_string(view->nodes.size()) + " nodes, " + std::to_string(view->claims.size()) + " IPAMClaims)");
   for (const auto& e : report.errors) err(e.text());
   return report.errors.empty() ? 0 : 1;
-}
-
-}  // namespace
-
-int main(int argc, char** argv) {
-  auto args = parse_args(argc, argv);
-  if (!args) {
-    err(args.error().msg + "\nusage: plumb reconcile [--dry-run] [--kubeconfig PATH] [--namespace NS] [--timeout SECONDS]");
-    return 2;
-  }
-  return run(*args);
 }
 
 }  // namespace plumb::reconcile

@@ -15,13 +15,23 @@
 // first, then pods, nodes and IPAMClaims (see ipam/reconcile.hpp for why). Output: one line per
 // release on stdout ("released <what>: <reason>", or "would release" with --dry-run) and a
 // summary; errors on stderr. Exit status 0, 1 when any pool could not be read or released (the
-// others are still done), 2 for a usage error.
+// others are still done), 2 for a usage error (cni-entry/cli/cli.cpp).
 #pragma once
+
+#include <string>
 
 namespace plumb::reconcile {
 
-/// Runs `plumb reconcile` with the arguments after "reconcile" (argv[0] is the first of them).
-/// Returns the process exit status.
-[[nodiscard]] int main(int argc, char** argv);
+/// The command line of `plumb reconcile` (cni-entry/cli/cli.cpp fills it).
+struct Options {
+  bool dry_run = false;          ///< --dry-run
+  std::string kubeconfig;        ///< --kubeconfig ("" = the in-cluster service account)
+  std::string ns;                ///< --namespace ("" = $WHEREABOUTS_NAMESPACE, the credentials', kube-system)
+  double timeout_seconds = 30;   ///< --timeout, in (0, 3600]
+};
+
+/// Runs `plumb reconcile`. Returns the process exit status (0, or 1 when any pool could not be
+/// read or released).
+[[nodiscard]] int run(const Options& o);
 
 }  // namespace plumb::reconcile

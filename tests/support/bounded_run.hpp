@@ -55,6 +55,9 @@ struct Bounds {
 #endif
   size_t memory_bytes = size_t{1} << 30;  ///< RLIMIT_AS (not under ASan)
   mode_t umask = 022;
+  /// stdin a pipe kept open and never written (as a person's terminal): `input` is not sent, and
+  /// a child that reads stdin waits until the limit.
+  bool stdin_open = false;
 };
 
 inline BoundedProc run_bounded(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
@@ -84,8 +87,9 @@ inline BoundedProc run_bounded(const std::vector<std::string>& argv, const std::
   BoundedProc p;
   size_t written = 0;
   int to_child = in[1];
-  if (input.empty()) {
-    ::close(to_child);
+  const int held_open = bounds.stdin_open ? in[1] : -1;
+  if (input.empty() || bounds.stdin_open) {
+    if (!bounds.stdin_open) ::close(to_child);
     to_child = -1;
   }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(bounds.seconds * 1000));
@@ -121,7 +125,7 @@ inline BoundedProc run_bounded(const std::vector<std::string>& argv, const std::
       }
     }
   }
-  for (int fd : {out[0], err[0], to_child}) {
+  for (int fd : {out[0], err[0], to_child, held_open}) {
     if (fd >= 0) ::close(fd);
   }
   int status = 0;

@@ -24,6 +24,7 @@
 #include <thread>
 
 #include "cni-entry/daemon/wire.hpp"
+#include "plumb/version.hpp"
 #include "tests/support/bounded_run.hpp"
 #include "tests/support/child_process.hpp"
 #include "tests/support/kube_cluster.hpp"
@@ -288,6 +289,11 @@ TEST_CASE("a worker is replaced after --requests-per-worker invocations") {
 TEST_CASE("the daemon's socket: 0600, one daemon per socket, connections of other users refused, removed at SIGTERM") {
   Node node;
   Daemon d;
+  // Its start-up line names plumb's version and the socket.
+  CHECK(eventually([&] {
+    return read_file(d.log).find(std::string("plumb daemon ") + plumb::version::kFull + ": listening on " + d.socket + ", 4 workers") !=
+           std::string::npos;
+  }));
   struct stat st {};
   REQUIRE(::stat(d.socket.c_str(), &st) == 0);
   CHECK((st.st_mode & 0777) == 0600);

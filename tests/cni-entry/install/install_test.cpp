@@ -5,10 +5,13 @@
 // conflist) delegates the default network to the foreign plugin and attaches the annotated
 // network natively, reading the pod and NAD from the Kubernetes API test server with the
 // service account's token. The watch mode (started with the DaemonSet's own command line from
-// deploy/daemonset.yaml) follows a new primary config and a rotated token, and removes the
-// config on SIGTERM; uninstall removes it. The thick DaemonSet's two containers (their command
-// lines from deploy/daemonset-thick.yaml) install plumb-shim and serve a runtime's ADD and DEL
-// through it.
+// deploy/daemonset.yaml) follows a new primary config and a rotated token, and keeps the config
+// on SIGTERM (Multus's cleanup-config-on-exit: false: a rollout never leaves the node without
+// it); --cleanup-config-on-exit removes it then, uninstall removes it. The thick DaemonSet's two
+// containers (their command lines from deploy/daemonset-thick.yaml) install plumb-shim and serve a
+// runtime's ADD and DEL through it. Multus's installer options (its thin entrypoint's) keep their
+// meaning: the primary by name, a required cniVersion, the primary renamed NAME.old, the
+// kubeconfig path the conflist names.
 #include <doctest/doctest.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -26,6 +29,7 @@
 #include "tests/support/child_process.hpp"
 #include "tests/support/foreign_plugin.hpp"
 #include "tests/support/kube_cluster.hpp"
+#include "tests/support/temp_dir.hpp"
 
 using plumb::test::eventually;
 using plumb::test::ForeignBin;
@@ -142,6 +146,41 @@ std::string cluster_network(const std::string& conflist) {
   return d.IsObject() ? d["plugins"][0]["clusterNetwork"].GetString() : "";
 }
 
+/// The conflist's cniVersion, or its plugin's `key` ("" when there is no conflist).
+std::string conflist_value(const std::string& conflist, const char* key = nullptr) {
+  auto d = parse(conflist);
+  if (!d.IsObject()) return "";
+  const auto& v = key == nullptr ? d["cniVersion"] : d["plugins"][0][key];
+  return v.IsString() ? v.GetString() : "";
+}
+
+/// A node's directories without a cluster, for install's options: a bin dir, a conf dir whose
+/// primary config is 10-fake.conflist (cniVersion 1.0.0), a service account whose files install
+/// reads (not a real API server's).
+struct ConfDir {
+  ConfDir() {
+    std::filesystem::create_directories(bin);
+    write_file(conf + "/10-fake.conflist", kPrimary);
+    write_file(sa + "/token", "sa-token\n");
+    write_file(sa + "/ca.crt", "-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n");
+  }
+  /// `plumb install` with the directories and `flags`, as in a pod (the service host set).
+  Proc install(const std::vector<std::string>& flags) const {
+    std::vector<std::string> argv = {plumb::test::plumb_binary(), "install", "--cni-bin-dir=" + bin, "--cni-conf-dir=" + conf,
+                                     "--service-account-dir=" + sa};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    return plumb::test::run(argv, {{"KUBERNETES_SERVICE_HOST", "10.96.0.1"}, {"KUBERNETES_SERVICE_PORT", "443"}});
+  }
+  std::string conflist() const { return read_file(conf + "/00-plumb.conflist"); }
+  bool has(const std::string& name) const { return std::filesystem::exists(conf + "/" + name); }
+
+  static constexpr const char* kPrimary = R"({"cniVersion": "1.0.0", "name": "fake-default", "plugins": [{"type": "fake-cni"}]})";
+  plumb::test::TempDir dir;
+  std::string bin = dir.path + "/bin";
+  std::string conf = dir.path + "/net.d";
+  std::string sa = dir.path + "/serviceaccount";
+};
+
 }  // namespace
 
 
@@ -220,7 +259,7 @@ TEST_CASE("install on a node whose default network is a foreign plugin: ADD thro
   CHECK(std::filesystem::exists(installed));
 }
 
-TEST_CASE("the DaemonSet's install --watch follows the primary config and the token, and removes the config on SIGTERM") {
+TEST_CASE("the DaemonSet's install --watch follows the primary config and the token, and keeps the config on SIGTERM") {
   Node node;
   InstallNode n(node);
   const std::string log = node.dir() + "/install.log";
@@ -251,7 +290,8 @@ TEST_CASE("the DaemonSet's install --watch follows the primary config and the to
   write_file(fake, fake_text);
   CHECK(eventually([&] { return cluster_network(n.conflist()) == fake; }));
 
-  // SIGTERM (the DaemonSet deleted): exit 0, the config removed, the binary kept.
+  // SIGTERM (a rollout, or the DaemonSet deleted): exit 0, the config and the binary kept.
+  const std::string conflist = n.conflist();
   REQUIRE(::kill(pid, SIGTERM) == 0);
   int status = -1;
   const bool exited = eventually([&] { return ::waitpid(pid, &status, WNOHANG) == pid; });
@@ -259,8 +299,41 @@ TEST_CASE("the DaemonSet's install --watch follows the primary config and the to
   pid = -1;
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
+  CHECK(n.conflist() == conflist);
+  CHECK(n.kubeconfig().find("sa-token-2") != std::string::npos);
+  CHECK(std::filesystem::exists(n.bin.dir() + "/plumb"));
+  CHECK(read_file(log).find("kept " + n.conf_dir + "/00-plumb.conflist on exit") != std::string::npos);
+}
+
+TEST_CASE("install --cleanup-config-on-exit (Multus's) watches without --watch and removes the config on SIGTERM") {
+  Node node;
+  InstallNode n(node);
+  const std::string log = node.dir() + "/install.log";
+  pid_t pid = plumb::test::start_child({plumb::test::plumb_binary(), "install", "--cni-bin-dir=" + n.bin.dir(),
+                                        "--cni-conf-dir=" + n.conf_dir, "--service-account-dir=" + n.sa_dir,
+                                        "--cleanup-config-on-exit", "--interval-seconds=0.1"},
+                                       n.env(), log);
+  REQUIRE(pid > 0);
+  struct Reaper {
+    pid_t& pid;
+    ~Reaper() { plumb::test::stop_child(pid); }
+  } reaper{pid};
+  INFO("install log: ", read_file(log));
+  CHECK(eventually([&] { return cluster_network(n.conflist()) == n.conf_dir + "/10-fake.conflist"; }));
+  // It watches: a config that sorts first becomes the primary.
+  write_file(n.conf_dir + "/05-early.conf", R"({"cniVersion": "0.4.0", "name": "early", "type": "fake-cni"})");
+  CHECK(eventually([&] { return cluster_network(n.conflist()) == n.conf_dir + "/05-early.conf"; }));
+  CHECK(std::filesystem::exists(n.conf_dir + "/plumb.d/plumb.kubeconfig"));
+
+  REQUIRE(::kill(pid, SIGTERM) == 0);
+  int status = -1;
+  REQUIRE(eventually([&] { return ::waitpid(pid, &status, WNOHANG) == pid; }));
+  pid = -1;
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
   CHECK_FALSE(std::filesystem::exists(n.conf_dir + "/00-plumb.conflist"));
   CHECK_FALSE(std::filesystem::exists(n.conf_dir + "/plumb.d"));
+  CHECK(std::filesystem::exists(n.conf_dir + "/05-early.conf"));
   CHECK(std::filesystem::exists(n.bin.dir() + "/plumb"));
 }
 
@@ -319,13 +392,13 @@ TEST_CASE("the thick DaemonSet: install --thick installs plumb-shim and names it
   CHECK(plumb::test::link_names("web") == std::set<std::string>{"lo"});
   CHECK(plumb::test::lines_of(read_file(usage)).size() == 2);  // both through the daemon, not the fallback
 
-  // The DaemonSet deleted: the conflist goes, both binaries stay.
+  // The install container ends (a rollout): the conflist naming the shim and both binaries stay.
   REQUIRE(::kill(install, SIGTERM) == 0);
   int status = -1;
   REQUIRE(eventually([&] { return ::waitpid(install, &status, WNOHANG) == install; }));
   install = -1;
   CHECK(WIFEXITED(status));
-  CHECK_FALSE(std::filesystem::exists(n.conf_dir + "/00-plumb.conflist"));
+  CHECK(conflist_value(n.conflist(), "type") == "plumb-shim");
   CHECK(std::filesystem::exists(n.bin.dir() + "/plumb-shim"));
 }
 
@@ -350,26 +423,137 @@ TEST_CASE("install without a primary CNI config fails and writes no config; a ba
   CHECK(p.err.find("--cni-bin-dir is required") != std::string::npos);
 }
 
-TEST_CASE("install's command line: required directories, values, unknown flags") {
-  auto env = [](const char* name) -> const char* {
-    return std::string_view(name) == "KUBERNETES_SERVICE_HOST" ? "10.96.0.1" : nullptr;
-  };
-  auto o = plumb::install::parse_options(false, {"--cni-bin-dir=/opt/cni/bin", "--cni-conf-dir", "/host/etc/cni/net.d",
-                                                 "--host-cni-conf-dir=/etc/cni/net.d", "--watch", "--interval-seconds=0.5"},
-                                         env);
-  REQUIRE(o);
-  CHECK(o->cni_bin_dir == "/opt/cni/bin");
-  CHECK(o->cni_conf_dir == "/host/etc/cni/net.d");
-  CHECK(o->host_cni_conf_dir == "/etc/cni/net.d");
-  CHECK(o->watch);
-  CHECK(o->interval == std::chrono::milliseconds(500));
-  CHECK(o->service_host == "10.96.0.1");
-  CHECK(o->service_port.empty());
-  CHECK(plumb::install::parse_options(true, {"--cni-conf-dir=/etc/cni/net.d"}, env));  // uninstall needs no bin dir
-  auto unknown = plumb::install::parse_options(true, {"--cni-conf-dir=/x", "--force"}, env);
-  REQUIRE_FALSE(unknown);
-  CHECK(unknown.error().msg.find("\"--force\"") != std::string::npos);
-  CHECK_FALSE(plumb::install::parse_options(true, {"--cni-conf-dir"}, env));
-  CHECK_FALSE(plumb::install::parse_options(true, {"--cni-conf-dir=relative"}, env));
-  CHECK_FALSE(plumb::install::parse_options(true, {"--cni-conf-dir=/x", "--interval-seconds=0"}, env));
+
+TEST_CASE("install --multus-master-cni-file-name (Multus's): the primary config by its name, not the lexically first") {
+  ConfDir d;
+  write_file(d.conf + "/05-early.conf", R"({"cniVersion": "0.4.0", "name": "early", "type": "fake-cni"})");
+  Proc p = d.install({"--multus-master-cni-file-name=10-fake.conflist"});
+  INFO(p.err);
+  REQUIRE(p.exit_code == 0);
+  CHECK(cluster_network(d.conflist()) == d.conf + "/10-fake.conflist");
+  CHECK(conflist_value(d.conflist()) == "1.0.0");
+  p = d.install({});
+  REQUIRE(p.exit_code == 0);
+  CHECK(cluster_network(d.conflist()) == d.conf + "/05-early.conf");
+  // A name that is not there: no primary config yet (the conflist goes, as when the primary goes).
+  p = d.install({"--multus-master-cni-file-name", "99-missing.conf"});
+  CHECK(p.exit_code == 1);
+  CHECK(p.err.find("no primary CNI config in " + d.conf) != std::string::npos);
+  CHECK_FALSE(d.has("00-plumb.conflist"));
+}
+
+TEST_CASE("install --cni-version (Multus's): a primary config of another cniVersion fails naming both; the same one passes") {
+  ConfDir d;
+  Proc p = d.install({"--cni-version=0.4.0"});
+  CHECK(p.exit_code == 1);
+  CHECK(p.err.find("--cni-version \"0.4.0\" differs from primary CNI config " + d.conf + "/10-fake.conflist's cniVersion \"1.0.0\"") !=
+        std::string::npos);
+  CHECK_FALSE(d.has("00-plumb.conflist"));
+  CHECK_FALSE(d.has("plumb.d"));
+  p = d.install({"--cni-version", "1.0.0"});
+  INFO(p.err);
+  REQUIRE(p.exit_code == 0);
+  CHECK(conflist_value(d.conflist()) == "1.0.0");
+}
+
+TEST_CASE("install --multus-kubeconfig-file-host (Multus's): the kubeconfig path the conflist names; the file is still written") {
+  ConfDir d;
+  Proc p = d.install({"--host-cni-conf-dir=/etc/cni/net.d", "--multus-kubeconfig-file-host=/etc/cni/net.d/multus.d/multus.kubeconfig"});
+  INFO(p.err);
+  REQUIRE(p.exit_code == 0);
+  CHECK(conflist_value(d.conflist(), "kubeconfig") == "/etc/cni/net.d/multus.d/multus.kubeconfig");
+  CHECK(conflist_value(d.conflist(), "clusterNetwork") == "/etc/cni/net.d/10-fake.conflist");
+  CHECK(read_file(d.conf + "/plumb.d/plumb.kubeconfig").find("sa-token") != std::string::npos);
+  // Without it: the kubeconfig written, as the node names it.
+  REQUIRE(d.install({"--host-cni-conf-dir=/etc/cni/net.d"}).exit_code == 0);
+  CHECK(conflist_value(d.conflist(), "kubeconfig") == "/etc/cni/net.d/plumb.d/plumb.kubeconfig");
+}
+
+TEST_CASE("install --rename-conf-file (Multus's): the primary NAME becomes NAME.old, which the conflist names and a pod's ADD uses; uninstall gives the name back") {
+  Node node;
+  InstallNode n(node);
+  n.cluster.add_pod("default", "web", "uid-1", {});
+  const std::string fake = n.conf_dir + "/10-fake.conflist";
+  const std::string fake_text = read_file(fake);
+  const std::string log = node.dir() + "/install.log";
+  pid_t pid = plumb::test::start_child({plumb::test::plumb_binary(), "install", "--cni-bin-dir=" + n.bin.dir(),
+                                        "--cni-conf-dir=" + n.conf_dir, "--service-account-dir=" + n.sa_dir,
+                                        "--plugin-config=" + n.plugin_config(), "--rename-conf-file", "--watch",
+                                        "--interval-seconds=0.1"},
+                                       n.env(), log);
+  REQUIRE(pid > 0);
+  struct Reaper {
+    pid_t& pid;
+    ~Reaper() { plumb::test::stop_child(pid); }
+  } reaper{pid};
+  INFO("install log: ", read_file(log));
+  REQUIRE(eventually([&] { return cluster_network(n.conflist()) == fake + ".old"; }));
+  CHECK_FALSE(std::filesystem::exists(fake));
+  CHECK(read_file(fake + ".old") == fake_text);
+
+  // A runtime's ADD and DEL through the conflist: the renamed primary is the default network.
+  std::string ns = node.add_netns("web");
+  Proc add = run_as_runtime(n, "ADD", "ctr-1", ns);
+  INFO("ADD: ", add.out, add.err);
+  CHECK(add.exit_code == 0);
+  CHECK(n.bin.calls("ADD").size() == 1);
+
+  // The primary's own plugin writes its config again (a new version): taken, and renamed again.
+  const std::string newer = R"({"cniVersion": "0.4.0", "name": "fake-default", "plugins": [{"type": "fake-cni"}]})";
+  write_file(fake, newer);
+  CHECK(eventually([&] { return !std::filesystem::exists(fake) && read_file(fake + ".old") == newer; }));
+  CHECK(eventually([&] { return conflist_value(n.conflist()) == "0.4.0"; }));
+  CHECK(cluster_network(n.conflist()) == fake + ".old");
+
+  // Ended: the renamed primary and the conflist stay.
+  REQUIRE(::kill(pid, SIGTERM) == 0);
+  int status = -1;
+  REQUIRE(eventually([&] { return ::waitpid(pid, &status, WNOHANG) == pid; }));
+  pid = -1;
+  CHECK(cluster_network(n.conflist()) == fake + ".old");
+  Proc del = run_as_runtime(n, "DEL", "ctr-1", ns);
+  INFO("DEL: ", del.out, del.err);
+  CHECK(del.exit_code == 0);
+  CHECK(n.bin.calls("DEL").size() == 1);
+
+  // uninstall: the primary has its name back, plumb's files are gone.
+  Proc un = plumb::test::run({plumb::test::plumb_binary(), "uninstall", "--cni-conf-dir", n.conf_dir});
+  INFO("uninstall: ", un.err);
+  CHECK(un.exit_code == 0);
+  CHECK(read_file(fake) == newer);
+  CHECK_FALSE(std::filesystem::exists(fake + ".old"));
+  CHECK_FALSE(std::filesystem::exists(n.conf_dir + "/00-plumb.conflist"));
+}
+
+TEST_CASE("install --rename-conf-file once, then again: the renamed primary stays the primary; --cleanup-config-on-exit gives its name back") {
+  ConfDir d;
+  REQUIRE(d.install({"--rename-conf-file"}).exit_code == 0);
+  CHECK(cluster_network(d.conflist()) == d.conf + "/10-fake.conflist.old");
+  // A later install (the next pod of the DaemonSet) finds the primary under its new name, even
+  // with a config sorting after it.
+  write_file(d.conf + "/20-other.conf", R"({"cniVersion": "1.0.0", "name": "other", "type": "fake-cni"})");
+  Proc p = d.install({"--rename-conf-file=true"});
+  INFO(p.err);
+  REQUIRE(p.exit_code == 0);
+  CHECK(cluster_network(d.conflist()) == d.conf + "/10-fake.conflist.old");
+  CHECK(d.has("20-other.conf"));
+  CHECK_FALSE(d.has("20-other.conf.old"));
+
+  pid_t pid = plumb::test::start_child({plumb::test::plumb_binary(), "install", "--cni-bin-dir=" + d.bin, "--cni-conf-dir=" + d.conf,
+                                        "--rename-conf-file", "--cleanup-config-on-exit", "--interval-seconds=0.1"},
+                                       {}, d.dir.path + "/install.log");
+  struct Reaper {
+    pid_t& pid;
+    ~Reaper() { plumb::test::stop_child(pid); }
+  } reaper{pid};
+  INFO("install log: ", read_file(d.dir.path + "/install.log"));
+  REQUIRE(eventually([&] { return read_file(d.dir.path + "/install.log").find("watching") != std::string::npos; }));
+  REQUIRE(::kill(pid, SIGTERM) == 0);
+  int status = -1;
+  REQUIRE(eventually([&] { return ::waitpid(pid, &status, WNOHANG) == pid; }));
+  pid = -1;
+  CHECK(WIFEXITED(status));
+  CHECK(read_file(d.conf + "/10-fake.conflist") == ConfDir::kPrimary);
+  CHECK_FALSE(d.has("10-fake.conflist.old"));
+  CHECK_FALSE(d.has("00-plumb.conflist"));
 }

@@ -6,6 +6,8 @@
 
 #include <rapidjson/document.h>
 
+#include <filesystem>
+
 #include "cni-entry/install/node_config.hpp"
 #include "cni-entry/source/kube.hpp"
 #include "tests/support/pod_fixture.hpp"
@@ -27,6 +29,46 @@ TEST_CASE("the primary CNI config is the lexically first .conf/.conflist/.json o
   CHECK(plumb::install::primary_config(d.path).value() == "10-calico.conflist");
   write_file(d.path + "/05-flannel.json", "{}");
   CHECK(plumb::install::primary_config(d.path).value() == "05-flannel.json");
+}
+
+TEST_CASE("the primary by name (--multus-master-cni-file-name), and a primary renamed NAME.old (--rename-conf-file) still counted under NAME") {
+  TempDir d;
+  write_file(d.path + "/05-early.conf", "{}");
+  write_file(d.path + "/10-calico.conflist", "{}");
+  CHECK(plumb::install::primary_config(d.path, "10-calico.conflist").value() == "10-calico.conflist");
+  CHECK(plumb::install::primary_config(d.path, "99-missing.conf").value() == std::nullopt);
+  // 10-calico.conflist renamed: it stays the primary under its name, before 20-other.conf ...
+  std::filesystem::rename(d.path + "/10-calico.conflist", d.path + "/10-calico.conflist.old");
+  std::filesystem::remove(d.path + "/05-early.conf");
+  write_file(d.path + "/20-other.conf", "{}");
+  CHECK(plumb::install::primary_config(d.path).value() == "20-other.conf");  // not known as renamed
+  CHECK(plumb::install::primary_config(d.path, "", "10-calico.conflist").value() == "10-calico.conflist.old");
+  CHECK(plumb::install::primary_config(d.path, "10-calico.conflist", "10-calico.conflist").value() == "10-calico.conflist.old");
+  // ... but not before a config sorting first, nor before NAME written again.
+  write_file(d.path + "/05-early.conf", "{}");
+  CHECK(plumb::install::primary_config(d.path, "", "10-calico.conflist").value() == "05-early.conf");
+  std::filesystem::remove(d.path + "/05-early.conf");
+  write_file(d.path + "/10-calico.conflist", "{}");
+  CHECK(plumb::install::primary_config(d.path, "", "10-calico.conflist").value() == "10-calico.conflist");
+  // Gone altogether: not counted.
+  std::filesystem::remove(d.path + "/10-calico.conflist");
+  std::filesystem::remove(d.path + "/10-calico.conflist.old");
+  CHECK(plumb::install::primary_config(d.path, "", "10-calico.conflist").value() == "20-other.conf");
+}
+
+TEST_CASE("the renamed primary plumb's conflist names: its original name while the renamed file is there") {
+  TempDir d;
+  CHECK(plumb::install::renamed_primary(d.path) == std::nullopt);  // no conflist
+  write_file(d.path + "/00-plumb.conflist",
+             R"({"cniVersion": "1.0.0", "name": "plumb", "plugins": [{"type": "plumb", "clusterNetwork": "/etc/cni/net.d/10-calico.conflist"}]})");
+  CHECK(plumb::install::renamed_primary(d.path) == std::nullopt);  // not renamed
+  write_file(d.path + "/00-plumb.conflist",
+             R"({"cniVersion": "1.0.0", "name": "plumb", "plugins": [{"type": "plumb", "clusterNetwork": "/etc/cni/net.d/10-calico.conflist.old"}]})");
+  CHECK(plumb::install::renamed_primary(d.path) == std::nullopt);  // the renamed file is not there
+  write_file(d.path + "/10-calico.conflist.old", "{}");
+  CHECK(plumb::install::renamed_primary(d.path) == "10-calico.conflist");
+  write_file(d.path + "/00-plumb.conflist", "not JSON");
+  CHECK(plumb::install::renamed_primary(d.path) == std::nullopt);
 }
 
 TEST_CASE("plumb's conflist takes the primary's cniVersion and the union of its plugins' capabilities") {
@@ -67,7 +109,7 @@ TEST_CASE("plumb's conflist takes the primary's cniVersion and the union of its 
   CHECK_FALSE(d["plugins"][0].HasMember("kubeconfig"));
 }
 
-TEST_CASE("a primary without a supported cniVersion, bad capabilities or a --plugin-config over generated keys is refused by name") {
+TEST_CASE("a primary without a supported cniVersion, or another than --cni-version, bad capabilities or a --plugin-config over generated keys is refused by name") {
   plumb::install::ConflistInputs in;
   in.primary_path = "/etc/cni/net.d/10-x.conf";
   in.primary_text = R"({"name": "x", "type": "x"})";
@@ -85,6 +127,14 @@ TEST_CASE("a primary without a supported cniVersion, bad capabilities or a --plu
   CHECK(e.error().msg.find("\"clusterNetwork\"") != std::string::npos);
   in.plugin_config = "[1]";
   CHECK_FALSE(plumb::install::render_conflist(in));
+  // --cni-version: the primary must have it (Multus's check).
+  in.plugin_config.clear();
+  in.cni_version = "0.4.0";
+  e = plumb::install::render_conflist(in);
+  REQUIRE_FALSE(e);
+  CHECK(e.error().msg == "--cni-version \"0.4.0\" differs from primary CNI config /etc/cni/net.d/10-x.conf's cniVersion \"1.0.0\"");
+  in.cni_version = "1.0.0";
+  CHECK(plumb::install::render_conflist(in));
 }
 
 TEST_CASE("the kubeconfig made from a service account is read back by plumb's own loader") {

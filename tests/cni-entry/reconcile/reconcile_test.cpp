@@ -221,5 +221,5 @@ TEST_CASE("plumb reconcile without a readable cluster view releases nothing; bad
   CHECK(holders(api, "192.0.2.0-24") == std::set<std::string>{"c1"});
   Proc usage = test::run({test::plumb_binary(), "reconcile", "--frobnicate"}, {}, "");
   CHECK(usage.exit_code == 2);
-  CHECK(usage.err.find("unknown argument \"--frobnicate\"") != std::string::npos);
+  CHECK(usage.err.find("--frobnicate") != std::string::npos);
 }
