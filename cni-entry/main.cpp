@@ -77,6 +77,9 @@ int cni_main() {
   auto conf = plumb::pod::parse_config(input);
   if (!conf) return report(conf.error(), version_of(input), log);
   log.configure(conf->log_level, conf->log_file, conf->log_to_stderr);
+  // The node name `plumb install` wrote into the conflist, for the cluster IPAM (ipam::cluster::
+  // node_name) and delegated plugins; a NODE_NAME already set (a daemon's, from the downward API) wins.
+  if (!conf->node_name.empty()) ::setenv("NODE_NAME", conf->node_name.c_str(), 0);
 
   auto out = plumb::pod::run(*env, *conf, log);
   if (!out) return report(out.error(), conf->cni_version, log);
@@ -99,9 +102,9 @@ void keep_heap() {
 
 int main(int argc, char** argv) {
   // The tap driver re-executes plumb under an SELinux exec context to create a labelled device
-  // (engine/kernel/tun.hpp); an operator (or deploy/daemonset.yaml) runs `plumb install` and
+  // (engine/kernel/tun.hpp); an operator (or deploy/thin/daemonset.yaml) runs `plumb install` and
   // `plumb uninstall` (cni-entry/install/), and
-  // `plumb reconcile`, the cluster IPAM's reconciler (a CronJob, deploy/reconciler.yaml), and
+  // `plumb reconcile`, the cluster IPAM's reconciler (a CronJob, deploy/base/reconciler.yaml), and
   // `plumb daemon`, plumb kept warm for plumb-shim (cni-entry/daemon/). A runtime passes no
   // arguments.
   if (argc >= 2 && std::string_view(argv[1]) == plumb::tun::kHelperArg) return plumb::tun::tap_helper_main(argc, argv);

@@ -1,5 +1,5 @@
 // `plumb install` and `plumb uninstall`: put plumb on a node the way operators install Multus
-// (a DaemonSet's container runs `plumb install --watch`, deploy/daemonset.yaml).
+// (a DaemonSet's container runs `plumb install --watch`, deploy/thin/daemonset.yaml).
 //
 //   plumb install --cni-bin-dir DIR --cni-conf-dir DIR [--host-cni-conf-dir DIR]
 //                 [--service-account-dir DIR] [--plugin-config JSON] [--thick] [--watch
@@ -13,7 +13,7 @@
 // primary config, a rotated token), and on SIGTERM/SIGINT removes the conflist and kubeconfig
 // (Multus's cleanup-config-on-exit) unless --keep-config-on-exit. uninstall removes them; the
 // binary stays (pods attached by plumb still need it for their DEL). With --thick (thick mode,
-// deploy/daemonset-thick.yaml) plumb-shim, found beside the running binary, is copied too, and the
+// deploy/thick/daemonset.yaml) plumb-shim, found beside the running binary, is copied too, and the
 // conflist's plugin is "plumb-shim": runtimes execute the shim, which hands each invocation to
 // the node's `plumb daemon` (or runs the copied plumb when no daemon answers).
 #pragma once

@@ -121,6 +121,12 @@ Result<PlumbConfig> parse_config(std::string_view text) {
     }
     c.whereabouts_namespace = *v;
   }
+  if (auto v = PLUMB_TRY(json::get_string(d, "nodeName", w))) {
+    if (v->empty() || v->find('/') != std::string::npos) {
+      return fail(cni_code::kInvalidConfig, "plumb config.nodeName \"" + *v + "\" is not a node name (empty or contains '/')");
+    }
+    c.node_name = *v;
+  }
   PLUMB_TRY(parse_pod_resources(d, c));
   PLUMB_TRY(parse_multus_keys(d, c));
   for (const auto* key : {"storeDir", "stateDir"}) {

@@ -44,6 +44,7 @@ struct PlumbConfig {
   double api_timeout_seconds = 30;      // apiTimeoutSeconds: one request attempt, connect included
   int api_retries = 3;                  // apiRetries: extra attempts after transient errors (backoff 0.5 s doubling, max 4 s)
   bool status_errors_fatal = false;     // statusErrorsFatal: a failed network-status write fails (and undoes) the ADD
+  std::string node_name;                // nodeName: the node's Kubernetes name when NODE_NAME is not set ("" = none)
   std::string whereabouts_namespace;    // whereaboutsNamespace: where whereabouts' IPPools live ("" = the
                                         // kubeconfig context's namespace, else kube-system, as whereabouts)
   // kubelet's pod-resources API (cni-entry/source/kubelet.hpp): device IDs of NADs with resourceName.
