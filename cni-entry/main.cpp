@@ -61,8 +61,8 @@ int report(const plumb::Error& e, const std::string& version, plumb::pod::Log& l
 }
 
 /// The CNI plugin: environment and stdin in, result or CNI error on stdout; the exit code. Run
-/// by main for an exec'd plumb and by a `plumb daemon` worker (cni-entry/daemon/) alike.
-int cni_main() {
+/// by main for an exec'd plumb and by a `plumb daemon` worker (cni-entry/daemon/, `in_daemon`) alike.
+int cni_main(bool in_daemon) {
   std::string input = read_stdin();
   plumb::pod::Log log;
 
@@ -80,6 +80,9 @@ int cni_main() {
   // The node name `plumb install` wrote into the conflist, for the cluster IPAM (ipam::cluster::
   // node_name) and delegated plugins; a NODE_NAME already set (a daemon's, from the downward API) wins.
   if (!conf->node_name.empty()) ::setenv("NODE_NAME", conf->node_name.c_str(), 0);
+  // chrootDir is the node's root as the daemon's container mounts it (Multus's daemon key); the
+  // same conflist reaches a plumb the runtime or the shim's fallback executes on the node itself.
+  if (!in_daemon) conf->chroot_dir.clear();
 
   auto out = plumb::pod::run(*env, *conf, log);
   if (!out) return report(out.error(), conf->cni_version, log);
@@ -113,6 +116,8 @@ int main(int argc, char** argv) {
   }
   if (argc >= 2 && std::string_view(argv[1]) == "reconcile") return plumb::reconcile::main(argc - 2, argv + 2);
   keep_heap();
-  if (argc >= 2 && std::string_view(argv[1]) == "daemon") return plumb::daemon::command_main(argc - 1, argv + 1, cni_main);
-  return cni_main();
+  if (argc >= 2 && std::string_view(argv[1]) == "daemon") {
+    return plumb::daemon::command_main(argc - 1, argv + 1, [] { return cni_main(true); });
+  }
+  return cni_main(false);
 }

@@ -53,6 +53,10 @@ struct PlumbConfig {
   // Multus's keys for delegation and readiness (config_multus.cpp).
   std::string bin_dir = "/opt/cni/bin";  // binDir: searched first for plugins plumb delegates to, then CNI_PATH
   double delegate_timeout_seconds = 60;  // delegateTimeoutSeconds: one delegated plugin call, then it is killed
+  // chrootDir (Multus's daemon key): the node's root as a `plumb daemon` in a container sees it
+  // (the thick DaemonSet mounts it at /hostroot); delegated plugins run chrooted to it. An
+  // exec'd plumb runs in the node's root already: main.cpp clears it outside the daemon.
+  std::string chroot_dir;
   json::Document delegates;              // delegates (Multus): CNI configs, the first the default network; null = none
   std::string readiness_indicator_file;  // readinessindicatorfile: ADD waits for it, then fails
   double readiness_timeout_seconds = 45;  // readinessTimeoutSeconds: how long (Multus: 45 s, polled every second)
@@ -72,7 +76,7 @@ struct PlumbConfig {
 
 /// Multus's keys besides those parse_config reads itself (config_multus.cpp): binDir, cniDir
 /// (stateDir's Multus name), delegates, readinessindicatorfile, logToStderr, retryDeleteOnError,
-/// and the refused logOptions and auxiliaryCNIChainName; plus plumb's delegateTimeoutSeconds
+/// chrootDir (an absolute path), and the refused logOptions and auxiliaryCNIChainName; plus plumb's delegateTimeoutSeconds
 /// and readinessTimeoutSeconds. Errors: kInvalidConfig naming the key and value.
 [[nodiscard]] Status parse_multus_keys(const json::Value& d, PlumbConfig& c);
 
