@@ -10,7 +10,7 @@
 # node's /run, /opt, /var/lib, /etc/cni and bpffs are fresh mounts of this namespace, podman's
 # storage is a scratch directory; nothing of the machine's is touched.
 # The image is FROM scratch: plumb must be statically linked. A dynamic plumb is reported and the
-# test is skipped (exit 77), unless PLUMB_KUBE_PLAY_WITH_LIBS=1 bundles its shared libraries into
+# test is skipped (exit 77, run alone), unless PLUMB_KUBE_PLAY_WITH_LIBS=1 (set by ctest) bundles its shared libraries into
 # a test-only image (to exercise the pod spec before the static build exists).
 set -euo pipefail
 plumb=$(readlink -f "$1")

@@ -7,6 +7,7 @@
 #include <rapidjson/document.h>
 
 #include "cni-entry/install/node_config.hpp"
+#include "cni-entry/pod/config.hpp"
 #include "cni-entry/source/kube.hpp"
 #include "tests/support/pod_fixture.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -81,6 +82,15 @@ TEST_CASE("the installing pod's node name is written into plumb's conflist as no
   auto e = plumb::install::render_conflist(in);
   REQUIRE_FALSE(e);
   CHECK(e.error().msg.find("\"nodeName\"") != std::string::npos);
+
+  // plumb reads it back; a value that cannot be a node name is refused by name.
+  const std::string entry = R"({"cniVersion": "1.0.0", "name": "plumb", "type": "plumb", "nodeName": )";
+  auto conf = plumb::pod::parse_config(entry + R"("worker-3.example"})");
+  REQUIRE(conf);
+  CHECK(conf->node_name == "worker-3.example");
+  auto bad = plumb::pod::parse_config(entry + R"("a/b"})");
+  REQUIRE_FALSE(bad);
+  CHECK(bad.error().msg.find("plumb config.nodeName \"a/b\" is not a node name") != std::string::npos);
 }
 
 TEST_CASE("a primary without a supported cniVersion, bad capabilities or a --plugin-config over generated keys is refused by name") {
