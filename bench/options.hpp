@@ -43,7 +43,7 @@ struct Options {
   std::string plumb = PLUMB_BENCH_PLUMB;
   std::string floor = PLUMB_BENCH_FLOOR;
   /// plumb runs as `<plumb> daemon` in its node namespace and each verb executes the shim
-  /// (cni-entry/daemon/), as on a node deployed with deploy/daemonset-thick.yaml (Multus's "thick"
+  /// (cni-entry/daemon/), as on a node deployed with deploy/thick/daemonset.yaml (Multus's "thick"
   /// plugin, its quickstart's deployment): the default. --thin: the plumb binary exec'd per verb.
   bool thick = true;
   std::string shim = PLUMB_BENCH_SHIM;

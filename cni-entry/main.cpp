@@ -74,9 +74,9 @@ int about() {
 
 /// The CNI plugin: the CNI_* variables (through `getenv_fn`) and stdin in, result or CNI error on
 /// stdout; the exit code. Run by main for an exec'd plumb (the process's environment) and by a
-/// `plumb daemon` worker (cni-entry/daemon/: the request's) alike. CNI_COMMAND is looked at first:
-/// without it nobody is going to write a configuration.
-int cni_main(const char* (*getenv_fn)(const char*)) {
+/// `plumb daemon` worker (cni-entry/daemon/: the request's, `in_daemon`) alike. CNI_COMMAND is looked
+/// at first: without it nobody is going to write a configuration.
+int cni_main(const char* (*getenv_fn)(const char*), bool in_daemon) {
   if (const char* command = getenv_fn("CNI_COMMAND"); command == nullptr || *command == '\0') return about();
   std::string input = read_stdin();
   plumb::pod::Log log;
@@ -92,12 +92,21 @@ int cni_main(const char* (*getenv_fn)(const char*)) {
   auto conf = plumb::pod::parse_config(input);
   if (!conf) return report(conf.error(), version_of(input), log);
   log.configure(conf->log_level, conf->log_file, conf->log_to_stderr);
+  // The node name `plumb install` wrote into the conflist, for the cluster IPAM (ipam::cluster::
+  // node_name) and delegated plugins; a NODE_NAME already set (a daemon's, from the downward API) wins.
+  if (!conf->node_name.empty()) ::setenv("NODE_NAME", conf->node_name.c_str(), 0);
+  // chrootDir is the node's root as the daemon's container mounts it (Multus's daemon key); the
+  // same conflist reaches a plumb the runtime or the shim's fallback executes on the node itself.
+  if (!in_daemon) conf->chroot_dir.clear();
 
   auto out = plumb::pod::run(*env, *conf, log);
   if (!out) return report(out.error(), conf->cni_version, log);
   print(*out);
   return 0;
 }
+
+/// cni_main as a `plumb daemon` worker runs it (daemon::CniMain).
+int cni_main_in_daemon(const char* (*getenv_fn)(const char*)) { return cni_main(getenv_fn, true); }
 
 /// Keeps the heap an invocation grows until the process ends. glibc would otherwise give the top
 /// of the heap back (brk) whenever 128 KiB are free there and serve each block over 128 KiB with
@@ -118,6 +127,6 @@ int main(int argc, char** argv) {
   // reconcile, and daemon, plumb kept warm for plumb-shim). A runtime passes no arguments.
   if (argc >= 2 && std::string_view(argv[1]) == plumb::tun::kHelperArg) return plumb::tun::tap_helper_main(argc, argv);
   keep_heap();
-  if (argc >= 2) return plumb::cli::run(argc, argv, cni_main);
-  return cni_main(env_get);
+  if (argc >= 2) return plumb::cli::run(argc, argv, cni_main_in_daemon);
+  return cni_main(env_get, false);
 }

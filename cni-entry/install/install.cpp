@@ -202,6 +202,9 @@ Result<Outcome> apply(const Options& opts) {
   in.plugin_config = opts.plugin_config;
   in.cni_version = opts.cni_version;
   if (opts.thick) in.plugin_type = "plumb-shim";
+  // The DaemonSet's NODE_NAME (downward API): a runtime executes plumb without it, so the cluster
+  // IPAM would otherwise record allocations under the host name, which need not be the node's.
+  if (const char* node = std::getenv("NODE_NAME")) in.node_name = node;
   auto sa = PLUMB_TRY(read_service_account(opts.service_host, opts.service_port, opts.service_account_dir));
   if (sa) in.kubeconfig_path = support_dir(opts.host_cni_conf_dir) + "/" + std::string(kKubeconfigName);
   if (!opts.kubeconfig_host.empty()) in.kubeconfig_path = opts.kubeconfig_host;

@@ -1,5 +1,5 @@
 // `plumb install` and `plumb uninstall`: put plumb on a node the way operators install Multus
-// (a DaemonSet's container runs `plumb install --watch`, deploy/daemonset.yaml). Their command
+// (a DaemonSet's container runs `plumb install --watch`, deploy/thin/daemonset.yaml). Their command
 // lines are cni-entry/cli/cli.cpp's (`plumb install --help`).
 //
 // install copies the running binary atomically into the bin dir as `plumb`, writes a kubeconfig
@@ -11,7 +11,7 @@
 // plumb's conflist. --cleanup-config-on-exit removes them on exit (and implies --watch, as it
 // makes Multus's entrypoint watch); `plumb uninstall` removes them. The binary stays (pods
 // attached by plumb still need it for their DEL). With --thick (thick mode,
-// deploy/daemonset-thick.yaml) plumb-shim, found beside the running binary, is copied too, and the
+// deploy/thick/daemonset.yaml) plumb-shim, found beside the running binary, is copied too, and the
 // conflist's plugin is "plumb-shim": runtimes execute the shim, which hands each invocation to
 // the node's `plumb daemon` (or runs the copied plumb when no daemon answers).
 //

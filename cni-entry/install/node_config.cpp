@@ -60,11 +60,11 @@ Status merge_plugin_config(const std::string& plugin_config, json::Value& entry,
   if (!extra.IsObject()) return fail(cni_code::kInvalidConfig, "--plugin-config is not a JSON object");
   for (auto it = extra.MemberBegin(); it != extra.MemberEnd(); ++it) {
     const std::string_view key(it->name.GetString(), it->name.GetStringLength());
-    for (std::string_view own : {"type", "clusterNetwork", "kubeconfig", "capabilities"}) {
+    for (std::string_view own : {"type", "clusterNetwork", "kubeconfig", "capabilities", "nodeName"}) {
       if (key == own) {
         return fail(cni_code::kInvalidConfig, "--plugin-config sets \"" + std::string(key) +
                                                   "\", which plumb install writes itself (from the node's primary "
-                                                  "CNI config and service account)");
+                                                  "CNI config, service account and NODE_NAME)");
       }
     }
     json::set(entry, key, json::Value(it->value, a), a);
@@ -180,6 +180,7 @@ Result<std::string> render_conflist(const ConflistInputs& in) {
   json::Value cap_obj(rapidjson::kObjectType);
   for (const auto& [k, v] : caps) json::set(cap_obj, k, json::Value(v), a);
   json::set(entry, "capabilities", std::move(cap_obj), a);
+  if (!in.node_name.empty()) json::set_string(entry, "nodeName", in.node_name, a);
   PLUMB_TRY(merge_plugin_config(in.plugin_config, entry, a));
 
   json::set_string(out, "cniVersion", *version, a);

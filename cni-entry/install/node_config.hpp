@@ -68,16 +68,17 @@ struct ConflistInputs {
   std::string plugin_config;      ///< a JSON object of further keys for plumb's plugin entry; "" = none
   std::string plugin_type = "plumb";  ///< the plugin entry's type: "plumb", or "plumb-shim" in thick mode
   std::string cni_version;        ///< the cniVersion the primary must have (--cni-version); "" = any
+  std::string node_name;          ///< the node's Kubernetes name (NODE_NAME from the downward API); "" = no nodeName key
 };
 
 /// plumb's conflist: {"cniVersion": <the primary's>, "name": "plumb", "plugins": [{"type":
 /// <plugin_type>, "clusterNetwork": primary_path, "kubeconfig": ..., "capabilities": <every capability
-/// the primary's plugins declare, plus io.kubernetes.cri.pod-annotations>, <plugin_config's
-/// keys>}]}, as Multus's auto configuration takes cniVersion and capabilities from its master
+/// the primary's plugins declare, plus io.kubernetes.cri.pod-annotations>, "nodeName": node_name
+/// (when set: a runtime runs plumb without the DaemonSet's NODE_NAME), <plugin_config's keys>}]}, as Multus's auto configuration takes cniVersion and capabilities from its master
 /// config. Errors: kInvalidConfig naming the primary file when it is not a JSON object, has no
 /// supported cniVersion, another than `cni_version` (Multus's check of --cni-version) or a
 /// capabilities member that is not an object of booleans; naming the key when plugin_config is
-/// not a JSON object or sets type, clusterNetwork or kubeconfig.
+/// not a JSON object or sets type, clusterNetwork, kubeconfig, capabilities or nodeName.
 [[nodiscard]] Result<std::string> render_conflist(const ConflistInputs& in);
 
 }  // namespace plumb::install

@@ -64,6 +64,18 @@ Status parse_pod_resources(const json::Value& d, PlumbConfig& c) {
   return {};
 }
 
+/// nodeName, which `plumb install` writes from the DaemonSet's NODE_NAME: a node name (not
+/// empty, no '/', as ipam::cluster::node_name requires).
+Status parse_node_name(const json::Value& d, PlumbConfig& c) {
+  auto v = PLUMB_TRY(json::get_string(d, "nodeName", "plumb config"));
+  if (!v) return {};
+  if (v->empty() || v->find('/') != std::string::npos) {
+    return fail(cni_code::kInvalidConfig, "plumb config.nodeName \"" + *v + "\" is not a node name (empty or contains '/')");
+  }
+  c.node_name = *v;
+  return {};
+}
+
 }  // namespace
 
 Result<PlumbConfig> parse_config(std::string_view text) {
@@ -121,6 +133,7 @@ Result<PlumbConfig> parse_config(std::string_view text) {
     }
     c.whereabouts_namespace = *v;
   }
+  PLUMB_TRY(parse_node_name(d, c));
   PLUMB_TRY(parse_pod_resources(d, c));
   PLUMB_TRY(parse_multus_keys(d, c));
   for (const auto* key : {"storeDir", "stateDir"}) {

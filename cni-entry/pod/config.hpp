@@ -45,6 +45,7 @@ struct PlumbConfig {
   double api_timeout_seconds = 30;      // apiTimeoutSeconds: one request attempt, connect included
   int api_retries = 3;                  // apiRetries: extra attempts after transient errors (backoff 0.5 s doubling, max 4 s)
   bool status_errors_fatal = false;     // statusErrorsFatal: a failed network-status write fails (and undoes) the ADD
+  std::string node_name;                // nodeName: the node's Kubernetes name when NODE_NAME is not set ("" = none)
   std::string whereabouts_namespace;    // whereaboutsNamespace: where whereabouts' IPPools live ("" = the
                                         // kubeconfig context's namespace, else kube-system, as whereabouts)
   // kubelet's pod-resources API (cni-entry/source/kubelet.hpp): device IDs of NADs with resourceName.
@@ -53,6 +54,10 @@ struct PlumbConfig {
   // Multus's keys for delegation and readiness (config_multus.cpp).
   std::string bin_dir = "/opt/cni/bin";  // binDir: searched first for plugins plumb delegates to, then CNI_PATH
   double delegate_timeout_seconds = 60;  // delegateTimeoutSeconds: one delegated plugin call, then it is killed
+  // chrootDir (Multus's daemon key): the node's root as a `plumb daemon` in a container sees it
+  // (the thick DaemonSet mounts it at /hostroot); delegated plugins run chrooted to it. An
+  // exec'd plumb runs in the node's root already: main.cpp clears it outside the daemon.
+  std::string chroot_dir;
   json::Document delegates;              // delegates (Multus): CNI configs, the first the default network; null = none
   std::string readiness_indicator_file;  // readinessindicatorfile: ADD waits for it, then fails
   double readiness_timeout_seconds = 45;  // readinessTimeoutSeconds: how long (Multus: 45 s, polled every second)
@@ -73,7 +78,7 @@ struct PlumbConfig {
 
 /// Multus's keys besides those parse_config reads itself (config_multus.cpp): binDir, cniDir
 /// (stateDir's Multus name), delegates, readinessindicatorfile, logToStderr, retryDeleteOnError,
-/// auxiliaryCNIChainName and logOptions; plus plumb's delegateTimeoutSeconds
+/// chrootDir (an absolute path), auxiliaryCNIChainName and logOptions; plus plumb's delegateTimeoutSeconds
 /// and readinessTimeoutSeconds. Errors: kInvalidConfig naming the key and value.
 [[nodiscard]] Status parse_multus_keys(const json::Value& d, PlumbConfig& c);
 

@@ -93,6 +93,10 @@ Status parse_multus_keys(const json::Value& d, PlumbConfig& c) {
     c.bin_dir = *v;
   }
   PLUMB_TRY(parse_cni_dir(d, c));
+  if (auto v = PLUMB_TRY(json::get_string(d, "chrootDir", kWhere))) {
+    if (!v->empty() && v->front() != '/') return fail(cni_code::kInvalidConfig, kWhere + ".chrootDir \"" + *v + "\" must be an absolute path");
+    c.chroot_dir = *v == "/" ? "" : *v;
+  }
   PLUMB_TRY(parse_delegates(d, c));
   if (auto v = PLUMB_TRY(json::get_string(d, "readinessindicatorfile", kWhere))) c.readiness_indicator_file = *v;
   c.log_to_stderr = PLUMB_TRY(json::get_bool(d, "logToStderr", kWhere)).value_or(true);
@@ -106,7 +110,9 @@ Status parse_multus_keys(const json::Value& d, PlumbConfig& c) {
 
 cni::PluginSearch plugin_search(const PlumbConfig& conf, const std::string& cni_path_env) {
   auto ms = std::chrono::round<std::chrono::milliseconds>(std::chrono::duration<double>(conf.delegate_timeout_seconds));
-  return cni::make_search(conf.bin_dir, cni_path_env, ms);
+  cni::PluginSearch s = cni::make_search(conf.bin_dir, cni_path_env, ms);
+  s.root = conf.chroot_dir;
+  return s;
 }
 
 }  // namespace plumb::pod

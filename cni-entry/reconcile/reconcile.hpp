@@ -1,6 +1,6 @@
 // `plumb reconcile`: releases the cluster IPAM's allocations whose owner is gone, in whereabouts'
 // Kubernetes objects and in the etcd pools NADs name, as whereabouts' ip-reconciler does (run it
-// as a CronJob: deploy/reconciler.yaml). The rules are ipam/reconcile.hpp's; this file reads the
+// as a CronJob: deploy/base/reconciler.yaml). The rules are ipam/reconcile.hpp's; this file reads the
 // cluster and prints what it did.
 //
 //   plumb reconcile [--dry-run] [--kubeconfig PATH] [--namespace NS] [--timeout SECONDS]

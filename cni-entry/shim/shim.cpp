@@ -7,7 +7,7 @@
 // Without a daemon (nothing listens on the socket), or when the socket's directory could be
 // written by others than root and the shim's user (socket_dir.hpp), the shim executes the plumb
 // binary beside it with the same environment and descriptors: a node without the daemon behaves
-// as one without the shim, only slower. It uses the C library alone (its C headers; no C++
+// as one without the shim, only slower (`plumb-shim --probe`, the daemon's probe, does not). It uses the C library alone (its C headers; no C++
 // runtime, nothing of plumb's), linked statically: musl's where Debian's musl-dev is installed
 // (CMakeLists.txt), whose start-up is a few system calls, where glibc's static start-up takes
 // about 0.25 ms of CPU in a VM (its CPU feature and cache detection: dozens of CPUID
@@ -90,7 +90,23 @@ size_t build_request(char* buf, size_t cap) {
 
 }  // namespace
 
-int main() {
+/// `plumb-shim --probe`, the thick DaemonSet's liveness and readiness probe: a VERSION request
+/// (stdin /dev/null) sent through the socket as a runtime's would be, never falling back to plumb,
+/// so exit 0 (the versions on stdout) proves a worker answers. Returns false when stdin cannot be
+/// replaced.
+bool become_probe() {
+  for (const char* name : wire::kCniVariables) unsetenv(name);
+  setenv("CNI_COMMAND", "VERSION", 1);
+  const int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (null < 0) return false;
+  const bool ok = ::dup2(null, 0) == 0;
+  ::close(null);
+  return ok;
+}
+
+int main(int argc, char** argv) {
+  const bool probe = argc == 2 && strcmp(argv[1], "--probe") == 0;
+  if (probe && !become_probe()) return fail("plumb-shim --probe: cannot open /dev/null as stdin", strerror(errno), 4);
   const char* path = getenv(wire::kSocketEnv);
   if (path == nullptr || *path == '\0') path = wire::kDefaultSocket;
   sockaddr_un addr{};
@@ -119,6 +135,7 @@ int main() {
     char why[4200];
     snprintf(why, sizeof why, "connecting to %.200s: %.100s", path, strerror(errno));
     ::close(sock);
+    if (probe) return fail("plumb-shim --probe: no plumb daemon answers", why, 11);
     return exec_plumb(why);
   }
   const int stdio[3] = {0, 1, 2};

@@ -1,4 +1,4 @@
-// Running another program (spawn.hpp): posix_spawn, a poll loop over stdin/stdout/stderr with a
+// Running another program (spawn.hpp): posix_spawn (fork + chroot + execve in another root), a poll loop over stdin/stdout/stderr with a
 // deadline, and ending orphaned children by pid + start time.
 #include "engine/base/spawn.hpp"
 
@@ -6,7 +6,10 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <linux/close_range.h>
+#include <pthread.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -70,8 +73,64 @@ Result<Channels> make_channels(const std::string& path) {
   return c;
 }
 
+/// In a forked child: descriptor `from` as `to` without close-on-exec (dup2 onto itself keeps
+/// the flag, so it is cleared instead).
+bool place(int from, int to) {
+  if (from == to) return ::fcntl(to, F_SETFD, 0) == 0;
+  return ::dup2(from, to) == to;
+}
+
+/// What posix_spawn does below, plus chroot(root) and chdir("/") before execve: fork, then only
+/// async-signal-safe calls in the child. Every signal is blocked around fork so that no handler
+/// of plumb's runs in the child before the dispositions are reset. Returns 0 with `pid` set, or
+/// the errno of fork or of the child's setup, chroot or execve (sent back through a
+/// close-on-exec pipe, so a successful execve sends nothing).
+int spawn_chrooted(pid_t& pid, const SpawnRequest& req, const Channels& c, char* const* argv, char* const* envp) {
+  int report[2];
+  if (::pipe2(report, O_CLOEXEC) != 0) return errno;
+  sigset_t all, old;
+  sigfillset(&all);
+  ::pthread_sigmask(SIG_SETMASK, &all, &old);
+  pid = ::fork();
+  if (pid == 0) {
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    for (int sig = 1; sig < NSIG; ++sig) ::sigaction(sig, &dfl, nullptr);  // SIGKILL, SIGSTOP: EINVAL, fine
+    int err = 0;
+    if (::setpgid(0, 0) != 0 || !place(c.in_child.get(), 0) || !place(c.out_child.get(), 1) || !place(c.err_child.get(), 2) ||
+        ::syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) != 0 || ::chroot(req.root.c_str()) != 0 || ::chdir("/") != 0) {
+      err = errno;
+    } else {
+      sigset_t none;
+      sigemptyset(&none);
+      ::sigprocmask(SIG_SETMASK, &none, nullptr);
+      ::execve(req.path.c_str(), argv, envp);
+      err = errno;
+    }
+    (void)!::write(report[1], &err, sizeof err);
+    ::_exit(127);
+  }
+  const int fork_errno = errno;
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  ::close(report[1]);
+  if (pid < 0) {
+    ::close(report[0]);
+    return fork_errno;
+  }
+  int child_errno = 0;
+  ssize_t n = 0;
+  do n = ::read(report[0], &child_errno, sizeof child_errno);
+  while (n < 0 && errno == EINTR);
+  ::close(report[0]);
+  if (n != static_cast<ssize_t>(sizeof child_errno)) return 0;  // exec'd: the pipe closed empty
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return child_errno;
+}
+
 /// posix_spawn with the child's descriptors in place, every other descriptor closed, its own
-/// process group, no blocked signals and default dispositions.
+/// process group, no blocked signals and default dispositions (spawn_chrooted in another root).
 Result<pid_t> start(const SpawnRequest& req, const Channels& c) {
   posix_spawn_file_actions_t fa;
   posix_spawnattr_t attr;
@@ -100,13 +159,16 @@ Result<pid_t> start(const SpawnRequest& req, const Channels& c) {
   pid_t pid = 0;
   int rc = 0;
   for (int attempt = 0;; ++attempt) {
-    rc = ::posix_spawn(&pid, req.path.c_str(), &fa, &attr, argv.data(), envp.data());
+    rc = req.root.empty() ? ::posix_spawn(&pid, req.path.c_str(), &fa, &attr, argv.data(), envp.data())
+                          : spawn_chrooted(pid, req, c, argv.data(), envp.data());
     if (rc != ETXTBSY || attempt == 5) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
   posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&attr);
-  if (rc != 0) return std::unexpected(Error{cni_code::kIo, rc, "execute " + req.path, {}});
+  if (rc != 0) {
+    return std::unexpected(Error{cni_code::kIo, rc, "execute " + req.path + (req.root.empty() ? "" : " in root " + req.root), {}});
+  }
   return pid;
 }
 

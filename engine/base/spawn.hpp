@@ -1,5 +1,6 @@
 // The one way plumb runs another program (a CNI plugin it delegates to): posix_spawn of an
-// absolute path — no shell, no PATH search — with exactly the environment given, every
+// absolute path (fork, chroot and execve when it runs in another root, which posix_spawn cannot
+// do) — no shell, no PATH search — with exactly the environment given, every
 // descriptor but stdin/stdout/stderr closed, default signal dispositions, its own process group,
 // stdin written after the caller has recorded the child, stdout and stderr captured, and a
 // deadline after which the whole process group is killed.
@@ -31,6 +32,10 @@ struct SpawnRequest {
   std::vector<std::string> argv;  ///< argv[0] first; empty = {path}
   std::vector<std::string> env;   ///< the child's whole environment, "KEY=value" each
   std::string stdin_data;         ///< written to the child's stdin, which is then closed
+  /// The directory the child runs chrooted to, its working directory "/" there (Multus's
+  /// chrootDir: a node's root mounted into plumb's container); `path` and every path the child
+  /// opens are then resolved inside it. "" = plumb's own root.
+  std::string root;
   std::chrono::milliseconds timeout{60000};  ///< whole run, stdin to exit; then SIGKILL to the group
   size_t max_output_bytes = 16u << 20;       ///< stdout (and stderr) beyond this ends the child
   /// Called once the child exists and before a byte of stdin is written: the caller records
@@ -51,8 +56,9 @@ struct Outcome {
 
 /// Runs the request to completion. A non-zero exit, a signal or the deadline are reported in
 /// Outcome, not as errors. Errors: kIo naming the path when it cannot be spawned (errno kept;
-/// ETXTBSY is retried 5 times 200 ms apart, as libcni does for a binary being replaced), when a
-/// pipe fails or when the output exceeds max_output_bytes; on_started's error.
+/// ETXTBSY is retried 5 times 200 ms apart, as libcni does for a binary being replaced; naming
+/// the root too when chroot into it fails), when a pipe fails or when the output exceeds
+/// max_output_bytes; on_started's error.
 [[nodiscard]] Result<Outcome> run(const SpawnRequest& req);
 
 /// The start time of process `pid` (see Child), nullopt when there is no such process.

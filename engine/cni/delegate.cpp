@@ -82,12 +82,14 @@ Result<std::string> find_plugin(std::string_view type, const PluginSearch& searc
   std::string searched;
   for (const auto& dir : search.dirs) {
     std::string path = dir + "/" + std::string(type);
+    const std::string seen = search.root.empty() ? path : search.root + path;  // as plumb opens it
     struct stat st {};
-    if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0) return path;
+    if (::stat(seen.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(seen.c_str(), X_OK) == 0) return path;
     searched += (searched.empty() ? "" : ", ") + dir;
   }
   return fail(cni_code::kNotFound, "CNI plugin type \"" + std::string(type) + "\" not found in " +
-                                       (searched.empty() ? std::string("(no directory: set binDir or CNI_PATH)") : searched));
+                                       (searched.empty() ? std::string("(no directory: set binDir or CNI_PATH)") : searched) +
+                                       (search.root.empty() ? "" : " under chrootDir " + search.root));
 }
 
 std::string delegate_args(const std::vector<std::pair<std::string, std::string>>& runtime_args) {
@@ -133,6 +135,7 @@ Result<json::Document> exec_plugin(std::string_view type, const std::string& bin
   req.path = binary;
   req.env = plugin_environment(inv, search.cni_path(), environ);
   req.stdin_data = std::string(config);
+  req.root = search.root;
   req.timeout = search.timeout;
   req.on_started = on_started;
   auto o = process::run(req);

@@ -23,6 +23,10 @@ namespace plumb::cni {
 struct PluginSearch {
   std::vector<std::string> dirs;            ///< searched in order (plumb config binDir, then CNI_PATH)
   std::chrono::milliseconds timeout{60000};  ///< one plugin invocation, then its process group is killed
+  /// The node's root as plumb sees it (plumb config chrootDir, Multus's key): plugins are found
+  /// in `dirs` inside it and run chrooted to it, so they see the node's files and sockets; "" =
+  /// plumb's own root.
+  std::string root;
   /// The CNI_PATH a delegated plugin gets: dirs joined with ':' (as libcni passes its path).
   [[nodiscard]] std::string cni_path() const;
 };
@@ -32,7 +36,8 @@ struct PluginSearch {
 [[nodiscard]] PluginSearch make_search(const std::string& bin_dir, std::string_view cni_path,
                                        std::chrono::milliseconds timeout);
 
-/// The executable of plugin `type`: the first "<dir>/<type>" that is an executable regular file.
+/// The executable of plugin `type`: the first "<dir>/<type>" that is an executable regular file
+/// (looked up inside search.root when set; the path returned is the one inside it).
 /// Errors: kInvalidConfig when `type` is not a plain file name; kNotFound "CNI plugin type \"t\"
 /// not found in <dir>, <dir>" naming every directory searched.
 [[nodiscard]] Result<std::string> find_plugin(std::string_view type, const PluginSearch& search);
@@ -63,7 +68,9 @@ struct Invocation {
 
 /// Runs plugin `type` (executable `binary`) with `config` (JSON text) on stdin and the
 /// environment plugin_environment() builds from this process's environment (`environ`: in thick
-/// mode the daemon worker's, which holds the shim's CNI_* variables); no descriptor but 0-2.
+/// mode the daemon's, with the shim's CNI_* variables); no descriptor but 0-2. Chrooted to
+/// search.root when set (CNI_NETNS, a path the runtime gave, is the node's: it resolves there as it
+/// does for a plugin the runtime runs).
 /// `on_started` is process::SpawnRequest's (write-ahead record of the child). Returns stdout as
 /// JSON (a null document when the plugin printed nothing, as DEL/CHECK/GC/STATUS do).
 /// Errors: the plugin's own CNI error with its code, "plugin <type> (<command>): <msg>" and its

@@ -10,17 +10,41 @@
 #   GC, STATUS, VERSION  recorded only ("statusCode": fail STATUS with that code)
 # Config keys (besides the CNI ones): recordDir (required), podIfname, address ("192.0.2.10/24"),
 # sleepBeforeAdd (seconds, after recording), hangOn ("ADD"...: print to stderr, then sleep until
-# killed), failOn ("ADD"...: a CNI error, code 117). Run as a delegated IPAM, it gets its parent
-# plugin's whole config and reads these keys from its "ipam" object.
+# killed), failOn ("ADD"...: a CNI error, code 117), and what a primary network's plugin needs
+# from its node (Flannel's subnet.env, Calico's or Cilium's agent socket): nodeFile (a path read
+# at ADD), agentSocket (a unix socket path: ADD sends "ADD <CNI_CONTAINERID>" and reads a line),
+# recorded as "nodeFile" and "agentReply" (code 11, before any record, when either fails). Run as
+# a delegated IPAM, it gets its parent plugin's whole config and reads these keys from its "ipam" object.
 import hashlib
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
 
 
-def record(conf, command, stdin_text):
+def from_node(conf, version):
+    found = {}
+    if conf.get("nodeFile"):
+        try:
+            with open(conf["nodeFile"]) as f:
+                found["nodeFile"] = f.read()
+        except OSError as e:
+            fail(11, "cannot read %s: %s" % (conf["nodeFile"], e.strerror), version)
+    if conf.get("agentSocket"):
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                s.settimeout(30)
+                s.connect(conf["agentSocket"])
+                s.sendall(("ADD %s\n" % os.environ["CNI_CONTAINERID"]).encode())
+                found["agentReply"] = s.makefile().readline().strip()
+        except OSError as e:
+            fail(11, "cannot talk to the agent at %s: %s" % (conf["agentSocket"], e.strerror or e), version)
+    return found
+
+
+def record(conf, command, stdin_text, found):
     env = {}
     with open("/proc/self/environ", "rb") as f:  # the environment as given, before Python's own changes
         for item in f.read().split(b"\0"):
@@ -29,6 +53,7 @@ def record(conf, command, stdin_text):
                 env[k.decode()] = v.decode()
     entry = {"command": command, "env": env, "stdin": stdin_text, "fds": sorted(os.listdir("/proc/self/fd")),
              "pid": os.getpid(), "time": time.time()}
+    entry.update(found)
     name = "%019d-%d-%s.json" % (time.time_ns(), os.getpid(), command)
     path = os.path.join(conf["recordDir"], name)
     with open(path + ".tmp", "w") as f:
@@ -83,7 +108,7 @@ def main():
     whole = json.loads(stdin_text)
     conf = whole if "recordDir" in whole else dict(whole.get("ipam", {}), prevResult=whole.get("prevResult"))
     version = whole.get("cniVersion", "0.1.0")
-    record(conf, command, stdin_text)
+    record(conf, command, stdin_text, from_node(conf, version) if command == "ADD" else {})
     if conf.get("hangOn") == command:
         sys.stderr.write("fake-cni: hanging on purpose in %s\n" % command)
         sys.stderr.flush()

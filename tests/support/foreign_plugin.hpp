@@ -24,6 +24,8 @@ struct FakeCall {
   rapidjson::Document stdin;  ///< its config, parsed
   std::vector<std::string> fds;  ///< its open descriptors (/proc/self/fd) when it started
   int pid = 0;
+  std::string node_file;    ///< ADD with nodeFile: the file's content
+  std::string agent_reply;  ///< ADD with agentSocket: the agent's answer
 };
 
 class ForeignBin {
@@ -71,6 +73,8 @@ class ForeignBin {
       c.stdin.Parse(d["stdin"].GetString());
       for (auto& fd : d["fds"].GetArray()) c.fds.push_back(fd.GetString());
       c.pid = d["pid"].GetInt();
+      if (d.HasMember("nodeFile")) c.node_file = d["nodeFile"].GetString();
+      if (d.HasMember("agentReply")) c.agent_reply = d["agentReply"].GetString();
       out.push_back(std::move(c));
     }
     return out;

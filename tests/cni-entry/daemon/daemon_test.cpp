@@ -559,3 +559,22 @@ TEST_CASE("a worker reads the default network's config and a NAD file again when
   CHECK(fx.run_with(kShim, via, "DEL", "c1", ns1, "default", "p1", conf).exit_code == 0);
   CHECK(fx.run_with(kShim, via, "DEL", "c2", ns2, "default", "p2", conf).exit_code == 0);
 }
+
+TEST_CASE("plumb-shim --probe (the thick DaemonSet's probe) succeeds only when a worker answers its VERSION request: no fallback to plumb") {
+  Node node;
+  plumb::test::TempDir dir;
+  // The probe's environment as the container gives it: the socket, no CNI variables, and a
+  // CNI_COMMAND left over from elsewhere is not what is sent.
+  const std::map<std::string, std::string> nobody = {{"PLUMB_DAEMON_SOCKET", dir.path + "/nobody.sock"}, {"CNI_COMMAND", "ADD"}};
+  Proc down = plumb::test::run({kShim, "--probe"}, nobody, "");
+  CHECK(down.exit_code == 1);
+  CHECK_MESSAGE(down.out.find("\"code\":11,") != std::string::npos, down.out);
+  CHECK_MESSAGE(down.out.find("no plumb daemon answers") != std::string::npos, down.out);
+
+  Daemon d({"--workers", "1"});
+  const pid_t warm = *d.workers().begin();
+  Proc up = plumb::test::run({kShim, "--probe"}, {{"PLUMB_DAEMON_SOCKET", d.socket}, {"CNI_COMMAND", "ADD"}}, "");
+  REQUIRE_MESSAGE(up.exit_code == 0, up.out << up.err);
+  CHECK(up.out.find("\"supportedVersions\"") != std::string::npos);
+  CHECK(d.served_by(1) == std::vector<pid_t>{warm});
+}

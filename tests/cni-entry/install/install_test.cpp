@@ -5,10 +5,10 @@
 // conflist) delegates the default network to the foreign plugin and attaches the annotated
 // network natively, reading the pod and NAD from the Kubernetes API test server with the
 // service account's token. The watch mode (started with the DaemonSet's own command line from
-// deploy/daemonset.yaml) follows a new primary config and a rotated token, and keeps the config
+// deploy/thin/daemonset.yaml) follows a new primary config and a rotated token, and keeps the config
 // on SIGTERM (Multus's cleanup-config-on-exit: false: a rollout never leaves the node without
 // it); --cleanup-config-on-exit removes it then, uninstall removes it. The thick DaemonSet's two
-// containers (their command lines from deploy/daemonset-thick.yaml) install plumb-shim and serve a
+// containers (their command lines from deploy/thick/daemonset.yaml) install plumb-shim and serve a
 // runtime's ADD and DEL through it. Multus's installer options (its thin entrypoint's) keep their
 // meaning: the primary by name, a required cniVersion, the primary renamed NAME.old, the
 // kubeconfig path the conflist names.
@@ -129,9 +129,9 @@ std::vector<std::string> container_command(const std::string& file, const std::s
   return argv;
 }
 
-/// The command line of deploy/daemonset.yaml's container (or the install container of
+/// The command line of deploy/thin/daemonset.yaml's container (or the install container of
 /// `file`), its host paths mapped into this node.
-std::vector<std::string> daemonset_command(const InstallNode& n, const std::string& file = "daemonset.yaml") {
+std::vector<std::string> daemonset_command(const InstallNode& n, const std::string& file = "thin/daemonset.yaml") {
   auto argv = container_command(file, "install", {{"=/host/opt/cni/bin", "=" + n.bin.dir()},
                                                   {"=/host/etc/cni/net.d", "=" + n.conf_dir},
                                                   {"=/etc/cni/net.d", "=" + n.conf_dir}});
@@ -192,7 +192,10 @@ TEST_CASE("install on a node whose default network is a foreign plugin: ADD thro
   const std::vector<std::string> install = {plumb::test::plumb_binary(), "install", "--cni-bin-dir", n.bin.dir(),
                                             "--cni-conf-dir=" + n.conf_dir, "--service-account-dir=" + n.sa_dir,
                                             "--plugin-config=" + n.plugin_config()};
-  Proc inst = plumb::test::run(install, n.env());
+  // The DaemonSet gives the install container NODE_NAME (downward API); a runtime does not.
+  auto install_env = n.env();
+  install_env["NODE_NAME"] = "node-7";
+  Proc inst = plumb::test::run(install, install_env);
   INFO("install: ", inst.err);
   REQUIRE(inst.exit_code == 0);
 
@@ -212,6 +215,7 @@ TEST_CASE("install on a node whose default network is a foreign plugin: ADD thro
   CHECK(std::string(entry["kubeconfig"].GetString()) == n.conf_dir + "/plumb.d/plumb.kubeconfig");
   CHECK(entry["capabilities"]["portMappings"].GetBool());
   CHECK(entry["capabilities"]["io.kubernetes.cri.pod-annotations"].GetBool());
+  CHECK(std::string(entry["nodeName"].GetString()) == "node-7");
   REQUIRE(::stat((n.conf_dir + "/plumb.d/plumb.kubeconfig").c_str(), &st) == 0);
   CHECK((st.st_mode & 07777) == 0600);
 
@@ -246,7 +250,7 @@ TEST_CASE("install on a node whose default network is a foreign plugin: ADD thro
   // Installing again rewrites nothing that is unchanged.
   REQUIRE(::stat((n.conf_dir + "/00-plumb.conflist").c_str(), &st) == 0);
   const ino_t before = st.st_ino;
-  REQUIRE(plumb::test::run(install, n.env()).exit_code == 0);
+  REQUIRE(plumb::test::run(install, install_env).exit_code == 0);
   REQUIRE(::stat((n.conf_dir + "/00-plumb.conflist").c_str(), &st) == 0);
   CHECK(st.st_ino == before);
 
@@ -345,10 +349,10 @@ TEST_CASE("the thick DaemonSet: install --thick installs plumb-shim and names it
   const std::string run_dir = node.dir() + "/run-plumb";  // the node's /run/plumb
   std::filesystem::create_directories(run_dir);
   const std::string usage = node.dir() + "/daemon-usage";
-  auto daemon_argv = container_command("daemonset-thick.yaml", "daemon", {{"=/run/plumb/plumb.sock", "=" + run_dir + "/plumb.sock"}});
+  auto daemon_argv = container_command("thick/daemonset.yaml", "daemon", {{"=/run/plumb/plumb.sock", "=" + run_dir + "/plumb.sock"}});
   REQUIRE(std::find(daemon_argv.begin(), daemon_argv.end(), "--socket=" + run_dir + "/plumb.sock") != daemon_argv.end());
   daemon_argv.push_back("--usage-log=" + usage);
-  pid_t install = plumb::test::start_child(daemonset_command(n, "daemonset-thick.yaml"), n.env(), node.dir() + "/install.log");
+  pid_t install = plumb::test::start_child(daemonset_command(n, "thick/daemonset.yaml"), n.env(), node.dir() + "/install.log");
   pid_t daemon = plumb::test::start_child(daemon_argv, {}, node.dir() + "/daemon.log");
   struct Reaper {  // a failed REQUIRE must not leave either container's process running
     pid_t& a;
@@ -556,4 +560,32 @@ TEST_CASE("install --rename-conf-file once, then again: the renamed primary stay
   CHECK(read_file(d.conf + "/10-fake.conflist") == ConfDir::kPrimary);
   CHECK_FALSE(d.has("10-fake.conflist.old"));
   CHECK_FALSE(d.has("00-plumb.conflist"));
+}
+
+TEST_CASE("the DaemonSet's NODE_NAME reaches the cluster IPAM of a plumb the runtime executes: a node slice is taken for that node") {
+  Node node;
+  InstallNode n(node);
+  n.cluster.add_nad("default", "wb", R"({"cniVersion": "0.4.0", "type": "bridge", "bridge": "br-wb", "ipam": {"type": "whereabouts",
+      "range": "198.51.100.0/24", "node_slice_size": "/28", "network_name": "wb"}})");
+  n.cluster.add_pod("default", "web", "uid-1", {{"k8s.v1.cni.cncf.io/networks", "wb"}});
+  auto env = n.env();
+  env["NODE_NAME"] = "node-7";  // the DaemonSet's downward API; the runtime gives plumb none
+  Proc inst = plumb::test::run({plumb::test::plumb_binary(), "install", "--cni-bin-dir=" + n.bin.dir(), "--cni-conf-dir=" + n.conf_dir,
+                                "--service-account-dir=" + n.sa_dir, "--plugin-config=" + n.plugin_config()},
+                               env);
+  REQUIRE_MESSAGE(inst.exit_code == 0, inst.err);
+  CHECK(std::string(parse(n.conflist())["plugins"][0]["nodeName"].GetString()) == "node-7");
+
+  std::string ns = node.add_netns("web");
+  Proc add = run_as_runtime(n, "ADD", "ctr-1", ns);
+  REQUIRE_MESSAGE(add.exit_code == 0, add.out << add.err);
+  auto slices = parse(n.cluster.api.get("nodeslicepools", "kube-system", "wb"));
+  REQUIRE(slices.IsObject());
+  std::vector<std::string> nodes;
+  for (const auto& a : slices["status"]["allocations"].GetArray()) {
+    if (!std::string(a["nodeName"].GetString()).empty()) nodes.emplace_back(a["nodeName"].GetString());
+  }
+  CHECK(nodes == std::vector<std::string>{"node-7"});
+  Proc del = run_as_runtime(n, "DEL", "ctr-1", ns);
+  CHECK_MESSAGE(del.exit_code == 0, del.out << del.err);
 }

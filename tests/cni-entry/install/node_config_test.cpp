@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "cni-entry/install/node_config.hpp"
+#include "cni-entry/pod/config.hpp"
 #include "cni-entry/source/kube.hpp"
 #include "tests/support/pod_fixture.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -107,6 +108,31 @@ TEST_CASE("plumb's conflist takes the primary's cniVersion and the union of its 
   CHECK(std::string(d["cniVersion"].GetString()) == "1.0.0");
   CHECK(d["plugins"][0]["capabilities"]["portMappings"].GetBool());
   CHECK_FALSE(d["plugins"][0].HasMember("kubeconfig"));
+  CHECK_FALSE(d["plugins"][0].HasMember("nodeName"));
+}
+
+TEST_CASE("the installing pod's node name is written into plumb's conflist as nodeName, and --plugin-config cannot set it") {
+  plumb::install::ConflistInputs in;
+  in.primary_path = "/etc/cni/net.d/10-x.conf";
+  in.primary_text = R"({"cniVersion": "1.0.0", "name": "x", "type": "x"})";
+  in.node_name = "worker-3.example";
+  rapidjson::Document d;
+  d.Parse(plumb::install::render_conflist(in).value().c_str());
+  REQUIRE(d.IsObject());
+  CHECK(std::string(d["plugins"][0]["nodeName"].GetString()) == "worker-3.example");
+  in.plugin_config = R"({"nodeName": "other"})";
+  auto e = plumb::install::render_conflist(in);
+  REQUIRE_FALSE(e);
+  CHECK(e.error().msg.find("\"nodeName\"") != std::string::npos);
+
+  // plumb reads it back; a value that cannot be a node name is refused by name.
+  const std::string entry = R"({"cniVersion": "1.0.0", "name": "plumb", "type": "plumb", "nodeName": )";
+  auto conf = plumb::pod::parse_config(entry + R"("worker-3.example"})");
+  REQUIRE(conf);
+  CHECK(conf->node_name == "worker-3.example");
+  auto bad = plumb::pod::parse_config(entry + R"("a/b"})");
+  REQUIRE_FALSE(bad);
+  CHECK(bad.error().msg.find("plumb config.nodeName \"a/b\" is not a node name") != std::string::npos);
 }
 
 TEST_CASE("a primary without a supported cniVersion, or another than --cni-version, bad capabilities or a --plugin-config over generated keys is refused by name") {

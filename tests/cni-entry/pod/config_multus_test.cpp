@@ -1,9 +1,12 @@
 // Multus's thin-plugin keys (cni-entry/pod/config_multus.cpp), each honoured with Multus's
 // meaning or refused by name: logLevel's Multus levels (verbose, panic), logToStderr, cniDir,
 // binDir, readinessindicatorfile (ADD waits, then fails; STATUS answers now), retryDeleteOnError,
-// auxiliaryCNIChainName (the clusterNetwork directory's drop-ins run as one more attachment) and
-// logOptions (parsed here; the rotation itself in log_test).
+// auxiliaryCNIChainName (the clusterNetwork directory's drop-ins run as one more attachment),
+// logOptions (parsed here; the rotation itself in log_test) and chrootDir (a daemon runs delegated
+// plugins in the node's root, as Multus's thick daemon; an exec'd plumb, already in it, does not).
 #include <doctest/doctest.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 
 #include <chrono>
 #include <filesystem>
@@ -13,8 +16,12 @@
 #include <thread>
 
 #include "cni-entry/pod/config.hpp"
+#include "tests/support/child_process.hpp"
 #include "tests/support/foreign_plugin.hpp"
+#include "tests/support/node_root.hpp"
 #include "tests/support/pod_fixture.hpp"
+#include "tests/support/temp_dir.hpp"
+#include "tests/support/unix_socket.hpp"
 
 using plumb::test::Node;
 using plumb::test::PodFixture;
@@ -194,4 +201,99 @@ TEST_CASE("auxiliaryCNIChainName as in Multus's docs: passthru, then the drop-in
   CHECK(nopath.exit_code != 0);
   CHECK(nopath.out.find("clusterNetwork must be a path") != std::string::npos);
   CHECK(plumb::test::link_names("web") == std::set<std::string>{"lo"});
+}
+
+TEST_CASE("chrootDir: an absolute path; \"/\" is plumb's own root") {
+  CHECK(parsed("").chroot_dir.empty());
+  CHECK(parsed(R"("chrootDir": "/hostroot")").chroot_dir == "/hostroot");
+  CHECK(parsed(R"("chrootDir": "/")").chroot_dir.empty());
+  CHECK(parse_error(R"("chrootDir": "hostroot")").find("chrootDir \"hostroot\" must be an absolute path") != std::string::npos);
+}
+
+namespace {
+
+/// A node agent's socket (Calico's, Cilium's, OVN-Kubernetes's ...) at `path`: answers one
+/// connection's line "ADD <id>" with "hello <id>", then closes. Bounded: gives up after 60 s.
+class NodeAgent {
+ public:
+  explicit NodeAgent(const std::string& path) {
+    std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+    listener_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un sa = plumb::test::unix_address(path);
+    REQUIRE(::bind(listener_, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0);
+    REQUIRE(::listen(listener_, 4) == 0);
+    thread_ = std::thread([this] {
+      timeval tv{60, 0};
+      ::setsockopt(listener_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+      const int c = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (c < 0) return;
+      ::setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+      char buf[256] = {0};
+      const ssize_t n = ::recv(c, buf, sizeof buf - 1, 0);
+      std::string line(buf, n > 0 ? static_cast<size_t>(n) : 0);
+      if (line.rfind("ADD ", 0) == 0) {
+        const std::string reply = "hello " + line.substr(4);
+        (void)!::send(c, reply.data(), reply.size(), MSG_NOSIGNAL);
+      }
+      ::close(c);
+    });
+  }
+  ~NodeAgent() {
+    ::shutdown(listener_, SHUT_RDWR);  // ends a pending accept
+    thread_.join();
+    ::close(listener_);
+  }
+  NodeAgent(const NodeAgent&) = delete;
+  NodeAgent& operator=(const NodeAgent&) = delete;
+
+ private:
+  int listener_ = -1;
+  std::thread thread_;
+};
+
+}  // namespace
+
+TEST_CASE("chrootDir: plumb daemon runs the delegated primary network in the node's root (its files and agent socket there); an exec'd plumb, on the node already, does not chroot") {
+  Node node;
+  PodFixture fx(node);
+  plumb::test::ForeignBin bin(node);
+  bin.install_fake("node-net");
+  plumb::test::NodeRoot root;
+  root.bind(node.dir());  // the plugins, their records and plumb's state at the node's paths
+  // What only the node has, as Flannel's subnet.env and an agent's socket.
+  plumb::test::write_file(root.outside("/run/flannel/subnet.env"), "FLANNEL_SUBNET=198.51.100.0/24\n");
+  REQUIRE_FALSE(std::filesystem::exists("/run/flannel/subnet.env"));
+  NodeAgent agent(root.outside("/run/node-agent/agent.sock"));
+  plumb::test::write_file(fx.default_conflist(),
+                          R"({"cniVersion": "1.0.0", "name": "node-net", "plugins": [)" +
+                              bin.fake_plugin(R"("nodeFile": "/run/flannel/subnet.env", "agentSocket": "/run/node-agent/agent.sock")", "node-net") +
+                              "]}");
+  fx.add_pod("default", "web", "");
+  const std::string conf = fx.config(R"("chrootDir": ")" + root.path() + R"(", "binDir": ")" + bin.dir() + R"(")");
+  const std::string pod = node.add_netns("web");
+
+  // plumb executed by the runtime runs on the node: chrootDir is not for it, the plugin does not find the node's file.
+  Proc direct = fx.run("ADD", "ctr-0", pod, "default", "web", conf);
+  CHECK(direct.exit_code != 0);
+  CHECK_MESSAGE(direct.out.find("cannot read /run/flannel/subnet.env") != std::string::npos, direct.out);
+  REQUIRE(fx.run("DEL", "ctr-0", pod, "default", "web", conf).exit_code == 0);
+
+  plumb::test::TempDir run;
+  const std::string socket = run.path + "/plumb.sock";
+  pid_t daemon = plumb::test::start_child({plumb::test::plumb_binary(), "daemon", "--socket", socket, "--workers", "1"}, {}, run.path + "/log");
+  REQUIRE(daemon > 0);
+  CHECK(plumb::test::eventually([&] { return std::filesystem::exists(socket); }));
+  const std::map<std::string, std::string> via = {{"PLUMB_DAEMON_SOCKET", socket}};
+  Proc add = fx.run_with(plumb::test::plumb_shim_binary(), via, "ADD", "ctr-1", pod, "default", "web", conf);
+  INFO("ADD: ", add.out, add.err, "\ndaemon: ", plumb::test::read_file(run.path + "/log"));
+  CHECK(add.exit_code == 0);
+  auto adds = bin.calls("ADD");
+  REQUIRE(adds.size() == 1);
+  CHECK(adds[0].node_file == "FLANNEL_SUBNET=198.51.100.0/24\n");
+  CHECK(adds[0].agent_reply == "hello ctr-1");
+  CHECK(plumb::test::link_names("web") == std::set<std::string>{"lo", "eth0"});
+  Proc del = fx.run_with(plumb::test::plumb_shim_binary(), via, "DEL", "ctr-1", pod, "default", "web", conf);
+  CHECK_MESSAGE(del.exit_code == 0, del.out << del.err);
+  CHECK(plumb::test::link_names("web") == std::set<std::string>{"lo"});
+  plumb::test::stop_child(daemon, std::chrono::milliseconds(5000));
 }

@@ -1,7 +1,8 @@
 // engine/base/spawn: running another program as plumb runs delegated CNI plugins — exactly the
 // given environment, no inherited descriptors, stdin written only after on_started, stdout and
 // stderr captured, exit status and signals reported, the process group killed at the deadline,
-// and end_orphan() ending a recorded child (or leaving a reused pid alone).
+// in another root (chrootDir) the same, chrooted; and end_orphan() ending a recorded child (or
+// leaving a reused pid alone).
 #include "engine/base/spawn.hpp"
 
 #include <doctest/doctest.h>
@@ -12,9 +13,11 @@
 
 #include <chrono>
 #include <filesystem>
+#include <sstream>
 #include <string>
 #include <thread>
 
+#include "tests/support/node_root.hpp"
 #include "tests/support/pod_fixture.hpp"
 #include "tests/support/private_node.hpp"
 
@@ -140,6 +143,45 @@ TEST_CASE("spawn: a relative path or a missing binary is an error naming it") {
   REQUIRE_FALSE(missing.has_value());
   CHECK(missing.error().sys_errno == ENOENT);
   CHECK(missing.error().msg.find("/nonexistent/plugin") != std::string::npos);
+}
+
+TEST_CASE("spawn in another root (chrootDir): the child runs chrooted there, as the other spawns do in everything else") {
+  plumb::test::Node node;
+  plumb::test::NodeRoot root;
+  plumb::test::write_file(root.outside("/etc/node-only"), "only on the node\n");
+  REQUIRE_FALSE(std::filesystem::exists("/etc/node-only"));
+  auto r = sh("cat /etc/node-only; pwd; echo $(ls /proc/self/fd); echo $$ $(cut -d' ' -f5 /proc/$$/stat); cat");
+  r.root = root.path();
+  r.stdin_data = "stdin reached it\n";
+  auto o = process::run(r);
+  REQUIRE_MESSAGE(o.has_value(), o.error().text());
+  INFO("stderr: ", o->err);
+  CHECK(o->exit_code == 0);
+  std::istringstream lines(o->out);
+  std::string file, cwd, fds, ids, in;
+  std::getline(lines, file);
+  std::getline(lines, cwd);
+  std::getline(lines, fds);
+  std::getline(lines, ids);
+  std::getline(lines, in);
+  CHECK(file == "only on the node");
+  CHECK(cwd == "/");
+  CHECK(fds == "0 1 2 3");  // 3: ls's own directory
+  const auto space = ids.find(' ');
+  CHECK(ids.substr(0, space) == ids.substr(space + 1));  // its own process group
+  CHECK(in == "stdin reached it");
+
+  // Without the root the file is not there; a path missing in the root is an error naming both.
+  auto outside = process::run(sh("cat /etc/node-only"));
+  REQUIRE(outside.has_value());
+  CHECK(outside->exit_code != 0);
+  process::SpawnRequest missing = sh("true");
+  missing.path = "/usr/local/bin/not-on-the-node";
+  missing.root = root.path();
+  auto m = process::run(missing);
+  REQUIRE_FALSE(m.has_value());
+  CHECK(m.error().sys_errno == ENOENT);
+  CHECK(m.error().msg.find("/usr/local/bin/not-on-the-node in root " + root.path()) != std::string::npos);
 }
 
 TEST_CASE("end_orphan: kills a recorded child's group, leaves a finished or reused pid alone") {
