@@ -10,6 +10,12 @@
 namespace plumb::pod {
 
 Result<std::string> do_del(const cni::Env& env, const PlumbConfig& conf, Log& log) {
+  if (env.container_id_refused) {
+    // An ID every ADD refuses (too long, or not a file name) never named a record, lock or status.
+    log.info("DEL of CNI_CONTAINERID \"" + env.container_id.substr(0, 64) + "\" (" + std::to_string(env.container_id.size()) +
+             " bytes): an ID ADD refuses, so nothing of it exists");
+    return std::string();
+  }
   state::StateDir state(conf.state_dir);
   const state::Key key{env.container_id, env.ifname};
   // DEL must tear down the kernel side even when the state directory cannot take a lock file
