@@ -1,7 +1,8 @@
 // The driver of every plugin type plumb does not implement: the plugin is delegated to (CNI SPEC
 // execution protocol, engine/cni/delegate.hpp) in its place in the chain. prevResult flows in
 // both directions between plumb's drivers and delegated plugins; DEL is the undo operation
-// recorded before the plugin ran, with the exact config its ADD got.
+// recorded before the plugin ran, with the exact config its ADD got. The process of each ADD and
+// DEL is recorded while it runs, so the next teardown ends it if plumb is killed meanwhile.
 //
 // Native types are never delegated: parse_plugin() asks for this driver only when find() has no
 // driver for the type.
@@ -82,7 +83,16 @@ Status run_op(Context& ctx, const DelegateDel& op) {
   auto sent = cni::with_prev_result(op.config, prev ? &*prev : nullptr, version);
   if (!sent) return std::unexpected(sent.error().within(where));
   cni::Invocation inv{"DEL", ctx.container_id, ctx.netns_path, op.ifname, op.args};
-  auto out = cni::exec_plugin(op.type, *binary, inv, json::dump(*sent), ctx.plugin_search);
+  // The DEL's process is recorded as the ADD's is (before it reads its config), as the record's
+  // newest operation: a plumb killed while it runs leaves it to the next teardown, which ends it
+  // first. Withdrawn once it has ended. A record that cannot take it does not hold the DEL up.
+  bool recorded = false;
+  auto started = [&](const process::Child& child) -> Status {
+    recorded = ctx.journal != nullptr && will(ctx, DelegateEndProcess{child.pid, child.start_time}).has_value();
+    return {};
+  };
+  auto out = cni::exec_plugin(op.type, *binary, inv, json::dump(*sent), ctx.plugin_search, started);
+  if (recorded) (void)ctx.journal->retract();
   if (!out) return std::unexpected(out.error().within("undo"));
   return {};
 }

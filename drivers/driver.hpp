@@ -96,7 +96,10 @@ struct Context {
   netlink::Socket* node = nullptr;    ///< rtnetlink socket in the node namespace
   netlink::Socket* pod = nullptr;     ///< rtnetlink socket in the pod namespace; null when gone
   CniArgs cni_args;
-  txn::Journal* journal = nullptr;    ///< ADD: every inverse is registered here before each change
+  /// ADD: every inverse is registered here before each change; a teardown (DEL, GC, rollback):
+  /// the record undone, where what an undo operation starts is recorded while it runs; null
+  /// when it cannot be (a record of the legacy layout).
+  txn::Journal* journal = nullptr;
   std::string device_info_file;       ///< CNIDeviceInfoFile for this attachment, "" if none
   std::string sysfs_root = "/sys";    ///< plumb config sysfsRoot: fake trees in tests
   std::string bpffs_dir = "/sys/fs/bpf/plumb";  ///< plumb config bpffsDir: node-wide BPF pins (ebpf/loader.hpp)

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <variant>
 
 #include "drivers/undo.hpp"
 #include "engine/kernel/link.hpp"
@@ -138,9 +139,15 @@ Status apply_default_route(Kernel& k, const Attachment& chosen, std::vector<cni:
   return {};
 }
 
+bool recordable(const state::StateDir& state, const state::AttachmentRecord& rec) {
+  return !rec.origin.empty() && rec.origin == state.record_path(rec);
+}
+
 Status teardown(const cni::Env& env, const PlumbConfig& conf, Kernel& k, const state::StateDir& state,
-                const state::AttachmentRecord& rec, bool complete) {
+                state::AttachmentRecord& rec, bool complete) {
   auto ctx = make_context(env, conf, k, rec.ifname, rec.network);
+  txn::Journal journal(state, rec);
+  if (recordable(state, rec)) ctx.journal = &journal;
   // Delegated plugins get the attachment's result as prevResult (libcni's cached result).
   if (rec.phase == "ready" && rec.result.IsObject()) ctx.attachment_result = &rec.result;
   auto st = drivers::undo::unwind(ctx, rec.undo, complete, rec.origin.empty() ? state.record_path(rec) : rec.origin);
@@ -173,16 +180,38 @@ void screen(state::Records& recs) {
   }
 }
 
+namespace {
+
+/// Ends every process the usable records of `recs` hold (delegated plugins' ADD and DEL,
+/// drivers::undo::DelegateEndProcess) before anything else is undone: the key's lock is held, so
+/// one still running was left by a plumb killed meanwhile and must not act during or after this
+/// teardown. A failure here is the operation's own, reported again when the records unwind it.
+void end_orphans(const state::Records& recs) {
+  drivers::Context unused;  // ending a process needs none
+  for (const auto& rec : recs.records) {
+    if (!rec.undo.IsArray()) continue;
+    for (const auto& v : rec.undo.GetArray()) {
+      const json::Value* name = json::find(v, "op");
+      if (name == nullptr || !name->IsString() || name->GetString() != drivers::undo::DelegateEndProcess::kName) continue;
+      auto op = drivers::undo::decode(v, rec.origin);
+      if (op && std::holds_alternative<drivers::undo::DelegateEndProcess>(*op)) (void)drivers::undo::run(unused, *op);
+    }
+  }
+}
+
+}  // namespace
+
 bool teardown_all(const cni::Env& env, const PlumbConfig& conf, Kernel& k, const state::StateDir& state, const state::Key& key,
                   state::Records& recs, bool quarantine_newer, bool keep_disable_gc, Errors& errors) {
   screen(recs);
+  end_orphans(recs);
   bool all_gone = true;
   // The pod's devices in one message where possible (every record goes); else record by record.
   const bool keeps_some = keep_disable_gc && std::any_of(recs.records.begin(), recs.records.end(),
                                                          [](const state::AttachmentRecord& r) { return r.disable_gc; });
   auto batched = keeps_some ? std::nullopt : teardown_batched(env, conf, k, state, recs.records);
   for (size_t i = recs.records.size(); i-- > 0;) {
-    const auto& rec = recs.records[i];
+    auto& rec = recs.records[i];
     if (keep_disable_gc && rec.disable_gc) {
       all_gone = false;
       continue;

@@ -56,11 +56,17 @@ struct Kernel {
 [[nodiscard]] Status apply_default_route(Kernel& k, const Attachment& chosen, std::vector<cni::CniResult>& results,
                                          const std::vector<Attachment>& atts);
 
+/// Whether a teardown may record in `rec` (drivers::Context::journal: a delegated plugin's DEL
+/// process while it runs): it is where StateDir::write() puts it (an older plumb's record, in
+/// the legacy layout, is not rewritten elsewhere).
+[[nodiscard]] bool recordable(const state::StateDir& state, const state::AttachmentRecord& rec);
+
 /// Undoes one attachment from its record (ADD rollback: complete=false; DEL/GC: as recorded) and
-/// removes the record once everything is gone. Errors: the first failed undo operation, naming
-/// the record; the record is kept then so a later DEL retries.
+/// removes the record once everything is gone; what an undo operation starts is recorded in
+/// `rec` meanwhile (recordable()). Errors: the first failed undo operation, naming the record;
+/// the record is kept then so a later DEL retries.
 [[nodiscard]] Status teardown(const cni::Env& env, const PlumbConfig& conf, Kernel& k, const state::StateDir& state,
-                              const state::AttachmentRecord& rec, bool complete);
+                              state::AttachmentRecord& rec, bool complete);
 
 /// Collects the errors of a verb that tries everything: the first one's code, every message.
 class Errors {
@@ -82,7 +88,8 @@ class Errors {
 /// check) into recs.damaged.
 void screen(state::Records& recs);
 
-/// Tears down the usable records of `recs` newest first (a record whose conflist said
+/// Ends the processes the usable records of `recs` hold (delegated plugins a killed plumb left
+/// running), then tears down the usable records newest first (a record whose conflist said
 /// "disableGC" stays when `keep_disable_gc`; the pod's devices in one RTM_DELLINK where
 /// teardown_batched applies), then deals with the damaged ones: each is moved to
 /// quarantine, except one written by a newer plumb unless `quarantine_newer` (DEL keeps it for
@@ -112,6 +119,6 @@ bool teardown_all(const cni::Env& env, const PlumbConfig& conf, Kernel& k, const
 /// or nullopt when the batch does not apply (the caller tears down record by record).
 [[nodiscard]] std::optional<std::vector<Status>> teardown_batched(const cni::Env& env, const PlumbConfig& conf, Kernel& k,
                                                                   const state::StateDir& state,
-                                                                  const std::vector<state::AttachmentRecord>& records);
+                                                                  std::vector<state::AttachmentRecord>& records);
 
 }  // namespace plumb::pod

@@ -23,6 +23,12 @@ bool may_have_records(const std::string& name) {
 }  // namespace
 
 Result<std::string> do_del(const cni::Env& env, const PlumbConfig& conf, Log& log) {
+  if (env.container_id_refused) {
+    // An ID every ADD refuses (too long, or not a file name) never named a record, lock or status.
+    log.info("DEL of CNI_CONTAINERID \"" + env.container_id.substr(0, 64) + "\" (" + std::to_string(env.container_id.size()) +
+             " bytes): an ID ADD refuses, so nothing of it exists");
+    return std::string();
+  }
   // Nothing exists for a CNI_IFNAME no ADD took (cni::Env lets DEL through with any): the DEL
   // succeeds, as the spec's idempotent DEL asks, and the name never becomes a path.
   if (!may_have_records(env.ifname)) return std::string();
@@ -34,8 +40,10 @@ Result<std::string> do_del(const cni::Env& env, const PlumbConfig& conf, Log& lo
   if (!lock) log.warning("DEL " + key.describe() + ": proceeding without the lock: " + lock.error().text());
   auto records = PLUMB_TRY(state.read(key));
   if (records.empty()) {
-    // Nothing of this sandbox was ever recorded (or it is gone already): nothing to remove, and
-    // no network-status either (it belongs to whichever sandbox wrote it).
+    // Nothing of this sandbox was ever recorded (or it is gone already): nothing to remove but
+    // the key's directory an ADD killed before its first record left empty (release() does), and
+    // no network-status either (it belongs to whichever sandbox wrote it; this one's went before
+    // its records did).
     if (lock) state.release(*lock, key);
     return std::string();
   }
@@ -46,9 +54,12 @@ Result<std::string> do_del(const cni::Env& env, const PlumbConfig& conf, Log& lo
     pod.namespace_ = records.records.front().pod_namespace;
     pod.name = records.records.front().pod_name;
   }
+  // The status goes first (as Multus clears it before its delegates' DEL): a DEL killed at any
+  // later step leaves records, and the next DEL, finding them, removes it again; the records
+  // vouch for every status GC keeps.
+  remove_status(conf, pod, key, log);
   Errors errors;
   teardown_all(env, conf, k, state, key, records, /*quarantine_newer=*/false, /*keep_disable_gc=*/false, errors);
-  remove_status(conf, pod, key, log);
   if (!errors.empty()) {
     auto st = errors.status();
     log.error("DEL " + key.describe() + ": " + st.error().text());

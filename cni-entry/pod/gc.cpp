@@ -172,6 +172,18 @@ void gc_key(const cni::Env& env, const PlumbConfig& conf, const state::StateDir&
   log.info("GC removed the attachments of " + key.describe());
 }
 
+/// Removes the network-status no record vouches for: its owner's container has no record left
+/// (a DEL or GC killed after the records went and before the status did). After the keys' GC,
+/// so the status of every key it tore down is gone by then too. Problems are logged: they fail
+/// no GC (as DEL's removal of a status).
+void remove_unvouched_status(source::PodSource& src, const state::StateDir& state, Log& log) {
+  auto removed = src.remove_unvouched_status([&](std::string_view owner) {
+    return state.has_records(std::string(owner.substr(0, owner.find(':'))));
+  });
+  if (!removed) return log.warning("GC: network-status not vouched for by a record not removed: " + removed.error().text());
+  for (const auto& pod : *removed) log.info("GC removed the network-status of pod " + pod + ": no record of its owner is left");
+}
+
 }  // namespace
 
 Result<std::string> do_gc(const cni::Env& env, const PlumbConfig& conf, Log& log) {
@@ -190,8 +202,9 @@ Result<std::string> do_gc(const cni::Env& env, const PlumbConfig& conf, Log& log
     errors.add(st);
   }
   {
-    // [kube] addresses held for IPAMClaims that no longer exist (no request without claims).
     auto src = source::make_source(conf);
+    if (src) remove_unvouched_status(**src, state, log);
+    // [kube] addresses held for IPAMClaims that no longer exist (no request without claims).
     errors.add(src ? claims::gc(**src, conf.state_dir, ipam_cluster(conf), log) : Status(std::unexpected(src.error())));
   }
   auto st = errors.status();

@@ -55,8 +55,10 @@ Pass pass_of(const drivers::undo::Op& op, bool device_goes_with_group) {
 /// Runs the record's undo operations of pass `pass` (newest first, rollback-only ones skipped:
 /// complete records); `goes_with_group` is deletes_its_device(rec).
 Status unwind_part(const cni::Env& env, const PlumbConfig& conf, Kernel& k, const state::StateDir& state,
-                   const state::AttachmentRecord& rec, bool goes_with_group, Pass pass) {
+                   state::AttachmentRecord& rec, bool goes_with_group, Pass pass) {
   auto ctx = make_context(env, conf, k, rec.ifname, rec.network);
+  txn::Journal journal(state, rec);
+  if (recordable(state, rec)) ctx.journal = &journal;
   if (rec.result.IsObject()) ctx.attachment_result = &rec.result;
   const std::string origin = state.record_path(rec);
   if (!rec.undo.IsArray()) return fail(cni_code::kDecode, origin + ": the undo list is not a list");
@@ -73,7 +75,7 @@ Status unwind_part(const cni::Env& env, const PlumbConfig& conf, Kernel& k, cons
 
 std::optional<std::vector<Status>> teardown_batched(const cni::Env& env, const PlumbConfig& conf, Kernel& k,
                                                     const state::StateDir& state,
-                                                    const std::vector<state::AttachmentRecord>& records) {
+                                                    std::vector<state::AttachmentRecord>& records) {
   auto ok = batchable(k, env.netns, records);
   if (!ok || !*ok) return std::nullopt;
   std::vector<Status> out(records.size());

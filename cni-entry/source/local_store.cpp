@@ -257,18 +257,63 @@ class LocalStore final : public PodSource {
     auto written_by = dir.read(pod.name + ".owner", "network-status owner", 4096);
     if (!written_by && written_by.error().cni_code != cni_code::kNotFound) return std::unexpected(written_by.error());
     if (written_by && !same_owner(*written_by, owner)) return {};
-    Recycler& pool = recycled();
-    PLUMB_TRY(pool.recycle(dir, pod.name + ".json"));
-    (void)pool.recycle(dir, pod.name + ".owner");
-    // A writer killed between creating its temporary file and the rename leaves
-    // "<name>.json.tmp" or "<name>.owner.tmp" (write_network_status): removed by name, without
-    // listing the namespace's directory (a file per pod: a DEL would cost more with every pod).
-    (void)dir.remove(pod.name + ".json.tmp");
-    (void)dir.remove(pod.name + ".owner.tmp");
-    return {};
+    return remove_status_files(dir, pod.name);
+  }
+
+  Result<std::vector<std::string>> remove_unvouched_status(const std::function<bool(std::string_view)>& vouched) override {
+    std::vector<std::string> removed;
+    auto opened = Dir::open(root_ + "/status");
+    if (!opened && opened.error().cni_code == cni_code::kNotFound) return removed;
+    if (!opened) return std::unexpected(opened.error());
+    Status first;
+    for (const auto& ns : PLUMB_TRY(opened->list())) {
+      if (ns.type != DT_DIR || !nad::is_dns1123_label(ns.name)) continue;
+      auto st = remove_unvouched_in(*opened, ns.name, vouched, removed);
+      if (!st && first) first = st;
+    }
+    if (!first) return std::unexpected(first.error());
+    return removed;
   }
 
  private:
+  /// Removes the network-status of pod `name` in `dir` (the namespace's, locked): its files go to
+  /// the recycled ones. A writer killed between creating its temporary file and the rename
+  /// leaves "<name>.json.tmp" or "<name>.owner.tmp" (write_network_status): removed by name,
+  /// without listing the namespace's directory (a file per pod: a DEL would cost more with every
+  /// pod). The status goes before its owner: a removal killed half-way leaves at most the owner.
+  Status remove_status_files(const Dir& dir, const std::string& name) const {
+    Recycler& pool = recycled();
+    PLUMB_TRY(pool.recycle(dir, name + ".json"));
+    (void)pool.recycle(dir, name + ".owner");
+    (void)dir.remove(name + ".json.tmp");
+    (void)dir.remove(name + ".owner.tmp");
+    return {};
+  }
+
+  /// remove_unvouched_status() in namespace `ns` of `status`: every "<pod>.owner" read under
+  /// the namespace's lock; "namespace/pod" of each status removed appended to `removed`.
+  Status remove_unvouched_in(const Dir& status, const std::string& ns, const std::function<bool(std::string_view)>& vouched,
+                             std::vector<std::string>& removed) const {
+    const Dir dir = PLUMB_TRY(status.sub(ns));
+    DirLock lock = PLUMB_TRY(DirLock::take(dir));
+    Status first;
+    for (const auto& e : PLUMB_TRY(dir.list())) {
+      constexpr std::string_view kOwner = ".owner";
+      if (e.type != DT_REG || !e.name.ends_with(kOwner)) continue;
+      const std::string pod = e.name.substr(0, e.name.size() - kOwner.size());
+      if (!nad::is_dns1123_subdomain(pod)) continue;
+      auto owner = dir.read(e.name, "network-status owner", 4096);
+      if (!owner && owner.error().cni_code == cni_code::kNotFound) continue;
+      Status st = owner ? Status{} : Status(std::unexpected(owner.error()));
+      if (owner && !vouched(text::trim(*owner))) {
+        st = remove_status_files(dir, pod);
+        if (st) removed.push_back(ns + "/" + pod);
+      }
+      if (!st && first) first = st;
+    }
+    return first;
+  }
+
   /// <root>/.plumb-recycled: network-status files removed, renamed into place for the next pods'
   /// instead of new inodes (engine/base/recycler.hpp); without it, files are created and unlinked.
   [[nodiscard]] Recycler& recycled() const { return Recycler::shared(root_, ".plumb-recycled"); }

@@ -52,6 +52,10 @@ Status PodSource::write_ipam_claim_status(const std::string& namespace_, const s
 
 Status PodSource::ready() { return {}; }
 
+Result<std::vector<std::string>> PodSource::remove_unvouched_status(const std::function<bool(std::string_view)>&) {
+  return std::vector<std::string>{};
+}
+
 Result<std::optional<std::map<std::string, std::string>>> annotations_for_add(
     PodSource& src, const PodRef& pod, const std::optional<std::map<std::string, std::string>>& from_runtime) {
   using Annotations = std::map<std::string, std::string>;

@@ -2,10 +2,12 @@
 // goes. One interface: the embedded local store, or the Kubernetes API server (kube.hpp).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/base/result.hpp"
@@ -102,6 +104,14 @@ class PodSource {
   /// request here: DEL never depends on the API server (multus-cni #586), and the pod object is
   /// being deleted or gets a new status with the next sandbox's ADD.
   [[nodiscard]] virtual Status remove_network_status(const PodRef& pod, const std::string& owner) = 0;
+  /// GC: removes every published network-status whose owner ("<containerID>:<ifname>", or a
+  /// bare container ID) `vouched` does not vouch for (no record of it is left: a DEL killed after
+  /// its records went). A status without a recorded owner (an older plumb's) stays. Returns the
+  /// pods ("namespace/name") whose status went. Default (the API server source): none, no
+  /// request, as remove_network_status(). Errors: the first I/O error; the other pods are still
+  /// tried.
+  [[nodiscard]] virtual Result<std::vector<std::string>> remove_unvouched_status(
+      const std::function<bool(std::string_view owner)>& vouched);
 };
 
 /// The embedded default: a directory laid out as

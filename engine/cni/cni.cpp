@@ -378,11 +378,15 @@ Result<Env> Env::from(const char* (*getenv_fn)(const char*)) {
   if (add_or_check && e.netns.empty()) return fail(cni_code::kInvalidEnv, "CNI_NETNS is not set");
   if (needs_attachment && e.ifname.empty()) return fail(cni_code::kInvalidEnv, "CNI_IFNAME is not set");
   if (!e.container_id.empty() && !valid_container_id(e.container_id)) {
-    return fail(cni_code::kInvalidEnv,
-                "CNI_CONTAINERID \"" + e.container_id.substr(0, 64) + (e.container_id.size() > 64 ? "...\"" : "\"") +
-                    " is invalid: must be 1.." + std::to_string(kMaxContainerIdBytes) +
-                    " of [A-Za-z0-9_.-], not start with '.' and not contain \"..\" (" + std::to_string(e.container_id.size()) +
-                    " bytes given)");
+    if (e.command == Command::Del) {
+      e.container_id_refused = true;
+    } else {
+      return fail(cni_code::kInvalidEnv,
+                  "CNI_CONTAINERID \"" + e.container_id.substr(0, 64) + (e.container_id.size() > 64 ? "...\"" : "\"") +
+                      " is invalid: must be 1.." + std::to_string(kMaxContainerIdBytes) +
+                      " of [A-Za-z0-9_.-], not start with '.' and not contain \"..\" (" +
+                      std::to_string(e.container_id.size()) + " bytes given)");
+    }
   }
   if (e.command != Command::Del && !e.ifname.empty() && !link::valid_ifname(e.ifname)) {
     return fail(cni_code::kInvalidEnv, "CNI_IFNAME \"" + e.ifname + "\" is not a valid interface name (" + std::string(link::kIfnameRule) + ")");

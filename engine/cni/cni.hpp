@@ -42,6 +42,9 @@ struct Env {
   std::string path;          // CNI_PATH
   std::string args_raw;      // CNI_ARGS as given
   std::vector<std::pair<std::string, std::string>> args;  // CNI_ARGS split at ';' and '='
+  /// DEL only: CNI_CONTAINERID is one ADD refuses (see from()), so nothing plumb keeps can exist
+  /// for it and the DEL has nothing to do (an idempotent DEL succeeds: CNI SPEC "DEL").
+  bool container_id_refused = false;
 
   /// Reads the environment through `getenv_fn` (std::getenv in production). Validates what the
   /// command requires (ADD/CHECK: CNI_CONTAINERID, CNI_NETNS, CNI_IFNAME; DEL: CNI_CONTAINERID,
@@ -50,7 +53,9 @@ struct Env {
   /// starts with '.' is kInvalidEnv (it becomes part of paths); so is one longer than
   /// kMaxContainerIdBytes or containing "..", a CNI_IFNAME of ADD or CHECK that is not link::valid_ifname()
   /// (engine/kernel/ifname.hpp; DEL takes any: nothing can exist under such a name), and a non-empty CNI_ARGS item
-  /// without '=' (empty items are skipped).
+  /// without '=' (empty items are skipped). A DEL's refused container ID is no error: it sets
+  /// container_id_refused instead (libcni's skel refuses it with code 4; no ADD of plumb's can
+  /// have made anything for such an ID, and a DEL that fails is retried for ever).
   [[nodiscard]] static Result<Env> from(const char* (*getenv_fn)(const char*));
   /// Value of CNI_ARGS key `key` (exact match), if present.
   [[nodiscard]] std::optional<std::string> arg(std::string_view key) const;

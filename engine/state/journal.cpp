@@ -53,6 +53,11 @@ Status Journal::commit() {
   return {};
 }
 
+Status Journal::retract() {
+  if (!rec_.undo.Empty()) rec_.undo.PopBack();
+  return commit();
+}
+
 Status unwind(const json::Value& undo, bool complete, const std::function<Status(const json::Value& op)>& exec) {
   Status first;
   if (!undo.IsArray()) return first;

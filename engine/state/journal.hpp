@@ -36,6 +36,10 @@ class Journal {
   [[nodiscard]] Status flush();
   /// Persists the record as it is now (e.g. after setting phase "ready" and the result).
   [[nodiscard]] Status commit();
+  /// Withdraws the operation the last will() registered once its change can no longer happen
+  /// (the process it ends has ended: a record retried by many DELs does not grow with each) and
+  /// persists the record. Errors: as commit().
+  [[nodiscard]] Status retract();
 
   state::AttachmentRecord& record() { return rec_; }
 

@@ -267,7 +267,12 @@ bool StateDir::has_records(const std::string& container_id) const {
   auto entries = (*containers)->list();
   if (!entries) return true;  // cannot tell: keep
   return std::any_of(entries->begin(), entries->end(), [&](const Dir::Entry& e) {
-    return e.name == container_id || e.name.starts_with(container_id + ":");
+    if (e.name != container_id && !e.name.starts_with(container_id + ":")) return false;
+    // An empty record directory (an ADD killed before its first record) holds nothing.
+    auto dir = (*containers)->sub(e.name);
+    if (!dir) return true;  // not a directory: damaged, which counts
+    auto inside = dir->list();
+    return !inside || !inside->empty();
   });
 }
 
@@ -313,6 +318,14 @@ Result<std::string> StateDir::quarantine(const Key& key, const std::string& path
 void StateDir::release(KeyLock& lock, const Key& key) const {
   auto left = read(key);
   if (!left || !left->empty()) return;
+  // The key's directory, when an ADD killed before its first record left it empty (read() has
+  // removed the temporary files a killed writer leaves); kept when anything else is in it.
+  if (auto containers = open_dir(kContainers, false); containers && *containers != nullptr) {
+    if (auto there = (*containers)->stat(key.name()); there && *there && S_ISDIR((*there)->st_mode)) {
+      if (key_dir_ && key_dir_->name == key.name()) key_dir_->name.clear();
+      if (!recycled().recycle_dir(**containers, key.name())) (void)(*containers)->remove_dir(key.name());
+    }
+  }
   lock.own.recycle_path(recycled());
   if (!lock.legacy) return;
   auto containers = open_dir(kContainers, false);

@@ -138,7 +138,8 @@ class StateDir {
   /// removes temporary files a killed writer left. Errors: only when the state directory itself
   /// cannot be read (each bad record is in Records::damaged instead).
   [[nodiscard]] Result<Records> read(const Key& key) const;
-  /// True when container `container_id` has a record (or a damaged one) under any key.
+  /// True when container `container_id` has a record (or a damaged one) under any key; an empty
+  /// record directory (an ADD killed before its first record) is none.
   [[nodiscard]] bool has_records(const std::string& container_id) const;
   /// Removes one record (missing is fine) and its directory once empty (both into the recycled
   /// files).
@@ -147,8 +148,8 @@ class StateDir {
   /// <root>/quarantine/<key name>/<file name>[.<n>], so nothing it described is forgotten and
   /// the key can be removed. Returns the new path. Errors: I/O naming both paths.
   [[nodiscard]] Result<std::string> quarantine(const Key& key, const std::string& path) const;
-  /// Removes the key's lock files when it has no records left (call holding `lock`); its own
-  /// goes to the recycled files.
+  /// Removes the key's lock files and its record directory when it has no records left (call
+  /// holding `lock`); its own lock file and the directory go to the recycled files.
   void release(KeyLock& lock, const Key& key) const;
   /// Every key that has a record directory or a lock file (GC bounds both), sorted.
   [[nodiscard]] Result<std::vector<Key>> keys() const;

@@ -3,21 +3,25 @@
 // every call, builds a real veth pair) as the default network and chained between native
 // drivers; a Debian reference binary under a foreign type name; DEL, CHECK and GC reaching a
 // delegated plugin after its NAD is gone; a hanging plugin killed at the time limit; a missing
-// binary; and SIGKILLs of plumb while delegated plugins run.
+// binary; and SIGKILLs of plumb (or of a daemon worker) while delegated plugins' ADD or DEL run.
 #include <doctest/doctest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
+#include <map>
 #include <set>
 #include <string>
 #include <thread>
 
 #include "engine/base/json.hpp"
+#include "tests/support/child_process.hpp"
 #include "tests/support/foreign_plugin.hpp"
 #include "tests/support/pod_fixture.hpp"
+#include "tests/support/temp_dir.hpp"
 
 using plumb::test::FakeCall;
 using plumb::test::ForeignBin;
@@ -364,4 +368,79 @@ TEST_CASE("SIGKILL of plumb while a delegated plugin runs: DEL ends the plugin f
   CHECK_FALSE(process_alive(plugin_pid));
   std::this_thread::sleep_for(std::chrono::milliseconds(2000));  // past the plugin's sleep: it would have built by now
   check_clean(f.fx, "slow");
+}
+
+namespace {
+
+/// The parent of process `pid` (/proc/<pid>/stat field 4); 0 when it is gone.
+pid_t parent_of(int pid) {
+  const std::string st = plumb::test::read_file("/proc/" + std::to_string(pid) + "/stat");
+  const size_t close = st.rfind(')');
+  char state = 0;
+  int ppid = 0;
+  if (close == std::string::npos || std::sscanf(st.c_str() + close + 2, "%c %d", &state, &ppid) != 2) return 0;
+  return ppid;
+}
+
+/// How the runtime reaches plumb: the plumb binary (thin), or plumb-shim and a `plumb daemon`
+/// started here (thick), whose workers run the invocations.
+struct Runner {
+  plumb::test::TempDir dir;
+  pid_t daemon = -1;
+  std::map<std::string, std::string> env;
+  std::string binary = plumb::test::plumb_binary();
+
+  explicit Runner(bool thick) {
+    if (!thick) return;
+    const std::string socket = dir.path + "/plumb.sock";
+    daemon = plumb::test::start_child({plumb::test::plumb_binary(), "daemon", "--socket", socket}, {}, dir.path + "/log");
+    REQUIRE(daemon > 0);
+    REQUIRE(plumb::test::eventually([&] { return std::filesystem::exists(socket); }));
+    env = {{"PLUMB_DAEMON_SOCKET", socket}};
+    binary = plumb::test::plumb_shim_binary();
+  }
+  ~Runner() { plumb::test::stop_child(daemon, std::chrono::milliseconds(5000)); }
+  Runner(const Runner&) = delete;
+  Runner& operator=(const Runner&) = delete;
+};
+
+}  // namespace
+
+TEST_CASE("SIGKILL of plumb or a daemon worker while a delegated plugin's DEL runs: the next DEL ends that plugin first, then nothing is left") {
+  ForeignDefault f;
+  plumb::test::write_file(f.conf_file, R"({"cniVersion": "1.0.0", "name": "calico-like", "plugins": [)" +
+                                           f.bin.fake_plugin(R"("hangOnce": "DEL")") + "]}");
+  f.fx.add_pod("default", "gone", "");
+  std::string pod = f.node.add_netns("gone");
+  REQUIRE(f.fx.run("ADD", "ctr-gone", pod, "default", "gone", f.config()).exit_code == 0);
+  bool thick = false;
+  SUBCASE("thin: the plumb binary") {}
+  SUBCASE("thick: a daemon worker") { thick = true; }
+  Runner r(thick);
+  pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    Proc p = f.fx.run_with(r.binary, r.env, "DEL", "ctr-gone", pod, "default", "gone", f.config());
+    _exit(p.exit_code == 0 ? 0 : 1);
+  }
+  // The plugin records its call once it has its config, then hangs; its parent is the plumb
+  // process (or worker) running the DEL.
+  REQUIRE(plumb::test::eventually([&] { return f.bin.calls("DEL").size() == 1; }));
+  const int plugin_pid = f.bin.calls("DEL")[0].pid;
+  const pid_t plumb_pid = parent_of(plugin_pid);
+  REQUIRE(plumb_pid > 1);
+  REQUIRE(plumb_pid != child);
+  REQUIRE(::kill(plumb_pid, SIGKILL) == 0);
+  int status = 0;
+  waitpid(child, &status, 0);
+  CHECK(process_alive(plugin_pid));  // plumb is gone, its plugin's DEL still runs
+
+  Proc del = f.fx.run_with(r.binary, r.env, "DEL", "ctr-gone", pod, "default", "gone", f.config());
+  INFO("DEL: ", del.out, del.err);
+  CHECK(del.exit_code == 0);
+  const bool orphan_left = process_alive(plugin_pid);
+  CHECK_FALSE(orphan_left);
+  if (orphan_left) ::kill(plugin_pid, SIGKILL);  // the case failed: leave no process behind
+  CHECK(f.bin.calls("DEL").size() == 2);  // the next DEL ran the plugin's DEL again, whole
+  check_clean(f.fx, "gone");
 }

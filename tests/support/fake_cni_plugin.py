@@ -10,7 +10,8 @@
 #   GC, STATUS, VERSION  recorded only ("statusCode": fail STATUS with that code)
 # Config keys (besides the CNI ones): recordDir (required), podIfname, address ("192.0.2.10/24"),
 # sleepBeforeAdd (seconds, after recording), hangOn ("ADD"...: print to stderr, then sleep until
-# killed), failOn ("ADD"...: a CNI error, code 117), and what a primary network's plugin needs
+# killed), hangOnce (as hangOn, only in the first call of that command recorded in recordDir),
+# failOn ("ADD"...: a CNI error, code 117), and what a primary network's plugin needs
 # from its node (Flannel's subnet.env, Calico's or Cilium's agent socket): nodeFile (a path read
 # at ADD), agentSocket (a unix socket path: ADD sends "ADD <CNI_CONTAINERID>" and reads a line),
 # recorded as "nodeFile" and "agentReply" (code 11, before any record, when either fails). Run as
@@ -109,7 +110,8 @@ def main():
     conf = whole if "recordDir" in whole else dict(whole.get("ipam", {}), prevResult=whole.get("prevResult"))
     version = whole.get("cniVersion", "0.1.0")
     record(conf, command, stdin_text, from_node(conf, version) if command == "ADD" else {})
-    if conf.get("hangOn") == command:
+    first = len([n for n in os.listdir(conf["recordDir"]) if n.endswith("-%s.json" % command)]) == 1
+    if conf.get("hangOn") == command or (conf.get("hangOnce") == command and first):
         sys.stderr.write("fake-cni: hanging on purpose in %s\n" % command)
         sys.stderr.flush()
         time.sleep(3600)

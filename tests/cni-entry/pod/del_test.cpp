@@ -2,8 +2,11 @@
 // a stale sandbox's repeated DEL (containerd re-sends DEL for old sandboxes, the kubelet's GC
 // always does) leaves the network-status of the pod's current sandbox alone; CHECK skips
 // networks whose conflist says "disableCheck" (CNI 1.1.0, as libcni); attachments are keyed by
-// (container ID, CNI_IFNAME) for records, locks, status ownership and repeated ADDs.
+// (container ID, CNI_IFNAME) for records, locks, status ownership and repeated ADDs; a DEL
+// killed at any step leaves what the next one needs to remove the pod's network-status; an
+// empty record directory goes.
 #include <doctest/doctest.h>
+#include <signal.h>
 
 #include <filesystem>
 #include <set>
@@ -189,4 +192,41 @@ TEST_CASE("DEL of a pod whose record names its interface \"r%d\" (a kernel name 
   CHECK(PodFixture::files_under(fx.state() + "/containers").empty());
   CHECK(plumb::test::link_names("web").count("eth0") == 0);
   CHECK_FALSE(std::filesystem::exists(fx.ipam_dir() + "/side/198.51.100.2"));  // the address is released
+
+TEST_CASE("a DEL SIGKILLed at any step (plumb-faulty), then repeated: the pod's network-status goes with its records") {
+  Node node;
+  PodFixture fx(node);
+  fx.add_pod("default", "web", "");
+  std::string pod = node.add_netns("web");
+  unsigned killed = 0;
+  for (unsigned step = 1; step < 20; ++step) {
+    CAPTURE(step);
+    REQUIRE(fx.run("ADD", "ctr-web", pod, "default", "web", fx.config()).exit_code == 0);
+    REQUIRE_FALSE(fx.status_of("default", "web").empty());
+    Proc del = fx.run_with(plumb::test::plumb_faulty_binary(), {{"PLUMB_FAULT_AFTER_STEP", std::to_string(step)}}, "DEL",
+                           "ctr-web", pod, "default", "web", fx.config());
+    Proc again = fx.run("DEL", "ctr-web", pod, "default", "web", fx.config());
+    INFO(again.out, again.err);
+    REQUIRE(again.exit_code == 0);
+    CHECK(PodFixture::files_under(fx.state() + "/containers").empty());
+    CHECK(fx.status_of("default", "web").empty());
+    CHECK(PodFixture::files_under(fx.store() + "/status").empty());
+    if (del.exit_code == 0) break;
+    REQUIRE(del.exit_code == 128 + SIGKILL);
+    ++killed;
+  }
+  CHECK(killed >= 3);  // before the group deletion, after it, after the record's removal
+}
+
+TEST_CASE("an empty record directory (an ADD killed after making it, before its first record) is removed by DEL") {
+  Node node;
+  PodFixture fx(node);
+  fx.add_pod("default", "web", "");
+  std::filesystem::create_directories(fx.state() + "/containers/ctr-half:eth0");
+  Proc del = fx.run("DEL", "ctr-half", "", "default", "web", fx.config());
+  INFO(del.out, del.err);
+  CHECK(del.exit_code == 0);
+  CHECK(del.out.empty());
+  CHECK_FALSE(std::filesystem::exists(fx.state() + "/containers/ctr-half:eth0"));
+  CHECK_FALSE(std::filesystem::exists(fx.state() + "/locks/ctr-half:eth0"));
 }

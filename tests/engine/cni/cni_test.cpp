@@ -247,6 +247,20 @@ TEST_CASE("Env::from: container IDs that could escape a path are rejected") {
   // An invalid id is rejected even where it is optional.
   auto e = env_of({{"CNI_COMMAND", "GC"}, {"CNI_CONTAINERID", "../x"}});
   CHECK_FALSE(e.has_value());
+  // A DEL's is no error: nothing can exist for it, so the DEL has nothing to do.
+  for (const std::string& bad : std::vector<std::string>{"../etc", std::string(201, 'a')}) {
+    auto vars = add_env();
+    vars["CNI_COMMAND"] = "DEL";
+    vars["CNI_CONTAINERID"] = bad;
+    auto del = env_of(vars);
+    REQUIRE_MESSAGE(del.has_value(), bad);
+    CHECK(del->container_id_refused);
+  }
+  auto vars = add_env();
+  vars["CNI_COMMAND"] = "DEL";
+  auto del = env_of(vars);
+  REQUIRE(del.has_value());
+  CHECK_FALSE(del->container_id_refused);
 }
 
 TEST_CASE("Env::from: CNI_IFNAME of ADD and CHECK must be a kernel interface name (DEL takes any); CNI_ARGS items need '='") {

@@ -247,6 +247,35 @@ TEST_CASE("keys are (container ID, CNI_IFNAME); a legacy directory belongs to th
   CHECK_FALSE(fs::exists(t.path + "/containers/old"));
 }
 
+TEST_CASE("an empty record directory (an ADD killed after making it) holds no records: release() removes it") {
+  TempDir t;
+  state::StateDir dir(t.path);
+  fs::create_directories(t.path + "/containers/c1:eth0");
+  auto live = record("c2", "eth0", 0, "eth0");
+  REQUIRE(dir.write(live));
+  CHECK_FALSE(dir.has_records("c1"));  // the cluster IPAM's GC releases c1's addresses
+  CHECK(dir.has_records("c2"));
+  auto keys = dir.keys();
+  REQUIRE(keys);
+  CHECK(*keys == std::vector<state::Key>{{"c1", "eth0"}, {"c2", "eth0"}});  // GC visits it
+  {
+    auto lock = dir.lock({"c1", "eth0"});  // dropped at the end of the block, as a verb's
+    REQUIRE(lock);
+    CHECK(dir.read({"c1", "eth0"})->empty());
+    dir.release(*lock, {"c1", "eth0"});
+  }
+  CHECK_FALSE(fs::exists(t.path + "/containers/c1:eth0"));
+  CHECK_FALSE(fs::exists(t.path + "/locks/c1:eth0"));
+  CHECK(dir.read({"c2", "eth0"})->records.size() == 1);
+  // A directory holding something else than records is kept, and counts.
+  put(t.path + "/containers/c3:eth0/notes", "x");
+  CHECK(dir.has_records("c3"));
+  auto lock3 = dir.lock({"c3", "eth0"});
+  REQUIRE(lock3);
+  dir.release(*lock3, {"c3", "eth0"});
+  CHECK(fs::exists(t.path + "/containers/c3:eth0/notes"));
+}
+
 TEST_CASE("links planted in the state directory are refused by path, their targets untouched") {
   TempDir t;
   state::StateDir dir(t.path + "/state");
