@@ -138,9 +138,12 @@ struct BandwidthRemove {
   std::optional<bool> pod;  ///< shaped on the pod-side interface (host/ifindex are then the pod's)
   std::optional<uint32_t> classid;  ///< pod side: the filters' classid, the entries' key
   std::optional<uint32_t> abi;      ///< PLUMB_BW_ABI_VERSION of the pins (absent: written before ABI 2)
+  /// The pin directory holding the entries, as opened at ADD (absent: written before it was
+  /// recorded; then <bpffsDir>/bandwidth_v<abi>): a plumb of another ABI finds them there.
+  std::optional<std::string> pins;
   template <class V> void fields(V& v) {
     v("bpffsDir", bpffs_dir); v("host", host); v("ifindex", ifindex); v("owner", owner); v("hooks", hooks); v("clsact", clsact);
-    v("fq", fq); v("pod", pod); v("classid", classid); v("abi", abi);
+    v("fq", fq); v("pod", pod); v("classid", classid); v("abi", abi); v("pins", pins);
   }
 };
 
