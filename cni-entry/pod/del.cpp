@@ -32,6 +32,9 @@ Result<std::string> do_del(const cni::Env& env, const PlumbConfig& conf, Log& lo
   }
   Errors errors;
   teardown_all(env, conf, k, state, key, records, /*quarantine_newer=*/false, /*keep_disable_gc=*/false, errors);
+  // What a newer plumb wrote and this one cannot undo stays recorded for it; the DEL succeeds
+  // (failing would make the runtime retry it forever).
+  for (const auto& notice : errors.kept()) log.warning("DEL " + key.describe() + ": " + notice);
   remove_status(conf, pod, key, log);
   if (!errors.empty()) {
     auto st = errors.status();
