@@ -137,10 +137,11 @@ Result<bool> has_clsact(netlink::Socket& nl, const Context& ctx, const Shaped& s
   return !kind.empty();
 }
 
-undo::BandwidthRemove remove_op(const std::string& bpffs_dir, const Shaped& sd, uint64_t owner, const BandwidthConfig& c,
-                                bool clsact, bool fq, uint16_t classid) {
+undo::BandwidthRemove remove_op(const std::string& bpffs_dir, const ebpf::Programs& progs, const Shaped& sd, uint64_t owner,
+                                const BandwidthConfig& c, bool clsact, bool fq, uint16_t classid) {
   undo::BandwidthRemove op;
   op.bpffs_dir = bpffs_dir;
+  op.pins = progs.pin_dir();
   op.host = sd.dev.name;
   op.ifindex = sd.dev.index;
   op.owner = owner;
@@ -169,7 +170,7 @@ Result<uint16_t> configure_entries(Context& ctx, const ebpf::Programs& progs, co
                                    uint64_t owner, bool clsact, bool fq) {
   for (int attempt = 0;; ++attempt) {
     uint16_t id = sd.pod_side ? PLUMB_TRY(random_classid()) : 0;
-    PLUMB_TRY(undo::will(ctx, remove_op(ctx.bpffs_dir, sd, owner, c, clsact, fq, id)));
+    PLUMB_TRY(undo::will(ctx, remove_op(ctx.bpffs_dir, progs, sd, owner, c, clsact, fq, id)));
     std::vector<plumb_bw_key> written;
     Status st;
     for (Hook h : {Hook::HostIngress, Hook::HostEgress}) {
@@ -297,11 +298,21 @@ void detach_filters(netlink::Socket& nl, const BandwidthRemove& op, const std::v
   }
 }
 
+/// The pin directories that may hold the entries of `op`: the recorded one; else the one of the
+/// recorded ABI; else (a record written before ABI 2) ABI 1's, and ABI 2's, which the plumb
+/// that started recording "abi" wrote to (the owner id makes trying both safe).
+std::vector<std::string> entry_dirs(const BandwidthRemove& op) {
+  if (op.pins) return {*op.pins};
+  std::vector<uint32_t> abis = op.abi ? std::vector<uint32_t>{*op.abi} : std::vector<uint32_t>{1, 2};
+  std::vector<std::string> out;
+  for (uint32_t abi : abis) out.push_back(op.bpffs_dir + "/" + ebpf::pin_name(abi));
+  return out;
+}
+
 /// "bandwidth.remove": plumb's filters detached, the qdiscs plumb added restored, the map entries
-/// this attachment owns deleted (a record written before ABI 2 has its entries in the ABI 1 pins,
-/// or in the current ones when a newer plumb made the attachment: both are tried; the owner id
-/// makes that safe). Idempotent: every missing piece is success; a pod-side device whose
-/// namespace is gone took its filters with it.
+/// this attachment owns deleted where they were written (entry_dirs: an earlier ABI's pins too,
+/// which go once no entry is left in them). Idempotent: every missing piece is success; a
+/// pod-side device whose namespace is gone took its filters with it.
 Status run_op(Context& ctx, const BandwidthRemove& op) {
   using ebpf::Hook;
   std::vector<Hook> hooks;
@@ -320,20 +331,14 @@ Status run_op(Context& ctx, const BandwidthRemove& op) {
   };
   netlink::Socket* nl = pod_side ? ctx.pod : ctx.node;
   if (nl != nullptr) detach_filters(*nl, op, hooks, note);
-  std::vector<uint32_t> abis = {op.abi.value_or(PLUMB_BW_ABI_VERSION)};
-  if (!op.abi) abis.insert(abis.begin(), 1);
-  for (uint32_t abi : abis) {
-    auto progs = ebpf::Programs::open_existing(op.bpffs_dir, abi);
-    if (!progs) {
-      note(std::unexpected(progs.error()));
-      continue;
-    }
-    if (!*progs) continue;
-    for (Hook h : hooks) {
-      plumb_bw_key key = pod_side ? ebpf::pod_key(static_cast<uint16_t>(*op.classid), h) : ebpf::host_key(op.ifindex, h);
-      auto r = (*progs)->remove(key, op.owner);
-      if (!r) note(std::unexpected(r.error()));
-    }
+  std::vector<plumb_bw_key> keys;
+  for (Hook h : hooks) keys.push_back(pod_side ? ebpf::pod_key(static_cast<uint16_t>(*op.classid), h) : ebpf::host_key(op.ifindex, h));
+  for (const std::string& dir : entry_dirs(op)) {
+    auto removed = ebpf::remove_entries(dir, keys, op.owner);
+    note(removed);
+    const std::string bpffs = dir.substr(0, dir.find_last_of('/'));
+    // Housekeeping, never this DEL's failure: the next DEL or first load of an ABI retries it.
+    if (removed && dir != bpffs + "/" + ebpf::pin_name()) (void)ebpf::prune_unused_pins(bpffs);
   }
   if (first) return std::unexpected(*first);
   return {};

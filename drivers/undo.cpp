@@ -182,7 +182,7 @@ template <size_t I = 0>
 Result<Op> decode_named(const json::Value& v, const std::string& name, const std::string& where) {
   if constexpr (I == std::variant_size_v<Op>) {
     return fail(cni_code::kNewerRecord, where + ": unknown undo operation \"" + name +
-                                            "\" (written by a newer plumb? run that version's DEL, or GC with this one)");
+                                            "\" (written by a newer plumb?)");
   } else {
     using T = std::variant_alternative_t<I, Op>;
     if constexpr (VfOp<T>) {
@@ -219,9 +219,12 @@ Result<Op> decode(const json::Value& v, const std::string& origin) {
   return decode_named(v, n, origin + ": undo operation " + n);
 }
 
-Status check(const json::Value& undo, const std::string& origin) {
+Status check(const json::Value& undo, const std::string& origin, bool allow_unknown) {
   if (!undo.IsArray()) return fail(cni_code::kDecode, origin + ": the undo list is not a list");
-  for (const auto& v : undo.GetArray()) PLUMB_TRY(decode(v, origin));
+  for (const auto& v : undo.GetArray()) {
+    auto op = decode(v, origin);
+    if (!op && !(allow_unknown && op.error().cni_code == cni_code::kNewerRecord)) return std::unexpected(op.error());
+  }
   return {};
 }
 

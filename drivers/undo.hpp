@@ -138,9 +138,12 @@ struct BandwidthRemove {
   std::optional<bool> pod;  ///< shaped on the pod-side interface (host/ifindex are then the pod's)
   std::optional<uint32_t> classid;  ///< pod side: the filters' classid, the entries' key
   std::optional<uint32_t> abi;      ///< PLUMB_BW_ABI_VERSION of the pins (absent: written before ABI 2)
+  /// The pin directory holding the entries, as opened at ADD (absent: written before it was
+  /// recorded; then <bpffsDir>/bandwidth_v<abi>): a plumb of another ABI finds them there.
+  std::optional<std::string> pins;
   template <class V> void fields(V& v) {
     v("bpffsDir", bpffs_dir); v("host", host); v("ifindex", ifindex); v("owner", owner); v("hooks", hooks); v("clsact", clsact);
-    v("fq", fq); v("pod", pod); v("classid", classid); v("abi", abi);
+    v("fq", fq); v("pod", pod); v("classid", classid); v("abi", abi); v("pins", pins);
   }
 };
 
@@ -294,15 +297,28 @@ bool will_later(Context& ctx, Op op);
 [[nodiscard]] Status run(Context& ctx, const Op& op);
 
 /// Decodes every operation of a record's undo list without running any: a record whose list
-/// this binary cannot read whole is not run at all. Errors: decode()'s (kDecode, kNewerRecord),
-/// naming `origin`; kDecode when `undo` is not a list.
-[[nodiscard]] Status check(const json::Value& undo, const std::string& origin);
+/// this binary cannot read whole is not run at all. With `allow_unknown`, an operation this
+/// binary does not know (a newer plumb's) passes: unwind() keeps it. Errors: decode()'s
+/// (kDecode; kNewerRecord unless `allow_unknown`), naming `origin`; kDecode when `undo` is not a
+/// list.
+[[nodiscard]] Status check(const json::Value& undo, const std::string& origin, bool allow_unknown = false);
+
+/// What an unwind left for a plumb that knows more operations (a newer one): the entries
+/// verbatim (envelope included), oldest first, and the names of the unknown ones among them.
+struct Kept {
+  json::Document entries{rapidjson::kArrayType};
+  std::vector<std::string> unknown;
+  [[nodiscard]] bool empty() const { return entries.Empty(); }
+};
 
 /// Runs the operations of a record's undo list (JSON array, oldest first) newest first, once
 /// check() passed (txn::unwind: with `complete`, rollback-only ones are skipped; every operation
 /// is tried even when one fails; the first error is returned after all were tried). `origin`
-/// (the record's path) is named in errors.
-[[nodiscard]] Status unwind(Context& ctx, const json::Value& undo, bool complete, const std::string& origin);
+/// (the record's path) is named in errors. Without `kept`, an unknown operation is an error
+/// (kNewerRecord) before anything runs. With `kept`, unknown operations are handled as their
+/// "ifUnknown" says (txn::skippable_if_unknown): one that may be skipped is kept alone, one that
+/// may not is kept with every entry before it (which then do not run); `kept` gets them.
+[[nodiscard]] Status unwind(Context& ctx, const json::Value& undo, bool complete, const std::string& origin, Kept* kept = nullptr);
 
 // Each operation's executor, defined next to the code that makes the change it undoes.
 [[nodiscard]] Status run_op(Context& ctx, const LinkDel& op);            // common.cpp

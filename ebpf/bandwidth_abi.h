@@ -45,8 +45,14 @@
 #endif
 
 /* Bumped on any incompatible change of the structures or map layout below: the pins live under
- * <bpffsDir>/bandwidth_v<ABI>, so programs of another ABI are never reused. */
+ * <bpffsDir>/bandwidth_v<ABI>, so programs of another ABI are never reused. What every ABI keeps,
+ * so that a plumb of a later ABI can remove an earlier one's entries (ebpf/loader.hpp
+ * remove_entries): the state map's 8-byte key {id, hook} and the 64-bit owner at offset
+ * PLUMB_BW_OWNER_OFFSET of its value. */
 #define PLUMB_BW_ABI_VERSION 2 /* 2: pod-side entries (tc_classid keys) */
+
+/* Where every ABI's state map value holds the owner (see PLUMB_BW_ABI_VERSION). */
+#define PLUMB_BW_OWNER_OFFSET 8
 
 /* Hook numbers (plumb_bw_key.hook). */
 #define PLUMB_BW_HOOK_HOST_INGRESS 0u /* tc clsact ingress of the host veth: the pod's egress */
@@ -102,7 +108,7 @@ struct plumb_bw_node {
 PLUMB_BW_STATIC_ASSERT(sizeof(struct plumb_bw_key) == 8, "plumb_bw_key is 8 bytes");
 PLUMB_BW_STATIC_ASSERT(sizeof(struct bpf_spin_lock) == 4, "bpf_spin_lock is 4 bytes");
 PLUMB_BW_STATIC_ASSERT(sizeof(struct plumb_bw_state) == 104, "plumb_bw_state is 104 bytes");
-PLUMB_BW_STATIC_ASSERT(PLUMB_BW_OFFSETOF(struct plumb_bw_state, owner) == 8, "owner at 8");
+PLUMB_BW_STATIC_ASSERT(PLUMB_BW_OFFSETOF(struct plumb_bw_state, owner) == PLUMB_BW_OWNER_OFFSET, "owner at 8");
 PLUMB_BW_STATIC_ASSERT(PLUMB_BW_OFFSETOF(struct plumb_bw_state, t_empty_ns) == 56, "t_empty_ns at 56");
 PLUMB_BW_STATIC_ASSERT(PLUMB_BW_OFFSETOF(struct plumb_bw_state, marked_pkts) == 96, "marked_pkts at 96");
 PLUMB_BW_STATIC_ASSERT(sizeof(struct plumb_bw_node) == 8, "plumb_bw_node is 8 bytes");

@@ -2,6 +2,7 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <linux/magic.h>
 #include <linux/pkt_sched.h>
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
@@ -41,11 +43,21 @@ namespace {
 constexpr uint64_t kNsPerSec = 1'000'000'000;
 constexpr uint64_t kGsoMaxBytes = 65536;
 
-/// The pin directory's name under bpffs_dir: "bandwidth_v<abi>".
-std::string pin_name_of(uint32_t abi = PLUMB_BW_ABI_VERSION) { return "bandwidth_v" + std::to_string(abi); }
+constexpr std::string_view kPinPrefix = "bandwidth_v";
 
 std::string pin_dir_of(const std::string& bpffs_dir, uint32_t abi = PLUMB_BW_ABI_VERSION) {
-  return bpffs_dir + "/" + pin_name_of(abi);
+  return bpffs_dir + "/" + pin_name(abi);
+}
+
+/// The ABI of a pin directory's name ("bandwidth_v<N>"), nullopt for any other name (the
+/// temporary directories of load_and_pin included).
+std::optional<uint32_t> abi_of_pin_name(std::string_view name) {
+  if (!name.starts_with(kPinPrefix)) return std::nullopt;
+  std::string_view digits = name.substr(kPinPrefix.size());
+  uint32_t abi = 0;
+  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), abi);
+  if (digits.empty() || ec != std::errc{} || end != digits.data() + digits.size()) return std::nullopt;
+  return abi;
 }
 
 /// "/proc/self/fd/<dir fd>/<name>": a path the bpf(2) pin and get commands resolve inside the
@@ -124,10 +136,29 @@ Result<Dir> open_bpffs_dir(const std::string& bpffs_dir) {
   return dir;
 }
 
-Status check_map(int fd, const std::string& path, uint32_t type, uint32_t key_size, uint32_t value_size) {
+/// The pinned object `name` in `pins`, never through a link at its name. Errors: kIo (ELOOP)
+/// for a link; kKernel when it cannot be opened (an incomplete pin directory).
+Result<UniqueFd> open_pin(const Dir& pins, std::string_view name) {
+  const std::string path = pins.path_of(name);
+  auto st = PLUMB_TRY(pins.stat(name));
+  if (st && S_ISLNK(st->st_mode)) return fail_errno(ELOOP, "open pin " + path + ": a symbolic link, not followed");
+  int fd = bpf_obj_get(fd_path(pins, name).c_str());
+  if (fd < 0) {
+    return std::unexpected(Error{cni_code::kKernel, errno, "open pin " + path,
+                                 "the pins under " + pins.path() + " are incomplete; remove that directory so plumb reloads the programs"});
+  }
+  return UniqueFd(fd);
+}
+
+Result<bpf_map_info> map_info(int fd, const std::string& path) {
   bpf_map_info info{};
   uint32_t len = sizeof info;
   if (bpf_obj_get_info_by_fd(fd, &info, &len) != 0) return fail_errno(errno, "inspect pinned map " + path);
+  return info;
+}
+
+Status check_map(int fd, const std::string& path, uint32_t type, uint32_t key_size, uint32_t value_size) {
+  const bpf_map_info info = PLUMB_TRY(map_info(fd, path));
   if (info.type != type || info.key_size != key_size || info.value_size != value_size) {
     return fail(cni_code::kKernel, "pinned map " + path + " has type/key/value sizes " + std::to_string(info.type) + "/" +
                                        std::to_string(info.key_size) + "/" + std::to_string(info.value_size) + ", expected " +
@@ -156,10 +187,10 @@ void remove_tmp_pins(const Dir& bpffs, const Dir& tmp, const std::string& tmp_na
   (void)bpffs.remove_dir(tmp_name);
 }
 
-/// Loads the skeleton, chooses the mode and pins everything as `bpffs`/`pin_name` (atomically,
+/// Loads the skeleton, chooses the mode and pins everything as `bpffs`/`dir_name` (atomically,
 /// via a temporary directory, all relative to `bpffs`). Losing the race to a concurrent loader
 /// is success: its pins are used.
-Status load_and_pin(const Dir& bpffs, const std::string& pin_name) {
+Status load_and_pin(const Dir& bpffs, const std::string& dir_name) {
   LibbpfLog log;
   std::unique_ptr<plumb_bandwidth, SkelDeleter> skel(plumb_bandwidth__open());
   if (!skel) return fail(cni_code::kKernelFeature, "open the bandwidth BPF object", log.text());
@@ -177,7 +208,7 @@ Status load_and_pin(const Dir& bpffs, const std::string& pin_name) {
   char suffix[32];
   std::snprintf(suffix, sizeof suffix, "%d_%016llx", static_cast<int>(::getpid()), static_cast<unsigned long long>(rnd));
   // bpffs refuses names containing '.' (EPERM).
-  const std::string tmp_name = pin_name + "_tmp_" + suffix;
+  const std::string tmp_name = dir_name + "_tmp_" + suffix;
   if (::mkdirat(bpffs.fd(), tmp_name.c_str(), 0700) != 0) return fail_errno(errno, "create " + bpffs.path_of(tmp_name));
   auto tmp = bpffs.sub(tmp_name);
   if (!tmp) {
@@ -198,15 +229,17 @@ Status load_and_pin(const Dir& bpffs, const std::string& pin_name) {
       return fail_errno(e, "pin " + tmp->path_of(name));
     }
   }
-  if (::renameat(bpffs.fd(), tmp_name.c_str(), bpffs.fd(), pin_name.c_str()) != 0) {
+  if (::renameat(bpffs.fd(), tmp_name.c_str(), bpffs.fd(), dir_name.c_str()) != 0) {
     int e = errno;
     remove_tmp_pins(bpffs, *tmp, tmp_name);
-    if (e != EEXIST && e != ENOTEMPTY) return fail_errno(e, "move pins " + tmp->path() + " to " + bpffs.path_of(pin_name));
+    if (e != EEXIST && e != ENOTEMPTY) return fail_errno(e, "move pins " + tmp->path() + " to " + bpffs.path_of(dir_name));
   }
   return {};
 }
 
 }  // namespace
+
+std::string pin_name(uint32_t abi) { return std::string(kPinPrefix) + std::to_string(abi); }
 
 const char* hook_name(Hook h) { return h == Hook::HostIngress ? "host-ingress" : "host-egress"; }
 
@@ -300,21 +333,14 @@ Result<std::optional<Programs>> Programs::open_existing(const std::string& bpffs
 }
 
 Result<std::optional<Programs>> Programs::open_in(const Dir& bpffs, uint32_t abi) {
-  auto pins = bpffs.sub(pin_name_of(abi));  // a link there is refused (ELOOP), naming its path
+  auto pins = bpffs.sub(pin_name(abi));  // a link there is refused (ELOOP), naming its path
   if (!pins && pins.error().cni_code == cni_code::kNotFound) return std::optional<Programs>{};
   if (!pins) return std::unexpected(pins.error());
   const std::string& pin_dir = pins->path();
   Programs p;
   p.pin_dir_ = pin_dir;
   auto get = [&](const char* name, int* fd) -> Status {
-    std::string path = pins->path_of(name);
-    auto st = PLUMB_TRY(pins->stat(name));
-    if (st && S_ISLNK(st->st_mode)) return fail_errno(ELOOP, "open pin " + path + ": a symbolic link, not followed");
-    *fd = bpf_obj_get(fd_path(*pins, name).c_str());
-    if (*fd < 0) {
-      return std::unexpected(Error{cni_code::kKernel, errno, "open pin " + path,
-                                   "the pins under " + pin_dir + " are incomplete; remove that directory so plumb reloads the programs"});
-    }
+    *fd = PLUMB_TRY(open_pin(*pins, name)).release();
     return {};
   };
   PLUMB_TRY(get(PLUMB_BW_PIN_PROG_HOST_INGRESS, &p.tb_ingress_));
@@ -341,7 +367,11 @@ Result<std::optional<Programs>> Programs::open_in(const Dir& bpffs, uint32_t abi
 Result<Programs> Programs::load_or_open(const std::string& bpffs_dir) {
   const Dir bpffs = PLUMB_TRY(open_bpffs_dir(bpffs_dir));
   if (auto p = PLUMB_TRY(open_in(bpffs))) return std::move(*p);
-  PLUMB_TRY(load_and_pin(bpffs, pin_name_of()));
+  PLUMB_TRY(load_and_pin(bpffs, pin_name()));
+  // The first load of this ABI on the node (an upgrade): earlier ABIs' pins nothing uses go now;
+  // those still holding entries go with the DEL of their last attachment (remove_entries'
+  // callers). Not this ADD's failure when that cannot be done.
+  (void)prune_unused_pins(bpffs_dir);
   auto p = PLUMB_TRY(open_in(bpffs));
   if (!p) return fail(cni_code::kKernel, "bandwidth programs were pinned under " + pin_dir_of(bpffs_dir) + " but are not there");
   return std::move(*p);
@@ -428,6 +458,70 @@ Result<std::vector<std::pair<plumb_bw_key, plumb_bw_state>>> Programs::entries()
   }
   if (errno != ENOENT) return fail_errno(errno, "iterate the bandwidth state map");
   return out;
+}
+
+namespace {
+
+/// Whether the map `fd` (pinned at `path`) has no entry.
+Result<bool> map_is_empty(int fd, const std::string& path) {
+  const bpf_map_info info = PLUMB_TRY(map_info(fd, path));
+  std::vector<unsigned char> key(std::max<uint32_t>(info.key_size, 1));
+  if (bpf_map_get_next_key(fd, nullptr, key.data()) == 0) return false;
+  if (errno == ENOENT) return true;
+  return fail_errno(errno, "iterate " + path);
+}
+
+}  // namespace
+
+Status remove_entries(const std::string& pin_dir, const std::vector<plumb_bw_key>& keys, uint64_t owner) {
+  auto pins = Dir::open(pin_dir);
+  if (!pins && pins.error().cni_code == cni_code::kNotFound) return {};
+  if (!pins) return std::unexpected(pins.error());
+  if (!PLUMB_TRY(pins->stat(PLUMB_BW_PIN_MAP_STATE))) return {};
+  const UniqueFd map = PLUMB_TRY(open_pin(*pins, PLUMB_BW_PIN_MAP_STATE));
+  const std::string path = pins->path_of(PLUMB_BW_PIN_MAP_STATE);
+  const bpf_map_info info = PLUMB_TRY(map_info(map.get(), path));
+  if (info.key_size != sizeof(plumb_bw_key) || info.value_size < PLUMB_BW_OWNER_OFFSET + sizeof owner) {
+    return fail(cni_code::kKernel, "pinned map " + path + " has key/value sizes " + std::to_string(info.key_size) + "/" +
+                                       std::to_string(info.value_size) + ": not the bandwidth state map of any plumb ABI");
+  }
+  std::vector<unsigned char> value(info.value_size);
+  for (const plumb_bw_key& key : keys) {
+    // Under the entry's lock where its layout has one (every ABI so far); else a plain read.
+    int r = bpf_map_lookup_elem_flags(map.get(), &key, value.data(), BPF_F_LOCK);
+    if (r != 0 && errno == EINVAL) r = bpf_map_lookup_elem(map.get(), &key, value.data());
+    if (r != 0 && errno == ENOENT) continue;
+    if (r != 0) return fail_errno(errno, "read bandwidth state of " + key_text(key) + " in " + path);
+    uint64_t found = 0;
+    std::memcpy(&found, value.data() + PLUMB_BW_OWNER_OFFSET, sizeof found);
+    if (found != owner) continue;  // another attachment's since (an ifindex reused)
+    if (bpf_map_delete_elem(map.get(), &key) != 0 && errno != ENOENT) {
+      return fail_errno(errno, "delete bandwidth state of " + key_text(key) + " in " + path);
+    }
+  }
+  return {};
+}
+
+Result<std::vector<std::string>> prune_unused_pins(const std::string& bpffs_dir) {
+  std::vector<std::string> removed;
+  auto bpffs = Dir::open(bpffs_dir);
+  if (!bpffs && bpffs.error().cni_code == cni_code::kNotFound) return removed;
+  if (!bpffs) return std::unexpected(bpffs.error());
+  for (const auto& e : PLUMB_TRY(bpffs->list())) {
+    auto abi = abi_of_pin_name(e.name);
+    if (e.type != DT_DIR || !abi || *abi == PLUMB_BW_ABI_VERSION) continue;
+    const Dir pins = PLUMB_TRY(bpffs->sub(e.name));
+    if (!PLUMB_TRY(pins.stat(PLUMB_BW_PIN_MAP_STATE))) continue;
+    {
+      const UniqueFd map = PLUMB_TRY(open_pin(pins, PLUMB_BW_PIN_MAP_STATE));
+      if (!PLUMB_TRY(map_is_empty(map.get(), pins.path_of(PLUMB_BW_PIN_MAP_STATE)))) continue;
+    }
+    // An older plumb still running (an upgrade under way) may have opened these pins: what it
+    // attaches keeps its programs and map alive without them.
+    for (const auto& pin : PLUMB_TRY(pins.list())) PLUMB_TRY(pins.remove(pin.name));
+    if (PLUMB_TRY(bpffs->remove_dir(e.name))) removed.push_back(pins.path());
+  }
+  return removed;
 }
 
 }  // namespace plumb::ebpf

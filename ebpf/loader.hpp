@@ -141,6 +141,25 @@ class Programs {
   return plumb_bw_key{id, static_cast<uint32_t>(h) | PLUMB_BW_HOOK_POD};
 }
 
+/// The pin directory's name under a bpffsDir for ABI `abi`: "bandwidth_v<abi>".
+[[nodiscard]] std::string pin_name(uint32_t abi = PLUMB_BW_ABI_VERSION);
+
+/// Deletes the state map entries `keys` that belong to `owner` from the pins in `pin_dir` (the
+/// directory an undo record names, of this ABI or an earlier one): only the state map is
+/// opened and only what every ABI keeps is assumed (bandwidth_abi.h: 8-byte keys, the owner at
+/// PLUMB_BW_OWNER_OFFSET of a value of any size), so a layout since changed is no obstacle.
+/// Missing directory, map or entry: success. Errors: kKernel for a map of another key size or
+/// a failed lookup/delete, kIo (ELOOP: a link at the directory or the map's name, not followed).
+[[nodiscard]] Status remove_entries(const std::string& pin_dir, const std::vector<plumb_bw_key>& keys, uint64_t owner);
+
+/// Removes, under `bpffs_dir`, the pins of every ABI but this binary's ("bandwidth_v<N>",
+/// N != PLUMB_BW_ABI_VERSION) whose state map has no entry left: no attachment shaped by a
+/// plumb of that ABI still needs them (its filters, if any remain, hold the programs and the
+/// map alive without the pins). A directory without a state map is left alone. Returns the
+/// removed directories. Errors: kIo/kKernel naming the path (what was removed before stays
+/// removed).
+[[nodiscard]] Result<std::vector<std::string>> prune_unused_pins(const std::string& bpffs_dir);
+
 /// A random non-zero 64-bit attachment owner id (getrandom).
 [[nodiscard]] Result<uint64_t> random_owner();
 

@@ -143,16 +143,41 @@ bool recordable(const state::StateDir& state, const state::AttachmentRecord& rec
   return !rec.origin.empty() && rec.origin == state.record_path(rec);
 }
 
-Status teardown(const cni::Env& env, const PlumbConfig& conf, Kernel& k, const state::StateDir& state,
-                state::AttachmentRecord& rec, bool complete) {
+namespace {
+
+/// Rewrites `rec` with only the undo entries of `kept`; the notice for the operator's log.
+Result<std::string> keep_for_newer(const state::StateDir& state, const state::AttachmentRecord& rec, drivers::undo::Kept& kept,
+                                   const std::string& origin) {
+  // A copy through the one encoder and decoder (records hold documents, which do not copy).
+  state::AttachmentRecord reduced = PLUMB_TRY(state::decode(state::encode(rec), origin));
+  reduced.undo.Swap(kept.entries);
+  reduced.origin.clear();  // written whole in place (not as one of an ADD's versions through a spare)
+  PLUMB_TRY(state.write(reduced));
+  std::string names;
+  for (const auto& n : kept.unknown) names += (names.empty() ? "\"" : ", \"") + n + "\"";
+  const size_t waiting = reduced.undo.Size() - kept.unknown.size();
+  return "kept undo operation(s) " + names + " of " + rec.ifname + " (" + rec.network + ") in " + state.record_path(reduced) +
+         ": written by a newer plumb, unknown to this one" +
+         (waiting == 0 ? std::string() : " (with the " + std::to_string(waiting) + " recorded before one that may not be skipped)") +
+         "; what they undo stays on the node until a plumb that knows them runs DEL or GC of " + rec.key().describe();
+}
+
+}  // namespace
+
+Result<std::string> teardown(const cni::Env& env, const PlumbConfig& conf, Kernel& k, const state::StateDir& state,
+                             state::AttachmentRecord& rec, bool complete) {
   auto ctx = make_context(env, conf, k, rec.ifname, rec.network);
   txn::Journal journal(state, rec);
   if (recordable(state, rec)) ctx.journal = &journal;
   // Delegated plugins get the attachment's result as prevResult (libcni's cached result).
   if (rec.phase == "ready" && rec.result.IsObject()) ctx.attachment_result = &rec.result;
-  auto st = drivers::undo::unwind(ctx, rec.undo, complete, rec.origin.empty() ? state.record_path(rec) : rec.origin);
+  const std::string origin = rec.origin.empty() ? state.record_path(rec) : rec.origin;
+  drivers::undo::Kept kept;
+  auto st = drivers::undo::unwind(ctx, rec.undo, complete, origin, &kept);
   if (!st) return std::unexpected(st.error().within("tear down " + rec.ifname + " (" + rec.network + ")"));
-  return state.remove(rec);
+  if (!kept.empty()) return keep_for_newer(state, rec, kept, origin);
+  PLUMB_TRY(state.remove(rec));
+  return std::string();
 }
 
 void Errors::add(const Error& e) {
@@ -171,7 +196,7 @@ Status Errors::status() const {
 
 void screen(state::Records& recs) {
   for (auto it = recs.records.begin(); it != recs.records.end();) {
-    if (auto st = drivers::undo::check(it->undo, it->origin); !st) {
+    if (auto st = drivers::undo::check(it->undo, it->origin, /*allow_unknown=*/true); !st) {
       recs.damaged.push_back(state::DamagedRecord{it->origin, st.error()});
       it = recs.records.erase(it);
     } else {
@@ -216,15 +241,28 @@ bool teardown_all(const cni::Env& env, const PlumbConfig& conf, Kernel& k, const
       all_gone = false;
       continue;
     }
-    auto st = batched ? (*batched)[i] : teardown(env, conf, k, state, rec, rec.phase == "ready");
-    if (!st) all_gone = false;
-    errors.add(st);
+    Result<std::string> st = std::string();
+    if (!batched) {
+      st = teardown(env, conf, k, state, rec, rec.phase == "ready");
+    } else if (!(*batched)[i]) {
+      st = std::unexpected((*batched)[i].error());
+    }
+    if (!st) {
+      all_gone = false;
+      errors.add(st.error());
+    } else if (!st->empty()) {
+      all_gone = false;
+      errors.keep(*st);
+    }
   }
   // After every usable record was tried: the damaged ones, so nothing they describe is forgotten.
   for (const auto& d : recs.damaged) {
     if (d.error.cni_code == cni_code::kNewerRecord && !quarantine_newer) {
+      // Nothing of it can be run, and failing would only make the runtime retry forever: kept
+      // whole for the plumb that wrote it, the operator told.
       all_gone = false;
-      errors.add(d.error.within("kept for the plumb that wrote it (" + key.describe() + ")"));
+      errors.keep(d.error.text() + "; kept whole, nothing of it undone: what it describes stays on the node until a plumb that "
+                                   "reads it runs DEL or GC of " + key.describe());
       continue;
     }
     auto moved = state.quarantine(key, d.path);

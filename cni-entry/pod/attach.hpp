@@ -63,12 +63,16 @@ struct Kernel {
 
 /// Undoes one attachment from its record (ADD rollback: complete=false; DEL/GC: as recorded) and
 /// removes the record once everything is gone; what an undo operation starts is recorded in
-/// `rec` meanwhile (recordable()). Errors: the first failed undo operation, naming the record;
-/// the record is kept then so a later DEL retries.
-[[nodiscard]] Status teardown(const cni::Env& env, const PlumbConfig& conf, Kernel& k, const state::StateDir& state,
-                              state::AttachmentRecord& rec, bool complete);
+/// `rec` meanwhile (recordable()). Operations this plumb does not know (a newer
+/// plumb's) stay: the record is rewritten with only what is left (drivers::undo::Kept), and
+/// the returned text says so for the operator's log ("" when the record went). Errors: the
+/// first failed undo operation, naming the record; the record is kept then so a later DEL
+/// retries.
+[[nodiscard]] Result<std::string> teardown(const cni::Env& env, const PlumbConfig& conf, Kernel& k, const state::StateDir& state,
+                                           state::AttachmentRecord& rec, bool complete);
 
-/// Collects the errors of a verb that tries everything: the first one's code, every message.
+/// Collects the errors of a verb that tries everything: the first one's code, every message;
+/// and what it kept for a newer plumb, which is no error (notices for the log).
 class Errors {
  public:
   void add(const Error& e);
@@ -78,10 +82,14 @@ class Errors {
   [[nodiscard]] bool empty() const { return !first_; }
   /// {} when nothing failed; else the first error with the others' text appended.
   [[nodiscard]] Status status() const;
+  /// A record (or part of one) kept for a newer plumb: `notice` says which and why.
+  void keep(std::string notice) { kept_.push_back(std::move(notice)); }
+  [[nodiscard]] const std::vector<std::string>& kept() const { return kept_; }
 
  private:
   std::optional<Error> first_;
   std::string more_;
+  std::vector<std::string> kept_;
 };
 
 /// Moves every record of `recs` whose undo list this binary cannot read whole (drivers::undo::
@@ -91,11 +99,12 @@ void screen(state::Records& recs);
 /// Ends the processes the usable records of `recs` hold (delegated plugins a killed plumb left
 /// running), then tears down the usable records newest first (a record whose conflist said
 /// "disableGC" stays when `keep_disable_gc`; the pod's devices in one RTM_DELLINK where
-/// teardown_batched applies), then deals with the damaged ones: each is moved to
-/// quarantine, except one written by a newer plumb unless `quarantine_newer` (DEL keeps it for
-/// that plumb; GC resolves it). Every record is tried. Errors (all of them, in `errors`): each
-/// failed teardown (its record kept for a retry) and each damaged record, by path and where it
-/// went. Returns true when no record of the key is left.
+/// teardown_batched applies; operations of a newer plumb kept, see teardown()), then deals
+/// with the damaged ones: each is moved to quarantine, except one of a format only a newer
+/// plumb reads unless `quarantine_newer` (DEL keeps it for that plumb, a notice in
+/// errors.kept(); GC resolves it). Every record is tried. Errors (all of them, in `errors`):
+/// each failed teardown (its record kept for a retry) and each damaged record, by path and
+/// where it went. Returns true when no record of the key is left.
 bool teardown_all(const cni::Env& env, const PlumbConfig& conf, Kernel& k, const state::StateDir& state, const state::Key& key,
                   state::Records& recs, bool quarantine_newer, bool keep_disable_gc, Errors& errors);
 

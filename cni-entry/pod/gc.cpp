@@ -161,7 +161,8 @@ void gc_key(const cni::Env& env, const PlumbConfig& conf, const state::StateDir&
   std::optional<source::PodRef> pod;
   if (!records->records.empty()) pod = source::PodRef{records->records.front().pod_namespace, records->records.front().pod_name, ""};
   Errors mine;
-  bool all_gone = teardown_all(sub, conf, *k, state, key, *records, /*quarantine_newer=*/true, /*keep_disable_gc=*/true, mine);
+  bool all_gone = teardown_all(sub, conf, *k, state, key, *records, /*quarantine_newer=*/false, /*keep_disable_gc=*/true, mine);
+  for (const auto& notice : mine.kept()) log.warning("GC " + key.describe() + ": " + notice);
   if (!mine.empty()) {
     log.error("GC " + key.describe() + ": " + mine.status().error().text());
     errors.add(mine.status().error());

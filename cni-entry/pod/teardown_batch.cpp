@@ -15,6 +15,7 @@ Result<bool> batchable(Kernel& k, const std::string& netns_path, const std::vect
   if (!k.pod || records.empty()) return false;
   for (const auto& rec : records) {
     if (rec.phase != "ready" || rec.netns != netns_path) return false;
+    if (!drivers::undo::check(rec.undo, rec.origin)) return false;  // a newer plumb's operation: kept, record by record
   }
   bool any = false;
   for (const auto& l : PLUMB_TRY(link::list(*k.pod))) {

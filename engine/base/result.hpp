@@ -38,7 +38,8 @@ inline constexpr unsigned kConflict = 105;
 /// a CNI error of its own (its stderr is in the message).
 inline constexpr unsigned kDelegate = 106;
 /// A state record was written by a newer plumb (a format or undo operation this binary does not
-/// know): DEL it with that version, or GC with this one moves it to quarantine.
+/// know). DEL and GC keep what they cannot undo for that version and succeed (a notice in the
+/// log); an ADD of the same key fails with it.
 inline constexpr unsigned kNewerRecord = 107;
 /// Internal invariant broken (a plumb bug).
 inline constexpr unsigned kInternal = 199;

@@ -58,15 +58,22 @@ Status Journal::retract() {
   return commit();
 }
 
-Status unwind(const json::Value& undo, bool complete, const std::function<Status(const json::Value& op)>& exec) {
+bool skipped(const json::Value& entry, bool complete) {
+  const json::Value* ro = complete ? json::find(entry, "rollbackOnly") : nullptr;
+  return ro != nullptr && ro->IsBool() && ro->GetBool();
+}
+
+bool skippable_if_unknown(const json::Value& entry) {
+  const json::Value* v = json::find(entry, "ifUnknown");
+  return v != nullptr && v->IsString() && std::string_view(v->GetString(), v->GetStringLength()) == "skip";
+}
+
+Status unwind(const json::Value& undo, bool complete, const std::function<Status(const json::Value& op)>& exec, size_t from) {
   Status first;
   if (!undo.IsArray()) return first;
-  for (auto i = static_cast<int>(undo.Size()) - 1; i >= 0; --i) {
+  for (size_t i = undo.Size(); i-- > from;) {
     const json::Value& op = undo[static_cast<rapidjson::SizeType>(i)];
-    if (complete) {
-      const json::Value* ro = json::find(op, "rollbackOnly");
-      if (ro != nullptr && ro->IsBool() && ro->GetBool()) continue;
-    }
+    if (skipped(op, complete)) continue;
     auto st = exec(op);
     if (!st && first) first = std::unexpected(st.error());
   }

@@ -62,10 +62,21 @@ void set_fault_hook(FaultHook hook);
 /// teardown calls it between its passes (cni-entry/pod/teardown_batch.cpp).
 void fault_point();
 
-/// Runs the undo operations of `undo` (an array) in reverse order through `exec`. With
-/// `complete` (the ADD finished: phase "ready"), rollback-only operations are skipped. Every
-/// operation is tried even when one fails; the first error is returned after all were tried.
+/// Whether an undo entry is skipped when undoing an attachment: rollback-only and `complete`.
+[[nodiscard]] bool skipped(const json::Value& entry, bool complete);
+
+/// An undo entry's "ifUnknown": what a plumb that does not know its operation (one written by a
+/// newer plumb) does. "skip": the operation does not have to run before the ones recorded
+/// before it: they run, it stays recorded for a plumb that knows it. Absent (or any other
+/// value): it does; it stays recorded together with every entry before it, and only the ones
+/// after it run.
+[[nodiscard]] bool skippable_if_unknown(const json::Value& entry);
+
+/// Runs the undo operations of `undo` (an array) from its last down to index `from` through
+/// `exec`. With `complete` (the ADD finished: phase "ready"), rollback-only operations are
+/// skipped. Every operation is tried even when one fails; the first error is returned after
+/// all were tried.
 [[nodiscard]] Status unwind(const json::Value& undo, bool complete,
-                            const std::function<Status(const json::Value& op)>& exec);
+                            const std::function<Status(const json::Value& op)>& exec, size_t from = 0);
 
 }  // namespace plumb::txn

@@ -3,6 +3,7 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <string>
@@ -96,6 +97,23 @@ class FieldReader {
   const std::string& origin_;
 };
 
+/// The members of a record this plumb reads and writes (and the trailer).
+constexpr std::string_view kKnownMembers[] = {"format", "containerID", "cniIfname", "index", "ifname", "network", "selection",
+                                              "default", "podNamespace", "podName", "netns", "phase", "ipamOwner", "disableCheck",
+                                              "disableGC", "config", "result", "status", "undo", kIntegrityKey};
+
+/// Copies the members of `d` this plumb does not know into r.extra (a newer plumb's, written back
+/// when this one rewrites the record).
+void keep_extra(const json::Value& d, AttachmentRecord& r) {
+  for (auto it = d.MemberBegin(); it != d.MemberEnd(); ++it) {
+    const std::string_view name(it->name.GetString(), it->name.GetStringLength());
+    if (std::find(std::begin(kKnownMembers), std::end(kKnownMembers), name) != std::end(kKnownMembers)) continue;
+    auto& a = r.extra.GetAllocator();
+    if (!r.extra.IsObject()) r.extra.SetObject();
+    r.extra.AddMember(json::Value(it->name, a), json::Value(it->value, a), a);
+  }
+}
+
 Status read_fields(const json::Value& d, const std::string& origin, AttachmentRecord& r) {
   FieldReader f(d, origin);
   const bool v3 = r.format >= 3;
@@ -117,6 +135,7 @@ Status read_fields(const json::Value& d, const std::string& origin, AttachmentRe
   PLUMB_TRY(f.copy("result", r.result, /*array=*/false, /*nullable=*/true, false));
   PLUMB_TRY(f.copy("status", r.status, /*array=*/false, /*nullable=*/true, false));
   PLUMB_TRY(f.copy("undo", r.undo, /*array=*/true, /*nullable=*/false, true));
+  keep_extra(d, r);
   if (r.phase != "adding" && r.phase != "ready") {
     return fail(cni_code::kDecode, "state record " + origin + ": \"phase\" must be \"adding\" or \"ready\", got \"" + r.phase + "\"");
   }
@@ -173,6 +192,12 @@ std::string encode(const AttachmentRecord& rec) {
     w.StartArray();
     w.EndArray();
   }
+  if (rec.extra.IsObject()) {
+    for (auto it = rec.extra.MemberBegin(); it != rec.extra.MemberEnd(); ++it) {
+      key(std::string_view(it->name.GetString(), it->name.GetStringLength()));
+      it->value.Accept(w);
+    }
+  }
   w.EndObject();
   // The trailer last: the body's length and checksum, so a reader can tell a whole record.
   std::string out(sb.GetString(), sb.GetSize());
@@ -198,7 +223,7 @@ Result<AttachmentRecord> decode(std::string_view text, const std::string& origin
   if (r.format > kRecordFormat) {
     return fail(cni_code::kNewerRecord, "state record " + origin + " has format " + std::to_string(r.format) +
                                             ", this plumb reads formats 1.." + std::to_string(kRecordFormat) +
-                                            " (written by a newer plumb: DEL it with that version)");
+                                            " (written by a newer plumb)");
   }
   if (r.format < 1) return fail(cni_code::kDecode, "state record " + origin + " has format " + std::to_string(r.format));
   if (r.format >= 3) PLUMB_TRY(check_integrity(text, d, origin));

@@ -71,6 +71,7 @@ struct AttachmentRecord {
   json::Document result;         // the attachment's CNI result (1.1.0 shape), null while adding
   json::Document status;         // its network-status entry, null while adding
   json::Document undo;           // array of encoded undo operations (drivers/undo.hpp), in the order registered
+  json::Document extra;          // members this plumb does not know (a newer plumb's): an object, written back unchanged; null: none
   std::string origin;            // the file it was read from or written to (not encoded)
 
   [[nodiscard]] Key key() const { return Key{container_id, cni_ifname}; }

@@ -19,9 +19,11 @@
 // (The iperf3 server, the transfers and the read-backs: bandwidth_helpers.hpp.)
 #include <doctest/doctest.h>
 
+#include <bpf/bpf.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <set>
 #include <string>
@@ -442,4 +444,121 @@ FULL_KERNEL_CASE("bandwidth in EDT mode (a kernel with sch_fq): what the pod rec
   CHECK(fx.run("DEL", "edt-c", pod, "default", "edt-pod", conf).exit_code == 0);
   CHECK(sh("ip link show dev " + host).exit_code != 0);
   CHECK(state_entries(bpffs) == 0);
+}
+
+namespace {
+
+/// Pins "state" (a hash map of 8-byte keys and `value_size`-byte values, owner at offset 8, as in
+/// every ABI) and "node" under <bpffs>/<name>/, as a plumb of another ABI left them; each of
+/// `entries` is {ifindex, hook, owner}.
+void pin_other_abi(const std::string& bpffs, const std::string& name, uint32_t value_size,
+                   const std::vector<std::tuple<uint32_t, uint32_t, uint64_t>>& entries) {
+  const std::string dir = bpffs + "/" + name;
+  REQUIRE(std::filesystem::create_directories(dir));
+  int state = bpf_map_create(BPF_MAP_TYPE_HASH, "state", sizeof(plumb_bw_key), value_size, 64, nullptr);
+  int node_map = bpf_map_create(BPF_MAP_TYPE_ARRAY, "node", 4, 8, 1, nullptr);
+  REQUIRE(state >= 0);
+  REQUIRE(node_map >= 0);
+  for (auto [ifindex, hook, owner] : entries) {
+    plumb_bw_key key{ifindex, hook};
+    std::vector<unsigned char> value(value_size);
+    std::memcpy(value.data() + PLUMB_BW_OWNER_OFFSET, &owner, sizeof owner);
+    REQUIRE(bpf_map_update_elem(state, &key, value.data(), BPF_NOEXIST) == 0);
+  }
+  REQUIRE(bpf_obj_pin(state, (dir + "/state").c_str()) == 0);
+  REQUIRE(bpf_obj_pin(node_map, (dir + "/node").c_str()) == 0);
+  ::close(state);
+  ::close(node_map);
+}
+
+/// Entries of a pinned map, through bpftool.
+size_t pinned_entries(const std::string& map) {
+  Proc p = sh("bpftool -j map dump pinned " + map);
+  INFO(p.err);
+  REQUIRE(p.exit_code == 0);
+  rapidjson::Document d;
+  d.Parse(p.out.c_str());
+  REQUIRE(d.IsArray());
+  return d.Size();
+}
+
+}  // namespace
+
+TEST_CASE("bandwidth upgrade: DEL removes a previous ABI's entries where its record says they are, and that ABI's pins "
+          "once no entry is left; empty pins of another ABI go when this ABI is first loaded") {
+  Node node;
+  PrivateBpffs fs(node);
+  const std::string bpffs = fs.dir() + "/plumb";
+  // A previous ABI (another value layout: 112 bytes) with two pods still shaped, and a rolled-back
+  // later ABI with none.
+  constexpr uint64_t kOldA = 0xa11ce, kOldB = 0xb0b;
+  pin_other_abi(bpffs, "bandwidth_v1", 112, {{4242, PLUMB_BW_HOOK_HOST_INGRESS, kOldA}, {4242, PLUMB_BW_HOOK_HOST_EGRESS, kOldA},
+                                             {4343, PLUMB_BW_HOOK_HOST_INGRESS, kOldB}});
+  pin_other_abi(bpffs, "bandwidth_v3", 104, {});
+
+  // A pod shaped by this plumb: the first load of ABI 2 here.
+  std::string pod_path = node.add_netns("bw-upg");
+  auto nl = plumb::netlink::Socket::open();
+  REQUIRE(nl);
+  auto pod_ns = plumb::netns::Netns::open(pod_path);
+  REQUIRE(pod_ns);
+  auto pod_nl = plumb::netlink::Socket::open_in(pod_ns->fd());
+  REQUIRE(pod_nl);
+  REQUIRE(plumb::link::create_veth(*nl, {"bwnew0", "eth0", pod_ns->fd(), 0, std::nullopt, std::nullopt}));
+  plumb::state::StateDir state(node.dir() + "/state");
+  plumb::state::AttachmentRecord rec;
+  rec.container_id = "upg-c";
+  rec.ifname = "eth0";
+  rec.network = "shaped";
+  plumb::txn::Journal journal(state, rec);
+  plumb::drivers::Context ctx;
+  ctx.container_id = "upg-c";
+  ctx.ifname = "eth0";
+  ctx.network = "shaped";
+  ctx.netns_path = pod_path;
+  ctx.pod_ns = &*pod_ns;
+  ctx.node = &*nl;
+  ctx.pod = &*pod_nl;
+  ctx.journal = &journal;
+  ctx.bpffs_dir = bpffs;
+  plumb::cni::CniResult prev;
+  prev.interfaces.push_back({"bwnew0", "", std::nullopt, "", "", ""});
+  prev.interfaces.push_back({"eth0", "", std::nullopt, pod_path, "", ""});
+  auto conf = plumb::json::parse(R"({"type": "bandwidth", "ingressRate": 8000000, "ingressBurst": 80000})", "test");
+  REQUIRE(conf);
+  ctx.created_veths["eth0"] = {plumb::link::get(*nl, std::string("bwnew0"))->value(), {}, true};
+  auto added = plumb::test::add_plugin(ctx, *conf, &prev);
+  INFO((added ? std::string() : added.error().text()));
+  REQUIRE(added);
+  REQUIRE(rec.undo.Size() == 1);
+  REQUIRE(rec.undo[0].HasMember("pins"));
+  CHECK(std::string(rec.undo[0]["pins"].GetString()) == bpffs + "/bandwidth_v2");  // where its entries live, recorded
+  CHECK_FALSE(std::filesystem::exists(bpffs + "/bandwidth_v3"));  // nothing used it
+  REQUIRE(std::filesystem::exists(bpffs + "/bandwidth_v1/state"));  // two pods still do
+
+  // Pod A's record as the previous ABI's plumb wrote it (no "abi", no "pins"): its entries go,
+  // the other pod's stays, and so do the pins.
+  auto old_a = plumb::json::parse(R"({"op": "bandwidth.remove", "bpffsDir": ")" + bpffs + R"(", "host": "bwold0",
+      "ifindex": 4242, "owner": )" + std::to_string(kOldA) + R"(, "hooks": ["host-ingress", "host-egress"], "clsact": true,
+      "fq": false})", "old record");
+  REQUIRE(old_a);
+  auto del_a = plumb::test::run_undo(ctx, *old_a);
+  INFO((del_a ? std::string() : del_a.error().text()));
+  REQUIRE(del_a);
+  CHECK(pinned_entries(bpffs + "/bandwidth_v1/state") == 1);
+  // Pod B's record names its pin directory: the last entry goes, and the pins with it.
+  auto old_b = plumb::json::parse(R"({"op": "bandwidth.remove", "bpffsDir": ")" + bpffs + R"(", "host": "bwold1",
+      "ifindex": 4343, "owner": )" + std::to_string(kOldB) + R"(, "hooks": ["host-ingress"], "clsact": true, "fq": false,
+      "abi": 1, "pins": ")" + bpffs + R"(/bandwidth_v1"})", "old record");
+  REQUIRE(old_b);
+  REQUIRE(plumb::test::run_undo(ctx, *old_b));
+  CHECK(tree(bpffs) == std::set<std::string>{"bandwidth_v2", "bandwidth_v2/tb_host_ingress", "bandwidth_v2/tb_host_egress",
+                                             "bandwidth_v2/edt_host_egress", "bandwidth_v2/state", "bandwidth_v2/node"});
+  CHECK(state_entries(bpffs) == 1);  // this plumb's pod is untouched
+  REQUIRE(plumb::test::run_undo(ctx, *old_b));  // idempotent: its pins are gone
+
+  // This ABI's pins stay when empty: this plumb uses them.
+  REQUIRE(plumb::test::run_undo(ctx, rec.undo[0]));
+  CHECK(state_entries(bpffs) == 0);
+  CHECK(std::filesystem::exists(bpffs + "/bandwidth_v2/state"));
 }

@@ -1,15 +1,21 @@
 // The typed undo journal's reader (drivers/undo.cpp): a record's undo list is checked whole before
 // anything of it runs; an operation this binary does not know is a newer plumb's (kNewerRecord), a
 // malformed one is damage (kDecode); both name the record file and the operation. And a link
-// deletion bound to a link group, against the kernel in a private node.
+// deletion bound to a link group, against the kernel in a private node. Unwinding a record
+// (drivers/undo_run.cpp) keeps what a newer plumb wrote, as its "ifUnknown" says.
 #include <doctest/doctest.h>
 
+#include <stdlib.h>
+
+#include <filesystem>
 #include <string>
+#include <vector>
 
 #include "drivers/undo.hpp"
 #include "engine/base/json.hpp"
 #include "engine/kernel/link.hpp"
 #include "tests/support/driver_harness.hpp"
+#include "tests/support/pod_fixture.hpp"
 #include "tests/support/private_node.hpp"
 
 using namespace plumb;
@@ -79,4 +85,81 @@ TEST_CASE("link_del with a group deletes a pod link only if it is in that group;
   REQUIRE(test::sh("ip -n lgrp link add net1 type veth peer name net1p").exit_code == 0);
   CHECK(test::run_undo(ctx, by_name));  // a record of a plumb before the group: by name
   CHECK_FALSE(exists());
+}
+
+namespace {
+
+/// A scratch directory with files "a" and "b" (what two devinfo_remove operations remove), and
+/// the undo list `middle` placed between their operations.
+struct TwoFiles {
+  std::string dir;
+  TwoFiles() {
+    char tmpl[] = "/tmp/plumb-undo-XXXXXX";
+    REQUIRE(::mkdtemp(tmpl) != nullptr);
+    dir = tmpl;
+    for (const char* f : {"a", "b"}) test::write_file(dir + "/" + f, "{}");
+  }
+  ~TwoFiles() { std::filesystem::remove_all(dir); }
+  TwoFiles(const TwoFiles&) = delete;
+  TwoFiles& operator=(const TwoFiles&) = delete;
+  json::Document undo(const std::string& middle) const {
+    return list(R"([{"op":"devinfo_remove","path":")" + dir + R"(/a"},)" + middle + R"(,{"op":"devinfo_remove","path":")" + dir + R"(/b"}])");
+  }
+  bool has(const char* f) const { return std::filesystem::exists(dir + "/" + f); }
+};
+
+}  // namespace
+
+TEST_CASE("unwind keeps a newer plumb's operation: one that may be skipped alone, one that may not with everything before it") {
+  drivers::Context ctx;
+  const std::string rec = "/state/containers/c:eth0/0-eth0.json";
+  SUBCASE("ifUnknown: skip: both known operations run, the unknown one is kept verbatim") {
+    TwoFiles f;
+    const std::string unknown = R"({"op":"teleport.restore","ifUnknown":"skip","portal":7})";
+    auto undo = f.undo(unknown);
+    drivers::undo::Kept kept;
+    REQUIRE(drivers::undo::unwind(ctx, undo, true, rec, &kept));
+    CHECK_FALSE(f.has("a"));
+    CHECK_FALSE(f.has("b"));
+    CHECK(json::dump(kept.entries) == "[" + unknown + "]");
+    CHECK(kept.unknown == std::vector<std::string>{"teleport.restore"});
+  }
+  SUBCASE("no ifUnknown: what was recorded after it runs, it and what was recorded before it are kept, in order") {
+    TwoFiles f;
+    const std::string unknown = R"({"op":"teleport.restore","portal":7})";
+    auto undo = f.undo(unknown);
+    drivers::undo::Kept kept;
+    REQUIRE(drivers::undo::unwind(ctx, undo, true, rec, &kept));
+    CHECK(f.has("a"));
+    CHECK_FALSE(f.has("b"));
+    CHECK(json::dump(kept.entries) == R"([{"op":"devinfo_remove","path":")" + f.dir + R"(/a"},)" + unknown + "]");
+    CHECK(kept.unknown == std::vector<std::string>{"teleport.restore"});
+  }
+  SUBCASE("a rollback-only unknown operation of a complete attachment would not run anyway: dropped") {
+    TwoFiles f;
+    auto undo = f.undo(R"({"op":"teleport.restore","rollbackOnly":true})");
+    drivers::undo::Kept kept;
+    REQUIRE(drivers::undo::unwind(ctx, undo, true, rec, &kept));
+    CHECK_FALSE(f.has("a"));
+    CHECK_FALSE(f.has("b"));
+    CHECK(kept.empty());
+  }
+  SUBCASE("without a place to keep it, nothing runs: the newer plumb's record is refused") {
+    TwoFiles f;
+    auto undo = f.undo(R"({"op":"teleport.restore","ifUnknown":"skip"})");
+    auto st = drivers::undo::unwind(ctx, undo, true, rec);
+    REQUIRE_FALSE(st);
+    CHECK(st.error().cni_code == cni_code::kNewerRecord);
+    CHECK(f.has("a"));
+    CHECK(f.has("b"));
+  }
+  SUBCASE("a malformed operation is damage still, whatever it says") {
+    TwoFiles f;
+    auto undo = f.undo(R"({"op":"link_del","where":"node","ifUnknown":"skip"})");
+    drivers::undo::Kept kept;
+    auto st = drivers::undo::unwind(ctx, undo, true, rec, &kept);
+    REQUIRE_FALSE(st);
+    CHECK(st.error().cni_code == cni_code::kDecode);
+    CHECK(f.has("a"));
+  }
 }

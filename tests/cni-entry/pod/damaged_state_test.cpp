@@ -1,8 +1,9 @@
 // Damaged state (DEL and GC from records, cni-entry/pod/{del,gc}.cpp, engine/state): every kind
 // of damage a record can suffer, at every position of a 3-attachment pod. DEL and GC tear down
 // every attachment whose record is intact, report each damaged record by path after trying all
-// (code 6; 107 for a record of a newer plumb), and keep it in quarantine so nothing it described is
-// forgotten; GC goes on past damaged containers. One node for the whole file: the pods share its
+// (code 6), and keep it in quarantine so nothing it described is forgotten; GC goes on past
+// damaged containers. A record with an operation of a newer plumb is no damage: DEL and GC keep
+// it for that plumb, log it and succeed (downgrade_test.cpp). One node for the whole file: the pods share its
 // bridges, each has its own namespace and container ID.
 #include <doctest/doctest.h>
 #include <sys/stat.h>
@@ -158,7 +159,7 @@ std::string gc_config(const DamagedNode& dn, const std::string& valid) {
 TEST_CASE("DEL: every kind of damage at every position; the intact attachments go, the damaged record is reported and kept") {
   DamagedNode dn;
   int n = 0;
-  std::vector<int> newer;  // pods whose record of a newer plumb DEL keeps
+  std::vector<std::pair<int, std::string>> newer;  // pods whose record of a newer plumb DEL keeps, and that record
   for (const auto& kind : kDamages) {
     for (size_t position = 0; position < 3; ++position) {
       CAPTURE(kind);
@@ -170,20 +171,23 @@ TEST_CASE("DEL: every kind of damage at every position; the intact attachments g
       BoundedProc del = dn.verb("DEL", n, dn.config());
       INFO(del.out, del.err);
       REQUIRE(del.exited());
-      CHECK(del.exit_code == 1);
-      auto [code, msg] = del.cni_error();
-      CHECK(code == (kind == "unknown op" ? 107 : 6));
-      CHECK(msg.find(path) != std::string::npos);
-      dn.only_damaged_left(n, position);
       if (kind == "unknown op") {
-        // Kept in place for the plumb that wrote it: DEL keeps saying so, by code and path.
+        // Kept in place for the plumb that wrote it (the unknown operation is its newest: nothing
+        // of it runs), logged by path; the DEL succeeds, and so does the next.
+        CHECK(del.exit_code == 0);
+        CHECK(del.err.find(path) != std::string::npos);
+        dn.only_damaged_left(n, position);
         CHECK(fs::exists(path));
         BoundedProc again = dn.verb("DEL", n, dn.config());
-        CHECK(again.exit_code == 1);
-        CHECK(again.cni_error().first == 107);
-        newer.push_back(n);
+        CHECK(again.exit_code == 0);
+        newer.emplace_back(n, path);
         continue;
       }
+      CHECK(del.exit_code == 1);
+      auto [code, msg] = del.cni_error();
+      CHECK(code == 6);
+      CHECK(msg.find(path) != std::string::npos);
+      dn.only_damaged_left(n, position);
       // Quarantined, so the next DEL completes and nothing of the key is left in containers/.
       const std::string kept = dn.fx.state() + "/quarantine/c" + std::to_string(n) + ":eth0/" + fs::path(path).filename().string();
       CHECK(fs::exists(fs::symlink_status(kept)));
@@ -196,27 +200,37 @@ TEST_CASE("DEL: every kind of damage at every position; the intact attachments g
       dn.node.del_netns("p" + std::to_string(n));
     }
   }
-  // GC resolves what only a newer plumb could have undone: quarantined, reported.
+  // GC keeps what only a newer plumb can undo too, and says so; nothing else is left.
   BoundedProc gc = dn.verb("GC", 0, gc_config(dn, "[]"));
   INFO(gc.out, gc.err);
-  CHECK(gc.exit_code == 1);
-  CHECK(gc.cni_error().first == 107);
-  for (int p : newer) CHECK(fs::exists(dn.fx.state() + "/quarantine/c" + std::to_string(p) + ":eth0"));
-  CHECK(PodFixture::files_under(dn.fx.state() + "/containers").empty());
-  CHECK(PodFixture::files_under(dn.fx.state() + "/locks").empty());
+  CHECK(gc.exit_code == 0);
+  std::set<std::string> left;
+  for (const auto& f : PodFixture::files_under(dn.fx.state() + "/containers")) left.insert(f);
+  std::set<std::string> kept;
+  for (const auto& [p, path] : newer) {
+    kept.insert(path);
+    CHECK(gc.err.find("c" + std::to_string(p) + ":eth0") != std::string::npos);
+  }
+  CHECK(left == kept);
 }
 
 TEST_CASE("GC: damaged containers at every position do not stop it; valid pods stay, damaged or not") {
   DamagedNode dn;
   std::vector<std::pair<int, size_t>> damaged;
   std::vector<std::string> paths;
+  std::set<std::string> newer;  // the keys of the records of a newer plumb, which GC keeps for it
   int n = 0;
   for (const auto& kind : kDamages) {
     for (size_t position = 0; position < 3; ++position) {
       ++n;
       dn.add(n);
-      paths.push_back(dn.record(n, position));
-      damage(kind, paths.back());
+      const std::string path = dn.record(n, position);
+      damage(kind, path);
+      if (kind == "unknown op") {
+        newer.insert("c" + std::to_string(n) + ":eth0");
+        continue;
+      }
+      paths.push_back(path);
       damaged.emplace_back(n, position);
     }
   }
@@ -233,8 +247,9 @@ TEST_CASE("GC: damaged containers at every position do not stop it; valid pods s
   REQUIRE(gc.exited());
   CHECK(gc.exit_code == 1);
   auto [code, msg] = gc.cni_error();
-  CHECK((code == 6 || code == 107));
+  CHECK(code == 6);
   for (const auto& path : paths) CHECK_MESSAGE(msg.find(path) != std::string::npos, path);
+  for (const auto& key : newer) CHECK_MESSAGE(gc.err.find("GC container " + key.substr(0, key.find(':')) + " interface eth0: kept") != std::string::npos, key);
   for (auto [p, position] : damaged) {
     CAPTURE(p);
     dn.only_damaged_left(p, position);
@@ -242,7 +257,9 @@ TEST_CASE("GC: damaged containers at every position do not stop it; valid pods s
   }
   std::set<std::string> keys;
   for (const auto& e : fs::directory_iterator(dn.fx.state() + "/containers")) keys.insert(e.path().filename().string());
-  CHECK(keys == std::set<std::string>{"c" + std::to_string(healthy) + ":eth0", "c" + std::to_string(valid_damaged) + ":eth0"});
+  std::set<std::string> left = newer;
+  left.insert({"c" + std::to_string(healthy) + ":eth0", "c" + std::to_string(valid_damaged) + ":eth0"});
+  CHECK(keys == left);
   CHECK(link_names("p" + std::to_string(healthy)) == std::set<std::string>{"lo", "eth0", "net1", "net2"});
   CHECK(link_names("p" + std::to_string(valid_damaged)) == std::set<std::string>{"lo", "eth0", "net1", "net2"});
   // A second GC has nothing left to report.

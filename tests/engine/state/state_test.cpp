@@ -448,3 +448,21 @@ TEST_CASE("a second pod's directory, records, spares and lock file are recycled:
   CHECK(fs::is_empty(t.path + "/locks"));
   CHECK(fs::is_empty(t.path + "/containers"));
 }
+
+TEST_CASE("members of a newer plumb's record this plumb does not know are kept when it rewrites the record") {
+  auto r = record("c1", "eth0", 0, "net0");
+  const std::string plain = state::encode(r);
+  CHECK(plain.find("portalState") == std::string::npos);
+  auto whole = state::decode(plain, "rec");
+  REQUIRE(whole);
+  whole->extra.SetObject();
+  auto value = json::parse(R"({"open":[1,2]})", "v");
+  REQUIRE(value);
+  whole->extra.AddMember("portalState", json::Value(*value, whole->extra.GetAllocator()), whole->extra.GetAllocator());
+  auto again = state::decode(state::encode(*whole), "rec");
+  REQUIRE(again);
+  REQUIRE(again->extra.IsObject());
+  CHECK(json::dump(again->extra) == R"({"portalState":{"open":[1,2]}})");
+  CHECK(state::encode(*again) == state::encode(*whole));
+  CHECK_FALSE(state::decode(plain, "rec")->extra.IsObject());  // none: nothing added
+}
