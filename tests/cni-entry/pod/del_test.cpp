@@ -192,6 +192,7 @@ TEST_CASE("DEL of a pod whose record names its interface \"r%d\" (a kernel name 
   CHECK(PodFixture::files_under(fx.state() + "/containers").empty());
   CHECK(plumb::test::link_names("web").count("eth0") == 0);
   CHECK_FALSE(std::filesystem::exists(fx.ipam_dir() + "/side/198.51.100.2"));  // the address is released
+}
 
 TEST_CASE("a DEL SIGKILLed at any step (plumb-faulty), then repeated: the pod's network-status goes with its records") {
   Node node;
