@@ -1,6 +1,6 @@
 # Self-contained host binaries (PLUMB_STATIC): what `plumb install` copies onto a node runs there
 # whatever its C library, as the reference plugins and Multus (static Go binaries) do. plumb is
-# linked statically (glibc's static-pie start-up) with Debian's static archives; it dlopen()s
+# linked statically (glibc's static start-up) with Debian's static archives; it dlopen()s
 # nothing. Two of its libraries have no usable archive in Debian 12, so this file provides them:
 #
 # - libcurl: Debian's libcurl.a is built with GSSAPI (Kerberos ships no static archive), LDAP,
