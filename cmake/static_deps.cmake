@@ -56,7 +56,8 @@ if(NOT EXISTS ${plumb_curl_src}/CMakeLists.txt)
   message(STATUS "PLUMB_STATIC: fetching Debian's curl ${plumb_curl_version} source (apt-get source)")
   file(REMOVE_RECURSE ${plumb_deps}/apt-source)
   file(MAKE_DIRECTORY ${plumb_deps}/apt-source)
-  execute_process(COMMAND apt-get source -qq curl=${plumb_curl_version} WORKING_DIRECTORY ${plumb_deps}/apt-source
+  # Run as root into a directory apt's _apt user cannot write: told so, apt does not warn.
+  execute_process(COMMAND apt-get source -qq -o APT::Sandbox::User=root curl=${plumb_curl_version} WORKING_DIRECTORY ${plumb_deps}/apt-source
                   RESULT_VARIABLE plumb_rc OUTPUT_QUIET)
   file(GLOB plumb_curl_tree LIST_DIRECTORIES true ${plumb_deps}/apt-source/curl-*)
   list(FILTER plumb_curl_tree EXCLUDE REGEX "\\.(dsc|tar\\..*|asc)$")
