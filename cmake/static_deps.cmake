@@ -8,7 +8,10 @@
 #   (`apt-get source curl` at the version of the installed libcurl4-openssl-dev, Debian's patches
 #   applied) is built once into the build directory, with HTTP only: OpenSSL for TLS, nghttp2 for
 #   kubelet's gRPC, c-ares as its resolver (it reads /etc/hosts and /etc/resolv.conf itself:
-#   glibc's getaddrinfo in a static binary would need the node's own glibc NSS modules).
+#   glibc's getaddrinfo in a static binary would need the node's own glibc NSS modules). The link
+#   still warns that libcrypto's BIO_lookup and DSO loader and c-ares's service-name lookups use
+#   NSS or dlopen: paths plumb never takes (curl opens its own sockets and passes numeric ports to
+#   c-ares; OpenSSL's config, which could load modules, is not read).
 # - libmnl: Debian 12's libmnl-dev has no libmnl.a; Debian 13's (libmnl 1.0.5, ABI-compatible with
 #   1.0.4's headers and libnftnl) has one, taken from its package in the same archive, checked
 #   against the SHA-256 below.
@@ -23,7 +26,7 @@ set(plumb_multiarch_lib /usr/lib/${CMAKE_LIBRARY_ARCHITECTURE})
 function(plumb_require_archive var name)
   find_file(${var} ${name} PATHS ${plumb_multiarch_lib} NO_DEFAULT_PATH)
   if(NOT ${var})
-    message(FATAL_ERROR "PLUMB_STATIC: ${plumb_multiarch_lib}/${name} is missing (scripts/install-deps installs it)")
+    message(FATAL_ERROR "PLUMB_STATIC: ${plumb_multiarch_lib}/${name} is missing (scripts/install-deps installs it; -DPLUMB_STATIC=OFF builds the dynamic plumb)")
   endif()
 endfunction()
 
@@ -63,7 +66,7 @@ if(NOT EXISTS ${plumb_curl_src}/CMakeLists.txt)
   list(FILTER plumb_curl_tree EXCLUDE REGEX "\\.(dsc|tar\\..*|asc)$")
   if(NOT plumb_rc EQUAL 0 OR NOT plumb_curl_tree)
     message(FATAL_ERROR "PLUMB_STATIC: `apt-get source curl=${plumb_curl_version}` failed: it needs a deb-src entry "
-                        "for Debian's archive and dpkg-dev (scripts/install-deps adds both)")
+                        "for Debian's archive and dpkg-dev (scripts/install-deps adds both); -DPLUMB_STATIC=OFF builds the dynamic plumb")
   endif()
   file(RENAME ${plumb_curl_tree} ${plumb_curl_src})
   file(REMOVE_RECURSE ${plumb_deps}/apt-source)
