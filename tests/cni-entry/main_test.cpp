@@ -1,6 +1,7 @@
 // cni-entry/main: what the plumb binary asks the dynamic loader for at every start. Each shared
 // library it names is opened, mapped, relocated and searched for symbols on every exec (ADD,
-// DEL, CHECK, VERSION alike); heavy libraries are loaded later, only by what uses them.
+// DEL, CHECK, VERSION alike); heavy libraries are loaded later, only by what uses them. The
+// static build (PLUMB_STATIC, the release binaries) asks for nothing: it has no loader at all.
 #include <doctest/doctest.h>
 
 #include <set>
@@ -27,6 +28,15 @@ std::set<std::string> needed(const std::string& path) {
 
 }  // namespace
 
+#if PLUMB_STATIC_BINARY
+TEST_CASE("the static plumb binary has no program interpreter and names no shared library") {
+  auto headers = plumb::test::sh("readelf -lW '" + std::string(plumb::test::plumb_binary()) + "'");
+  REQUIRE(headers.exit_code == 0);
+  CHECK(headers.out.find("INTERP") == std::string::npos);  // what `ldd` reports as "not a dynamic executable"
+  CHECK(headers.out.find("DYNAMIC") == std::string::npos);
+  CHECK(needed(plumb::test::plumb_binary()).empty());
+}
+#else
 TEST_CASE("the plumb binary names only libmnl and libc at start: no libm (nothing of plumb's calls it), no heavy library") {
   const auto libs = needed(plumb::test::plumb_binary());
   INFO([&] {
@@ -44,3 +54,4 @@ TEST_CASE("the plumb binary names only libmnl and libc at start: no libm (nothin
   }
 #endif
 }
+#endif
