@@ -10,13 +10,18 @@
 #include <span>
 
 #include "cni-entry/source/podresources/codec_abi.h"
-#include "engine/base/embedded_lib.hpp"
 #include "engine/base/grpc.hpp"
 #include "engine/base/http.hpp"
 
+#if PLUMB_STATIC_BINARY
+// The static build links the codec in (cni-entry/source/podresources/CMakeLists.txt).
+extern "C" const plumb_podresources_codec* plumb_podresources_entry();
+#else
+#include "engine/base/embedded_lib.hpp"
 // The bytes of plumb-podresources.so (cni-entry/source/podresources/embed.S.in).
 extern "C" const unsigned char plumb_podresources_so_start[];
 extern "C" const unsigned char plumb_podresources_so_end[];
+#endif
 
 namespace plumb::source {
 namespace {
@@ -33,10 +38,14 @@ Result<const plumb_podresources_codec*> codec() {
   static Result<const plumb_podresources_codec*> loaded = fail(cni_code::kInternal, "not loaded");
   std::call_once(once, [] {
     loaded = [&]() -> Result<const plumb_podresources_codec*> {
+#if PLUMB_STATIC_BINARY
+      const plumb_podresources_codec* c = plumb_podresources_entry();
+#else
       std::span<const unsigned char> image(plumb_podresources_so_start, plumb_podresources_so_end);
       void* handle = PLUMB_TRY(embedded::open(kCodecName, image));
       void* entry = PLUMB_TRY(embedded::symbol(handle, kCodecName, PLUMB_PODRESOURCES_ENTRY));
       const plumb_podresources_codec* c = reinterpret_cast<plumb_podresources_entry_fn>(entry)();
+#endif
       if (c == nullptr || c->abi != PLUMB_PODRESOURCES_ABI) {
         return fail(cni_code::kInternal, std::string(kCodecName) + " has another interface version than plumb");
       }

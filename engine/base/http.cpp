@@ -10,16 +10,32 @@
 #include <thread>
 #include <utility>
 
+#if PLUMB_STATIC_BINARY
+// libcrypto's x86_64 code calls OPENSSL_cpuid_setup from the .init section: its CPUID
+// instructions (each a VM exit in a virtual machine) would run at every start of plumb, although
+// few invocations make an HTTP request. plumb links with --wrap=OPENSSL_cpuid_setup
+// (CMakeLists.txt), so that call does nothing and the real setup runs before libcurl's first use
+// of OpenSSL (global_init).
+extern "C" void __real_OPENSSL_cpuid_setup();     // NOLINT(bugprone-reserved-identifier)
+extern "C" void __wrap_OPENSSL_cpuid_setup() {}   // NOLINT(bugprone-reserved-identifier)
+#endif
+
 namespace plumb::http {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-/// curl_global_init once per process, on the first handle (this is what loads libcurl).
+/// curl_global_init once per process, on the first handle (this is what loads libcurl in the
+/// dynamic build; in the static one, OpenSSL's CPU detection runs here, see below).
 CURLcode global_init() {
   static std::once_flag once;
   static CURLcode rc = CURLE_OK;
-  std::call_once(once, [] { rc = curl_global_init(CURL_GLOBAL_DEFAULT); });
+  std::call_once(once, [] {
+#if PLUMB_STATIC_BINARY
+    __real_OPENSSL_cpuid_setup();
+#endif
+    rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+  });
   return rc;
 }
 

@@ -1,10 +1,11 @@
 // cni-entry/main: the plumb binary as a runtime and as a person start it. What it asks the
 // dynamic loader for at every start (each shared library it names is opened, mapped, relocated
 // and searched for symbols on every exec: ADD, DEL, CHECK, VERSION alike; heavy libraries are
-// loaded later, only by what uses them), and that a CNI invocation runs nothing of the command
-// line's. Started by a person: --help, --version and every subcommand's --help answer at once
-// with stdin left open, and without CNI_COMMAND plumb says what it is, as the reference plugins'
-// skel does, instead of waiting for a configuration on stdin.
+// loaded later, only by what uses them; the static build, PLUMB_STATIC, the release binaries,
+// asks for nothing: it has no loader at all), and that a CNI invocation runs nothing of the
+// command line's. Started by a person: --help, --version and every subcommand's --help answer
+// at once with stdin left open, and without CNI_COMMAND plumb says what it is, as the reference
+// plugins' skel does, instead of waiting for a configuration on stdin.
 #include <doctest/doctest.h>
 
 #include <set>
@@ -47,6 +48,15 @@ const std::string kCniVersions = "CNI protocol versions supported: 0.1.0, 0.2.0,
 
 }  // namespace
 
+#if PLUMB_STATIC_BINARY
+TEST_CASE("the static plumb binary has no program interpreter and names no shared library") {
+  auto headers = plumb::test::sh("readelf -lW '" + std::string(plumb::test::plumb_binary()) + "'");
+  REQUIRE(headers.exit_code == 0);
+  CHECK(headers.out.find("INTERP") == std::string::npos);  // what `ldd` reports as "not a dynamic executable"
+  CHECK(headers.out.find("DYNAMIC") == std::string::npos);
+  CHECK(needed(plumb::test::plumb_binary()).empty());
+}
+#else
 TEST_CASE("the plumb binary names only libmnl and libc at start: no libm (nothing of plumb's calls it), no heavy library") {
   const auto libs = needed(plumb::test::plumb_binary());
   INFO([&] {
