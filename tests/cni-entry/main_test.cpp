@@ -74,6 +74,7 @@ TEST_CASE("the plumb binary names only libmnl and libc at start: no libm (nothin
   }
 #endif
 }
+#endif
 
 TEST_CASE("plumb --help, --version and every subcommand's --help answer at once with stdin left open") {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
