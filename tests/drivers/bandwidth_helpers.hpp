@@ -194,9 +194,9 @@ inline bool has_clsact(const std::string& dev) {
   return p.out.find("\"clsact\"") != std::string::npos;
 }
 
-/// Entries of the pinned state map, independently through bpftool.
-inline size_t state_entries(const std::string& bpffs_dir) {
-  Proc p = sh("bpftool -j map dump pinned " + bpffs_dir + "/bandwidth_v2/state");
+/// Entries of the pinned map `map` (a bpffs path), independently through bpftool.
+inline size_t pinned_entries(const std::string& map) {
+  Proc p = sh("bpftool -j map dump pinned " + map);
   INFO(p.err);
   REQUIRE(p.exit_code == 0);
   rapidjson::Document d;
@@ -204,6 +204,9 @@ inline size_t state_entries(const std::string& bpffs_dir) {
   REQUIRE(d.IsArray());
   return d.Size();
 }
+
+/// Entries of this ABI's pinned state map.
+inline size_t state_entries(const std::string& bpffs_dir) { return pinned_entries(bpffs_dir + "/bandwidth_v2/state"); }
 
 /// The host-side veth ("veth..." without a sandbox) of a CNI result (JSON text); fails the
 /// case when there is none.

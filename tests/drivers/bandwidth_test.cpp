@@ -471,17 +471,6 @@ void pin_other_abi(const std::string& bpffs, const std::string& name, uint32_t v
   ::close(node_map);
 }
 
-/// Entries of a pinned map, through bpftool.
-size_t pinned_entries(const std::string& map) {
-  Proc p = sh("bpftool -j map dump pinned " + map);
-  INFO(p.err);
-  REQUIRE(p.exit_code == 0);
-  rapidjson::Document d;
-  d.Parse(p.out.c_str());
-  REQUIRE(d.IsArray());
-  return d.Size();
-}
-
 }  // namespace
 
 TEST_CASE("bandwidth upgrade: DEL removes a previous ABI's entries where its record says they are, and that ABI's pins "
