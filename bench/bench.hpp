@@ -35,7 +35,7 @@
 #include "bench/harness.hpp"
 #include "bench/options.hpp"
 #include "engine/base/ip.hpp"
-#include "engine/kernel/netns.hpp"
+#include "engine/base/netns.hpp"
 
 namespace bench {
 

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "engine/base/result.hpp"
-#include "engine/kernel/netns.hpp"
+#include "engine/base/netns.hpp"
 
 namespace bench {
 

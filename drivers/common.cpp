@@ -15,7 +15,7 @@
 #include "engine/kernel/addr.hpp"
 #include "engine/kernel/announce.hpp"
 #include "engine/kernel/link.hpp"
-#include "engine/kernel/netns.hpp"
+#include "engine/base/netns.hpp"
 #include "engine/kernel/route.hpp"
 #include "engine/kernel/sysctl.hpp"
 #include "engine/nft/nft.hpp"

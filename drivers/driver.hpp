@@ -32,7 +32,7 @@
 #include "engine/cni/cni.hpp"
 #include "engine/cni/delegate.hpp"
 #include "engine/kernel/link.hpp"
-#include "engine/kernel/netns.hpp"
+#include "engine/base/netns.hpp"
 #include "engine/netlink/socket.hpp"
 #include "engine/state/journal.hpp"
 #include "ipam/ipam.hpp"

@@ -20,7 +20,7 @@
 #include "drivers/registry.hpp"
 #include "drivers/undo.hpp"
 #include "drivers/vf_attach.hpp"
-#include "engine/kernel/netns.hpp"
+#include "engine/base/netns.hpp"
 #include "engine/kernel/pci.hpp"
 #include "engine/kernel/rdma.hpp"
 #include "engine/kernel/vf.hpp"

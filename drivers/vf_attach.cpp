@@ -11,7 +11,7 @@
 #include "engine/base/file.hpp"
 #include "engine/devinfo/devinfo.hpp"
 #include "engine/kernel/announce.hpp"
-#include "engine/kernel/netns.hpp"
+#include "engine/base/netns.hpp"
 
 namespace plumb::drivers::vf_attach {
 namespace {

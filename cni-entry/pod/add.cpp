@@ -201,7 +201,7 @@ Result<std::string> do_add(const cni::Env& env, const PlumbConfig& conf, Log& lo
   // Everything that can be refused is refused before the lock is taken and before any change:
   // the pod's namespace (never the node's), the plan (the pod source, maybe the API server, and
   // every plugin parsed).
-  auto store = PLUMB_TRY(source::make_source(conf));
+  auto store = PLUMB_TRY(make_source(conf));
   PLUMB_TRY(await_readiness(conf));  // Multus: the default network must be ready first
   AddRun run{env, conf, log, *store, pod_ref(env), {}, state::StateDir(conf.state_dir), state::Key{env.container_id, env.ifname},
              {}, {}, {}, 0};

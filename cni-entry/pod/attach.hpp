@@ -10,7 +10,7 @@
 #include "cni-entry/pod/config.hpp"
 #include "cni-entry/pod/plan.hpp"
 #include "drivers/driver.hpp"
-#include "engine/kernel/netns.hpp"
+#include "engine/base/netns.hpp"
 #include "engine/netlink/socket.hpp"
 #include "engine/state/journal.hpp"
 #include "engine/state/state.hpp"

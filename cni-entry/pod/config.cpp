@@ -2,6 +2,7 @@
 
 #include "engine/cni/cni.hpp"
 #include "cni-entry/npwg/nad.hpp"
+#include "cni-entry/source/kube.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -170,6 +171,15 @@ k8s::Options api_options(const PlumbConfig& conf) {
 
 ipam::ClusterAccess ipam_cluster(const PlumbConfig& conf) {
   return ipam::ClusterAccess{conf.kubeconfig, api_options(conf), conf.whereabouts_namespace};
+}
+
+Result<std::unique_ptr<source::PodSource>> make_source(const PlumbConfig& conf) {
+  auto creds = k8s::configured(conf.kubeconfig);
+  if (!creds) {
+    return std::unexpected(conf.kubeconfig.empty() ? creds.error() : creds.error().within("plumb config.kubeconfig"));
+  }
+  if (*creds) return source::kube::make_kube_source(std::move(**creds), api_options(conf), conf.multus_namespace);
+  return source::make_local_store(conf.store_dir);
 }
 
 }  // namespace plumb::pod

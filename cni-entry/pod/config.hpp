@@ -10,6 +10,7 @@
 
 #include "cni-entry/pod/log.hpp"
 #include "cni-entry/source/kubelet.hpp"
+#include "cni-entry/source/source.hpp"
 #include "engine/base/json.hpp"
 #include "engine/base/result.hpp"
 #include "engine/cni/delegate.hpp"
@@ -91,5 +92,11 @@ struct PlumbConfig {
 
 /// Where plugins plumb delegates to are found for this invocation: binDir, then CNI_PATH.
 [[nodiscard]] cni::PluginSearch plugin_search(const PlumbConfig& conf, const std::string& cni_path_env);
+
+/// The source plumb's config asks for: the Kubernetes API server when `kubeconfig` is set or,
+/// without it, when KUBERNETES_SERVICE_HOST is in the environment (in-cluster service account,
+/// see kube.hpp); else the local store at storeDir. Only reads local files (kubeconfig), never
+/// the network. Errors: kInvalidConfig naming the kubeconfig file and the offending field.
+[[nodiscard]] Result<std::unique_ptr<source::PodSource>> make_source(const PlumbConfig& conf);
 
 }  // namespace plumb::pod

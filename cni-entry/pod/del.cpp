@@ -77,7 +77,7 @@ void remove_status(const PlumbConfig& conf, const source::PodRef& pod, const sta
   // [kube] Errors here are logged, never returned. The API server source makes no request
   // (DEL never waits on the API server); the local store removes its status file when this
   // sandbox wrote it.
-  auto store = source::make_source(conf);
+  auto store = make_source(conf);
   auto st = store ? (*store)->remove_network_status(pod, owner.name()) : Status(std::unexpected(store.error()));
   if (!st) log.warning(owner.describe() + ": network-status of pod " + pod.namespace_ + "/" + pod.name + " not removed: " + st.error().text());
 }

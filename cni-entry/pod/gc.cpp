@@ -203,7 +203,7 @@ Result<std::string> do_gc(const cni::Env& env, const PlumbConfig& conf, Log& log
     errors.add(st);
   }
   {
-    auto src = source::make_source(conf);
+    auto src = make_source(conf);
     if (src) remove_unvouched_status(**src, state, log);
     // [kube] addresses held for IPAMClaims that no longer exist (no request without claims).
     errors.add(src ? claims::gc(**src, conf.state_dir, ipam_cluster(conf), log) : Status(std::unexpected(src.error())));
@@ -242,7 +242,7 @@ Result<std::string> do_status(const cni::Env& env, const PlumbConfig& conf, Log&
   state.release(*lock, probe);
   // [kube] the pod source must be usable: the local store's directory readable, or the API
   // server reachable (else 51) with valid credentials (else 50).
-  auto src = source::make_source(conf);
+  auto src = make_source(conf);
   if (!src) return fail(cni_code::kPluginNotAvailable, "plumb's pod source is not configured correctly: " + src.error().text());
   PLUMB_TRY((*src)->ready());
   // Multus's readiness indicator: STATUS answers now (an ADD would wait for it).

@@ -1,10 +1,9 @@
-// PodSource defaults, the ADD-time annotation lookup and the factory choosing the source.
+// PodSource defaults and the ADD-time annotation lookup.
 #include "cni-entry/source/source.hpp"
 
 #include <chrono>
 #include <cmath>
 
-#include "cni-entry/pod/config.hpp"
 #include "cni-entry/source/kube.hpp"
 
 namespace plumb::source {
@@ -74,13 +73,5 @@ Result<std::optional<std::map<std::string, std::string>>> annotations_for_add(
   return std::optional<Annotations>(std::move(info->annotations));
 }
 
-Result<std::unique_ptr<PodSource>> make_source(const pod::PlumbConfig& conf) {
-  auto creds = k8s::configured(conf.kubeconfig);
-  if (!creds) {
-    return std::unexpected(conf.kubeconfig.empty() ? creds.error() : creds.error().within("plumb config.kubeconfig"));
-  }
-  if (*creds) return kube::make_kube_source(std::move(**creds), pod::api_options(conf), conf.multus_namespace);
-  return make_local_store(conf.store_dir);
-}
 
 }  // namespace plumb::source

@@ -13,10 +13,6 @@
 #include "engine/base/result.hpp"
 #include "cni-entry/npwg/nad.hpp"
 
-namespace plumb::pod {
-struct PlumbConfig;
-}
-
 namespace plumb::source {
 
 /// A pod reference: namespace and name (K8S_POD_NAMESPACE, K8S_POD_NAME).
@@ -140,10 +136,5 @@ class PodSource {
 [[nodiscard]] Result<std::optional<std::map<std::string, std::string>>> annotations_for_add(
     PodSource& src, const PodRef& pod, const std::optional<std::map<std::string, std::string>>& from_runtime);
 
-/// The source plumb's config asks for: the Kubernetes API server when `kubeconfig` is set or,
-/// without it, when KUBERNETES_SERVICE_HOST is in the environment (in-cluster service account,
-/// see kube.hpp); else the local store at storeDir. Only reads local files (kubeconfig), never
-/// the network. Errors: kInvalidConfig naming the kubeconfig file and the offending field.
-[[nodiscard]] Result<std::unique_ptr<PodSource>> make_source(const pod::PlumbConfig& conf);
 
 }  // namespace plumb::source

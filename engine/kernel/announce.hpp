@@ -21,7 +21,7 @@
 
 #include "engine/base/ip.hpp"
 #include "engine/base/result.hpp"
-#include "engine/kernel/netns.hpp"
+#include "engine/base/netns.hpp"
 #include "engine/netlink/socket.hpp"
 
 namespace plumb::announce {

@@ -13,7 +13,7 @@
 #include <optional>
 #include <utility>
 
-#include "engine/kernel/netns.hpp"
+#include "engine/base/netns.hpp"
 
 namespace plumb::netlink {
 namespace {

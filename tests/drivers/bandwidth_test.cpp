@@ -34,7 +34,7 @@
 #include "ebpf/loader.hpp"
 #include "engine/kernel/link.hpp"
 #include "engine/netlink/socket.hpp"
-#include "engine/kernel/netns.hpp"
+#include "engine/base/netns.hpp"
 #include "engine/state/state.hpp"
 #include "engine/state/journal.hpp"
 #include "tests/drivers/bandwidth_helpers.hpp"

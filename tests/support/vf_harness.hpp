@@ -17,7 +17,7 @@
 #include "drivers/undo.hpp"
 #include "drivers/vf_attach.hpp"
 #include "engine/devinfo/devinfo.hpp"
-#include "engine/kernel/netns.hpp"
+#include "engine/base/netns.hpp"
 #include "engine/state/journal.hpp"
 #include "engine/state/state.hpp"
 #include "tests/support/driver_harness.hpp"

@@ -14,7 +14,7 @@
 #include <optional>
 #include <thread>
 
-#include "engine/kernel/netns.hpp"
+#include "engine/base/netns.hpp"
 #include "tests/support/foreign_plugin.hpp"
 #include "tests/support/kube_cluster.hpp"
 #include "tests/support/pod_fixture.hpp"

@@ -11,7 +11,7 @@
 #include <utility>
 
 #include "engine/kernel/link.hpp"
-#include "engine/kernel/netns.hpp"
+#include "engine/base/netns.hpp"
 #include "engine/netlink/socket.hpp"
 #include "tests/engine/netlink/require_ok.hpp"
 #include "tests/support/literals.hpp"

@@ -16,7 +16,7 @@
 #include "engine/kernel/addr.hpp"
 #include "engine/kernel/link.hpp"
 #include "engine/netlink/socket.hpp"
-#include "engine/kernel/netns.hpp"
+#include "engine/base/netns.hpp"
 #include "engine/kernel/route.hpp"
 #include "engine/kernel/sysctl.hpp"
 #include "tests/engine/netlink/require_ok.hpp"

@@ -22,7 +22,7 @@
 
 #include "engine/kernel/addr.hpp"
 #include "engine/kernel/link.hpp"
-#include "engine/kernel/netns.hpp"
+#include "engine/base/netns.hpp"
 #include "engine/netlink/socket.hpp"
 #include "tests/engine/netlink/require_ok.hpp"
 #include "tests/support/private_node.hpp"

@@ -1,4 +1,4 @@
-#include "engine/kernel/netns.hpp"
+#include "engine/base/netns.hpp"
 
 #include <fcntl.h>
 #include <linux/magic.h>
