@@ -13,8 +13,8 @@
 #   NSS or dlopen: paths plumb never takes (curl opens its own sockets and passes numeric ports to
 #   c-ares; OpenSSL's config, which could load modules, is not read).
 # - libmnl: Debian 12's libmnl-dev has no libmnl.a; Debian 13's (libmnl 1.0.5, ABI-compatible with
-#   1.0.4's headers and libnftnl) has one, taken from its package in the same archive, checked
-#   against the SHA-256 below.
+#   1.0.4's headers and libnftnl) has one, taken from its package in the same archive (the pool
+#   directory apt names for Debian 12's libmnl-dev), checked against the SHA-256 below.
 #
 # Results: PLUMB_STATIC_CURL_LIBS (libcurl and what it needs, archives), PLUMB_STATIC_MNL (the
 # libmnl.a path), the build target plumb_static_curl, PLUMB_PROTOBUF_LITE_ARCHIVE.
@@ -41,7 +41,15 @@ else()
     if(NOT CMAKE_LIBRARY_ARCHITECTURE STREQUAL "x86_64-linux-gnu")
       message(FATAL_ERROR "PLUMB_STATIC: no libmnl.a for ${CMAKE_LIBRARY_ARCHITECTURE} (set -DPLUMB_STATIC=OFF)")
     endif()
-    file(DOWNLOAD http://deb.debian.org/debian/pool/main/libm/libmnl/${plumb_mnl_deb} ${plumb_deps}/${plumb_mnl_deb}
+    # The pool directory of libmnl in the archive apt is configured with (every suite's packages
+    # share it), from apt's own answer for the installed suite's package.
+    execute_process(COMMAND apt-get download --print-uris libmnl-dev OUTPUT_VARIABLE plumb_mnl_uri
+                    OUTPUT_STRIP_TRAILING_WHITESPACE COMMAND_ERROR_IS_FATAL ANY)
+    string(REGEX MATCH "'([^']+)/libmnl-dev_[^/']+'" plumb_mnl_match "${plumb_mnl_uri}")
+    if(NOT plumb_mnl_match)
+      message(FATAL_ERROR "PLUMB_STATIC: apt gave no location for libmnl-dev (run apt-get update): ${plumb_mnl_uri}")
+    endif()
+    file(DOWNLOAD ${CMAKE_MATCH_1}/${plumb_mnl_deb} ${plumb_deps}/${plumb_mnl_deb}
          EXPECTED_HASH SHA256=${plumb_mnl_sha256} STATUS plumb_mnl_status)
     list(GET plumb_mnl_status 0 plumb_mnl_rc)
     if(NOT plumb_mnl_rc EQUAL 0)

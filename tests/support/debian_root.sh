@@ -13,7 +13,7 @@ if [ -z "$mirror" ]; then
   mirror=$(grep -hsE '^(URIs:|deb )' /etc/apt/sources.list.d/*.sources /etc/apt/sources.list.d/*.list /etc/apt/sources.list |
            grep -oE 'https?://[^ ]+/debian/?( |$)' | head -n1 | tr -d ' ')
 fi
-mirror=${mirror:-http://deb.debian.org/debian}
+[ -n "$mirror" ] || { echo "no Debian archive in apt's sources (set PLUMB_DEBIAN_MIRROR)" >&2; exit 1; }
 command -v debootstrap >/dev/null || { echo "debootstrap is not installed (scripts/install-deps installs it)" >&2; exit 1; }
 rm -rf "$dir.tmp"
 mkdir -p "$(dirname "$dir")"
