@@ -11,7 +11,7 @@ mirror=${PLUMB_DEBIAN_MIRROR:-}
 if [ -z "$mirror" ]; then
   # The first deb URI of apt's sources that serves Debian's main archive (deb822 or one-line).
   mirror=$(grep -hsE '^(URIs:|deb )' /etc/apt/sources.list.d/*.sources /etc/apt/sources.list.d/*.list /etc/apt/sources.list |
-           grep -oE 'https?://[^ ]+/debian/?( |$)' | head -n1 | tr -d ' ')
+           grep -oE 'https?://[^ ]+/debian/?( |$)' | head -n1 | tr -d ' ' || true)  # grep: 2 for a glob that matched nothing
 fi
 [ -n "$mirror" ] || { echo "no Debian archive in apt's sources (set PLUMB_DEBIAN_MIRROR)" >&2; exit 1; }
 command -v debootstrap >/dev/null || { echo "debootstrap is not installed (scripts/install-deps installs it)" >&2; exit 1; }
