@@ -77,7 +77,12 @@ void add_install(CLI::App& app, install::Options& o, double& interval) {
                  "the service account the kubeconfig is made from, with KUBERNETES_SERVICE_HOST set (default: " +
                      o.service_account_dir + ")")
       ->type_name("DIR");
-  in->add_option("--plugin-config", o.plugin_config, "a JSON object of plumb's own config keys for its plugin entry")->type_name("JSON");
+  // The last one given wins, as plumb's parser has always taken it: an operator's own
+  // --plugin-config appended to a manifest's command replaces the manifest's.
+  in->add_option("--plugin-config", o.plugin_config,
+                 "a JSON object of plumb's own config keys for its plugin entry (the last one given wins)")
+      ->type_name("JSON")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   in->add_flag("--thick", o.thick, "thick mode: also install plumb-shim (beside plumb) and name it in the conflist");
   in->add_flag("--watch", o.watch, "keep running: follow the primary config and the service account every interval");
   in->add_option_function<std::string>("--interval-seconds", seconds_into(interval, "--interval-seconds", 0.1, false, 3600),

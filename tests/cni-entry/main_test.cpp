@@ -146,7 +146,11 @@ TEST_CASE("a CNI invocation runs no code of the command line: CLI11's and the st
   };
   const std::string cni = functions_run("CNI_COMMAND=VERSION", "");
   CHECK(cni.find("CLI::") == std::string::npos);
+#if !PLUMB_STATIC_BINARY
+  // A static binary also carries the C++ library's and protobuf-lite's own objects, whose stream
+  // initialisers run at every start whatever plumb defers: there only CLI11's are asserted.
   CHECK(cni.find("ios_base::Init::Init") == std::string::npos);
+#endif
   // The same search finds them where a command line is parsed.
   const std::string cli = functions_run("", "--version");
   CHECK(cli.find("CLI::") != std::string::npos);
