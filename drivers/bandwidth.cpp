@@ -316,6 +316,7 @@ std::vector<std::string> entry_dirs(const BandwidthRemove& op) {
 Status run_op(Context& ctx, const BandwidthRemove& op) {
   using ebpf::Hook;
   std::vector<Hook> hooks;
+  hooks.reserve(op.hooks.size());
   for (auto& h : op.hooks) {
     if (h == ebpf::hook_name(Hook::HostIngress)) hooks.push_back(Hook::HostIngress);
     else if (h == ebpf::hook_name(Hook::HostEgress)) hooks.push_back(Hook::HostEgress);
@@ -332,6 +333,7 @@ Status run_op(Context& ctx, const BandwidthRemove& op) {
   netlink::Socket* nl = pod_side ? ctx.pod : ctx.node;
   if (nl != nullptr) detach_filters(*nl, op, hooks, note);
   std::vector<plumb_bw_key> keys;
+  keys.reserve(hooks.size());
   for (Hook h : hooks) keys.push_back(pod_side ? ebpf::pod_key(static_cast<uint16_t>(*op.classid), h) : ebpf::host_key(op.ifindex, h));
   for (const std::string& dir : entry_dirs(op)) {
     auto removed = ebpf::remove_entries(dir, keys, op.owner);

@@ -177,6 +177,7 @@ Command parse(const std::vector<std::string>& args, const std::function<const ch
   add_reconcile(app, c.reconcile);
 
   std::vector<const char*> argv;
+  argv.reserve(args.size());
   for (const auto& a : args) argv.push_back(a.c_str());
   const auto who = [&app] {
     for (const CLI::App* sub : app.get_subcommands()) return "plumb " + sub->get_name();
@@ -200,7 +201,7 @@ Command parse(const std::vector<std::string>& args, const std::function<const ch
   } else {
     c.kind = Command::Kind::kInstall;
     c.install.uninstall = sub == "uninstall";
-    c.install.interval = std::chrono::milliseconds(static_cast<long>(interval * 1000 + 0.5));
+    c.install.interval = std::chrono::round<std::chrono::milliseconds>(std::chrono::duration<double>(interval));
     if (auto done = install::complete_options(c.install, getenv); !done) return usage_error(std::move(c), who(), done.error().msg);
   }
   return c;
