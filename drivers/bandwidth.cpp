@@ -305,6 +305,7 @@ std::vector<std::string> entry_dirs(const BandwidthRemove& op) {
   if (op.pins) return {*op.pins};
   std::vector<uint32_t> abis = op.abi ? std::vector<uint32_t>{*op.abi} : std::vector<uint32_t>{1, 2};
   std::vector<std::string> out;
+  out.reserve(abis.size());
   for (uint32_t abi : abis) out.push_back(op.bpffs_dir + "/" + ebpf::pin_name(abi));
   return out;
 }
