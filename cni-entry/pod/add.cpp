@@ -47,7 +47,7 @@ Result<std::optional<std::string>> repeat_or_clean(AddRun& run) {
     }
   }
   Errors errors;
-  teardown_all(run.env, run.conf, run.k, run.state, run.key, existing, /*quarantine_newer=*/false, /*keep_disable_gc=*/false, errors);
+  teardown_all(run.env, run.conf, run.k, run.state, run.key, existing, /*keep_disable_gc=*/false, errors);
   auto st = errors.status();
   if (!st) return std::unexpected(st.error().within("remove the remains of an earlier ADD"));
   // Records kept for a newer plumb hold the key's record names: not overwritten.
@@ -189,7 +189,7 @@ void undo_published(AddRun& run) {
     return;
   }
   Errors errors;
-  teardown_all(run.env, run.conf, run.k, run.state, run.key, *left, false, false, errors);
+  teardown_all(run.env, run.conf, run.k, run.state, run.key, *left, /*keep_disable_gc=*/false, errors);
   if (!errors.empty()) run.log.error("ADD " + run.key.describe() + " rollback: " + errors.status().error().text() + " (a DEL will retry)");
   for (const auto& notice : errors.kept()) run.log.warning("ADD " + run.key.describe() + " rollback: " + notice);
   run.state.release(*lock, run.key);

@@ -227,7 +227,7 @@ void end_orphans(const state::Records& recs) {
 }  // namespace
 
 bool teardown_all(const cni::Env& env, const PlumbConfig& conf, Kernel& k, const state::StateDir& state, const state::Key& key,
-                  state::Records& recs, bool quarantine_newer, bool keep_disable_gc, Errors& errors) {
+                  state::Records& recs, bool keep_disable_gc, Errors& errors) {
   screen(recs);
   end_orphans(recs);
   bool all_gone = true;
@@ -257,7 +257,7 @@ bool teardown_all(const cni::Env& env, const PlumbConfig& conf, Kernel& k, const
   }
   // After every usable record was tried: the damaged ones, so nothing they describe is forgotten.
   for (const auto& d : recs.damaged) {
-    if (d.error.cni_code == cni_code::kNewerRecord && !quarantine_newer) {
+    if (d.error.cni_code == cni_code::kNewerRecord) {
       // Nothing of it can be run, and failing would only make the runtime retry forever: kept
       // whole for the plumb that wrote it, the operator told.
       all_gone = false;

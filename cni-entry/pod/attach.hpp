@@ -101,12 +101,11 @@ void screen(state::Records& recs);
 /// "disableGC" stays when `keep_disable_gc`; the pod's devices in one RTM_DELLINK where
 /// teardown_batched applies; operations of a newer plumb kept, see teardown()), then deals
 /// with the damaged ones: each is moved to quarantine, except one of a format only a newer
-/// plumb reads unless `quarantine_newer` (DEL keeps it for that plumb, a notice in
-/// errors.kept(); GC resolves it). Every record is tried. Errors (all of them, in `errors`):
+/// plumb reads (kept whole for that plumb, a notice in errors.kept()). Every record is tried. Errors (all of them, in `errors`):
 /// each failed teardown (its record kept for a retry) and each damaged record, by path and
 /// where it went. Returns true when no record of the key is left.
 bool teardown_all(const cni::Env& env, const PlumbConfig& conf, Kernel& k, const state::StateDir& state, const state::Key& key,
-                  state::Records& recs, bool quarantine_newer, bool keep_disable_gc, Errors& errors);
+                  state::Records& recs, bool keep_disable_gc, Errors& errors);
 
 /// DEL of every record of a key (container ID, CNI_IFNAME) with the pod's devices deleted in one message
 /// (cni-entry/pod/teardown_batch.cpp). The devices plumb creates inside the pod namespace are in

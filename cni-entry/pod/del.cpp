@@ -59,7 +59,7 @@ Result<std::string> do_del(const cni::Env& env, const PlumbConfig& conf, Log& lo
   // vouch for every status GC keeps.
   remove_status(conf, pod, key, log);
   Errors errors;
-  teardown_all(env, conf, k, state, key, records, /*quarantine_newer=*/false, /*keep_disable_gc=*/false, errors);
+  teardown_all(env, conf, k, state, key, records, /*keep_disable_gc=*/false, errors);
   // What a newer plumb wrote and this one cannot undo stays recorded for it; the DEL succeeds
   // (failing would make the runtime retry it forever).
   for (const auto& notice : errors.kept()) log.warning("DEL " + key.describe() + ": " + notice);

@@ -133,7 +133,7 @@ Status gc_delegated(const cni::Env& env, const PlumbConfig& conf, const Delegate
 
 /// GC of one key (container ID, CNI_IFNAME): unless cni.dev/valid-attachments lists it, its
 /// attachments are torn down (those of networks whose conflist says "disableGC" stay, as libcni
-/// leaves them), its damaged records (a newer plumb's included) go to quarantine, and the pod's
+/// leaves them), its damaged records go to quarantine (a newer plumb's are kept for it), and the pod's
 /// network-status goes when these attachments wrote it. Collects IPAMs and delegated plugins
 /// first. Every problem goes to `errors`; GC goes on with the other keys.
 void gc_key(const cni::Env& env, const PlumbConfig& conf, const state::StateDir& state, const state::Key& key,
@@ -161,7 +161,7 @@ void gc_key(const cni::Env& env, const PlumbConfig& conf, const state::StateDir&
   std::optional<source::PodRef> pod;
   if (!records->records.empty()) pod = source::PodRef{records->records.front().pod_namespace, records->records.front().pod_name, ""};
   Errors mine;
-  bool all_gone = teardown_all(sub, conf, *k, state, key, *records, /*quarantine_newer=*/false, /*keep_disable_gc=*/true, mine);
+  bool all_gone = teardown_all(sub, conf, *k, state, key, *records, /*keep_disable_gc=*/true, mine);
   for (const auto& notice : mine.kept()) log.warning("GC " + key.describe() + ": " + notice);
   if (!mine.empty()) {
     log.error("GC " + key.describe() + ": " + mine.status().error().text());

@@ -50,6 +50,53 @@ using plumb::test::sh;
 
 using namespace plumb::test::bandwidth;
 
+namespace {
+
+/// A veth `host` <-> eth0 into a fresh pod namespace `netns` of `node`, and the drivers::Context
+/// the orchestrator would give the bandwidth driver for it: container `container_id`, network
+/// "shaped", journalling into `rec`, pins below `bpffs_dir`; `prev` names both ends.
+struct VethPod {
+  std::string path;
+  plumb::Result<plumb::netlink::Socket> nl = plumb::netlink::Socket::open();
+  plumb::Result<plumb::netns::Netns> pod_ns;
+  plumb::Result<plumb::netlink::Socket> pod_nl;
+  plumb::state::StateDir state;
+  plumb::state::AttachmentRecord rec;
+  plumb::txn::Journal journal{state, rec};
+  plumb::drivers::Context ctx;
+  plumb::cni::CniResult prev;
+
+  VethPod(Node& node, const std::string& netns, const std::string& host, const std::string& container_id,
+          const std::string& bpffs_dir)
+      : path(node.add_netns(netns)),
+        pod_ns(plumb::netns::Netns::open(path)),
+        pod_nl(pod_ns ? plumb::netlink::Socket::open_in(pod_ns->fd()) : std::unexpected(pod_ns.error())),
+        state(node.dir() + "/state") {
+    REQUIRE(nl);
+    REQUIRE(pod_ns);
+    REQUIRE(pod_nl);
+    REQUIRE(plumb::link::create_veth(*nl, {host, "eth0", pod_ns->fd(), 0, std::nullopt, std::nullopt}));
+    rec.container_id = container_id;
+    rec.ifname = "eth0";
+    rec.network = "shaped";
+    ctx.container_id = container_id;
+    ctx.ifname = "eth0";
+    ctx.network = "shaped";
+    ctx.netns_path = path;
+    ctx.pod_ns = &*pod_ns;
+    ctx.node = &*nl;
+    ctx.pod = &*pod_nl;
+    ctx.journal = &journal;
+    ctx.bpffs_dir = bpffs_dir;
+    prev.interfaces.push_back({host, "", std::nullopt, "", "", ""});
+    prev.interfaces.push_back({"eth0", "", std::nullopt, path, "", ""});
+  }
+  VethPod(const VethPod&) = delete;
+  VethPod& operator=(const VethPod&) = delete;
+};
+
+}  // namespace
+
 TEST_CASE("bandwidth: 50 Mbit/s each way holds within 10% with real TCP, another pod is unlimited, DEL leaves nothing") {
   Node node;
   PrivateBpffs fs(node);
@@ -125,34 +172,8 @@ TEST_CASE("bandwidth: undo detaches only plumb's filters, removes its clsact and
           "an ingress qdisc there is a conflict (105), found by a query or, on a veth the chain made, by the kernel's EEXIST") {
   Node node;
   PrivateBpffs fs(node);
-  std::string pod_path = node.add_netns("bw-undo");
-  auto nl = plumb::netlink::Socket::open();
-  REQUIRE(nl);
-  auto pod_ns = plumb::netns::Netns::open(pod_path);
-  REQUIRE(pod_ns);
-  auto pod_nl = plumb::netlink::Socket::open_in(pod_ns->fd());
-  REQUIRE(pod_nl);
-  REQUIRE(plumb::link::create_veth(*nl, {"bwhost0", "eth0", pod_ns->fd(), 0, std::nullopt, std::nullopt}));
-
-  plumb::state::StateDir state(node.dir() + "/state");
-  plumb::state::AttachmentRecord rec;
-  rec.container_id = "undo-c";
-  rec.ifname = "eth0";
-  rec.network = "shaped";
-  plumb::txn::Journal journal(state, rec);
-  plumb::drivers::Context ctx;
-  ctx.container_id = "undo-c";
-  ctx.ifname = "eth0";
-  ctx.network = "shaped";
-  ctx.netns_path = pod_path;
-  ctx.pod_ns = &*pod_ns;
-  ctx.node = &*nl;
-  ctx.pod = &*pod_nl;
-  ctx.journal = &journal;
-  ctx.bpffs_dir = fs.dir() + "/plumb";
-  plumb::cni::CniResult prev;
-  prev.interfaces.push_back({"bwhost0", "", std::nullopt, "", "", ""});
-  prev.interfaces.push_back({"eth0", "", std::nullopt, pod_path, "", ""});
+  VethPod vp(node, "bw-undo", "bwhost0", "undo-c", fs.dir() + "/plumb");
+  auto& [pod_path, nl, pod_ns, pod_nl, state, rec, journal, ctx, prev] = vp;
 
   const plumb::drivers::Driver* d = plumb::drivers::find("bandwidth");
   REQUIRE(d != nullptr);
@@ -486,33 +507,8 @@ TEST_CASE("bandwidth upgrade: DEL removes a previous ABI's entries where its rec
   pin_other_abi(bpffs, "bandwidth_v3", 104, {});
 
   // A pod shaped by this plumb: the first load of ABI 2 here.
-  std::string pod_path = node.add_netns("bw-upg");
-  auto nl = plumb::netlink::Socket::open();
-  REQUIRE(nl);
-  auto pod_ns = plumb::netns::Netns::open(pod_path);
-  REQUIRE(pod_ns);
-  auto pod_nl = plumb::netlink::Socket::open_in(pod_ns->fd());
-  REQUIRE(pod_nl);
-  REQUIRE(plumb::link::create_veth(*nl, {"bwnew0", "eth0", pod_ns->fd(), 0, std::nullopt, std::nullopt}));
-  plumb::state::StateDir state(node.dir() + "/state");
-  plumb::state::AttachmentRecord rec;
-  rec.container_id = "upg-c";
-  rec.ifname = "eth0";
-  rec.network = "shaped";
-  plumb::txn::Journal journal(state, rec);
-  plumb::drivers::Context ctx;
-  ctx.container_id = "upg-c";
-  ctx.ifname = "eth0";
-  ctx.network = "shaped";
-  ctx.netns_path = pod_path;
-  ctx.pod_ns = &*pod_ns;
-  ctx.node = &*nl;
-  ctx.pod = &*pod_nl;
-  ctx.journal = &journal;
-  ctx.bpffs_dir = bpffs;
-  plumb::cni::CniResult prev;
-  prev.interfaces.push_back({"bwnew0", "", std::nullopt, "", "", ""});
-  prev.interfaces.push_back({"eth0", "", std::nullopt, pod_path, "", ""});
+  VethPod vp(node, "bw-upg", "bwnew0", "upg-c", bpffs);
+  auto& [pod_path, nl, pod_ns, pod_nl, state, rec, journal, ctx, prev] = vp;
   auto conf = plumb::json::parse(R"({"type": "bandwidth", "ingressRate": 8000000, "ingressBurst": 80000})", "test");
   REQUIRE(conf);
   ctx.created_veths["eth0"] = {plumb::link::get(*nl, std::string("bwnew0"))->value(), {}, true};

@@ -52,6 +52,15 @@ inline void stop_child(pid_t& pid, std::chrono::milliseconds grace = std::chrono
   pid = -1;
 }
 
+/// Stops (stop_child) every child it names when it goes out of scope, so a failed REQUIRE leaves
+/// none running; a pid the test stopped itself (-1) is skipped.
+struct StopOnExit {
+  std::vector<pid_t*> pids;
+  ~StopOnExit() {
+    for (pid_t* p : pids) stop_child(*p);
+  }
+};
+
 /// Polls `cond` every 50 ms for up to 10 s; whether it held.
 inline bool eventually(const std::function<bool()>& cond) {
   for (int i = 0; i < 200; ++i) {

@@ -269,10 +269,7 @@ TEST_CASE("the DaemonSet's install --watch follows the primary config and the to
   const std::string log = node.dir() + "/install.log";
   pid_t pid = plumb::test::start_child(daemonset_command(n), n.env(), log);
   REQUIRE(pid > 0);
-  struct Reaper {  // a failed REQUIRE must not leave the watcher running
-    pid_t& pid;
-    ~Reaper() { plumb::test::stop_child(pid); }
-  } reaper{pid};
+  plumb::test::StopOnExit reaper{{&pid}};  // a failed REQUIRE must not leave the watcher running
   INFO("install log: ", read_file(log));
   const std::string fake = n.conf_dir + "/10-fake.conflist";
   const std::string fake_text = read_file(fake);
@@ -318,10 +315,7 @@ TEST_CASE("install --cleanup-config-on-exit (Multus's) watches without --watch a
                                         "--cleanup-config-on-exit", "--interval-seconds=0.1"},
                                        n.env(), log);
   REQUIRE(pid > 0);
-  struct Reaper {
-    pid_t& pid;
-    ~Reaper() { plumb::test::stop_child(pid); }
-  } reaper{pid};
+  plumb::test::StopOnExit reaper{{&pid}};
   INFO("install log: ", read_file(log));
   CHECK(eventually([&] { return cluster_network(n.conflist()) == n.conf_dir + "/10-fake.conflist"; }));
   // It watches: a config that sorts first becomes the primary.
@@ -354,14 +348,7 @@ TEST_CASE("the thick DaemonSet: install --thick installs plumb-shim and names it
   daemon_argv.push_back("--usage-log=" + usage);
   pid_t install = plumb::test::start_child(daemonset_command(n, "thick/daemonset.yaml"), n.env(), node.dir() + "/install.log");
   pid_t daemon = plumb::test::start_child(daemon_argv, {}, node.dir() + "/daemon.log");
-  struct Reaper {  // a failed REQUIRE must not leave either container's process running
-    pid_t& a;
-    pid_t& b;
-    ~Reaper() {
-      plumb::test::stop_child(a);
-      plumb::test::stop_child(b);
-    }
-  } reaper{install, daemon};
+  plumb::test::StopOnExit reaper{{&install, &daemon}};  // neither container outlives a failed REQUIRE
   INFO("install log: ", read_file(node.dir() + "/install.log"), "\ndaemon log: ", read_file(node.dir() + "/daemon.log"));
   REQUIRE(eventually([&] { return !n.conflist().empty() && std::filesystem::exists(run_dir + "/plumb.sock"); }));
 
@@ -486,10 +473,7 @@ TEST_CASE("install --rename-conf-file (Multus's): the primary NAME becomes NAME.
                                         "--interval-seconds=0.1"},
                                        n.env(), log);
   REQUIRE(pid > 0);
-  struct Reaper {
-    pid_t& pid;
-    ~Reaper() { plumb::test::stop_child(pid); }
-  } reaper{pid};
+  plumb::test::StopOnExit reaper{{&pid}};
   INFO("install log: ", read_file(log));
   REQUIRE(eventually([&] { return cluster_network(n.conflist()) == fake + ".old"; }));
   CHECK_FALSE(std::filesystem::exists(fake));
@@ -546,10 +530,7 @@ TEST_CASE("install --rename-conf-file once, then again: the renamed primary stay
   pid_t pid = plumb::test::start_child({plumb::test::plumb_binary(), "install", "--cni-bin-dir=" + d.bin, "--cni-conf-dir=" + d.conf,
                                         "--rename-conf-file", "--cleanup-config-on-exit", "--interval-seconds=0.1"},
                                        {}, d.dir.path + "/install.log");
-  struct Reaper {
-    pid_t& pid;
-    ~Reaper() { plumb::test::stop_child(pid); }
-  } reaper{pid};
+  plumb::test::StopOnExit reaper{{&pid}};
   INFO("install log: ", read_file(d.dir.path + "/install.log"));
   REQUIRE(eventually([&] { return read_file(d.dir.path + "/install.log").find("watching") != std::string::npos; }));
   REQUIRE(::kill(pid, SIGTERM) == 0);
