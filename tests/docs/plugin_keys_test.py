@@ -30,6 +30,7 @@ SHARED = {
     "mac": ["requested_mac("],
     "deviceID": ["vf_attach::device_id("],
     "link_state": ["vf_attach::parse_link_state("],
+    "ipMasqBackend": ["check_ipmasq_backend("],
 }
 KEY = r"[A-Za-z][A-Za-z0-9_.-]*"
 # A call whose second argument is a key literal, or a (key, value) pair literal in a loop.
