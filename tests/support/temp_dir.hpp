@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 namespace plumb::test {
@@ -19,6 +20,12 @@ struct TempDir {
   ~TempDir() {
     std::error_code ec;
     std::filesystem::remove_all(path, ec);
+  }
+  /// Writes `text` to <path>/<name>, creating the directories of `name`; returns the file's path.
+  std::string write(const std::string& name, const std::string& text) const {
+    std::filesystem::create_directories(std::filesystem::path(path + "/" + name).parent_path());
+    std::ofstream(path + "/" + name) << text;
+    return path + "/" + name;
   }
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "cni-entry/source/source.hpp"
+#include "tests/support/temp_dir.hpp"
 
 using namespace plumb;
 namespace fs = std::filesystem;
@@ -257,4 +258,42 @@ TEST_CASE("path-traversal namespaces and names are rejected before any path is f
   // A pod name may be a subdomain ("web.0"), a namespace may not.
   CHECK(s.src->write_network_status({"team-a", "web.0", ""}, "[]", "c").has_value());
   CHECK(fs::exists(s.root + "/status/team-a/web.0.json"));
+}
+
+TEST_CASE("local store IPAMClaims: read, status.ips written back, gone with the manifest") {
+  plumb::test::TempDir d;
+  auto store = source::make_local_store(d.path);
+  auto missing = store->ipam_claim("default", "vm-a.blue");
+  REQUIRE(missing.has_value());
+  CHECK_FALSE(missing->has_value());
+  CHECK(store->write_ipam_claim_status("default", "vm-a.blue", {{"192.0.2.5/24"}, "vm-a", "2026-01-02T03:04:05Z"}).error().cni_code ==
+        cni_code::kNotFound);
+
+  d.write("ipamclaims/default/vm-a.blue.yaml",
+          "apiVersion: k8s.cni.cncf.io/v1alpha1\nkind: IPAMClaim\nmetadata:\n  name: vm-a.blue\nspec:\n  network: "
+          "blue\n  interface: net1\n");
+  auto fresh = store->ipam_claim("default", "vm-a.blue");
+  REQUIRE(fresh.has_value());
+  REQUIRE(fresh->has_value());
+  CHECK((*fresh)->network == "blue");
+  CHECK((*fresh)->interface == "net1");
+  CHECK((*fresh)->ips.empty());
+
+  REQUIRE(store->write_ipam_claim_status("default", "vm-a.blue", {{"192.0.2.5/24", "2001:db8::5/64"}, "vm-a", "2026-01-02T03:04:05Z"})
+              .has_value());
+  auto held = store->ipam_claim("default", "vm-a.blue");
+  REQUIRE(held.has_value());
+  CHECK((*held)->ips == std::vector<std::string>{"192.0.2.5/24", "2001:db8::5/64"});
+
+  fs::remove(d.path + "/ipamclaims/default/vm-a.blue.yaml");
+  auto gone = store->ipam_claim("default", "vm-a.blue");
+  REQUIRE(gone.has_value());
+  CHECK_FALSE(gone->has_value());
+  CHECK_FALSE(fs::exists(d.path + "/ipamclaims/default/vm-a.blue.status.json"));
+
+  d.write("ipamclaims/default/preset.yaml", "spec:\n  network: blue\nstatus:\n  ips: [\"198.51.100.50/24\"]\n");
+  auto preset = store->ipam_claim("default", "preset");
+  REQUIRE(preset.has_value());
+  CHECK((*preset)->ips == std::vector<std::string>{"198.51.100.50/24"});
+  CHECK(store->ipam_claim("default", "../x").error().cni_code == cni_code::kInvalidConfig);
 }

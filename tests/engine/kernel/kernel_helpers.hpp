@@ -1,4 +1,4 @@
-// Helpers of the kernel access layer's tests (link_test.cpp, netlink_ops_test.cpp): a netlink
+// Helpers of the kernel access layer's tests (tests/engine/kernel, tests/engine/netlink/socket_test.cpp): a netlink
 // socket and namespaces opened or the case fails, a link read back by name, veth pairs, and
 // reading iproute2's JSON (`ip -j`).
 #pragma once
@@ -22,8 +22,9 @@ using plumb::test::ip;
 using plumb::test::mac;
 using plumb::test::prefix;
 
-inline netlink::Socket open_socket() {
-  auto s = netlink::Socket::open();
+/// A netlink socket of `protocol` in the calling thread's namespace.
+inline netlink::Socket open_socket(int protocol = NETLINK_ROUTE) {
+  auto s = netlink::Socket::open(protocol);
   REQUIRE_OK(s);
   return std::move(*s);
 }

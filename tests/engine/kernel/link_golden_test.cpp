@@ -1,12 +1,11 @@
-// Golden bytes for the link messages the macvlan, host-device and tuning drivers send.
-//
-// Written out by hand from the kernel UAPI layouts (linux/netlink.h, linux/rtnetlink.h,
-// linux/if_link.h), not dumped from our own output. Host order integers (x86-64 little endian).
-//   nlmsghdr  = u32 len | u16 type | u16 flags | u32 seq | u32 pid                 (16 bytes)
-//   nlattr    = u16 len (header + payload, unpadded) | u16 type; payload padded to 4 bytes
-//   ifinfomsg = u8 family | u8 pad | u16 type | s32 index | u32 flags | u32 change  (16 bytes)
-// Builders leave seq and pid 0; libmnl marks nests with NLA_F_NESTED (0x8000); NLM_F_ACK is added
-// by the socket, so it is not in these bytes.
+// Golden bytes for the link messages engine/kernel/link builds: veth pairs, link changes, and the
+// links the macvlan, host-device and tuning drivers make. Written out by hand from the kernel UAPI
+// layouts (linux/netlink.h, linux/rtnetlink.h, linux/if_link.h, linux/veth.h), not dumped from our
+// own output. Host order integers (x86-64 little endian). nlmsghdr = u32 len | u16 type | u16 flags
+// | u32 seq | u32 pid (16 bytes); nlattr = u16 len (header + payload, unpadded) | u16 type, payload
+// padded to 4 bytes; ifinfomsg = u8 family | u8 pad | u16 type | s32 index | u32 flags | u32 change
+// (16 bytes). Builders leave seq and pid 0; libmnl marks nests with NLA_F_NESTED (0x8000);
+// NLM_F_ACK is added by the socket, so it is not in these bytes.
 #include <doctest/doctest.h>
 #include <linux/if_link.h>
 
@@ -24,6 +23,91 @@ using plumb::test::check_bytes;
 
 using plumb::test::mac;
 
+TEST_CASE("golden: veth pair with the peer created in another namespace under its final name") {
+  link::VethSpec spec;
+  spec.host_name = "veth0";
+  spec.peer_name = "eth0";
+  spec.peer_netns_fd = 7;
+  spec.mtu_bytes = 1400;
+  spec.host_mac = mac("02:00:00:00:00:01");
+  spec.peer_mac = mac("02:00:00:00:00:02");
+  // clang-format off
+  const Bytes want = {
+      // nlmsghdr: len 144, RTM_NEWLINK (16), flags REQUEST|EXCL|CREATE = 0x0601, seq 0, pid 0
+      0x90, 0x00, 0x00, 0x00, 0x10, 0x00, 0x01, 0x06, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+      // ifinfomsg: AF_UNSPEC, index 0, flags 0, change 0
+      0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+      // IFLA_IFNAME (3) len 10 "veth0\0" + 2 pad
+      0x0a, 0x00, 0x03, 0x00, 'v', 'e', 't', 'h', '0', 0x00, 0x00, 0x00,
+      // IFLA_MTU (4) len 8 u32 1400 = 0x578
+      0x08, 0x00, 0x04, 0x00, 0x78, 0x05, 0x00, 0x00,
+      // IFLA_ADDRESS (1) len 10 02:00:00:00:00:01 + 2 pad
+      0x0a, 0x00, 0x01, 0x00, 0x02, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00,
+      // IFLA_LINKINFO (18|NESTED = 0x8012) len 80
+      0x50, 0x00, 0x12, 0x80,
+      //   IFLA_INFO_KIND (1) len 9 "veth\0" + 3 pad
+      0x09, 0x00, 0x01, 0x00, 'v', 'e', 't', 'h', 0x00, 0x00, 0x00, 0x00,
+      //   IFLA_INFO_DATA (2|NESTED = 0x8002) len 64
+      0x40, 0x00, 0x02, 0x80,
+      //     VETH_INFO_PEER (1|NESTED = 0x8001) len 60
+      0x3c, 0x00, 0x01, 0x80,
+      //       ifinfomsg of the peer: all zero
+      0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+      //       IFLA_IFNAME (3) len 9 "eth0\0" + 3 pad
+      0x09, 0x00, 0x03, 0x00, 'e', 't', 'h', '0', 0x00, 0x00, 0x00, 0x00,
+      //       IFLA_NET_NS_FD (28 = 0x1c) len 8 u32 7
+      0x08, 0x00, 0x1c, 0x00, 0x07, 0x00, 0x00, 0x00,
+      //       IFLA_MTU (4) len 8 u32 1400
+      0x08, 0x00, 0x04, 0x00, 0x78, 0x05, 0x00, 0x00,
+      //       IFLA_ADDRESS (1) len 10 02:00:00:00:00:02 + 2 pad
+      0x0a, 0x00, 0x01, 0x00, 0x02, 0x00, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00,
+  };
+  // clang-format on
+  check_bytes(link::build_create_veth(spec).bytes(), want);
+}
+
+TEST_CASE("golden: veth pair without options leaves out MTU, MAC and namespace") {
+  link::VethSpec spec;
+  spec.host_name = "a";
+  spec.peer_name = "b";
+  // clang-format off
+  const Bytes want = {
+      // nlmsghdr: len 88, RTM_NEWLINK, 0x0601
+      0x58, 0x00, 0x00, 0x00, 0x10, 0x00, 0x01, 0x06, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+      0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+      // IFLA_IFNAME len 6 "a\0" + 2 pad
+      0x06, 0x00, 0x03, 0x00, 'a', 0x00, 0x00, 0x00,
+      // IFLA_LINKINFO len 48 > KIND "veth" (12) > INFO_DATA len 32 > PEER len 28 = hdr 4 +
+      // ifinfomsg 16 + IFNAME "b" 8
+      0x30, 0x00, 0x12, 0x80, 0x09, 0x00, 0x01, 0x00, 'v', 'e', 't', 'h', 0x00, 0x00, 0x00, 0x00,
+      0x20, 0x00, 0x02, 0x80, 0x1c, 0x00, 0x01, 0x80,
+      0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+      0x06, 0x00, 0x03, 0x00, 'b', 0x00, 0x00, 0x00,
+  };
+  // clang-format on
+  check_bytes(link::build_create_veth(spec).bytes(), want);
+}
+
+TEST_CASE("golden: link modify (rename, MTU, up) is one RTM_NEWLINK with ifi_index") {
+  link::LinkChange ch;
+  ch.name = "eth1";
+  ch.mtu_bytes = 9000;
+  ch.up = true;
+  // clang-format off
+  const Bytes want = {
+      // nlmsghdr: len 52, RTM_NEWLINK, flags REQUEST only
+      0x34, 0x00, 0x00, 0x00, 0x10, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+      // ifinfomsg: AF_UNSPEC, index 7, flags IFF_UP, change IFF_UP
+      0x00, 0x00, 0x00, 0x00, 0x07, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00,
+      // IFLA_IFNAME len 9 "eth1\0" + 3 pad
+      0x09, 0x00, 0x03, 0x00, 'e', 't', 'h', '1', 0x00, 0x00, 0x00, 0x00,
+      // IFLA_MTU u32 9000 = 0x2328
+      0x08, 0x00, 0x04, 0x00, 0x28, 0x23, 0x00, 0x00,
+  };
+  // clang-format on
+  check_bytes(link::build_modify(7, ch).bytes(), want);
+}
+
 TEST_CASE("golden: macvlan born in another namespace with MTU, MAC and bridge mode") {
   link::MacvlanSpec spec;
   spec.name = "mvl0";
@@ -32,6 +116,7 @@ TEST_CASE("golden: macvlan born in another namespace with MTU, MAC and bridge mo
   spec.mtu_bytes = 1400;
   spec.mac = mac("02:00:00:00:00:03");
   spec.netns_fd = 9;
+  // clang-format off
   const Bytes want = {
       // nlmsghdr: len 108, RTM_NEWLINK (16), flags REQUEST|EXCL|CREATE = 0x0601, seq 0, pid 0
       0x6c, 0x00, 0x00, 0x00, 0x10, 0x00, 0x01, 0x06, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
@@ -56,6 +141,7 @@ TEST_CASE("golden: macvlan born in another namespace with MTU, MAC and bridge mo
       //     IFLA_MACVLAN_MODE (1) u32 MACVLAN_MODE_BRIDGE = 4
       0x08, 0x00, 0x01, 0x00, 0x04, 0x00, 0x00, 0x00,
   };
+  // clang-format on
   check_bytes(link::build_create_macvlan(spec).bytes(), want);
 }
 
@@ -64,6 +150,7 @@ TEST_CASE("golden: macvlan without options leaves out MTU, MAC and namespace (pr
   spec.name = "m";
   spec.master_index = 2;
   spec.mode = MACVLAN_MODE_PRIVATE;
+  // clang-format off
   const Bytes want = {
       // nlmsghdr: len 76, RTM_NEWLINK, 0x0601
       0x4c, 0x00, 0x00, 0x00, 0x10, 0x00, 0x01, 0x06, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
@@ -76,6 +163,7 @@ TEST_CASE("golden: macvlan without options leaves out MTU, MAC and namespace (pr
       0x1c, 0x00, 0x12, 0x80, 0x0c, 0x00, 0x01, 0x00, 'm', 'a', 'c', 'v', 'l', 'a', 'n', 0x00,
       0x0c, 0x00, 0x02, 0x80, 0x08, 0x00, 0x01, 0x00, 0x01, 0x00, 0x00, 0x00,
   };
+  // clang-format on
   check_bytes(link::build_create_macvlan(spec).bytes(), want);
 }
 
@@ -85,6 +173,7 @@ TEST_CASE("golden: moving a link into another namespace under a new name is one 
   link::LinkChange ch;
   ch.name = "net1";
   ch.netns_fd = 7;
+  // clang-format off
   const Bytes want = {
       // nlmsghdr: len 52, RTM_NEWLINK, flags REQUEST only
       0x34, 0x00, 0x00, 0x00, 0x10, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
@@ -95,6 +184,7 @@ TEST_CASE("golden: moving a link into another namespace under a new name is one 
       // IFLA_NET_NS_FD (28) u32 7
       0x08, 0x00, 0x1c, 0x00, 0x07, 0x00, 0x00, 0x00,
   };
+  // clang-format on
   check_bytes(link::build_modify(5, ch).bytes(), want);
 }
 
@@ -105,6 +195,7 @@ TEST_CASE("golden: tuning's link change sets MTU, MAC, txqueuelen and promisc/al
   ch.promisc = true;
   ch.allmulti = false;
   ch.txqlen = 500;
+  // clang-format off
   const Bytes want = {
       // nlmsghdr: len 60, RTM_NEWLINK, flags REQUEST only
       0x3c, 0x00, 0x00, 0x00, 0x10, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
@@ -117,24 +208,28 @@ TEST_CASE("golden: tuning's link change sets MTU, MAC, txqueuelen and promisc/al
       // IFLA_TXQLEN (13) u32 500 = 0x1f4
       0x08, 0x00, 0x0d, 0x00, 0xf4, 0x01, 0x00, 0x00,
   };
+  // clang-format on
   check_bytes(link::build_modify(4, ch).bytes(), want);
 }
 
 TEST_CASE("golden: setting a link down clears IFF_UP through ifi_change only") {
   link::LinkChange ch;
   ch.up = false;
+  // clang-format off
   const Bytes want = {
       // nlmsghdr: len 32, RTM_NEWLINK, flags REQUEST only
       0x20, 0x00, 0x00, 0x00, 0x10, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
       // ifinfomsg: index 6, flags 0, change IFF_UP
       0x00, 0x00, 0x00, 0x00, 0x06, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00,
   };
+  // clang-format on
   check_bytes(link::build_modify(6, ch).bytes(), want);
 }
 
 TEST_CASE("golden: arp_notify set through IFLA_AF_SPEC / AF_INET / IFLA_INET_CONF, not /proc/sys") {
   link::LinkChange ch;
   ch.arp_notify = true;
+  // clang-format off
   const Bytes want = {
       // nlmsghdr: len 52, RTM_NEWLINK, flags REQUEST only
       0x34, 0x00, 0x00, 0x00, 0x10, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
@@ -145,10 +240,12 @@ TEST_CASE("golden: arp_notify set through IFLA_AF_SPEC / AF_INET / IFLA_INET_CON
       //   IPV4_DEVCONF_ARP_NOTIFY (22) u32 1 } } }
       0x08, 0x00, 0x16, 0x00, 0x01, 0x00, 0x00, 0x00,
   };
+  // clang-format on
   check_bytes(link::build_modify(7, ch).bytes(), want);
 }
 
 TEST_CASE("golden: ipvlan in mode l3 born in another namespace (ipvlan driver)") {
+  // clang-format off
   const Bytes want = {
       // nlmsghdr: len 88, RTM_NEWLINK (16), REQUEST|EXCL|CREATE
       0x58, 0x00, 0x00, 0x00, 0x10, 0x00, 0x01, 0x06, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
@@ -169,10 +266,12 @@ TEST_CASE("golden: ipvlan in mode l3 born in another namespace (ipvlan driver)")
       //     IFLA_IPVLAN_MODE (1) u16 IPVLAN_MODE_L3 = 1 + 2 pad
       0x06, 0x00, 0x01, 0x00, 0x01, 0x00, 0x00, 0x00,
   };
+  // clang-format on
   check_bytes(link::build_create_ipvlan({"ipvl0", 3, IPVLAN_MODE_L3, 0, 9}).bytes(), want);
 }
 
 TEST_CASE("golden: 802.1Q VLAN 100 on master 4 with MTU 1400 (vlan driver)") {
+  // clang-format off
   const Bytes want = {
       // nlmsghdr: len 84, RTM_NEWLINK, REQUEST|EXCL|CREATE
       0x54, 0x00, 0x00, 0x00, 0x10, 0x00, 0x01, 0x06, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
@@ -187,10 +286,12 @@ TEST_CASE("golden: 802.1Q VLAN 100 on master 4 with MTU 1400 (vlan driver)") {
       0x1c, 0x00, 0x12, 0x80, 0x09, 0x00, 0x01, 0x00, 'v', 'l', 'a', 'n', 0x00, 0x00, 0x00, 0x00,
       0x0c, 0x00, 0x02, 0x80, 0x06, 0x00, 0x01, 0x00, 0x64, 0x00, 0x00, 0x00,
   };
+  // clang-format on
   check_bytes(link::build_create_vlan({"vl0", 4, 100, 1400, -1}).bytes(), want);
 }
 
 TEST_CASE("golden: VRF red on routing table 1001 (vrf driver)") {
+  // clang-format off
   const Bytes want = {
       // nlmsghdr: len 64, RTM_NEWLINK, REQUEST|EXCL|CREATE
       0x40, 0x00, 0x00, 0x00, 0x10, 0x00, 0x01, 0x06, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
@@ -201,6 +302,7 @@ TEST_CASE("golden: VRF red on routing table 1001 (vrf driver)") {
       0x18, 0x00, 0x12, 0x80, 0x08, 0x00, 0x01, 0x00, 'v', 'r', 'f', 0x00,
       0x0c, 0x00, 0x02, 0x80, 0x08, 0x00, 0x01, 0x00, 0xe9, 0x03, 0x00, 0x00,
   };
+  // clang-format on
   check_bytes(link::build_create_vrf("red", 1001).bytes(), want);
 }
 
@@ -210,6 +312,7 @@ TEST_CASE("golden: a macvlan in plumb's pod link group carries IFLA_GROUP; 0 lea
   spec.master_index = 2;
   spec.mode = MACVLAN_MODE_PRIVATE;
   spec.group = link::kPodLinkGroup;
+  // clang-format off
   const Bytes want = {
       // nlmsghdr: len 84, RTM_NEWLINK, 0x0601
       0x54, 0x00, 0x00, 0x00, 0x10, 0x00, 0x01, 0x06, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
@@ -224,6 +327,7 @@ TEST_CASE("golden: a macvlan in plumb's pod link group carries IFLA_GROUP; 0 lea
       0x1c, 0x00, 0x12, 0x80, 0x0c, 0x00, 0x01, 0x00, 'm', 'a', 'c', 'v', 'l', 'a', 'n', 0x00,
       0x0c, 0x00, 0x02, 0x80, 0x08, 0x00, 0x01, 0x00, 0x01, 0x00, 0x00, 0x00,
   };
+  // clang-format on
   check_bytes(link::build_create_macvlan(spec).bytes(), want);
   spec.group = 0;
   CHECK(link::build_create_macvlan(spec).bytes().size() == 76);

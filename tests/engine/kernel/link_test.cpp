@@ -325,3 +325,27 @@ TEST_CASE("veth pair: the host end can be born a port of a bridge and up, in the
   REQUIRE_OK(pnl);
   CHECK(e.link_index == must_get(*pnl, "eth0").index);  // its peer, as bandwidth checks it
 }
+
+TEST_CASE("link::modify sets net.ipv4.conf.<if>.arp_notify over rtnetlink, in the socket's namespace") {
+  plumb::test::Node node;
+  std::string pod = node.add_netns("pod1");
+  netns::Netns ns = open_ns(pod);
+  netlink::Socket nl = open_socket();
+  make_veth(nl, "s0", "eth0", ns.fd());
+  auto pod_nl = netlink::Socket::open_in(ns.fd());
+  REQUIRE_OK(pod_nl);
+  auto eth0 = link::get(*pod_nl, "eth0");
+  REQUIRE_OK(eth0);
+  REQUIRE(eth0->has_value());
+  auto in_pod = [] { return plumb::test::sh("ip netns exec pod1 cat /proc/sys/net/ipv4/conf/eth0/arp_notify").out; };
+  CHECK(in_pod() == "0\n");
+  link::LinkChange on;
+  on.arp_notify = true;
+  REQUIRE_OK(link::modify(*pod_nl, (*eth0)->index, on));
+  CHECK(in_pod() == "1\n");
+  CHECK(*sysctl::read("net/ipv4/conf/s0/arp_notify") == "0");  // the node's end untouched
+  link::LinkChange off;
+  off.arp_notify = false;
+  REQUIRE_OK(link::modify(*pod_nl, (*eth0)->index, off));
+  CHECK(in_pod() == "0\n");
+}

@@ -1,6 +1,6 @@
-// The Kubernetes API client library against the API test server (TLS on the node's loopback):
-// in-cluster service-account credentials with a token rotated between two requests of one
-// process, TLS verification, timeouts with retries and backoff, STATUS probes, and conflict
+// The pod source on the Kubernetes API (cni-entry/source/kube.cpp) against the API test server (TLS
+// on the node's loopback): in-cluster service-account credentials with a token rotated between two
+// requests of one process, TLS verification, timeouts with retries and backoff, and conflict
 // handling of IPAMClaim status writes.
 #include <doctest/doctest.h>
 

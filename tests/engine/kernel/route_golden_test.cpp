@@ -1,0 +1,103 @@
+// Golden bytes for the route messages engine/kernel/route sends. Written out by hand from the
+// kernel UAPI layouts (linux/netlink.h, linux/rtnetlink.h), not dumped from our own output.
+// Multi-byte integers are host order (x86-64: little endian), addresses network order.
+#include <doctest/doctest.h>
+#include <linux/if_link.h>
+#include <linux/rtnetlink.h>
+#include <sys/socket.h>
+
+#include <bit>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "engine/kernel/addr.hpp"
+#include "engine/kernel/link.hpp"
+#include "engine/netlink/socket.hpp"
+#include "engine/kernel/route.hpp"
+#include "engine/kernel/sysctl.hpp"
+#include "tests/support/literals.hpp"
+#include "tests/support/golden.hpp"
+
+using namespace plumb;
+using plumb::test::Bytes;
+using plumb::test::check_bytes;
+
+using plumb::test::prefix;
+using plumb::test::ip;
+using plumb::test::mac;
+
+TEST_CASE("golden: IPv4 default route via a gateway") {
+  route::Route r;
+  r.dst = prefix("0.0.0.0/0");
+  r.gw = ip("192.0.2.1");
+  r.oif = 3;
+  // clang-format off
+  const Bytes want = {
+      // nlmsghdr: len 52, RTM_NEWROUTE (24 = 0x18), flags 0x0601
+      0x34, 0x00, 0x00, 0x00, 0x18, 0x00, 0x01, 0x06, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+      // rtmsg: AF_INET, dst_len 0, src_len 0, tos 0, table main (254), proto boot (3),
+      //        scope universe (0), type unicast (1), flags 0
+      0x02, 0x00, 0x00, 0x00, 0xfe, 0x03, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00,
+      // RTA_GATEWAY (5) 192.0.2.1  (no RTA_DST for a /0)
+      0x08, 0x00, 0x05, 0x00, 0xc0, 0x00, 0x02, 0x01,
+      // RTA_OIF (4) u32 3
+      0x08, 0x00, 0x04, 0x00, 0x03, 0x00, 0x00, 0x00,
+      // RTA_TABLE (15) u32 254
+      0x08, 0x00, 0x0f, 0x00, 0xfe, 0x00, 0x00, 0x00,
+  };
+  // clang-format on
+  check_bytes(route::build_add(r).bytes(), want);
+}
+
+TEST_CASE("golden: IPv6 default route via a gateway") {
+  route::Route r;
+  r.dst = prefix("::/0");
+  r.gw = ip("2001:db8::1");
+  r.oif = 3;
+  // clang-format off
+  const Bytes want = {
+      // nlmsghdr: len 64, RTM_NEWROUTE, 0x0601
+      0x40, 0x00, 0x00, 0x00, 0x18, 0x00, 0x01, 0x06, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+      // rtmsg: AF_INET6 (10), dst_len 0, table 254, boot, universe, unicast
+      0x0a, 0x00, 0x00, 0x00, 0xfe, 0x03, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00,
+      // RTA_GATEWAY len 20 2001:db8::1
+      0x14, 0x00, 0x05, 0x00, 0x20, 0x01, 0x0d, 0xb8, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+      0x00, 0x00, 0x00, 0x01,
+      // RTA_OIF 3, RTA_TABLE 254
+      0x08, 0x00, 0x04, 0x00, 0x03, 0x00, 0x00, 0x00, 0x08, 0x00, 0x0f, 0x00, 0xfe, 0x00, 0x00, 0x00,
+  };
+  // clang-format on
+  check_bytes(route::build_add(r).bytes(), want);
+}
+
+TEST_CASE("golden: link-scope route with metric, preferred source and MTU metric") {
+  route::Route r;
+  r.dst = prefix("198.51.100.0/24");
+  r.oif = 3;
+  r.priority = 100;
+  r.prefsrc = ip("198.51.100.5");
+  r.mtu_bytes = 1400;
+  // clang-format off
+  const Bytes want = {
+      // nlmsghdr: len 80, RTM_NEWROUTE, 0x0601
+      0x50, 0x00, 0x00, 0x00, 0x18, 0x00, 0x01, 0x06, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+      // rtmsg: AF_INET, dst_len 24, table 254, boot, scope link (253 = 0xfd), unicast
+      0x02, 0x18, 0x00, 0x00, 0xfe, 0x03, 0xfd, 0x01, 0x00, 0x00, 0x00, 0x00,
+      // RTA_DST (1) 198.51.100.0
+      0x08, 0x00, 0x01, 0x00, 0xc6, 0x33, 0x64, 0x00,
+      // RTA_OIF (4) 3
+      0x08, 0x00, 0x04, 0x00, 0x03, 0x00, 0x00, 0x00,
+      // RTA_PRIORITY (6) 100
+      0x08, 0x00, 0x06, 0x00, 0x64, 0x00, 0x00, 0x00,
+      // RTA_PREFSRC (7) 198.51.100.5
+      0x08, 0x00, 0x07, 0x00, 0xc6, 0x33, 0x64, 0x05,
+      // RTA_TABLE (15) 254
+      0x08, 0x00, 0x0f, 0x00, 0xfe, 0x00, 0x00, 0x00,
+      // RTA_METRICS (8|NESTED) len 12 > RTAX_MTU (2) u32 1400
+      0x0c, 0x00, 0x08, 0x80, 0x08, 0x00, 0x02, 0x00, 0x78, 0x05, 0x00, 0x00,
+  };
+  // clang-format on
+  check_bytes(route::build_add(r).bytes(), want);
+}
