@@ -19,6 +19,7 @@ using plumb::test::Node;
 using plumb::test::PodFixture;
 using plumb::test::Proc;
 using plumb::test::sh;
+using plumb::test::link_names;
 
 namespace {
 
@@ -34,13 +35,6 @@ std::string hd_nad(const std::string& selector, const std::string& ipam_dir) {
    "ipam": {"type": "host-local", "dataDir": ")" + ipam_dir + R"(", "ranges": [[{"subnet": "192.0.2.0/24", "rangeStart": "192.0.2.10"}]]}})";
 }
 
-std::set<std::string> links(const std::string& ns) {
-  auto d = ip_json((ns.empty() ? std::string() : "-n " + ns + " ") + "link show");
-  std::set<std::string> out;
-  for (auto& l : d.GetArray()) out.insert(l["ifname"].GetString());
-  return out;
-}
-
 struct LinkState {
   bool exists = false;
   int ifindex = 0;
@@ -52,7 +46,7 @@ struct LinkState {
 /// One link's state as iproute2 reports it ("" = the node namespace).
 LinkState link_state(const std::string& ns, const std::string& dev) {
   LinkState s;
-  if (links(ns).count(dev) == 0) return s;
+  if (link_names(ns).count(dev) == 0) return s;
   auto d = ip_json((ns.empty() ? std::string() : "-n " + ns + " ") + "link show dev " + dev);
   REQUIRE(d.Size() == 1);
   s.exists = true;
@@ -117,7 +111,7 @@ TEST_CASE("host-device by name: moved into the pod and renamed, reachable, resto
   Proc del = fx.run("DEL", "a", pod, "default", "pod-a", fx.config());
   INFO("del: ", del.out, del.err);
   CHECK(del.exit_code == 0);
-  CHECK(links("pod-a") == std::set<std::string>{"lo"});
+  CHECK(link_names("pod-a") == std::set<std::string>{"lo"});
   auto back = link_state("", "hd0");
   REQUIRE(back.exists);
   CHECK(back.ifindex == ifindex);
@@ -207,7 +201,7 @@ TEST_CASE("host-device: selection errors name the selector and change nothing") 
     INFO(nad, ": ", a.out, a.err);
     CHECK(a.exit_code != 0);
     CHECK(a.out.find(needle) != std::string::npos);
-    CHECK(links("pod-a") == std::set<std::string>{"lo"});
+    CHECK(link_names("pod-a") == std::set<std::string>{"lo"});
     CHECK(link_state("", "hd0").up);
     CHECK(no_state(fx));
   }
@@ -223,12 +217,12 @@ TEST_CASE("host-device: the pod namespace deleted before DEL, virtual stand-in d
   std::string pod = add_and_check(node, fx, "a", "hd", "hd0", "02:00:00:00:04:01", fx.config());
   node.del_netns("pod-a");
   // The namespace goes away asynchronously (cleanup_net): wait, bounded, for the veth to die.
-  for (int i = 0; i < 50 && links("").count("hd0p") != 0; ++i) usleep(100 * 1000);
-  REQUIRE(links("").count("hd0p") == 0);
+  for (int i = 0; i < 50 && link_names("").count("hd0p") != 0; ++i) usleep(100 * 1000);
+  REQUIRE(link_names("").count("hd0p") == 0);
   Proc del = fx.run("DEL", "a", pod, "default", "pod-a", fx.config());
   INFO("del: ", del.out, del.err);
   CHECK(del.exit_code == 0);
-  CHECK(links("").count("hd0") == 0);
+  CHECK(link_names("").count("hd0") == 0);
   CHECK(no_state(fx));
 }
 
@@ -274,7 +268,7 @@ TEST_CASE("host-device: an ADD failing after the move (tuning sysctl outside net
   INFO(a.out, a.err);
   CHECK(a.exit_code != 0);
   CHECK(a.out.find("kernel/domainname") != std::string::npos);
-  CHECK(links("pod-a") == std::set<std::string>{"lo"});
+  CHECK(link_names("pod-a") == std::set<std::string>{"lo"});
   auto back = link_state("", "hd0");
   REQUIRE(back.exists);
   CHECK(back.ifindex == ifindex);
@@ -308,7 +302,7 @@ TEST_CASE("host-device (fake sysfs, fake kubelet): a PCI device bound to vfio-pc
   INFO("add: ", a.out, a.err);
   REQUIRE(a.exit_code == 0);
   // Nothing moved: the pod has its default network only.
-  CHECK(links("pod-a") == std::set<std::string>{"lo", "eth0"});
+  CHECK(link_names("pod-a") == std::set<std::string>{"lo", "eth0"});
   // The attachment's status: net1 with the IPAM address and no MAC, and the device-info.
   rapidjson::Document st;
   st.Parse(fx.status_of("default", "pod-a").c_str());

@@ -18,6 +18,8 @@ using plumb::test::pod_sysctl;
 using plumb::test::PodFixture;
 using plumb::test::Proc;
 using plumb::test::sh;
+using plumb::test::address_files;
+using plumb::test::link_names;
 
 namespace {
 
@@ -30,13 +32,6 @@ void add_master(const std::string& name, int mtu = 1500) {
 std::string macvlan_nad(const std::string& extra, const std::string& ipam_dir, const std::string& subnet = "198.51.100.0/24") {
   return R"({"cniVersion": "1.0.0", "type": "macvlan", )" + extra + R"("capabilities": {"mac": true},
    "ipam": {"type": "host-local", "dataDir": ")" + ipam_dir + R"(", "ranges": [[{"subnet": ")" + subnet + R"("}]]}})";
-}
-
-std::set<std::string> links(const std::string& ns) {
-  auto d = ip_json((ns.empty() ? std::string() : "-n " + ns + " ") + "link show");
-  std::set<std::string> out;
-  for (auto& l : d.GetArray()) out.insert(l["ifname"].GetString());
-  return out;
 }
 
 /// `ip -d -j link show dev` of one link in a pod namespace.
@@ -63,15 +58,6 @@ std::string first_addr(const std::string& ns, const std::string& dev, const char
 
 bool no_state(const PodFixture& fx) { return PodFixture::files_under(fx.state() + "/containers").empty(); }
 
-std::vector<std::string> ip_files(const PodFixture& fx) {
-  std::vector<std::string> out;
-  for (auto& f : PodFixture::files_under(fx.ipam_dir())) {
-    auto base = f.substr(f.rfind('/') + 1);
-    if (base != "lock" && base.rfind("last_reserved_ip", 0) != 0) out.push_back(f);
-  }
-  return out;
-}
-
 }  // namespace
 
 TEST_CASE("macvlan: two pods on one master get macvlans in bridge mode, reach each other, and DEL removes them") {
@@ -95,7 +81,7 @@ TEST_CASE("macvlan: two pods on one master get macvlans in bridge mode, reach ea
 
   // Kernel: a macvlan in bridge mode on mst0 under the requested name, MTU and MAC, up; no
   // temporary name left anywhere.
-  CHECK(links("pod-a") == std::set<std::string>{"lo", "eth0", "mv0"});
+  CHECK(link_names("pod-a") == std::set<std::string>{"lo", "eth0", "mv0"});
   auto mv = link_detail("pod-a", "mv0");
   CHECK(std::string(mv["linkinfo"]["info_kind"].GetString()) == "macvlan");
   CHECK(std::string(mv["linkinfo"]["info_data"]["mode"].GetString()) == "bridge");
@@ -104,7 +90,7 @@ TEST_CASE("macvlan: two pods on one master get macvlans in bridge mode, reach ea
   CHECK(std::string(mv["operstate"].GetString()) != "DOWN");
   auto master = ip_json("link show dev mst0");
   CHECK(mv["link_index"].GetInt() == master[0]["ifindex"].GetInt());
-  for (auto& l : links("")) CHECK(l.rfind("mvl", 0) != 0);
+  for (auto& l : link_names("")) CHECK(l.rfind("mvl", 0) != 0);
   // arp_notify always, ndisc_notify because the attachment has an IPv6 address.
   CHECK(pod_sysctl("pod-a", "net/ipv4/conf/mv0/arp_notify") == "1");
   CHECK(pod_sysctl("pod-a", "net/ipv6/conf/mv0/ndisc_notify") == "1");
@@ -135,10 +121,10 @@ TEST_CASE("macvlan: two pods on one master get macvlans in bridge mode, reach ea
     Proc del = fx.run("DEL", cid, path, "default", ns, fx.config());
     INFO("del ", cid, ": ", del.out, del.err);
     CHECK(del.exit_code == 0);
-    CHECK(links(ns) == std::set<std::string>{"lo"});
+    CHECK(link_names(ns) == std::set<std::string>{"lo"});
   }
-  CHECK(links("").count("mst0") == 1);  // the master is the node's, untouched
-  CHECK(ip_files(fx).empty());
+  CHECK(link_names("").count("mst0") == 1);  // the master is the node's, untouched
+  CHECK(address_files(fx.ipam_dir()).empty());
   CHECK(no_state(fx));
 }
 
@@ -161,7 +147,7 @@ TEST_CASE("macvlan: without master the interface of the node's default route is 
   CHECK(mv["mtu"].GetInt() == 1500);  // the master's
   Proc del = fx.run("DEL", "ctr-a", pa, "default", "pod-a", fx.config());
   CHECK(del.exit_code == 0);
-  CHECK(links("pod-a") == std::set<std::string>{"lo"});
+  CHECK(link_names("pod-a") == std::set<std::string>{"lo"});
   CHECK(no_state(fx));
 }
 
@@ -181,7 +167,7 @@ TEST_CASE("macvlan: vepa and passthru modes are created as asked") {
   CHECK(std::string(link_detail("pod-a", "net2")["linkinfo"]["info_data"]["mode"].GetString()) == "passthru");
   Proc del = fx.run("DEL", "ctr-a", pa, "default", "pod-a", fx.config());
   CHECK(del.exit_code == 0);
-  CHECK(links("pod-a") == std::set<std::string>{"lo"});
+  CHECK(link_names("pod-a") == std::set<std::string>{"lo"});
 }
 
 TEST_CASE("macvlan: linkInContainer takes the master from the pod namespace") {
@@ -202,7 +188,7 @@ TEST_CASE("macvlan: linkInContainer takes the master from the pod namespace") {
   CHECK(mv["link"].GetString() == std::string("inner0"));
   Proc del = fx.run("DEL", "ctr-a", pa, "default", "pod-a", fx.config());
   CHECK(del.exit_code == 0);
-  CHECK(links("pod-a") == std::set<std::string>{"lo", "inner0"});
+  CHECK(link_names("pod-a") == std::set<std::string>{"lo", "inner0"});
 }
 
 TEST_CASE("macvlan: a missing master, a bad mode and an MTU above the master's are CNI errors naming the value") {
@@ -226,9 +212,9 @@ TEST_CASE("macvlan: a missing master, a bad mode and an MTU above the master's a
     CHECK(err["code"].GetInt() == 7);
     for (auto& n : needles) CHECK(std::string(err["msg"].GetString()).find(n) != std::string::npos);
     // The default network attached before it was rolled back.
-    CHECK(links("pod-a") == std::set<std::string>{"lo"});
+    CHECK(link_names("pod-a") == std::set<std::string>{"lo"});
     CHECK(no_state(fx));
-    CHECK(ip_files(fx).empty());
+    CHECK(address_files(fx.ipam_dir()).empty());
   }
 }
 
@@ -249,10 +235,10 @@ TEST_CASE("macvlan: a link of the attachment's name already in the pod is a conf
   REQUIRE(err.IsObject());
   CHECK(err["code"].GetInt() == 105);
   CHECK(std::string(err["msg"].GetString()).find("net1 already exists") != std::string::npos);
-  CHECK(links("pod-a") == std::set<std::string>{"lo", "net1", "net1p"});
+  CHECK(link_names("pod-a") == std::set<std::string>{"lo", "net1", "net1p"});
   CHECK(std::to_string(link_detail("pod-a", "net1")["ifindex"].GetInt()) == index_before);  // the same link, not a new one
   CHECK(no_state(fx));
-  CHECK(ip_files(fx).empty());
+  CHECK(address_files(fx.ipam_dir()).empty());
 }
 
 TEST_CASE("macvlan: an ADD failing in a chained plugin after the macvlan exists rolls it back") {
@@ -275,10 +261,10 @@ TEST_CASE("macvlan: an ADD failing in a chained plugin after the macvlan exists 
     INFO(name, ": ", a.out, a.err);
     CHECK(a.exit_code != 0);
     CHECK(a.out.find(needle) != std::string::npos);
-    CHECK(links("pod-a") == std::set<std::string>{"lo"});
-    for (auto& l : links("")) CHECK(l.rfind("mvl", 0) != 0);
+    CHECK(link_names("pod-a") == std::set<std::string>{"lo"});
+    for (auto& l : link_names("")) CHECK(l.rfind("mvl", 0) != 0);
     CHECK(no_state(fx));
-    CHECK(ip_files(fx).empty());
+    CHECK(address_files(fx.ipam_dir()).empty());
   }
   CHECK(sh("hostname").out == hostname_before);
 }
@@ -300,7 +286,7 @@ TEST_CASE("macvlan: bcqueuelen sets the broadcast queue length (IFLA_MACVLAN_BC_
   CHECK(check.exit_code == 0);
   Proc del = fx.run("DEL", "ctr-a", pa, "default", "pod-a", fx.config());
   CHECK(del.exit_code == 0);
-  CHECK(links("pod-a") == std::set<std::string>{"lo"});
+  CHECK(link_names("pod-a") == std::set<std::string>{"lo"});
 
   fx.add_nad("default", "mv", macvlan_nad(R"("master": "mst0", "bcqueuelen": -1, )", fx.ipam_dir()));
   Proc bad = fx.run("ADD", "ctr-a", pa, "default", "pod-a", fx.config());
@@ -387,9 +373,9 @@ TEST_CASE("macvlan: an address another host on the link already has fails duplic
   INFO(a.out, a.err);
   CHECK(a.exit_code != 0);
   CHECK(a.out.find("2001:db8:7::5/64 failed duplicate address detection (DADFAILED)") != std::string::npos);
-  CHECK(links("pod-x") == std::set<std::string>{"lo"});
+  CHECK(link_names("pod-x") == std::set<std::string>{"lo"});
   CHECK(no_state(fx));
-  CHECK(ip_files(fx).empty());
+  CHECK(address_files(fx.ipam_dir()).empty());
 }
 
 TEST_CASE("macvlan and bridge in a pod namespace whose IPv6 is disabled: IPv6 is enabled on lo and the interfaces, as "
@@ -412,7 +398,7 @@ TEST_CASE("macvlan and bridge in a pod namespace whose IPv6 is disabled: IPv6 is
   CHECK(first_addr("pod-6", "eth0", "inet6").starts_with("2001:db8:0:1:"));  // the default network's bridge
   CHECK(first_addr("pod-6", "mv0", "inet6").starts_with("2001:db8:6:"));
   CHECK(fx.run("DEL", "ctr-6", pa, "default", "pod-6", fx.config()).exit_code == 0);
-  CHECK(links("pod-6") == std::set<std::string>{"lo"});
+  CHECK(link_names("pod-6") == std::set<std::string>{"lo"});
   CHECK(no_state(fx));
 }
 
@@ -430,9 +416,9 @@ TEST_CASE("macvlan: duplicate address detection is waited for at most 5 s: still
     INFO(a.out, a.err);
     CHECK(a.exit_code != 0);
     CHECK(a.out.find("mv0: address 2001:db8:6::2/64 still tentative after 5000 ms") != std::string::npos);
-    CHECK(links("pod-s") == std::set<std::string>{"lo"});
+    CHECK(link_names("pod-s") == std::set<std::string>{"lo"});
     CHECK(no_state(fx));
-    CHECK(ip_files(fx).empty());
+    CHECK(address_files(fx.ipam_dir()).empty());
   }
   SUBCASE("no carrier") {
     REQUIRE(sh("ip link set mst0p down").exit_code == 0);

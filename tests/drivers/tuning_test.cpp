@@ -14,15 +14,9 @@ using plumb::test::pod_sysctl;
 using plumb::test::PodFixture;
 using plumb::test::Proc;
 using plumb::test::sh;
+using plumb::test::link_names;
 
 namespace {
-
-std::set<std::string> links(const std::string& ns) {
-  auto d = ip_json((ns.empty() ? std::string() : "-n " + ns + " ") + "link show");
-  std::set<std::string> out;
-  for (auto& l : d.GetArray()) out.insert(l["ifname"].GetString());
-  return out;
-}
 
 struct LinkState {
   int mtu = 0;
@@ -115,7 +109,7 @@ TEST_CASE("tuning after host-device: mtu, mac, promisc, allmulti, txQLen and sys
   Proc del = fx.run("DEL", "a", pod, "default", "pod-a", fx.config());
   INFO("del: ", del.out, del.err);
   CHECK(del.exit_code == 0);
-  CHECK(links("pod-a") == std::set<std::string>{"lo"});
+  CHECK(link_names("pod-a") == std::set<std::string>{"lo"});
   // host-device put back name, MTU and MAC; promisc, allmulti and txqueuelen are tuning's restore.
   auto after = link_state("", "hd0");
   CHECK(after.mtu == 1400);
@@ -169,7 +163,7 @@ TEST_CASE("tuning: a failure after tuning's sysctl changed rolls the sysctl and 
   CHECK(a.exit_code != 0);
   CHECK(a.out.find("net1") != std::string::npos);
   CHECK(pod_sysctl("pod-a", "net/ipv4/conf/all/arp_announce") == "0");
-  CHECK(links("pod-a") == std::set<std::string>{"lo"});
+  CHECK(link_names("pod-a") == std::set<std::string>{"lo"});
   CHECK(no_state(fx));
 }
 
@@ -192,7 +186,7 @@ TEST_CASE("tuning: not chained (no prevResult) and sysctl keys outside net/ are 
     INFO(nad, ": ", a.out, a.err);
     CHECK(a.exit_code != 0);
     CHECK(a.out.find(needle) != std::string::npos);
-    CHECK(links("pod-a") == std::set<std::string>{"lo"});
+    CHECK(link_names("pod-a") == std::set<std::string>{"lo"});
     CHECK(no_state(fx));
   }
 }
@@ -231,7 +225,7 @@ TEST_CASE("tuning: a sysctl key given twice in one object is refused") {
   Proc a = fx.run("ADD", "a", pod, "default", "pod-a", fx.config());
   CHECK(a.exit_code != 0);
   CHECK(a.out.find("duplicated sysctl keys") != std::string::npos);
-  CHECK(links("pod-a") == std::set<std::string>{"lo"});
+  CHECK(link_names("pod-a") == std::set<std::string>{"lo"});
 }
 
 TEST_CASE("tuning: the sysctl allowlist file (tuningAllowlist) admits matching keys and refuses others before any change") {
@@ -255,7 +249,7 @@ TEST_CASE("tuning: the sysctl allowlist file (tuningAllowlist) admits matching k
   CHECK(bad.exit_code != 0);
   CHECK(bad.out.find("net.ipv4.conf.IFNAME.arp_announce is not allowed") != std::string::npos);
   CHECK(pod_sysctl("pod-a", "net/ipv4/conf/all/arp_announce") == "0");
-  CHECK(links("pod-a") == std::set<std::string>{"lo"});
+  CHECK(link_names("pod-a") == std::set<std::string>{"lo"});
   CHECK(no_state(fx));
 
   fx.add_nad("default", "mvt", nad("net.ipv4.conf.IFNAME.arp_ignore"));
@@ -270,5 +264,5 @@ TEST_CASE("tuning: the sysctl allowlist file (tuningAllowlist) admits matching k
   Proc broken = fx.run("ADD", "a", pod, "default", "pod-a", conf);
   CHECK(broken.exit_code != 0);
   CHECK(broken.out.find("is not a regular expression") != std::string::npos);
-  CHECK(links("pod-a") == std::set<std::string>{"lo"});
+  CHECK(link_names("pod-a") == std::set<std::string>{"lo"});
 }

@@ -33,10 +33,7 @@ namespace {
 
 std::set<std::string> held(const std::string& dir) {
   std::set<std::string> out;
-  for (auto& f : PodFixture::files_under(dir)) {
-    auto base = std::filesystem::path(f).filename().string();
-    if (base != "lock" && base.rfind("last_reserved_ip", 0) != 0) out.insert(base);
-  }
+  for (auto& f : plumb::test::address_files(dir)) out.insert(std::filesystem::path(f).filename().string());
   return out;
 }
 

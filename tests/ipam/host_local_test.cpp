@@ -5,7 +5,6 @@
 // node with its data directory under node.dir().
 #include <doctest/doctest.h>
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/socket.h>
@@ -26,6 +25,7 @@
 
 #include "engine/base/json.hpp"
 #include "ipam/ipam.hpp"
+#include "tests/support/pod_fixture.hpp"
 #include "tests/support/private_node.hpp"
 #include "tests/support/seccomp_child.hpp"
 
@@ -50,14 +50,7 @@ bool exists(const std::string& path) {
 /// Names of the address files (everything but lock and last_reserved_ip.*) in `dir`.
 std::set<std::string> ip_files(const std::string& dir) {
   std::set<std::string> out;
-  DIR* d = opendir(dir.c_str());
-  if (d == nullptr) return out;
-  while (dirent* de = readdir(d)) {
-    std::string n = de->d_name;
-    if (n == "." || n == ".." || n == "lock" || n.rfind("last_reserved_ip.", 0) == 0) continue;
-    out.insert(n);
-  }
-  closedir(d);
+  for (auto& f : plumb::test::address_files(dir)) out.insert(std::filesystem::path(f).filename().string());
   return out;
 }
 

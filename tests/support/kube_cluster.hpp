@@ -1,6 +1,6 @@
 // A private node wired to the Kubernetes API test server (kube_api_server.hpp): plumb's config
 // points at a kubeconfig with a rotating token file; pods and NADs are API objects; verbs are run
-// with K8S_POD_UID. Used by tests/integration/kube_*.cpp.
+// with K8S_POD_UID. Used by the tests of the pod source, the cluster IPAM and IPAMClaims.
 #pragma once
 
 #include <rapidjson/document.h>
@@ -31,24 +31,6 @@ inline std::string bridge_net(const std::string& bridge, const std::string& subn
   return R"({"cniVersion": "0.4.0", "type": "bridge", "bridge": ")" + bridge +
          R"(", "capabilities": {"mac": true, "ips": true}, "ipam": {"type": "host-local", "dataDir": ")" + ipam_dir +
          R"(", "ranges": [[{"subnet": ")" + subnet + R"("}]]}})";
-}
-
-/// Link names in a named namespace ("" = the node).
-inline std::set<std::string> link_names(const std::string& ns) {
-  auto d = ip_json((ns.empty() ? std::string() : "-n " + ns + " ") + "link show");
-  std::set<std::string> out;
-  for (auto& l : d.GetArray()) out.insert(l["ifname"].GetString());
-  return out;
-}
-
-/// host-local's address files under `dir` (not its lock and last_reserved_ip files).
-inline std::vector<std::string> address_files(const std::string& dir) {
-  std::vector<std::string> out;
-  for (auto& f : PodFixture::files_under(dir)) {
-    auto base = std::filesystem::path(f).filename().string();
-    if (base != "lock" && base.rfind("last_reserved_ip", 0) != 0) out.push_back(f);
-  }
-  return out;
 }
 
 class KubeCluster {

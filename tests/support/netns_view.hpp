@@ -15,14 +15,6 @@ namespace plumb::test {
 /// `ip` prefix selecting namespace `ns` ("" = the node).
 inline std::string in_ns(const std::string& ns) { return ns.empty() ? std::string() : "-n " + ns + " "; }
 
-/// Names of the links of namespace `ns` ("" = the node).
-inline std::set<std::string> link_names(const std::string& ns) {
-  auto d = ip_json(in_ns(ns) + "link show");
-  std::set<std::string> out;
-  for (auto& l : d.GetArray()) out.insert(l["ifname"].GetString());
-  return out;
-}
-
 /// `ip -d -j link show dev <dev>` in namespace `ns`: one object.
 inline rapidjson::Document link_detail(const std::string& ns, const std::string& dev) {
   auto d = ip_json("-d " + in_ns(ns) + "link show dev " + dev);

@@ -19,6 +19,15 @@ std::set<std::string> link_names(const std::string& ns) {
   return out;
 }
 
+std::vector<std::string> address_files(const std::string& dir) {
+  std::vector<std::string> out;
+  for (auto& f : PodFixture::files_under(dir)) {
+    auto base = std::filesystem::path(f).filename().string();
+    if (base != "lock" && !base.starts_with("last_reserved_ip")) out.push_back(f);
+  }
+  return out;
+}
+
 std::string read_file(const std::string& path) {
   std::ifstream f(path);
   if (!f) return {};

@@ -59,6 +59,9 @@ class PodFixture {
 
 /// Interface names in network namespace `ns` ("" = the node), from `ip -j link show`.
 std::set<std::string> link_names(const std::string& ns);
+/// host-local's address files under `dir` (full paths, recursive): every file but its `lock` and
+/// `last_reserved_ip.*` bookkeeping and the recycled files (PodFixture::files_under).
+std::vector<std::string> address_files(const std::string& dir);
 /// The first IPv4 address of `dev` in namespace `ns` as "a.b.c.d/len", "" when it has none.
 std::string ipv4_of(const std::string& ns, const std::string& dev);
 

@@ -22,6 +22,8 @@ using plumb::test::ip_json;
 using plumb::test::Node;
 using plumb::test::PodFixture;
 using plumb::test::Proc;
+using plumb::test::address_files;
+using plumb::test::link_names;
 
 namespace {
 
@@ -29,22 +31,6 @@ std::string bridge_nad(const std::string& bridge, const std::string& subnet, con
   return R"({"cniVersion": "0.4.0", "type": "bridge", "bridge": ")" + bridge +
          R"(", "ipMasq": true, "ipam": {"type": "host-local", "dataDir": ")" + ipam_dir + R"(", "ranges": [[{"subnet": ")" +
          subnet + R"("}]]}})";
-}
-
-std::set<std::string> links(const std::string& ns) {
-  auto d = ip_json((ns.empty() ? std::string() : "-n " + ns + " ") + "link show");
-  std::set<std::string> out;
-  for (auto& l : d.GetArray()) out.insert(l["ifname"].GetString());
-  return out;
-}
-
-std::vector<std::string> ip_files(const std::string& dir) {
-  std::vector<std::string> out;
-  for (auto& f : PodFixture::files_under(dir)) {
-    auto base = std::filesystem::path(f).filename().string();
-    if (base != "lock" && base.rfind("last_reserved_ip", 0) != 0) out.push_back(f);
-  }
-  return out;
 }
 
 /// Pod addresses in plumb's masquerade maps (elements), from `nft -j`.
@@ -64,16 +50,16 @@ void setup(const PodFixture& fx) {
 /// With bridges_may_stay, the networks' bridges may remain (after a completed ADD, DEL leaves the
 /// shared bridges as the reference plugin does); after an ADD that never completed they must go.
 void check_clean(const PodFixture& fx, std::set<std::string> base, const std::string& pod_ns, bool bridges_may_stay = false) {
-  auto now = links("");
+  auto now = link_names("");
   if (bridges_may_stay) {
     for (auto* b : {"plumb0", "br-blue", "br-green"}) now.erase(b), base.erase(b);
   }
   CHECK(now == base);
-  if (!pod_ns.empty()) CHECK(links(pod_ns) == std::set<std::string>{"lo"});
+  if (!pod_ns.empty()) CHECK(link_names(pod_ns) == std::set<std::string>{"lo"});
   std::string leftover;
-  for (auto& f : ip_files(fx.ipam_dir())) leftover += f + " holds \"" + plumb::test::read_file(f) + "\"\n";
+  for (auto& f : address_files(fx.ipam_dir())) leftover += f + " holds \"" + plumb::test::read_file(f) + "\"\n";
   INFO("IP files left: ", leftover);
-  CHECK(ip_files(fx.ipam_dir()).empty());
+  CHECK(address_files(fx.ipam_dir()).empty());
   CHECK(PodFixture::files_under(fx.state() + "/containers").empty());
   CHECK(masq_elements() == 0);
   CHECK(PodFixture::files_under(fx.store() + "/status").empty());
@@ -86,7 +72,7 @@ TEST_CASE("SIGKILL after every persisted intent of an ADD (plumb-faulty): the fo
   PodFixture fx(node);
   setup(fx);
   fx.add_pod("default", "crash", "blue,green");
-  auto base = links("");
+  auto base = link_names("");
   std::string pod = node.add_netns("crash");
   unsigned killed = 0;
   for (unsigned step = 1; step < 60; ++step) {
@@ -119,7 +105,7 @@ TEST_CASE("SIGKILL at random moments of many ADDs (timed): the following DEL rem
   // One complete ADD/DEL first, so the shared bridges exist and every round is comparable.
   REQUIRE(fx.run("ADD", "ctr-timed", pod, "default", "timed", fx.config()).exit_code == 0);
   REQUIRE(fx.run("DEL", "ctr-timed", pod, "default", "timed", fx.config()).exit_code == 0);
-  auto base = links("");
+  auto base = link_names("");
   std::mt19937 rng(12345);
   std::uniform_int_distribution<int> delay_us(0, 6000);
   int killed_midway = 0;
@@ -155,7 +141,7 @@ TEST_CASE("DEL of an unknown container, with an empty CNI_NETNS, with a deleted 
   Node node;
   PodFixture fx(node);
   setup(fx);
-  auto base = links("");
+  auto base = link_names("");
   CHECK(fx.run("DEL", "never-added", "", "default", "nobody", fx.config()).exit_code == 0);
   CHECK(fx.run("DEL", "never-added", "/run/netns/does-not-exist", "default", "nobody", fx.config()).exit_code == 0);
 
@@ -168,7 +154,7 @@ TEST_CASE("DEL of an unknown container, with an empty CNI_NETNS, with a deleted 
   CHECK(del.exit_code == 0);
   CHECK(fx.run("DEL", "ctr-gone", pod, "default", "gone", fx.config()).exit_code == 0);
   CHECK(ip_json("link show type veth").Size() == 0);
-  CHECK(ip_files(fx.ipam_dir()).empty());
+  CHECK(address_files(fx.ipam_dir()).empty());
   CHECK(PodFixture::files_under(fx.state()).empty());  // no records and no lock files
   CHECK(masq_elements() == 0);
   (void)base;
@@ -185,7 +171,7 @@ TEST_CASE("GC removes every attachment not in cni.dev/valid-attachments and noth
     pods.push_back(node.add_netns(name));
     REQUIRE(fx.run("ADD", "ctr-" + name, pods.back(), "default", name, fx.config()).exit_code == 0);
   }
-  CHECK(ip_files(fx.ipam_dir()).size() == 3 * 3);  // v4 + v6 default + blue per pod
+  CHECK(address_files(fx.ipam_dir()).size() == 3 * 3);  // v4 + v6 default + blue per pod
   std::string gc_conf = fx.config(
       R"("cni.dev/valid-attachments": [{"containerID": "ctr-gc1", "ifname": "eth0"}], )"
       R"("cni.dev/attachments": [{"containerID": "ctr-gc3", "ifname": "eth0"}])",
@@ -193,10 +179,10 @@ TEST_CASE("GC removes every attachment not in cni.dev/valid-attachments and noth
   Proc gc = fx.run("GC", "", "", "default", "", gc_conf);
   INFO(gc.out, gc.err);
   CHECK(gc.exit_code == 0);
-  CHECK(links("gc2") == std::set<std::string>{"lo"});
-  CHECK(links("gc1") == std::set<std::string>{"lo", "eth0", "net1"});
-  CHECK(links("gc3") == std::set<std::string>{"lo", "eth0", "net1"});
-  CHECK(ip_files(fx.ipam_dir()).size() == 2 * 3);
+  CHECK(link_names("gc2") == std::set<std::string>{"lo"});
+  CHECK(link_names("gc1") == std::set<std::string>{"lo", "eth0", "net1"});
+  CHECK(link_names("gc3") == std::set<std::string>{"lo", "eth0", "net1"});
+  CHECK(address_files(fx.ipam_dir()).size() == 2 * 3);
   CHECK(masq_elements() == 2 * 3);
   CHECK_FALSE(std::filesystem::exists(fx.state() + "/containers/ctr-gc2:eth0"));
   CHECK_FALSE(std::filesystem::exists(fx.state() + "/locks/ctr-gc2:eth0"));
@@ -217,7 +203,7 @@ TEST_CASE("CRI semantics: an ADD repeated for existing attachments returns the r
   INFO(a2.out, a2.err);
   CHECK(a2.exit_code == 0);
   CHECK(a2.out == a1.out);
-  CHECK(ip_files(fx.ipam_dir()).size() == 3);
+  CHECK(address_files(fx.ipam_dir()).size() == 3);
   CHECK(fx.run("DEL", "ctr-cri", pod, "default", "cri", fx.config()).exit_code == 0);
 }
 
@@ -234,7 +220,7 @@ TEST_CASE("namespaceIsolation: a pod may use NADs of its namespace, default and 
   CHECK(add.out.find("tenant-a/iso") != std::string::npos);
   CHECK(add.out.find("tenant-b/secret") != std::string::npos);
   CHECK(add.out.find("namespaceIsolation") != std::string::npos);
-  CHECK(links("iso") == std::set<std::string>{"lo"});
+  CHECK(link_names("iso") == std::set<std::string>{"lo"});
   fx.add_pod("tenant-a", "iso", "shared/common");
   Proc ok = fx.run("ADD", "ctr-iso", pod, "tenant-a", "iso", conf);
   INFO(ok.out, ok.err);
@@ -261,7 +247,7 @@ TEST_CASE("hostile input never becomes a path or a crash") {
     CHECK(add.exit_code != 0);
     CHECK(add.exit_code < 128);  // an error, not a crash
     CHECK(add.out.find(c.must_name) != std::string::npos);
-    CHECK(links("hostile") == std::set<std::string>{"lo"});
+    CHECK(link_names("hostile") == std::set<std::string>{"lo"});
   }
   CHECK_FALSE(std::filesystem::exists(node.dir() + "/etc"));
   // A NAD reference that tries to leave the store.
@@ -269,7 +255,7 @@ TEST_CASE("hostile input never becomes a path or a crash") {
   Proc add = fx.run("ADD", "ctr-h2", pod, "default", "hostile", fx.config(R"("strictAnnotations": true)"));
   CHECK(add.exit_code != 0);
   CHECK(add.exit_code < 128);
-  CHECK(links("hostile") == std::set<std::string>{"lo"});
+  CHECK(link_names("hostile") == std::set<std::string>{"lo"});
   // Garbage on stdin.
   Proc garbage = fx.run("ADD", "ctr-h3", pod, "default", "hostile", "{\"cniVersion\": \"1.0.0\", \"name\": [");
   CHECK(garbage.exit_code == 1);
@@ -281,7 +267,7 @@ TEST_CASE("a full state directory fails the ADD cleanly; a read-only one still l
   PodFixture fx(node);
   setup(fx);
   fx.add_pod("default", "fault", "blue");
-  auto base = links("");
+  auto base = link_names("");
   std::string pod = node.add_netns("fault");
   std::filesystem::create_directories(fx.state());
   REQUIRE(mount("tmpfs", fx.state().c_str(), "tmpfs", 0, "size=64k") == 0);
@@ -296,9 +282,9 @@ TEST_CASE("a full state directory fails the ADD cleanly; a read-only one still l
   INFO(add.out, add.err);
   CHECK(add.exit_code != 0);
   CHECK(add.out.find("No space left on device") != std::string::npos);
-  CHECK(links("") == base);
-  CHECK(links("fault") == std::set<std::string>{"lo"});
-  CHECK(ip_files(fx.ipam_dir()).empty());
+  CHECK(link_names("") == base);
+  CHECK(link_names("fault") == std::set<std::string>{"lo"});
+  CHECK(address_files(fx.ipam_dir()).empty());
   std::filesystem::remove(fx.state() + "/filler");
 
   // Read-only after a good ADD: DEL tears the kernel side down and reports that the records
@@ -308,14 +294,14 @@ TEST_CASE("a full state directory fails the ADD cleanly; a read-only one still l
   Proc ro_add = fx.run("ADD", "ctr-other", node.add_netns("other"), "default", "other", fx.config());
   CHECK(ro_add.exit_code != 0);
   CHECK(ro_add.out.find("Read-only file system") != std::string::npos);
-  CHECK(links("other") == std::set<std::string>{"lo"});
+  CHECK(link_names("other") == std::set<std::string>{"lo"});
   Proc del = fx.run("DEL", "ctr-fault", pod, "default", "fault", fx.config());
   INFO(del.out, del.err);
   CHECK(del.exit_code != 0);
   CHECK(del.out.find("Read-only file system") != std::string::npos);
-  CHECK(links("fault") == std::set<std::string>{"lo"});
+  CHECK(link_names("fault") == std::set<std::string>{"lo"});
   CHECK(ip_json("link show type veth").Size() == 0);
-  CHECK(ip_files(fx.ipam_dir()).empty());
+  CHECK(address_files(fx.ipam_dir()).empty());
   REQUIRE(mount(nullptr, fx.state().c_str(), nullptr, MS_REMOUNT, nullptr) == 0);
   CHECK(fx.run("DEL", "ctr-fault", pod, "default", "fault", fx.config()).exit_code == 0);
   CHECK(PodFixture::files_under(fx.state() + "/containers").empty());
@@ -325,7 +311,7 @@ TEST_CASE("100 pods (24 under the sanitizers) added and deleted by 4 concurrent 
   Node node;
   PodFixture fx(node);
   setup(fx);
-  auto base = links("");
+  auto base = link_names("");
   constexpr int kPods = plumb::test::pod_count(100, 24), kWorkers = 4;
   std::vector<std::string> paths;
   for (int i = 0; i < kPods; ++i) {
@@ -362,12 +348,12 @@ TEST_CASE("100 pods (24 under the sanitizers) added and deleted by 4 concurrent 
   }
   CHECK(failed == 0);
   // The bridges stay (shared, as the reference plugin leaves them); nothing else does.
-  auto now = links("");
+  auto now = link_names("");
   for (auto& b : {"plumb0", "br-blue", "br-green"}) now.erase(b);
   for (auto& b : {"plumb0", "br-blue", "br-green"}) base.erase(b);
   CHECK(now == base);
   CHECK(ip_json("link show type veth").Size() == 0);
-  CHECK(ip_files(fx.ipam_dir()).empty());
+  CHECK(address_files(fx.ipam_dir()).empty());
   CHECK(PodFixture::files_under(fx.state()).empty());
   CHECK(masq_elements() == 0);
   CHECK(PodFixture::files_under(fx.store() + "/status").empty());
@@ -429,5 +415,5 @@ TEST_CASE("crash leftovers in host-local's directory: an empty address file is r
   REQUIRE(fx.run("ADD", "ctr-next", pod, "default", "left", fx.config()).exit_code == 0);
   CHECK(plumb::test::read_file(dir + "/" + next) == "ctr-next\r\neth0");
   REQUIRE(fx.run("DEL", "ctr-next", pod, "default", "left", fx.config()).exit_code == 0);
-  CHECK(ip_files(fx.ipam_dir()).empty());
+  CHECK(address_files(fx.ipam_dir()).empty());
 }

@@ -61,10 +61,7 @@ void check_clean(const PodFixture& fx, const std::set<std::string>& node_links, 
   CHECK(link_names(ns) == std::set<std::string>{"lo"});
   CHECK(link_names("") == node_links);
   CHECK(PodFixture::files_under(fx.state() + "/containers").empty());
-  for (auto& f : PodFixture::files_under(fx.ipam_dir())) {
-    const std::string base = f.substr(f.rfind('/') + 1);
-    CHECK_MESSAGE((base == "lock" || base.rfind("last_reserved_ip", 0) == 0), f);
-  }
+  for (auto& f : plumb::test::address_files(fx.ipam_dir())) FAIL_CHECK("address still held: " + f);
 }
 
 }  // namespace

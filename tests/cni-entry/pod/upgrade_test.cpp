@@ -30,6 +30,8 @@ using plumb::test::Proc;
 using plumb::test::read_file;
 using plumb::test::sh;
 using plumb::test::write_file;
+using plumb::test::address_files;
+using plumb::test::link_names;
 namespace fs = std::filesystem;
 
 namespace {
@@ -135,13 +137,6 @@ void install_v1_records(const PodFixture& fx, const Node& node, const std::strin
   }
 }
 
-std::set<std::string> links(const std::string& ns) {
-  auto d = plumb::test::ip_json((ns.empty() ? std::string() : "-n " + ns + " ") + "link show");
-  std::set<std::string> out;
-  for (auto& l : d.GetArray()) out.insert(l["ifname"].GetString());
-  return out;
-}
-
 /// The node and pod of the fixtures' capture (tests/fixtures/state-v1/README.txt).
 struct V1Pod {
   Node& node;
@@ -212,16 +207,11 @@ struct V1Pod {
   /// namespace holds lo, no address files, records, VF allocations, device-info files, nftables
   /// elements or BPF map entries.
   void check_clean() const {
-    auto now = links("");
+    auto now = link_names("");
     now.erase("plumb0");  // shared bridges stay after a completed ADD, as with the reference plugin
     CHECK(now == std::set<std::string>{"lo", "pf0", "pf0p", "vfnd1", "vfnd1p", "ibvf0", "ibvf0p", "mst0", "mst0p", "hd0", "hd0p"});
-    CHECK(links("pod-v1") == std::set<std::string>{"lo"});
-    std::vector<std::string> ipam_files;
-    for (auto& f : PodFixture::files_under(fx.ipam_dir())) {
-      auto base = fs::path(f).filename().string();
-      if (base != "lock" && base.rfind("last_reserved_ip", 0) != 0) ipam_files.push_back(f);
-    }
-    CHECK(ipam_files.empty());
+    CHECK(link_names("pod-v1") == std::set<std::string>{"lo"});
+    CHECK(address_files(fx.ipam_dir()).empty());
     CHECK(PodFixture::files_under(fx.state() + "/containers").empty());
     std::vector<std::string> allocations;
     for (auto& f : PodFixture::files_under(fx.state() + "/sriov")) {
@@ -274,6 +264,6 @@ TEST_CASE("[v1 records, fake sysfs, kernel netdevs] DEL after a SIGKILLed ADD fr
     CHECK(del.exit_code == 0);
     v.check_clean();
     // A killed ADD created the shared bridge: its rollback-only removal ran.
-    CHECK(links("").count("plumb0") == 0);
+    CHECK(link_names("").count("plumb0") == 0);
   }
 }
