@@ -365,6 +365,21 @@ TEST_CASE("TLS with client certificates and username/password auth; a wrong pass
   CHECK_MESSAGE(refused.error().msg.find("etcd_username") != std::string::npos, refused.error().msg);
 }
 
+namespace {
+
+/// Owners GC must tell apart in the pool of 192.0.2.0/24: this node's "orphan" with no record
+/// here at all (swept), an IPAMClaim's and another node's (kept).
+void add_owners_without_records(const EtcdCluster& etcd) {
+  const std::string text = ipam_json(R"("range": "192.0.2.0/24")", etcd.endpoints_json());
+  auto here = make_ipam(text, cl::node_name().value());
+  auto elsewhere = make_ipam(text, "another-node");
+  REQUIRE(here->add(request("orphan")).has_value());
+  REQUIRE(here->add(request("ipamclaim:default/keep-me")).has_value());
+  REQUIRE(elsewhere->add(request("remote")).has_value());
+}
+
+}  // namespace
+
 TEST_CASE("etcd down: ADD attaches nothing; DEL tears down the kernel side and the next DEL or GC completes the release") {
   Node node;
   PodFixture fx(node);
@@ -381,12 +396,6 @@ TEST_CASE("etcd down: ADD attaches nothing; DEL tears down the kernel side and t
     REQUIRE_MESSAGE(r.has_value(), r.error().text());
     return r->kvs.size();
   };
-  auto links = [](const std::string& ns) {
-    std::set<std::string> out;
-    auto d = plumb::test::ip_json("-n " + ns + " link show");
-    for (auto& l : d.GetArray()) out.insert(l["ifname"].GetString());
-    return out;
-  };
   auto bridge_ports = [] { return plumb::test::ip_json("link show master br-wb").Size(); };
   auto has_record = [&](const std::string& cid) { return std::filesystem::exists(fx.state() + "/containers/" + cid + ":eth0"); };
 
@@ -399,7 +408,7 @@ TEST_CASE("etcd down: ADD attaches nothing; DEL tears down the kernel side and t
     Proc add = fx.run("ADD", cid, ns, "default", pod, conf);
     REQUIRE_MESSAGE(add.exit_code == 0, add.out, add.err);
     auto result = doc(add.out);
-    CHECK(links(pod).count("net1") == 1);
+    CHECK(plumb::test::link_names(pod).count("net1") == 1);
     CHECK(addr_keys() == 1);
     CHECK(bridge_ports() == 1);
 
@@ -407,7 +416,7 @@ TEST_CASE("etcd down: ADD attaches nothing; DEL tears down the kernel side and t
     Proc del = fx.run("DEL", cid, ns, "default", pod, conf);
     CHECK(del.exit_code != 0);
     CHECK_MESSAGE(del.out.find("etcd unreachable at " + etcd_.client_url(0)) != std::string::npos, del.out);
-    CHECK(links(pod) == std::set<std::string>{"lo"});  // kernel side gone: eth0 and net1
+    CHECK(plumb::test::link_names(pod) == std::set<std::string>{"lo"});  // kernel side gone: eth0 and net1
     CHECK(bridge_ports() == 0);
     CHECK(has_record(cid));                              // the release is pending in state
 
@@ -416,12 +425,7 @@ TEST_CASE("etcd down: ADD attaches nothing; DEL tears down the kernel side and t
     if (finish == "GC") {
       // GC also sweeps the pool for this node's owners that have no record here at all, and
       // keeps IPAMClaim-held addresses and other nodes' ones.
-      const std::string text = ipam_json(R"("range": "192.0.2.0/24")", etcd_.endpoints_json());
-      auto here = make_ipam(text, cl::node_name().value());
-      auto elsewhere = make_ipam(text, "another-node");
-      REQUIRE(here->add(request("orphan")).has_value());
-      REQUIRE(here->add(request("ipamclaim:default/keep-me")).has_value());
-      REQUIRE(elsewhere->add(request("remote")).has_value());
+      add_owners_without_records(etcd_);
       CHECK(addr_keys() == 4);
     }
     Proc again = finish == "DEL" ? fx.run("DEL", cid, ns, "default", pod, conf)
@@ -446,7 +450,7 @@ TEST_CASE("etcd down: ADD attaches nothing; DEL tears down the kernel side and t
   Proc add = fx.run("ADD", "cid-down", ns, "default", "pod-down", conf);
   CHECK(add.exit_code != 0);
   CHECK_MESSAGE(add.out.find("etcd unreachable at " + etcd_.client_url(0)) != std::string::npos, add.out);
-  CHECK(links("pod-down") == std::set<std::string>{"lo"});
+  CHECK(plumb::test::link_names("pod-down") == std::set<std::string>{"lo"});
   CHECK(bridge_ports() == 0);
   REQUIRE(etcd_.restart(0));
   Proc del = fx.run("DEL", "cid-down", ns, "default", "pod-down", conf);

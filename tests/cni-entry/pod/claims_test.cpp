@@ -252,32 +252,82 @@ std::set<std::string> pool_ids(const KubeCluster& c, const std::string& ns, cons
   return out;
 }
 
-}  // namespace
-
-TEST_CASE("a claim on a whereabouts network follows the pod from node A to node B; no pod takes it meanwhile; the claim's deletion frees it") {
-  Node node;  // node A: the test's namespace, where the API test server runs
-  const std::string plumb_b = second_node(node, "node-b");
-  KubeCluster c(node, "192.0.2.1");
-  // whereabouts with no etcd key: its pool is an IPPool in the API, reached with plumb's own
-  // credentials by both nodes. Node B has its own namespace, stateDir, default network and name.
-  c.add_nad("default", "blue",
-            R"({"cniVersion": "0.4.0", "type": "bridge", "bridge": "br-blue", "capabilities": {"ips": true},
-                "ipam": {"type": "whereabouts", "range": "198.51.100.0/24", "network_name": "blue"}})");
-  c.api.put("ipamclaims", "default", "vm-a.blue", claim_obj("vm-a.blue", ""));
-  c.add_pod("default", "vm-a", "uid-1", {{"k8s.v1.cni.cncf.io/networks", kSelection}});
+/// Node A (the test's namespace, where the API test server runs) and node B (second_node), both
+/// with a NAD "blue" whose whereabouts pool is an IPPool in the API (no etcd key), reached with
+/// plumb's own credentials, and the pod vm-a selecting the IPAMClaim vm-a.blue (kSelection).
+/// Node B has its own namespace, stateDir, default network and name.
+struct ClaimNodes {
+  Node& node;
+  const std::string plumb_b;
+  KubeCluster c;
   const std::string extra = R"("whereaboutsNamespace": "kube-system")";
-  const std::string conf_a = c.config(extra);
-  const std::string state_b = node.dir() + "/state-b", default_b = node.dir() + "/default-b.conflist";
-  std::string default_net = read_file(c.fx.default_conflist());
-  default_net.replace(default_net.find(c.fx.ipam_dir()), c.fx.ipam_dir().size(), node.dir() + "/ipam-b");
-  write_file(default_b, default_net);
-  auto on_node_b = [&](std::string conf) {
+  const std::string state_b, default_b;
+  const std::map<std::string, std::string> on_a = {{"NODE_NAME", "node-a"}}, on_b = {{"NODE_NAME", "node-b"}};
+
+  explicit ClaimNodes(Node& n)
+      : node(n),
+        plumb_b(second_node(n, "node-b")),
+        c(n, "192.0.2.1"),
+        state_b(n.dir() + "/state-b"),
+        default_b(n.dir() + "/default-b.conflist") {
+    c.add_nad("default", "blue",
+              R"({"cniVersion": "0.4.0", "type": "bridge", "bridge": "br-blue", "capabilities": {"ips": true},
+                "ipam": {"type": "whereabouts", "range": "198.51.100.0/24", "network_name": "blue"}})");
+    c.api.put("ipamclaims", "default", "vm-a.blue", claim_obj("vm-a.blue", ""));
+    c.add_pod("default", "vm-a", "uid-1", {{"k8s.v1.cni.cncf.io/networks", kSelection}});
+    std::string default_net = read_file(c.fx.default_conflist());
+    default_net.replace(default_net.find(c.fx.ipam_dir()), c.fx.ipam_dir().size(), node.dir() + "/ipam-b");
+    write_file(default_b, default_net);
+  }
+
+  /// A config of node A's as node B's: its stateDir and default network.
+  std::string on_node_b(std::string conf) const {
     conf.replace(conf.find(c.fx.state()), c.fx.state().size(), state_b);
     conf.replace(conf.find(c.fx.default_conflist()), c.fx.default_conflist().size(), default_b);
     return conf;
-  };
-  const std::string conf_b = on_node_b(conf_a);
-  const std::map<std::string, std::string> on_a = {{"NODE_NAME", "node-a"}}, on_b = {{"NODE_NAME", "node-b"}};
+  }
+};
+
+/// While the claim's address `addr` is held for a pod gone from node A, no pod on node B takes it:
+/// asked for by address it is refused (nothing left behind); a pod that asks for nothing gets
+/// another one. Returns the namespace of the pod that asked for it.
+std::string check_taken_nowhere_else(ClaimNodes& two, const std::string& conf_b, const std::string& addr) {
+  const std::string ip = addr.substr(0, addr.find('/'));
+  const std::string pool = "blue-198.51.100.0-24";
+  const std::string claim_id = "ipamclaim:default/vm-a.blue";
+  const std::string want_it = R"([{"name": "blue", "ips": [")" + addr + R"("]}])";
+  two.c.add_pod("default", "thief", "uid-t", {{"k8s.v1.cni.cncf.io/networks", want_it}});
+  std::string thief = two.node.add_netns("thief");
+  Proc taken = two.c.run("ADD", "ctr-t", thief, "default", "thief", "uid-t", conf_b, two.on_b, two.plumb_b);
+  INFO("thief: ", taken.out, taken.err);
+  CHECK(taken.exit_code != 0);
+  CHECK(taken.out.find("requested IP " + ip + " is already allocated") != std::string::npos);
+  CHECK(taken.out.find(claim_id) != std::string::npos);
+  CHECK(link_names("thief") == std::set<std::string>{"lo"});
+  CHECK(plumb::test::PodFixture::files_under(two.state_b + "/containers").empty());
+  two.c.add_pod("default", "plain", "uid-p", {{"k8s.v1.cni.cncf.io/networks", "blue"}});
+  std::string plain = two.node.add_netns("plain");
+  REQUIRE(two.c.run("ADD", "ctr-p", plain, "default", "plain", "uid-p", conf_b, two.on_b, two.plumb_b).exit_code == 0);
+  auto plain_addr = addrs("plain", "net1");
+  REQUIRE(plain_addr.size() == 1);
+  CHECK(*plain_addr.begin() != addr);
+  CHECK(pool_ids(two.c, "kube-system", pool) == std::set<std::string>{claim_id, "ctr-p"});
+  return thief;
+}
+
+}  // namespace
+
+TEST_CASE("a claim on a whereabouts network follows the pod from node A to node B; no pod takes it meanwhile; the claim's deletion frees it") {
+  Node node;
+  ClaimNodes two(node);
+  KubeCluster& c = two.c;
+  const std::string& plumb_b = two.plumb_b;
+  const std::string& state_b = two.state_b;
+  const std::string& extra = two.extra;
+  const auto& on_a = two.on_a;
+  const auto& on_b = two.on_b;
+  const std::string conf_a = c.config(extra);
+  const std::string conf_b = two.on_node_b(conf_a);
   const std::string pool = "blue-198.51.100.0-24";
   const std::string claim_id = "ipamclaim:default/vm-a.blue";
   std::string ns = node.add_netns("vm-a");
@@ -298,25 +348,7 @@ TEST_CASE("a claim on a whereabouts network follows the pod from node A to node 
   node.del_netns("vm-a");
   CHECK(pool_ids(c, "kube-system", pool) == std::set<std::string>{claim_id});
 
-  // Meanwhile no pod on node B takes it: asked for by address it is refused (nothing left
-  // behind); a pod that asks for nothing gets another one.
-  const std::string want_it = R"([{"name": "blue", "ips": [")" + addr + R"("]}])";
-  c.add_pod("default", "thief", "uid-t", {{"k8s.v1.cni.cncf.io/networks", want_it}});
-  std::string thief = node.add_netns("thief");
-  Proc taken = c.run("ADD", "ctr-t", thief, "default", "thief", "uid-t", conf_b, on_b, plumb_b);
-  INFO("thief: ", taken.out, taken.err);
-  CHECK(taken.exit_code != 0);
-  CHECK(taken.out.find("requested IP " + ip + " is already allocated") != std::string::npos);
-  CHECK(taken.out.find(claim_id) != std::string::npos);
-  CHECK(link_names("thief") == std::set<std::string>{"lo"});
-  CHECK(plumb::test::PodFixture::files_under(state_b + "/containers").empty());
-  c.add_pod("default", "plain", "uid-p", {{"k8s.v1.cni.cncf.io/networks", "blue"}});
-  std::string plain = node.add_netns("plain");
-  REQUIRE(c.run("ADD", "ctr-p", plain, "default", "plain", "uid-p", conf_b, on_b, plumb_b).exit_code == 0);
-  auto plain_addr = addrs("plain", "net1");
-  REQUIRE(plain_addr.size() == 1);
-  CHECK(*plain_addr.begin() != addr);
-  CHECK(pool_ids(c, "kube-system", pool) == std::set<std::string>{claim_id, "ctr-p"});
+  const std::string thief = check_taken_nowhere_else(two, conf_b, addr);
 
   // The pod is re-created on node B and gets the claim's address there.
   std::string ns_b = node.add_netns("vm-a-b");
@@ -338,7 +370,7 @@ TEST_CASE("a claim on a whereabouts network follows the pod from node A to node 
   c.api.remove("ipamclaims", "default", "vm-a.blue");
   const std::string valid_b = R"([{"containerID": "ctr-p", "ifname": "eth0"}, {"containerID": "ctr-p", "ifname": "net1"}])";
   Proc gc_b = plumb::test::run({plumb_b}, {{"CNI_COMMAND", "GC"}, {"CNI_PATH", "/usr/lib/cni"}, {"NODE_NAME", "node-b"}},
-                               with_valid(on_node_b(c.config(extra, "1.1.0")), valid_b));
+                               with_valid(two.on_node_b(c.config(extra, "1.1.0")), valid_b));
   INFO("gc B: ", gc_b.out, gc_b.err);
   CHECK(gc_b.exit_code == 0);
   CHECK(pool_ids(c, "kube-system", pool) == std::set<std::string>{"ctr-p"});

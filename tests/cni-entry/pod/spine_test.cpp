@@ -16,6 +16,8 @@ using plumb::test::ip_json;
 using plumb::test::Node;
 using plumb::test::PodFixture;
 using plumb::test::Proc;
+using plumb::test::address_files;
+using plumb::test::link_names;
 
 namespace {
 
@@ -24,14 +26,6 @@ std::string bridge_nad(const std::string& bridge, const std::string& subnet, con
   return R"({"cniVersion": "0.4.0", "type": "bridge", "bridge": ")" + bridge + R"(", )" + extra +
          R"("capabilities": {"mac": true, "ips": true}, "ipam": {"type": "host-local", "dataDir": ")" + ipam_dir +
          R"(", "ranges": [[{"subnet": ")" + subnet + R"("}]]}})";
-}
-
-/// Link names in a namespace ("" = the node).
-std::set<std::string> links(const std::string& ns) {
-  auto d = ip_json((ns.empty() ? std::string() : "-n " + ns + " ") + "link show");
-  std::set<std::string> out;
-  for (auto& l : d.GetArray()) out.insert(l["ifname"].GetString());
-  return out;
 }
 
 /// Addresses (with prefix) of one interface in a namespace, global scope only.
@@ -53,16 +47,6 @@ std::string mac_of(const std::string& ns, const std::string& ifname) {
   return d[0]["address"].GetString();
 }
 
-/// IP files host-local holds (excluding its lock and last_reserved_ip bookkeeping).
-std::vector<std::string> ip_files(const std::string& dir) {
-  std::vector<std::string> out;
-  for (auto& f : PodFixture::files_under(dir)) {
-    auto base = std::filesystem::path(f).filename().string();
-    if (base != "lock" && base.rfind("last_reserved_ip", 0) != 0) out.push_back(f);
-  }
-  return out;
-}
-
 std::string nft_ruleset() { return plumb::test::sh("nft list ruleset").out; }
 
 /// The pod addresses plumb's masquerade maps hold (the elements, not the network chains).
@@ -73,6 +57,50 @@ std::string masq_elements() {
 void setup_networks(const PodFixture& fx) {
   fx.add_nad("default", "blue", bridge_nad("br-blue", "198.51.100.0/24", fx.ipam_dir()));
   fx.add_nad("default", "green", bridge_nad("br-green", "192.0.2.0/24", fx.ipam_dir()));
+}
+
+/// The node's side of the pod of the first case: bridges with the gateway address, host veth ends
+/// enslaved, the pod's address in the masquerade maps, both subnets of the dual-stack network
+/// kept local (not masqueraded) in its chain.
+void check_node_side() {
+  auto node_links = link_names("");
+  CHECK(node_links.count("plumb0") == 1);
+  CHECK(node_links.count("br-blue") == 1);
+  CHECK(node_links.count("br-green") == 1);
+  CHECK(addrs("", "plumb0").count("203.0.113.1/24") == 1);
+  auto ports = ip_json("link show master br-blue");
+  CHECK(ports.Size() == 2);
+  CHECK(masq_elements().find("203.0.113.") != std::string::npos);
+  // Dual stack ipMasq: the network's chain keeps both subnets local (not masqueraded).
+  std::string masq_chain = plumb::test::sh("nft list chain inet plumb masq-default-net").out;
+  INFO("masq chain: ", masq_chain);
+  CHECK(masq_chain.find("ip daddr 203.0.113.0/24 return") != std::string::npos);
+  CHECK(masq_chain.find("ip6 daddr 2001:db8:0:1::/64 return") != std::string::npos);
+}
+
+/// The network-status in the store of the pod of the first case: one entry per attachment,
+/// default first and only there; `net1_addr` is the address net1 got.
+void check_status(const PodFixture& fx, const std::string& net1_addr) {
+  std::string status = fx.status_of("default", "pod-a");
+  INFO("status: ", status);
+  rapidjson::Document st;
+  st.Parse(status.c_str());
+  REQUIRE(st.IsArray());
+  REQUIRE(st.Size() == 4);
+  CHECK(std::string(st[0]["name"].GetString()) == "default-net");
+  CHECK(st[0]["default"].GetBool());
+  CHECK(std::string(st[0]["interface"].GetString()) == "eth0");
+  CHECK(std::string(st[0]["mac"].GetString()) == mac_of("pod-a", "eth0"));
+  CHECK(std::string(st[1]["name"].GetString()) == "default/blue");
+  CHECK(std::string(st[1]["interface"].GetString()) == "net1");
+  CHECK_FALSE(st[1]["default"].GetBool());
+  CHECK(std::string(st[1]["ips"][0].GetString()) + "/24" == net1_addr);
+  CHECK(std::string(st[2]["name"].GetString()) == "default/green");
+  CHECK(std::string(st[2]["interface"].GetString()) == "green0");
+  CHECK(std::string(st[2]["mac"].GetString()) == "02:00:00:00:00:aa");
+  CHECK(std::string(st[2]["ips"][0].GetString()) == "192.0.2.77");
+  CHECK(std::string(st[3]["name"].GetString()) == "default/blue");
+  CHECK(std::string(st[3]["interface"].GetString()) == "net3");
 }
 
 }  // namespace
@@ -99,7 +127,7 @@ TEST_CASE("ADD, CHECK and DEL of a pod with the default network and annotated ne
 
   // Kernel: the pod's interfaces; a name not given is net<N>, N the element's position in the
   // pod as Multus counts it (the default network is 0): the third element is net3.
-  CHECK(links("pod-a") == std::set<std::string>{"lo", "eth0", "net1", "green0", "net3"});
+  CHECK(link_names("pod-a") == std::set<std::string>{"lo", "eth0", "net1", "green0", "net3"});
   auto eth0 = addrs("pod-a", "eth0");
   CHECK(eth0.size() == 2);
   CHECK(std::any_of(eth0.begin(), eth0.end(), [](auto& a) { return a.rfind("203.0.113.", 0) == 0 && a.ends_with("/24"); }));
@@ -121,42 +149,8 @@ TEST_CASE("ADD, CHECK and DEL of a pod with the default network and annotated ne
   REQUIRE(routes6.Size() == 1);
   CHECK(std::string(routes6[0]["gateway"].GetString()) == "2001:db8:0:1::1");
 
-  // Node: bridges with the gateway address, host veth ends enslaved.
-  auto node_links = links("");
-  CHECK(node_links.count("plumb0") == 1);
-  CHECK(node_links.count("br-blue") == 1);
-  CHECK(node_links.count("br-green") == 1);
-  CHECK(addrs("", "plumb0").count("203.0.113.1/24") == 1);
-  auto ports = ip_json("link show master br-blue");
-  CHECK(ports.Size() == 2);
-  CHECK(masq_elements().find("203.0.113.") != std::string::npos);
-  // Dual stack ipMasq: the network's chain keeps both subnets local (not masqueraded).
-  std::string masq_chain = plumb::test::sh("nft list chain inet plumb masq-default-net").out;
-  INFO("masq chain: ", masq_chain);
-  CHECK(masq_chain.find("ip daddr 203.0.113.0/24 return") != std::string::npos);
-  CHECK(masq_chain.find("ip6 daddr 2001:db8:0:1::/64 return") != std::string::npos);
-
-  // network-status in the store: one entry per attachment, default first and only there.
-  std::string status = fx.status_of("default", "pod-a");
-  INFO("status: ", status);
-  rapidjson::Document st;
-  st.Parse(status.c_str());
-  REQUIRE(st.IsArray());
-  REQUIRE(st.Size() == 4);
-  CHECK(std::string(st[0]["name"].GetString()) == "default-net");
-  CHECK(st[0]["default"].GetBool());
-  CHECK(std::string(st[0]["interface"].GetString()) == "eth0");
-  CHECK(std::string(st[0]["mac"].GetString()) == mac_of("pod-a", "eth0"));
-  CHECK(std::string(st[1]["name"].GetString()) == "default/blue");
-  CHECK(std::string(st[1]["interface"].GetString()) == "net1");
-  CHECK_FALSE(st[1]["default"].GetBool());
-  CHECK(std::string(st[1]["ips"][0].GetString()) + "/24" == *net1.begin());
-  CHECK(std::string(st[2]["name"].GetString()) == "default/green");
-  CHECK(std::string(st[2]["interface"].GetString()) == "green0");
-  CHECK(std::string(st[2]["mac"].GetString()) == "02:00:00:00:00:aa");
-  CHECK(std::string(st[2]["ips"][0].GetString()) == "192.0.2.77");
-  CHECK(std::string(st[3]["name"].GetString()) == "default/blue");
-  CHECK(std::string(st[3]["interface"].GetString()) == "net3");
+  check_node_side();
+  check_status(fx, *net1.begin());
 
   // CHECK with the ADD result as prevResult passes; a changed MAC fails it.
   std::string check_conf = fx.config(R"("prevResult": )" + add.out);
@@ -172,9 +166,9 @@ TEST_CASE("ADD, CHECK and DEL of a pod with the default network and annotated ne
   Proc del = fx.run("DEL", "ctr-a", pod, "default", "pod-a", fx.config());
   INFO("del: ", del.out, del.err);
   CHECK(del.exit_code == 0);
-  CHECK(links("pod-a") == std::set<std::string>{"lo"});
+  CHECK(link_names("pod-a") == std::set<std::string>{"lo"});
   CHECK(ip_json("link show type veth").Size() == 0);
-  CHECK(ip_files(fx.ipam_dir()).empty());
+  CHECK(address_files(fx.ipam_dir()).empty());
   CHECK(PodFixture::files_under(fx.state() + "/containers").empty());
   CHECK(fx.status_of("default", "pod-a").empty());
   CHECK(masq_elements().find("203.0.113.") == std::string::npos);
@@ -191,7 +185,7 @@ TEST_CASE("DEL works from the state record alone: the NADs, the annotation and t
   Proc add = fx.run("ADD", "ctr-b", pod, "default", "pod-b", fx.config());
   INFO(add.out, add.err);
   REQUIRE(add.exit_code == 0);
-  CHECK(ip_files(fx.ipam_dir()).size() == 4);  // v4+v6 default, blue, green
+  CHECK(address_files(fx.ipam_dir()).size() == 4);  // v4+v6 default, blue, green
 
   std::filesystem::remove_all(fx.store() + "/nads");
   std::filesystem::remove_all(fx.store() + "/pods");
@@ -201,7 +195,7 @@ TEST_CASE("DEL works from the state record alone: the NADs, the annotation and t
   INFO(del.out, del.err);
   CHECK(del.exit_code == 0);
   CHECK(ip_json("link show type veth").Size() == 0);
-  CHECK(ip_files(fx.ipam_dir()).empty());
+  CHECK(address_files(fx.ipam_dir()).empty());
   CHECK(PodFixture::files_under(fx.state() + "/containers").empty());
   CHECK(masq_elements().find("203.0.113.") == std::string::npos);
 }
@@ -216,9 +210,9 @@ TEST_CASE("an ADD that fails on its third attachment leaves no link, address, IP
   fx.add_pod("default", "first", "tiny");
   REQUIRE(fx.run("ADD", "ctr-first", first, "default", "first", fx.config()).exit_code == 0);
 
-  auto links_before = links("");
+  auto links_before = link_names("");
   auto ruleset_before = nft_ruleset();
-  auto ips_before = ip_files(fx.ipam_dir());
+  auto ips_before = address_files(fx.ipam_dir());
   auto bridge_addrs_before = addrs("", "plumb0");
 
   std::string pod = node.add_netns("pod-c");
@@ -232,10 +226,10 @@ TEST_CASE("an ADD that fails on its third attachment leaves no link, address, IP
   CHECK(err["code"].GetInt() == 101);
   CHECK(std::string(err["msg"].GetString()).find("default/tiny") != std::string::npos);
 
-  CHECK(links("pod-c") == std::set<std::string>{"lo"});
-  CHECK(links("") == links_before);  // br-blue and br-green were created by this ADD: removed again
+  CHECK(link_names("pod-c") == std::set<std::string>{"lo"});
+  CHECK(link_names("") == links_before);  // br-blue and br-green were created by this ADD: removed again
   CHECK(nft_ruleset() == ruleset_before);
-  CHECK(ip_files(fx.ipam_dir()) == ips_before);
+  CHECK(address_files(fx.ipam_dir()) == ips_before);
   CHECK(addrs("", "plumb0") == bridge_addrs_before);
   CHECK(PodFixture::files_under(fx.state() + "/containers/ctr-c:eth0").empty());
   CHECK(fx.status_of("default", "pod-c").empty());
@@ -291,13 +285,13 @@ TEST_CASE("an invalid selection annotation is ignored with a warning, or fails t
   INFO(add.out, add.err);
   REQUIRE(add.exit_code == 0);
   CHECK(add.err.find("zz:00:00:00:00:01") != std::string::npos);  // the warning names the value
-  CHECK(links("pod-d") == std::set<std::string>{"lo", "eth0"});
+  CHECK(link_names("pod-d") == std::set<std::string>{"lo", "eth0"});
   REQUIRE(fx.run("DEL", "ctr-d", pod, "default", "pod-d", fx.config()).exit_code == 0);
 
   Proc strict = fx.run("ADD", "ctr-d", pod, "default", "pod-d", fx.config(R"("strictAnnotations": true)"));
   CHECK(strict.exit_code != 0);
   CHECK(strict.out.find("zz:00:00:00:00:01") != std::string::npos);
-  CHECK(links("pod-d") == std::set<std::string>{"lo"});
+  CHECK(link_names("pod-d") == std::set<std::string>{"lo"});
 }
 
 TEST_CASE("an unknown NAD, a missing capability under strictAnnotations and a reused interface name fail before any change") {
@@ -306,7 +300,7 @@ TEST_CASE("an unknown NAD, a missing capability under strictAnnotations and a re
   setup_networks(fx);
   fx.add_nad("default", "nocap", R"({"cniVersion":"1.0.0","type":"bridge","bridge":"br-nocap"})");
   std::string pod = node.add_netns("pod-e");
-  auto before = links("");
+  auto before = link_names("");
   struct Case {
     const char* annotation;
     const char* must_name;
@@ -321,8 +315,8 @@ TEST_CASE("an unknown NAD, a missing capability under strictAnnotations and a re
     INFO(c.annotation, " -> ", add.out);
     CHECK(add.exit_code != 0);
     CHECK(add.out.find(c.must_name) != std::string::npos);
-    CHECK(links("pod-e") == std::set<std::string>{"lo"});
-    CHECK(links("") == before);
+    CHECK(link_names("pod-e") == std::set<std::string>{"lo"});
+    CHECK(link_names("") == before);
   }
 }
 

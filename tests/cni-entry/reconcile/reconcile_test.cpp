@@ -94,18 +94,10 @@ bool mentions(const std::vector<std::string>& lines, const std::string& part) {
   return std::any_of(lines.begin(), lines.end(), [&](const std::string& l) { return l.find(part) != std::string::npos; });
 }
 
-}  // namespace
-
-TEST_CASE("plumb reconcile releases what killed pods, a vanished node, an old sandbox and a deleted claim held, in both datastores") {
-  Node node;
-  KubeApiServer api(node.dir() + "/api");
-  api.set_tokens({"tok"});
-  const std::string kubeconfig = node.dir() + "/kubeconfig";
-  api.write_kubeconfig(kubeconfig, "token: tok");
-  test::EtcdCluster etcd(1, 32479);
-  REQUIRE_MESSAGE(etcd.ok(), etcd.log(0));
-
-  // The Kubernetes datastore (whereabouts' objects in kube-system).
+/// The Kubernetes datastore (whereabouts' objects in kube-system): pool blue (192.0.2.0/24) with
+/// allocations of node-a's pods (live, killed, restarted, starting, claim-owned) and one of node-x,
+/// and the node slice pool green of the fixtures.
+void fill_kube_datastore(KubeApiServer& api, const std::string& kubeconfig) {
   ipam::ClusterAccess access{kubeconfig, {}, "kube-system"};
   const std::string blue = R"({"type": "whereabouts", "range": "192.0.2.0/24", "network_name": "blue"})";
   auto on = [&](const std::string& n) {
@@ -129,6 +121,31 @@ TEST_CASE("plumb reconcile releases what killed pods, a vanished node, an old sa
   }
   REQUIRE(x->add(request("c-stranded", "stranded")).has_value());  // its pod is bound to node-x, which is gone
   api.put("nodeslicepools", "kube-system", "green", plumb::test::read_file(std::string(PLUMB_FIXTURES) + "/whereabouts/nodeslicepool.json"));
+}
+
+/// The cluster as it is now: nodes node-a and node-b, the live pods and the claim vm1.
+void put_cluster(KubeApiServer& api) {
+  put_node(api, "node-a");
+  put_node(api, "node-b");
+  put_pod(api, "web", "node-a", "c-web", true);
+  put_pod(api, "restarted", "node-a", "c-new", true);
+  put_pod(api, "starting", "node-a", "c-s1", false);
+  put_pod(api, "stranded", "node-x", "c-stranded", true);
+  put_claim(api, "vm1");
+}
+
+}  // namespace
+
+TEST_CASE("plumb reconcile releases what killed pods, a vanished node, an old sandbox and a deleted claim held, in both datastores") {
+  Node node;
+  KubeApiServer api(node.dir() + "/api");
+  api.set_tokens({"tok"});
+  const std::string kubeconfig = node.dir() + "/kubeconfig";
+  api.write_kubeconfig(kubeconfig, "token: tok");
+  test::EtcdCluster etcd(1, 32479);
+  REQUIRE_MESSAGE(etcd.ok(), etcd.log(0));
+
+  fill_kube_datastore(api, kubeconfig);
 
   // The etcd datastore, named by a NAD.
   const std::string red = R"({"type": "whereabouts", "range": "198.51.100.0/24", "network_name": "red", "etcd_endpoints": )" +
@@ -144,14 +161,7 @@ TEST_CASE("plumb reconcile releases what killed pods, a vanished node, an old sa
   REQUIRE((*ea)->add(request("e-gone", "gone")).has_value());
   REQUIRE((*ex)->add(request("e-x", "web")).has_value());  // allocated on node-x, which is gone
 
-  // The cluster as it is now.
-  put_node(api, "node-a");
-  put_node(api, "node-b");
-  put_pod(api, "web", "node-a", "c-web", true);
-  put_pod(api, "restarted", "node-a", "c-new", true);
-  put_pod(api, "starting", "node-a", "c-s1", false);
-  put_pod(api, "stranded", "node-x", "c-stranded", true);
-  put_claim(api, "vm1");
+  put_cluster(api);
   const std::set<std::string> all = {"c-web", "c-gone", "c-old", "c-new", "c-s0", "c-s1", "ipamclaim:default/vm1",
                                      "ipamclaim:default/vm2", "c-stranded"};
   REQUIRE(holders(api, "blue-192.0.2.0-24") == all);

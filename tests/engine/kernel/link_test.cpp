@@ -103,31 +103,11 @@ TEST_CASE("veth pair: the peer is created directly in a pod namespace under its 
   CHECK(plumb::test::sh("ip -n pod1 link show eth0").exit_code != 0);
 }
 
-TEST_CASE("bridge: create, enslave, hairpin, and modify mtu/mac/up/name/promisc/allmulti/txqlen") {
-  plumb::test::Node node;
-  netlink::Socket nl = open_socket();
+namespace {
 
-  link::BridgeSpec br;
-  br.name = "br0";
-  br.mtu_bytes = 1450;
-  br.mac = mac("02:00:00:00:02:00");
-  REQUIRE_OK(link::create_bridge(nl, br));
-  link::LinkInfo bri = must_get(nl, "br0");
-  CHECK(bri.kind == "bridge");
-  auto bj = plumb::test::ip_json("-d link show br0");
-  CHECK(str(bj[0]["linkinfo"], "info_kind") == "bridge");
-  CHECK(bj[0]["linkinfo"]["info_data"]["vlan_filtering"].GetInt() == 0);  // not asked for
-  CHECK(str(bj[0], "address") == "02:00:00:00:02:00");
-  CHECK(bj[0]["mtu"].GetInt() == 1450);
-
-  // Duplicate bridge name: EEXIST reported as a conflict.
-  auto dup = link::create_bridge(nl, br);
-  REQUIRE_FALSE(dup);
-  CHECK(dup.error().sys_errno == EEXIST);
-  CHECK(dup.error().cni_code == cni_code::kConflict);
-
-  // VLAN filtering when asked: on, or (kernels built without it, like this one) a clear
-  // kernel-feature error.
+/// VLAN filtering when asked (bridge br1): on, or (kernels built without it, like this one) a
+/// clear kernel-feature error.
+void check_vlan_filtering(netlink::Socket& nl) {
   link::BridgeSpec vf;
   vf.name = "br1";
   vf.vlan_filtering = true;
@@ -140,35 +120,11 @@ TEST_CASE("bridge: create, enslave, hairpin, and modify mtu/mac/up/name/promisc/
     CHECK(vfs.error().cni_code == cni_code::kKernelFeature);
     CHECK(vfs.error().msg.find("br1") != std::string::npos);
   }
+}
 
-  make_veth(nl, "vh0", "vp0");
-  link::LinkInfo vh = must_get(nl, "vh0");
-
-  // Hairpin on a link that is not a bridge port yet.
-  auto notport = link::set_bridge_port_hairpin(nl, vh.index, true);
-  REQUIRE_FALSE(notport);
-  CHECK(notport.error().sys_errno == EOPNOTSUPP);
-
-  link::LinkChange enslave;
-  enslave.master_index = bri.index;
-  REQUIRE_OK(link::modify(nl, vh.index, enslave));
-  CHECK(must_get(nl, "vh0").master_index == bri.index);
-  CHECK(str(plumb::test::ip_json("link show vh0")[0], "master") == "br0");
-
-  REQUIRE_OK(link::set_bridge_port_hairpin(nl, vh.index, true));
-  auto dj = plumb::test::ip_json("-d link show vh0");
-  CHECK(dj[0]["linkinfo"]["info_slave_data"]["hairpin"].GetBool());
-  REQUIRE_OK(link::set_bridge_port_hairpin(nl, vh.index, false));
-  dj = plumb::test::ip_json("-d link show vh0");
-  CHECK_FALSE(dj[0]["linkinfo"]["info_slave_data"]["hairpin"].GetBool());
-
-  link::LinkChange nomaster;
-  nomaster.master_index = 0;
-  REQUIRE_OK(link::modify(nl, vh.index, nomaster));
-  CHECK(must_get(nl, "vh0").master_index == 0);
-  CHECK_FALSE(plumb::test::ip_json("link show vh0")[0].HasMember("master"));
-
-  // Everything at once on the (down) peer, in one message.
+/// Everything at once on the (down) veth end vp0, in one message (renamed to renamed0, MTU, MAC,
+/// up, promisc, allmulti, txqlen), then back down with promisc off. Returns its index.
+int modify_all_at_once(netlink::Socket& nl) {
   link::LinkInfo vp = must_get(nl, "vp0");
   CHECK_FALSE(vp.up());
   link::LinkChange ch;
@@ -208,11 +164,69 @@ TEST_CASE("bridge: create, enslave, hairpin, and modify mtu/mac/up/name/promisc/
   CHECK_FALSE(has_flag(rj[0], "UP"));
   CHECK_FALSE(has_flag(rj[0], "PROMISC"));
   CHECK(has_flag(rj[0], "ALLMULTI"));  // untouched
+  return vp.index;
+}
+
+}  // namespace
+
+TEST_CASE("bridge: create, enslave, hairpin, and modify mtu/mac/up/name/promisc/allmulti/txqlen") {
+  plumb::test::Node node;
+  netlink::Socket nl = open_socket();
+
+  link::BridgeSpec br;
+  br.name = "br0";
+  br.mtu_bytes = 1450;
+  br.mac = mac("02:00:00:00:02:00");
+  REQUIRE_OK(link::create_bridge(nl, br));
+  link::LinkInfo bri = must_get(nl, "br0");
+  CHECK(bri.kind == "bridge");
+  auto bj = plumb::test::ip_json("-d link show br0");
+  CHECK(str(bj[0]["linkinfo"], "info_kind") == "bridge");
+  CHECK(bj[0]["linkinfo"]["info_data"]["vlan_filtering"].GetInt() == 0);  // not asked for
+  CHECK(str(bj[0], "address") == "02:00:00:00:02:00");
+  CHECK(bj[0]["mtu"].GetInt() == 1450);
+
+  // Duplicate bridge name: EEXIST reported as a conflict.
+  auto dup = link::create_bridge(nl, br);
+  REQUIRE_FALSE(dup);
+  CHECK(dup.error().sys_errno == EEXIST);
+  CHECK(dup.error().cni_code == cni_code::kConflict);
+
+  check_vlan_filtering(nl);
+
+  make_veth(nl, "vh0", "vp0");
+  link::LinkInfo vh = must_get(nl, "vh0");
+
+  // Hairpin on a link that is not a bridge port yet.
+  auto notport = link::set_bridge_port_hairpin(nl, vh.index, true);
+  REQUIRE_FALSE(notport);
+  CHECK(notport.error().sys_errno == EOPNOTSUPP);
+
+  link::LinkChange enslave;
+  enslave.master_index = bri.index;
+  REQUIRE_OK(link::modify(nl, vh.index, enslave));
+  CHECK(must_get(nl, "vh0").master_index == bri.index);
+  CHECK(str(plumb::test::ip_json("link show vh0")[0], "master") == "br0");
+
+  REQUIRE_OK(link::set_bridge_port_hairpin(nl, vh.index, true));
+  auto dj = plumb::test::ip_json("-d link show vh0");
+  CHECK(dj[0]["linkinfo"]["info_slave_data"]["hairpin"].GetBool());
+  REQUIRE_OK(link::set_bridge_port_hairpin(nl, vh.index, false));
+  dj = plumb::test::ip_json("-d link show vh0");
+  CHECK_FALSE(dj[0]["linkinfo"]["info_slave_data"]["hairpin"].GetBool());
+
+  link::LinkChange nomaster;
+  nomaster.master_index = 0;
+  REQUIRE_OK(link::modify(nl, vh.index, nomaster));
+  CHECK(must_get(nl, "vh0").master_index == 0);
+  CHECK_FALSE(plumb::test::ip_json("link show vh0")[0].HasMember("master"));
+
+  const int vp_index = modify_all_at_once(nl);
 
   // Renaming onto an existing name.
   link::LinkChange clash;
   clash.name = "vh0";
-  auto cl = link::modify(nl, vp.index, clash);
+  auto cl = link::modify(nl, vp_index, clash);
   REQUIRE_FALSE(cl);
   CHECK(cl.error().sys_errno == EEXIST);
 

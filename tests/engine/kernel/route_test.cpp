@@ -28,43 +28,43 @@
 using namespace plumb;
 using namespace plumb::test::kernel;
 
-TEST_CASE("routes: add, list and remove, including default routes via a gateway") {
-  plumb::test::Node node;
-  netlink::Socket nl = open_socket();
-  make_veth(nl, "r0", "r1");
-  set_up(nl, "r0");
-  set_up(nl, "r1");
-  int idx = must_get(nl, "r0").index;
-  REQUIRE_OK(addr::add(nl, idx, prefix("192.0.2.10/24")));
-  REQUIRE_OK(addr::add(nl, idx, prefix("2001:db8::10/64"), true));
+namespace {
 
-  route::Route def4;
-  def4.dst = prefix("0.0.0.0/0");
-  def4.gw = ip("192.0.2.1");
-  def4.oif = idx;
-  REQUIRE_OK(route::add(nl, def4));
+/// The routes the case adds on `idx` (192.0.2.10/24 and 2001:db8::10/64): the IPv4 and IPv6
+/// defaults via a gateway, a link-scope route with metric and preferred source, and a route in
+/// table 100 with an MTU metric.
+struct Routes {
+  route::Route def4, lnk, def6, t100;
+};
 
-  route::Route lnk;
-  lnk.dst = prefix("198.51.100.0/24");
-  lnk.oif = idx;
-  lnk.priority = 50;
-  lnk.prefsrc = ip("192.0.2.10");
-  REQUIRE_OK(route::add(nl, lnk));
+Routes add_routes(netlink::Socket& nl, int idx) {
+  Routes rs;
+  rs.def4.dst = prefix("0.0.0.0/0");
+  rs.def4.gw = ip("192.0.2.1");
+  rs.def4.oif = idx;
+  REQUIRE_OK(route::add(nl, rs.def4));
 
-  route::Route def6;
-  def6.dst = prefix("::/0");
-  def6.gw = ip("2001:db8::1");
-  def6.oif = idx;
-  REQUIRE_OK(route::add(nl, def6));
+  rs.lnk.dst = prefix("198.51.100.0/24");
+  rs.lnk.oif = idx;
+  rs.lnk.priority = 50;
+  rs.lnk.prefsrc = ip("192.0.2.10");
+  REQUIRE_OK(route::add(nl, rs.lnk));
 
-  route::Route t100;
-  t100.dst = prefix("203.0.113.0/24");
-  t100.oif = idx;
-  t100.table = 100;
-  t100.mtu_bytes = 1400;
-  REQUIRE_OK(route::add(nl, t100));
+  rs.def6.dst = prefix("::/0");
+  rs.def6.gw = ip("2001:db8::1");
+  rs.def6.oif = idx;
+  REQUIRE_OK(route::add(nl, rs.def6));
 
-  // iproute2's view.
+  rs.t100.dst = prefix("203.0.113.0/24");
+  rs.t100.oif = idx;
+  rs.t100.table = 100;
+  rs.t100.mtu_bytes = 1400;
+  REQUIRE_OK(route::add(nl, rs.t100));
+  return rs;
+}
+
+/// The routes of add_routes as iproute2 lists them.
+void check_iproute2_view() {
   auto d = plumb::test::ip_json("route show default");
   REQUIRE(d.Size() == 1);
   CHECK(str(d[0], "gateway") == "192.0.2.1");
@@ -81,8 +81,10 @@ TEST_CASE("routes: add, list and remove, including default routes via a gateway"
   REQUIRE(t.Size() == 1);
   CHECK(str(t[0], "dst") == "203.0.113.0/24");
   CHECK(t[0]["metrics"][0]["mtu"].GetInt() == 1400);
+}
 
-  // Our view.
+/// The routes of add_routes as route::list reads them back, per table and family.
+void check_listed(netlink::Socket& nl, int idx) {
   auto main4 = route::list(nl, AF_INET);
   REQUIRE_OK(main4);
   auto find = [](const std::vector<route::Route>& v, const std::string& dst) -> const route::Route* {
@@ -120,12 +122,28 @@ TEST_CASE("routes: add, list and remove, including default routes via a gateway"
   const route::Route* gd6 = find(*main6, "::/0");
   REQUIRE(gd6 != nullptr);
   CHECK(gd6->gw->str() == "2001:db8::1");
+}
+
+}  // namespace
+
+TEST_CASE("routes: add, list and remove, including default routes via a gateway") {
+  plumb::test::Node node;
+  netlink::Socket nl = open_socket();
+  make_veth(nl, "r0", "r1");
+  set_up(nl, "r0");
+  set_up(nl, "r1");
+  int idx = must_get(nl, "r0").index;
+  REQUIRE_OK(addr::add(nl, idx, prefix("192.0.2.10/24")));
+  REQUIRE_OK(addr::add(nl, idx, prefix("2001:db8::10/64"), true));
+  const Routes rs = add_routes(nl, idx);
+  check_iproute2_view();
+  check_listed(nl, idx);
 
   // Duplicates and removal.
-  auto dup = route::add(nl, def4);
+  auto dup = route::add(nl, rs.def4);
   REQUIRE_FALSE(dup);
   CHECK(dup.error().sys_errno == EEXIST);
-  for (const route::Route* r : {&def4, &lnk, &def6, &t100}) {
+  for (const route::Route* r : {&rs.def4, &rs.lnk, &rs.def6, &rs.t100}) {
     INFO(r->dst.str());
     auto rm = route::remove(nl, *r);
     REQUIRE_OK(rm);
