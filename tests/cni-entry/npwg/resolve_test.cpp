@@ -1,7 +1,6 @@
 // NetworkAttachmentDefinition parsing (spec 3.1, 3.3) and CNI config resolution (3.4, 7.1, CNI
 // 1.1.0 cniVersions).
 #include <doctest/doctest.h>
-
 #include <stdlib.h>
 
 #include <filesystem>
@@ -9,9 +8,12 @@
 #include <string>
 
 #include "cni-entry/npwg/nad.hpp"
+#include "tests/support/temp_dir.hpp"
 
 using namespace plumb;
 namespace fs = std::filesystem;
+
+using plumb::test::TempDir;
 
 namespace {
 
@@ -39,22 +41,6 @@ nad::ResolvedNetwork resolved(Result<nad::ResolvedNetwork> r) {
 }
 
 /// A scratch directory under /tmp, removed at scope exit.
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/plumb-nad-XXXXXX";
-    REQUIRE(mkdtemp(tmpl) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  void write(const std::string& name, const std::string& text) const {
-    std::ofstream(path + "/" + name) << text;
-  }
-};
-
 nad::NetworkAttachmentDefinition make_nad(const std::string& ns, const std::string& name, const std::string& config) {
   nad::NetworkAttachmentDefinition n;
   n.namespace_ = ns;

@@ -2,34 +2,20 @@
 // (kubeconfig, else in-cluster, else none; the context's or service account's namespace), GET of
 // one object (404 is "none"), paged lists that follow metadata.continue, and Status reasons.
 // Against the API test server on the loopback of the test executable's private namespace.
+#include "engine/k8s/client.hpp"
+
 #include <doctest/doctest.h>
 #include <stdlib.h>
 
 #include <filesystem>
 
-#include "engine/k8s/client.hpp"
 #include "tests/support/kube_api_server.hpp"
+#include "tests/support/temp_dir.hpp"
 
 using namespace plumb;
 using plumb::test::KubeApiServer;
+using plumb::test::TempDir;
 using plumb::test::write_file;
-
-namespace {
-
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/plumb-k8s-XXXXXX";
-    REQUIRE(::mkdtemp(tmpl) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-};
-
-}  // namespace
 
 TEST_CASE("credentials: the kubeconfig when named, else in-cluster from the environment, else none; namespaces come along") {
   TempDir d;

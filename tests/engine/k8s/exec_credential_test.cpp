@@ -13,26 +13,16 @@
 
 #include "engine/k8s/client.hpp"
 #include "tests/support/kube_api_server.hpp"
+#include "tests/support/temp_dir.hpp"
 
 using namespace plumb;
 using plumb::test::KubeApiServer;
 using plumb::test::read_file;
 using plumb::test::write_file;
 
-namespace {
+using plumb::test::TempDir;
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/plumb-exec-XXXXXX";
-    REQUIRE(::mkdtemp(tmpl) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-};
+namespace {
 
 /// A credential plugin that logs its run and prints the token and expiry held in files.
 void install_plugin(const std::string& dir) {

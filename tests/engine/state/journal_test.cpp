@@ -1,4 +1,6 @@
 // State records and the write-ahead undo log (no privileges).
+#include "engine/state/journal.hpp"
+
 #include <doctest/doctest.h>
 #include <fcntl.h>
 #include <sys/file.h>
@@ -10,20 +12,13 @@
 #include <vector>
 
 #include "engine/state/state.hpp"
-#include "engine/state/journal.hpp"
+#include "tests/support/temp_dir.hpp"
 
 using namespace plumb;
 
-namespace {
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/plumb-unit-XXXXXX";
-    path = mkdtemp(tmpl);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-};
+using plumb::test::TempDir;
 
+namespace {
 json::Document op(const char* name) {
   json::Document d(rapidjson::kObjectType);
   json::set_string(d, "op", name, d.GetAllocator());
