@@ -11,8 +11,10 @@ TEST_CASE("host-device config: exactly one selector, and safe sysfs paths") {
   CHECK(has(config_error("host-device", R"({})"), "exactly one"));
   CHECK(has(config_error("host-device", R"({"device": "eth1", "hwaddr": "02:00:00:00:00:01"})"), "got 2"));
   // deviceID replaces pciBusID but is still a selector next to device.
-  CHECK(has(config_error("host-device", R"({"pciBusID": "0000:00:01.0", "runtimeConfig": {"deviceID": "0000:00:02.0"}, "device": "eth1"})"),
-            "got 2"));
+  CHECK(has(
+      config_error("host-device",
+                   R"({"pciBusID": "0000:00:01.0", "runtimeConfig": {"deviceID": "0000:00:02.0"}, "device": "eth1"})"),
+      "got 2"));
   CHECK(has(config_error("host-device", R"({"hwaddr": "not-a-mac"})"), "net-x.hwaddr \"not-a-mac\""));
   CHECK(has(config_error("host-device", R"({"kernelpath": "/etc/passwd"})"), "net-x.kernelpath \"/etc/passwd\""));
   CHECK(has(config_error("host-device", R"({"kernelpath": "/sys/devices/../../etc"})"), "/sys/devices/../../etc"));

@@ -15,11 +15,11 @@
 #include "tests/support/pod_fixture.hpp"
 
 using plumb::test::ip_json;
+using plumb::test::link_names;
 using plumb::test::Node;
 using plumb::test::PodFixture;
 using plumb::test::Proc;
 using plumb::test::sh;
-using plumb::test::link_names;
 
 namespace {
 

@@ -12,14 +12,14 @@
 #include "tests/support/netns_view.hpp"
 #include "tests/support/pod_fixture.hpp"
 
+using plumb::test::address_files;
 using plumb::test::ip_json;
+using plumb::test::link_names;
 using plumb::test::Node;
 using plumb::test::pod_sysctl;
 using plumb::test::PodFixture;
 using plumb::test::Proc;
 using plumb::test::sh;
-using plumb::test::address_files;
-using plumb::test::link_names;
 
 namespace {
 

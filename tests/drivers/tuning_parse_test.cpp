@@ -9,9 +9,11 @@ using plumb::test::has;
 
 TEST_CASE("tuning config: chained only; sysctl keys under net/ only; values typed") {
   CHECK(has(config_error("tuning", R"({"mtu": 1300})", /*with_prev=*/false), "prevResult"));
-  CHECK(has(config_error("tuning", R"({"sysctl": {"kernel.hostname": "x"}})", true), "\"kernel.hostname\" is not under net/"));
+  CHECK(has(config_error("tuning", R"({"sysctl": {"kernel.hostname": "x"}})", true),
+            "\"kernel.hostname\" is not under net/"));
   CHECK(has(config_error("tuning", R"({"sysctl": {"net/../kernel/hostname": "x"}})", true), "net/../kernel/hostname"));
-  CHECK(has(config_error("tuning", R"({"sysctl": {"/proc/sys/net/ipv4/ip_forward": "1"}})", true), "/proc/sys/net/ipv4/ip_forward"));
+  CHECK(has(config_error("tuning", R"({"sysctl": {"/proc/sys/net/ipv4/ip_forward": "1"}})", true),
+            "/proc/sys/net/ipv4/ip_forward"));
   CHECK(has(config_error("tuning", R"({"sysctl": {"netfilter.x": "1"}})", true), "netfilter.x"));
   CHECK(has(config_error("tuning", R"({"sysctl": {"net.ipv4.ip_forward": 1}})", true), "must be a string"));
   CHECK(has(config_error("tuning", R"({"mtu": 70000})", true), "net-x.mtu 70000"));

@@ -4,7 +4,6 @@
 // each other's allocations. Nothing here touches the network; each case still runs on a fresh
 // node with its data directory under node.dir().
 #include <doctest/doctest.h>
-
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/socket.h>

@@ -317,7 +317,9 @@ std::string check_taken_nowhere_else(ClaimNodes& two, const std::string& conf_b,
 
 }  // namespace
 
-TEST_CASE("a claim on a whereabouts network follows the pod from node A to node B; no pod takes it meanwhile; the claim's deletion frees it") {
+TEST_CASE(
+    "a claim on a whereabouts network follows the pod from node A to node B; no pod takes it meanwhile; the claim's "
+    "deletion frees it") {
   Node node;
   ClaimNodes two(node);
   KubeCluster& c = two.c;
@@ -369,8 +371,9 @@ TEST_CASE("a claim on a whereabouts network follows the pod from node A to node 
   REQUIRE(c.run("DEL", "ctr-2", ns_b, "default", "vm-a", "uid-2", conf_b, on_b, plumb_b).exit_code == 0);
   c.api.remove("ipamclaims", "default", "vm-a.blue");
   const std::string valid_b = R"([{"containerID": "ctr-p", "ifname": "eth0"}, {"containerID": "ctr-p", "ifname": "net1"}])";
-  Proc gc_b = plumb::test::run({plumb_b}, {{"CNI_COMMAND", "GC"}, {"CNI_PATH", "/usr/lib/cni"}, {"NODE_NAME", "node-b"}},
-                               with_valid(two.on_node_b(c.config(extra, "1.1.0")), valid_b));
+  Proc gc_b =
+      plumb::test::run({plumb_b}, {{"CNI_COMMAND", "GC"}, {"CNI_PATH", "/usr/lib/cni"}, {"NODE_NAME", "node-b"}},
+                       with_valid(two.on_node_b(c.config(extra, "1.1.0")), valid_b));
   INFO("gc B: ", gc_b.out, gc_b.err);
   CHECK(gc_b.exit_code == 0);
   CHECK(pool_ids(c, "kube-system", pool) == std::set<std::string>{"ctr-p"});

@@ -1,10 +1,10 @@
 // plumb's own config (cni-entry/pod/config.cpp): the Kubernetes API keys, their defaults and
 // validation.
+#include "cni-entry/pod/config.hpp"
+
 #include <doctest/doctest.h>
 
 #include <string>
-
-#include "cni-entry/pod/config.hpp"
 
 using namespace plumb;
 

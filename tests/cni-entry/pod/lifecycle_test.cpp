@@ -18,12 +18,12 @@
 #include "tests/support/pod_fixture.hpp"
 #include "tests/support/scale.hpp"
 
+using plumb::test::address_files;
 using plumb::test::ip_json;
+using plumb::test::link_names;
 using plumb::test::Node;
 using plumb::test::PodFixture;
 using plumb::test::Proc;
-using plumb::test::address_files;
-using plumb::test::link_names;
 
 namespace {
 

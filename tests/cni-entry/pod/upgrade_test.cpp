@@ -24,14 +24,14 @@
 #include "tests/support/pod_fixture.hpp"
 #include "tests/support/sriov_fakes.hpp"
 
+using plumb::test::address_files;
+using plumb::test::link_names;
 using plumb::test::Node;
 using plumb::test::PodFixture;
 using plumb::test::Proc;
 using plumb::test::read_file;
 using plumb::test::sh;
 using plumb::test::write_file;
-using plumb::test::address_files;
-using plumb::test::link_names;
 namespace fs = std::filesystem;
 
 namespace {

@@ -136,7 +136,9 @@ void put_cluster(KubeApiServer& api) {
 
 }  // namespace
 
-TEST_CASE("plumb reconcile releases what killed pods, a vanished node, an old sandbox and a deleted claim held, in both datastores") {
+TEST_CASE(
+    "plumb reconcile releases what killed pods, a vanished node, an old sandbox and a deleted claim held, in both "
+    "datastores") {
   Node node;
   KubeApiServer api(node.dir() + "/api");
   api.set_tokens({"tok"});

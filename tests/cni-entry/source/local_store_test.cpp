@@ -1,6 +1,5 @@
 // The embedded local store: NADs and Pod manifests from a directory, network-status files.
 #include <doctest/doctest.h>
-
 #include <stdlib.h>
 #include <sys/stat.h>
 
@@ -266,8 +265,9 @@ TEST_CASE("local store IPAMClaims: read, status.ips written back, gone with the 
   auto missing = store->ipam_claim("default", "vm-a.blue");
   REQUIRE(missing.has_value());
   CHECK_FALSE(missing->has_value());
-  CHECK(store->write_ipam_claim_status("default", "vm-a.blue", {{"192.0.2.5/24"}, "vm-a", "2026-01-02T03:04:05Z"}).error().cni_code ==
-        cni_code::kNotFound);
+  CHECK(store->write_ipam_claim_status("default", "vm-a.blue", {{"192.0.2.5/24"}, "vm-a", "2026-01-02T03:04:05Z"})
+            .error()
+            .cni_code == cni_code::kNotFound);
 
   d.write("ipamclaims/default/vm-a.blue.yaml",
           "apiVersion: k8s.cni.cncf.io/v1alpha1\nkind: IPAMClaim\nmetadata:\n  name: vm-a.blue\nspec:\n  network: "
@@ -279,7 +279,9 @@ TEST_CASE("local store IPAMClaims: read, status.ips written back, gone with the 
   CHECK((*fresh)->interface == "net1");
   CHECK((*fresh)->ips.empty());
 
-  REQUIRE(store->write_ipam_claim_status("default", "vm-a.blue", {{"192.0.2.5/24", "2001:db8::5/64"}, "vm-a", "2026-01-02T03:04:05Z"})
+  REQUIRE(store
+              ->write_ipam_claim_status("default", "vm-a.blue",
+                                        {{"192.0.2.5/24", "2001:db8::5/64"}, "vm-a", "2026-01-02T03:04:05Z"})
               .has_value());
   auto held = store->ipam_claim("default", "vm-a.blue");
   REQUIRE(held.has_value());

@@ -1,12 +1,12 @@
 // cni-entry/source/source.cpp without a server: the ADD-time annotation lookup (the runtime's
 // annotations need no request; the API's are UID-checked unless the pod is static).
+#include "cni-entry/source/source.hpp"
+
 #include <doctest/doctest.h>
 
 #include <map>
 #include <optional>
 #include <string>
-
-#include "cni-entry/source/source.hpp"
 
 using namespace plumb;
 

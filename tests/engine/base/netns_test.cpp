@@ -1,5 +1,7 @@
 // engine/base/netns against the real kernel, inside a private node namespace per case: the Guard
 // that returns a thread to its namespace, and the file type check of open.
+#include "engine/base/netns.hpp"
+
 #include <doctest/doctest.h>
 #include <linux/if.h>
 #include <linux/if_addr.h>
@@ -15,14 +17,13 @@
 #include "engine/kernel/addr.hpp"
 #include "engine/kernel/link.hpp"
 #include "engine/kernel/netconf.hpp"
-#include "engine/netlink/socket.hpp"
-#include "engine/base/netns.hpp"
 #include "engine/kernel/route.hpp"
 #include "engine/kernel/sysctl.hpp"
-#include "tests/engine/netlink/require_ok.hpp"
+#include "engine/netlink/socket.hpp"
 #include "tests/engine/kernel/kernel_helpers.hpp"
-#include "tests/support/private_node.hpp"
+#include "tests/engine/netlink/require_ok.hpp"
 #include "tests/support/literals.hpp"
+#include "tests/support/private_node.hpp"
 
 using namespace plumb;
 using namespace plumb::test::kernel;

@@ -99,10 +99,12 @@ TEST_CASE("kubeconfig errors name the file and the field") {
   SUBCASE("an exec map client-go would refuse") {
     auto e = load_error(d, kubeconfig("", "    exec:\n      command: aws\n"));
     CHECK(contains(e.msg, "exec.apiVersion \"\" must be client.authentication.k8s.io/v1"));
-    e = load_error(d, kubeconfig("", "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: aws\n"));
+    e = load_error(
+        d, kubeconfig("", "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: aws\n"));
     CHECK(contains(e.msg, "exec.interactiveMode must be set"));
-    e = load_error(d, kubeconfig("", "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: aws\n"
-                                     "      interactiveMode: Always\n"));
+    e = load_error(d, kubeconfig("",
+                                 "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: aws\n"
+                                 "      interactiveMode: Always\n"));
     CHECK(contains(e.msg, "needs a terminal"));
   }
   SUBCASE("typed as client-go reads them: a number is a string field's text, a map is not") {

@@ -1,6 +1,8 @@
 // engine/kernel/addr against the real kernel, inside a private node namespace per case: IPv4 and
 // IPv6 addresses added, listed and removed. Kernel state is checked independently through iproute2
 // (`ip -j ...`).
+#include "engine/kernel/addr.hpp"
+
 #include <doctest/doctest.h>
 #include <linux/if.h>
 #include <linux/if_addr.h>
@@ -13,17 +15,16 @@
 #include <string>
 #include <vector>
 
-#include "engine/kernel/addr.hpp"
+#include "engine/base/netns.hpp"
 #include "engine/kernel/link.hpp"
 #include "engine/kernel/netconf.hpp"
-#include "engine/netlink/socket.hpp"
-#include "engine/base/netns.hpp"
 #include "engine/kernel/route.hpp"
 #include "engine/kernel/sysctl.hpp"
-#include "tests/engine/netlink/require_ok.hpp"
+#include "engine/netlink/socket.hpp"
 #include "tests/engine/kernel/kernel_helpers.hpp"
-#include "tests/support/private_node.hpp"
+#include "tests/engine/netlink/require_ok.hpp"
 #include "tests/support/literals.hpp"
+#include "tests/support/private_node.hpp"
 
 using namespace plumb;
 using namespace plumb::test::kernel;
@@ -68,7 +69,8 @@ TEST_CASE("addresses: add, list and remove IPv4 and IPv6 (nodad visible to iprou
 
   auto v6 = addr::list(nl, idx, AF_INET6);
   REQUIRE_OK(v6);
-  auto it = std::find_if(v6->begin(), v6->end(), [](const addr::AddrInfo& a) { return a.prefix.str() == "2001:db8::10/64"; });
+  auto it =
+      std::find_if(v6->begin(), v6->end(), [](const addr::AddrInfo& a) { return a.prefix.str() == "2001:db8::10/64"; });
   REQUIRE(it != v6->end());
   CHECK((it->flags & IFA_F_NODAD) != 0);
   for (const auto& a : *v6) CHECK(a.prefix.addr.family == AF_INET6);

@@ -1,5 +1,7 @@
 // engine/kernel/netconf against the real kernel, inside a private node namespace per case:
 // forwarding read over RTM_GETNETCONF, and ensure_forwarding writing only when forwarding is off.
+#include "engine/kernel/netconf.hpp"
+
 #include <doctest/doctest.h>
 #include <linux/if.h>
 #include <linux/if_addr.h>
@@ -12,22 +14,23 @@
 #include <string>
 #include <vector>
 
+#include "engine/base/netns.hpp"
 #include "engine/kernel/addr.hpp"
 #include "engine/kernel/link.hpp"
-#include "engine/kernel/netconf.hpp"
-#include "engine/netlink/socket.hpp"
-#include "engine/base/netns.hpp"
 #include "engine/kernel/route.hpp"
 #include "engine/kernel/sysctl.hpp"
-#include "tests/engine/netlink/require_ok.hpp"
+#include "engine/netlink/socket.hpp"
 #include "tests/engine/kernel/kernel_helpers.hpp"
-#include "tests/support/private_node.hpp"
+#include "tests/engine/netlink/require_ok.hpp"
 #include "tests/support/literals.hpp"
+#include "tests/support/private_node.hpp"
 
 using namespace plumb;
 using namespace plumb::test::kernel;
 
-TEST_CASE("netconf: forwarding read over rtnetlink; ensure_forwarding writes only when off, so an unchanged net.ipv6.conf.all.forwarding leaves a device's own forwarding alone") {
+TEST_CASE(
+    "netconf: forwarding read over rtnetlink; ensure_forwarding writes only when off, so an unchanged "
+    "net.ipv6.conf.all.forwarding leaves a device's own forwarding alone") {
   plumb::test::Node node;
   netlink::Socket nl = open_socket();
   REQUIRE(plumb::test::sh("ip link add s7 type veth peer name s7p").exit_code == 0);

@@ -14,19 +14,19 @@
 
 #include "engine/kernel/addr.hpp"
 #include "engine/kernel/link.hpp"
-#include "engine/netlink/socket.hpp"
 #include "engine/kernel/route.hpp"
 #include "engine/kernel/sysctl.hpp"
-#include "tests/support/literals.hpp"
+#include "engine/netlink/socket.hpp"
 #include "tests/support/golden.hpp"
+#include "tests/support/literals.hpp"
 
 using namespace plumb;
 using plumb::test::Bytes;
 using plumb::test::check_bytes;
 
-using plumb::test::prefix;
 using plumb::test::ip;
 using plumb::test::mac;
+using plumb::test::prefix;
 
 TEST_CASE("golden: IPv4 default route via a gateway") {
   route::Route r;

@@ -1,6 +1,8 @@
 // engine/kernel/route against the real kernel, inside a private node namespace per case: routes
 // added, listed and removed, default routes via a gateway among them. Kernel state is checked
 // independently through iproute2 (`ip -j ...`).
+#include "engine/kernel/route.hpp"
+
 #include <doctest/doctest.h>
 #include <linux/if.h>
 #include <linux/if_addr.h>
@@ -13,17 +15,16 @@
 #include <string>
 #include <vector>
 
+#include "engine/base/netns.hpp"
 #include "engine/kernel/addr.hpp"
 #include "engine/kernel/link.hpp"
 #include "engine/kernel/netconf.hpp"
-#include "engine/netlink/socket.hpp"
-#include "engine/base/netns.hpp"
-#include "engine/kernel/route.hpp"
 #include "engine/kernel/sysctl.hpp"
-#include "tests/engine/netlink/require_ok.hpp"
+#include "engine/netlink/socket.hpp"
 #include "tests/engine/kernel/kernel_helpers.hpp"
-#include "tests/support/private_node.hpp"
+#include "tests/engine/netlink/require_ok.hpp"
 #include "tests/support/literals.hpp"
+#include "tests/support/private_node.hpp"
 
 using namespace plumb;
 using namespace plumb::test::kernel;
@@ -106,7 +107,7 @@ void check_listed(netlink::Socket& nl, int idx) {
   CHECK(gl->priority == 50);
   REQUIRE(gl->prefsrc);
   CHECK(gl->prefsrc->str() == "192.0.2.10");
-  CHECK(find(*main4, "192.0.2.0/24") != nullptr);  // the kernel's prefix route
+  CHECK(find(*main4, "192.0.2.0/24") != nullptr);    // the kernel's prefix route
   CHECK(find(*main4, "203.0.113.0/24") == nullptr);  // other table
   for (const auto& r : *main4) CHECK(r.table == RT_TABLE_MAIN);
 

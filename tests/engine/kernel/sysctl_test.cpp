@@ -1,6 +1,8 @@
 // engine/kernel/sysctl: keys in '/' and '.' form never leave /proc/sys (no privileges), and a
 // per-interface key read and written inside a Guard in a pod namespace (a private node namespace
 // per case).
+#include "engine/kernel/sysctl.hpp"
+
 #include <doctest/doctest.h>
 #include <linux/if.h>
 #include <linux/if_addr.h>
@@ -13,17 +15,16 @@
 #include <string>
 #include <vector>
 
+#include "engine/base/netns.hpp"
 #include "engine/kernel/addr.hpp"
 #include "engine/kernel/link.hpp"
 #include "engine/kernel/netconf.hpp"
-#include "engine/netlink/socket.hpp"
-#include "engine/base/netns.hpp"
 #include "engine/kernel/route.hpp"
-#include "engine/kernel/sysctl.hpp"
-#include "tests/engine/netlink/require_ok.hpp"
+#include "engine/netlink/socket.hpp"
 #include "tests/engine/kernel/kernel_helpers.hpp"
-#include "tests/support/private_node.hpp"
+#include "tests/engine/netlink/require_ok.hpp"
 #include "tests/support/literals.hpp"
+#include "tests/support/private_node.hpp"
 
 using namespace plumb;
 using namespace plumb::test::kernel;

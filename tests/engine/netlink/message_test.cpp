@@ -14,19 +14,19 @@
 
 #include "engine/kernel/addr.hpp"
 #include "engine/kernel/link.hpp"
-#include "engine/netlink/socket.hpp"
 #include "engine/kernel/route.hpp"
 #include "engine/kernel/sysctl.hpp"
-#include "tests/support/literals.hpp"
+#include "engine/netlink/socket.hpp"
 #include "tests/support/golden.hpp"
+#include "tests/support/literals.hpp"
 
 using namespace plumb;
 using plumb::test::Bytes;
 using plumb::test::check_bytes;
 
-using plumb::test::prefix;
 using plumb::test::ip;
 using plumb::test::mac;
+using plumb::test::prefix;
 
 namespace {
 
@@ -52,8 +52,8 @@ const std::vector<netlink::AttrPolicy> kPolicy = {
 
 TEST_CASE("parse_attrs accepts well-formed attributes and stores only the ones in the policy") {
   // IFLA_MTU 1500 | IFLA_IFNAME "lo\0" | IFLA_TXQLEN (13, not in the policy) 1000
-  RawLink m({0x08, 0x00, 0x04, 0x00, 0xdc, 0x05, 0x00, 0x00, 0x07, 0x00, 0x03, 0x00, 'l', 'o', 0x00, 0x00,
-             0x08, 0x00, 0x0d, 0x00, 0xe8, 0x03, 0x00, 0x00});
+  RawLink m({0x08, 0x00, 0x04, 0x00, 0xdc, 0x05, 0x00, 0x00, 0x07, 0x00, 0x03, 0x00,
+             'l',  'o',  0x00, 0x00, 0x08, 0x00, 0x0d, 0x00, 0xe8, 0x03, 0x00, 0x00});
   auto tb = netlink::parse_attrs(m.nlh(), sizeof(ifinfomsg), IFLA_MAX, kPolicy);
   REQUIRE(tb);
   REQUIRE((*tb)[IFLA_MTU] != nullptr);

@@ -3,6 +3,8 @@
 // larger than one receive buffer, one reply larger than the initial receive buffer, the
 // interrupted-dump retry, replies that are not ours, nfnetlink batches with per-message and
 // batch-level errors, sockets opened in a pod namespace and the one-socket-per-namespace cache.
+#include "engine/netlink/socket.hpp"
+
 #include <doctest/doctest.h>
 #include <linux/if_addr.h>
 #include <linux/netfilter.h>
@@ -21,10 +23,9 @@
 #include <thread>
 #include <vector>
 
+#include "engine/base/netns.hpp"
 #include "engine/kernel/addr.hpp"
 #include "engine/kernel/link.hpp"
-#include "engine/base/netns.hpp"
-#include "engine/netlink/socket.hpp"
 #include "tests/engine/kernel/kernel_helpers.hpp"
 #include "tests/engine/netlink/require_ok.hpp"
 #include "tests/support/private_node.hpp"
