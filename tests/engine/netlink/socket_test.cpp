@@ -26,6 +26,7 @@
 #include "engine/base/netns.hpp"
 #include "engine/kernel/addr.hpp"
 #include "engine/kernel/link.hpp"
+#include "engine/kernel/route.hpp"
 #include "tests/engine/kernel/kernel_helpers.hpp"
 #include "tests/engine/netlink/require_ok.hpp"
 #include "tests/support/private_node.hpp"
