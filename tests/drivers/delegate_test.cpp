@@ -68,7 +68,7 @@ void check_clean(const PodFixture& fx, const std::string& pod_ns) {
   CHECK(ip_json("link show type veth").Size() == 0);
   CHECK(link_names(pod_ns) == std::set<std::string>{"lo"});
   CHECK(PodFixture::files_under(fx.state() + "/containers").empty());
-  for (auto& f : plumb::test::address_files(fx.ipam_dir())) FAIL_CHECK("address still held: " + f);
+  for (auto& f : plumb::test::address_files(fx.ipam_dir())) FAIL_CHECK(("address still held: " + f));
   CHECK(PodFixture::files_under(fx.store() + "/status").empty());
 }
 

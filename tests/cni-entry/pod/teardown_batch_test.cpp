@@ -61,7 +61,7 @@ void check_clean(const PodFixture& fx, const std::set<std::string>& node_links, 
   CHECK(link_names(ns) == std::set<std::string>{"lo"});
   CHECK(link_names("") == node_links);
   CHECK(PodFixture::files_under(fx.state() + "/containers").empty());
-  for (auto& f : plumb::test::address_files(fx.ipam_dir())) FAIL_CHECK("address still held: " + f);
+  for (auto& f : plumb::test::address_files(fx.ipam_dir())) FAIL_CHECK(("address still held: " + f));
 }
 
 }  // namespace
