@@ -50,22 +50,27 @@ static int serve_one(int dev) {
 }
 
 static int create(int control, const char* name, const unsigned char mac[6]) {
-  struct {
-    struct vduse_dev_config c;
-    struct virtio_net_config net;
-  } conf;
-  memset(&conf, 0, sizeof(conf));
-  snprintf(conf.c.name, sizeof(conf.c.name), "%s", name);
-  conf.c.device_id = VIRTIO_ID_NET;
-  conf.c.features = (1ULL << VIRTIO_F_VERSION_1) | (1ULL << VIRTIO_F_ACCESS_PLATFORM) | (1ULL << VIRTIO_NET_F_MAC);
-  conf.c.vq_num = 2;
-  conf.c.vq_align = 4096;
-  conf.c.config_size = sizeof(conf.net);
-  memcpy(conf.net.mac, mac, 6);
+  struct virtio_net_config net;
+  memset(&net, 0, sizeof(net));
+  memcpy(net.mac, mac, 6);
+  struct vduse_dev_config* c = calloc(1, sizeof(*c) + sizeof(net));  // config[] holds net
+  if (c == NULL) return fail("calloc");
+  snprintf(c->name, sizeof(c->name), "%s", name);
+  c->device_id = VIRTIO_ID_NET;
+  c->features = (1ULL << VIRTIO_F_VERSION_1) | (1ULL << VIRTIO_F_ACCESS_PLATFORM) | (1ULL << VIRTIO_NET_F_MAC);
+  c->vq_num = 2;
+  c->vq_align = 4096;
+  c->config_size = sizeof(net);
+  memcpy(c->config, &net, sizeof(net));
   uint64_t api = 0;
-  if (ioctl(control, VDUSE_SET_API_VERSION, &api) != 0) return fail("VDUSE_SET_API_VERSION 0");
-  if (ioctl(control, VDUSE_CREATE_DEV, &conf) != 0) return fail("VDUSE_CREATE_DEV");
-  return 0;
+  int rc = 0;
+  if (ioctl(control, VDUSE_SET_API_VERSION, &api) != 0) {
+    rc = fail("VDUSE_SET_API_VERSION 0");
+  } else if (ioctl(control, VDUSE_CREATE_DEV, c) != 0) {
+    rc = fail("VDUSE_CREATE_DEV");
+  }
+  free(c);
+  return rc;
 }
 
 int main(int argc, char** argv) {
