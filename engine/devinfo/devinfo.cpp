@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <filesystem>
 
@@ -167,7 +168,11 @@ Status plan(json::Document& plugins, Plan& plan, const std::string& base, const 
   if (!plugins.IsArray()) return fail(cni_code::kInternal, "device-info planning: plugins is not an array");
   plan.device_id = chain_device_id(plugins);
   plan.file.clear();
-  if (plan.resource_name.empty() || plan.device_id.empty()) return {};
+  const bool names_vdpa = std::ranges::any_of(plugins.GetArray(), [](const json::Value& p) {
+    const json::Value* v = json::find(p, "vdpaDevice");
+    return v != nullptr && v->IsString() && v->GetStringLength() > 0;
+  });
+  if ((plan.resource_name.empty() || plan.device_id.empty()) && !names_vdpa) return {};
   plan.file = cni_file(base, container_id, ifname);
   auto& a = plugins.GetAllocator();
   for (auto& p : plugins.GetArray()) {
@@ -187,6 +192,7 @@ Status prepare(txn::Journal& journal, const std::string& base, const Plan& plan)
     return fail(cni_code::kConflict, "device-info file " + plan.file + " already exists (written once per attachment)");
   }
   PLUMB_TRY(journal.will(undo_remove(plan.file)));
+  if (plan.resource_name.empty() || plan.device_id.empty()) return {};  // no device plugin's file to copy
   std::string dp = dp_file(base, plan.resource_name, plan.device_id);
   auto doc = read(dp);
   if (!doc) return std::unexpected(doc.error().within("device plugin file of resource " + plan.resource_name));

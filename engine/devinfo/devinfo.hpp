@@ -82,14 +82,16 @@ struct Plan {
 /// runtimeConfig.deviceID (runtimeConfig wins), "" if none.
 [[nodiscard]] std::string chain_device_id(const json::Value& plugins);
 /// Planning (no file is touched): when plan.resource_name is set and the chain has a deviceID,
-/// sets plan.device_id and plan.file (cni_file(base, container_id, ifname)) and puts the path as
+/// or when a plugin of the chain names its vDPA device itself ("vdpaDevice": a device no device
+/// plugin allocated, such as a VDUSE device), sets plan.device_id (when any) and plan.file
+/// (cni_file(base, container_id, ifname)) and puts the path as
 /// runtimeConfig.CNIDeviceInfoFile into every plugin declaring that capability. `plugins` is the
 /// attachment's array of plugin configs. Errors: kInternal when `plugins` is not an array.
 [[nodiscard]] Status plan(json::Document& plugins, Plan& plan, const std::string& base, const std::string& container_id,
                           const std::string& ifname);
 /// ADD, before the attachment's chain runs: registers the file's removal in the journal, then
-/// copies the device plugin's file (validated) to plan.file when it exists. Does nothing when
-/// plan.file is empty. Errors: kConflict if plan.file exists already; read/validate errors naming
+/// copies the device plugin's file (validated) to plan.file when it exists (only with a
+/// resource name and a deviceID). Does nothing when plan.file is empty. Errors: kConflict if plan.file exists already; read/validate errors naming
 /// the device plugin's file; the journal's write errors.
 [[nodiscard]] Status prepare(txn::Journal& journal, const std::string& base, const Plan& plan);
 

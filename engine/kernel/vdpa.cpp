@@ -102,6 +102,14 @@ std::optional<Device> find_by_pci(const std::vector<Device>& devices, const std:
   return std::nullopt;
 }
 
+bool valid_device_name(std::string_view name) {
+  if (name.empty() || name.size() > 64 || name == "." || name == "..") return false;
+  return std::ranges::all_of(name, [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+           c == ':' || c == '-';
+  });
+}
+
 Result<Binding> read_binding(const std::string& sysfs_root, const std::string& dev) {
   fs::path dir = fs::path(sysfs_root) / "bus/vdpa/devices" / dev;
   std::error_code ec;

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/base/result.hpp"
@@ -58,6 +59,10 @@ class GenlLister final : public Lister {
 
 /// The device whose management device is PCI device `pci`; nullopt when none.
 [[nodiscard]] std::optional<Device> find_by_pci(const std::vector<Device>& devices, const std::string& pci);
+
+/// True for a vDPA device name plumb accepts in a path: 1-64 characters of [A-Za-z0-9._:-], not
+/// "." or ".." (a device name never holds '/'; VDUSE's and the vendors' names fit).
+[[nodiscard]] bool valid_device_name(std::string_view name);
 
 /// What sysfs says about a vDPA device.
 struct Binding {

@@ -109,6 +109,20 @@ TEST_CASE("device-info: planning needs resourceName and a deviceID, and hands th
   CHECK(q.file.empty());
 }
 
+TEST_CASE("device-info: a chain naming its vDPA device (vdpaDevice) gets a file without resourceName; no device plugin file is read") {
+  auto plugins = json::parse(R"([{"type":"vdpa","vdpaDevice":"vduse0","capabilities":{"CNIDeviceInfoFile":true}}])", "t");
+  REQUIRE(plugins);
+  devinfo::Plan p;
+  REQUIRE(devinfo::plan(*plugins, p, "/b", "ctr", "net1"));
+  CHECK(p.device_id.empty());
+  CHECK(p.file == "/b/cni/ctr-net1-device.json");
+  CHECK(std::string((*plugins)[0]["runtimeConfig"]["CNIDeviceInfoFile"].GetString()) == p.file);
+  auto empty = json::parse(R"([{"type":"vdpa","vdpaDevice":""}])", "t");
+  devinfo::Plan q;
+  REQUIRE(devinfo::plan(*empty, q, "/b", "ctr", "net1"));
+  CHECK(q.file.empty());
+}
+
 TEST_CASE("device-info: a link planted at the attachment's file or at cni/ is refused by path, its target untouched") {
   test::TempDir t;
   const std::string victim = t.path + "/victim";
