@@ -144,6 +144,12 @@ void add_daemon(CLI::App& app, daemon::Options& o) {
                 "read every object from the API server")
       ->envname("NODE_NAME")
       ->type_name("NODE");
+  d->add_option_function<std::string>(
+       "--log-format", [&o](const std::string& f) { o.json_log = f == "json"; },
+       "each invocation's line on stderr (verb, pod, container ID, interface, networks, result code, duration): "
+       "text (default) or json")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->type_name("FORMAT");
 }
 
 void add_reconcile(CLI::App& app, reconcile::Options& o) {

@@ -183,7 +183,7 @@ bool Daemon::fork_worker(int max_requests) {
     ::dup2(pair[1], 3);
     ::dup2(2, 4);
     ::close_range(5, ~0U, 0);
-    detail::worker_main(3, 4, max_requests, cni_main_, cache_.has_value());
+    detail::worker_main(3, 4, max_requests, cni_main_, cache_.has_value(), o_.json_log);
   }
   ::close(pair[1]);
   if (pid < 0) {

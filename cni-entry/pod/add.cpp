@@ -228,6 +228,9 @@ Result<std::string> add_with(AddRun& run) {
   const auto& env = run.env;
   run.k = PLUMB_TRY(open_kernel(env.netns, true));
   run.plan = PLUMB_TRY(plan(env, run.conf, run.store, run.pod, run.log));
+  std::vector<std::string> networks;
+  for (const auto& att : run.plan.attachments) networks.push_back(att.status_name);
+  run.log.note_networks(std::move(networks));
 
   std::optional<std::string> repeated;
   auto status_json = PLUMB_TRY(attach_locked(run, repeated));
