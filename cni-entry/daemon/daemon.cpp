@@ -66,6 +66,8 @@ class Daemon {
   /// Sets up the watched caches when the daemon has API credentials and a node name; false
   /// (stderr says why) for a kubeconfig that cannot be loaded.
   bool configure_cache();
+  /// Whether the watched caches are set up.
+  [[nodiscard]] bool watching() const { return cache_.has_value(); }
   ~Daemon();
   /// Binds the socket and the signalfd; false (stderr says why) when it cannot.
   bool start();
@@ -114,6 +116,7 @@ bool Daemon::configure_cache() {
   }
   if (!*creds) return true;
   cache_.emplace(source::WatchSetup{std::move(**creds), o_.node_name});
+  for (PodEvents* observer : o_.pod_observers) cache_->subscribe(observer);
   return true;
 }
 
@@ -396,8 +399,9 @@ void Daemon::run() {
 int run(const Options& o, CniMain cni_main) {
   Daemon d(o, cni_main);
   if (!d.configure_cache() || !d.start()) return 1;
-  std::fprintf(stderr, "plumb daemon %s: listening on %s, %d workers of %d invocations each\n", version::kFull,
-               o.socket.c_str(), o.workers, o.requests_per_worker);
+  std::fprintf(stderr, "plumb daemon %s: listening on %s, %d workers of %d invocations each%s%s\n", version::kFull,
+               o.socket.c_str(), o.workers, o.requests_per_worker, d.watching() ? "; watching the pods of node " : "",
+               d.watching() ? o.node_name.c_str() : "");
   d.run();
   return 0;
 }

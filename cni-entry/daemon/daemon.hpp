@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "cni-entry/daemon/pod_events.hpp"
 #include "cni-entry/daemon/wire.hpp"
 
 namespace plumb::daemon {
@@ -40,6 +41,9 @@ struct Options {
   std::string kubeconfig;
   std::string node_name;  ///< --node-name (default $NODE_NAME): whose pods are watched; "" = no cache
   bool json_log = false;  ///< --log-format=json: the invocations' lines as JSON objects (else text)
+  /// Observers of the node's pods as the watch sees them (pod_events.hpp; not owned), told on
+  /// the daemon's thread; none without watched caches.
+  std::vector<PodEvents*> pod_observers;
 };
 
 /// What one invocation came to, for the line the daemon's stderr gets per invocation.
