@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -165,17 +166,17 @@ class Lookup final : public source::WatchedObjects {
     question += ns + "/" + name;
     if (::send(control_, question.data(), question.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(question.size()))
       return std::nullopt;
-    if (answer_.empty()) answer_.resize(kMaxLookupAnswer + 1);
+    if (!answer_) answer_.reset(new char[kMaxLookupAnswer + 1]);  // not zeroed: only what answers fill is touched
     ssize_t n;
-    do n = ::recv(control_, answer_.data(), answer_.size(), 0);
+    do n = ::recv(control_, answer_.get(), kMaxLookupAnswer + 1, 0);
     while (n < 0 && errno == EINTR);
     if (n < 1 || answer_[0] != '1') return std::nullopt;
-    return std::string(answer_.data() + 1, static_cast<size_t>(n) - 1);
+    return std::string(answer_.get() + 1, static_cast<size_t>(n) - 1);
   }
 
  private:
   int control_;
-  std::string answer_;  ///< the receive buffer, allocated at the first lookup and kept
+  std::unique_ptr<char[]> answer_;  ///< the receive buffer, allocated at the first lookup and kept
 };
 
 }  // namespace
