@@ -3,7 +3,8 @@
 // the Kubernetes API test server; its workers read from there. Counted at the server: an ADD
 // whose pod and NADs are cached makes no GET, a DEL no request at all; a watch that drops
 // resumes from its resourceVersion without a list; a compacted version (410 Expired) makes the
-// daemon list again; a NAD and pod created a moment before the ADD are read with a GET.
+// daemon list again; a NAD and pod created a moment before the ADD are read with a GET; an API
+// server that goes away is retried with a back-off and listed again when it is back.
 #include <doctest/doctest.h>
 
 #include <map>
@@ -153,4 +154,24 @@ TEST_CASE("a watch that drops resumes from its resourceVersion without a list; a
   Proc add = add_via(c, w.d, "ctr-1", ns, "web", "uid-1");
   REQUIRE_MESSAGE(add.exit_code == 0, add.out << add.err);
   CHECK(c.api.count("GET", kPodPath) == 0);
+}
+
+TEST_CASE("an API server that goes away and comes back: the daemon backs off, then lists and watches it again") {
+  Node node;
+  KubeCluster c(node);
+  c.add_nad("default", "blue", plumb::test::bridge_net("br-blue", "198.51.100.0/24", c.fx.ipam_dir()));
+  WatchingDaemon w(c);
+  c.api.stop();
+  // Retried with a back-off, said on the daemon's stderr.
+  REQUIRE(eventually([&] { return plumb::test::read_file(w.d.log).find("watch of pods:") != std::string::npos; }));
+  c.add_pod("default", "web", "uid-1", kBlue);  // while the server is away
+  c.api.clear_requests();
+  c.api.restart();
+  // The new server has no history of the old one's versions: 410, and a list that names the pod.
+  REQUIRE(eventually([&] { return requests_like(c, "GET /api/v1/pods?fieldSelector") == 1 && requests_like(c, "GET /api/v1/pods?watch=1") >= 1; }));
+  const std::string ns = node.add_netns("web");
+  Proc add = add_via(c, w.d, "ctr-1", ns, "web", "uid-1");
+  REQUIRE_MESSAGE(add.exit_code == 0, add.out << add.err);
+  CHECK(c.api.count("GET", kPodPath) == 0);
+  CHECK(c.api.count("GET", kNadPath + "blue") == 0);
 }
