@@ -273,6 +273,7 @@ void Daemon::on_control(Worker& w) {
   const bool logged = w.conn >= 0;
   answer(w.conn, std::nullopt);  // no longer watched: the shim's end from now on is no early end
   if (!o_.usage_log.empty() && logged) log_usage(w.pid, "exit", done.exit_code, done.cpu_us, done.minflt, done.maxrss_kib);
+  if (done.more != 0) return;  // busy until its second Done
   w.busy = false;
   w.retiring = done.retiring != 0;
 }

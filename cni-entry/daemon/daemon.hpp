@@ -85,6 +85,8 @@ struct Done {
   int64_t cpu_us;      ///< user + system CPU the worker spent on the invocation
   int64_t minflt;      ///< page faults (without I/O) during the invocation
   int64_t maxrss_kib;  ///< the worker's peak RSS so far
+  int64_t more;        ///< 1: the shim is answered, but the worker still works for the invocation
+                       ///< (source/after_answer.hpp); a second Done with 0 follows
 };
 
 /// User + system CPU time of `ru`, in µs.

@@ -13,14 +13,17 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <iterator>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "cni-entry/daemon/daemon.hpp"
 #include "cni-entry/daemon/wire.hpp"
+#include "cni-entry/source/after_answer.hpp"
 #include "cni-entry/source/watched.hpp"
 #include "engine/base/recycler.hpp"
 #include "engine/netlink/socket.hpp"
@@ -190,6 +193,8 @@ void worker_main(int control, int log, int max_requests, CniMain cni_main, bool 
   (void)park_stdio(log);  // without /dev/null, 0 and 1 stay the daemon's: no runtime's pipes
   static Lookup lookup(control);
   if (cached) source::set_watched_objects(&lookup);
+  static std::vector<std::function<void()>> later;  // what the invocation left for after its answer
+  source::after_answer_queue() = &later;
   for (int served = 1;; ++served) {
     char one;
     int conn = -1, nconn = 0;
@@ -198,8 +203,8 @@ void worker_main(int control, int log, int max_requests, CniMain cni_main, bool 
     ::getrusage(RUSAGE_SELF, &before);
     const Served s = serve(conn, log, cni_main);
     ::getrusage(RUSAGE_SELF, &after);
-    const Done done{s.code, served >= max_requests || s.retire ? 1 : 0, cpu_us(after) - cpu_us(before), after.ru_minflt - before.ru_minflt,
-                    after.ru_maxrss};
+    Done done{s.code, served >= max_requests || s.retire ? 1 : 0, cpu_us(after) - cpu_us(before), after.ru_minflt - before.ru_minflt,
+              after.ru_maxrss, later.empty() ? 0 : 1};
     // The daemon first (it stops watching the shim, whose end is no early end from now on), then
     // the shim, answered here rather than through the daemon: one wake-up less before it exits.
     const bool told = ::send(control, &done, sizeof done, MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof done);
@@ -209,6 +214,14 @@ void worker_main(int control, int log, int max_requests, CniMain cni_main, bool 
       const std::string line = outcome_line(*s.outcome, s.ms, json_log);
       (void)!::write(log, line.data(), line.size());
     }
+    if (told && done.more != 0) {
+      // Still busy for the daemon until the second Done: no invocation is handed over meanwhile.
+      for (auto& work : later) work();
+      done.more = 0;
+      done.cpu_us = done.minflt = 0;
+      (void)::send(control, &done, sizeof done, MSG_NOSIGNAL);
+    }
+    later.clear();
     if (!told || done.retiring != 0) ::_exit(0);
   }
 }

@@ -2,6 +2,7 @@
 // records ready), or undo everything this ADD did (spec 7.2).
 #include <algorithm>
 #include <cstdlib>
+#include <memory>
 #include <optional>
 
 #include "cni-entry/npwg/nad.hpp"
@@ -9,6 +10,7 @@
 #include "cni-entry/pod/claims.hpp"
 #include "cni-entry/pod/plan.hpp"
 #include "cni-entry/pod/verbs.hpp"
+#include "cni-entry/source/after_answer.hpp"
 #include "engine/state/journal.hpp"
 #include "engine/state/state.hpp"
 
@@ -198,10 +200,8 @@ void undo_published(AddRun& run) {
 
 /// Multus's events of an ADD (pkg/multus: delegateAdd's and cmdAdd's messages): "Add <ifname>
 /// [<addresses>] from <network>" (AddedInterface) per attachment when it succeeded, else one
-/// Warning with the failing network and the error. Posted once the lock is released, logged
-/// (never an ADD's failure) when the API server refuses them.
-void post_events(const AddRun& run, const Result<std::string>& outcome) {
-  if (run.pod.name.empty()) return;
+/// Warning with the failing network and the error.
+std::vector<source::PodEvent> events_of(const AddRun& run, const Result<std::string>& outcome) {
   std::vector<source::PodEvent> events;
   const auto& atts = run.plan.attachments;
   if (outcome) {
@@ -217,10 +217,26 @@ void post_events(const AddRun& run, const Result<std::string>& outcome) {
     std::string note = network.empty() ? "error adding container: " : "error adding container to network \"" + network + "\": ";
     events.push_back({true, "ErrorAddingInterface", "AddInterface", note + outcome.error().text()});
   }
+  return events;
+}
+
+/// Posts the ADD's Events once the runtime has its answer (source/after_answer.hpp: a daemon
+/// worker's after answering its shim; an exec'd plumb's at once), with the pod source, which
+/// they take over; a refused post is logged, never the ADD's failure.
+void post_events(const AddRun& run, const Result<std::string>& outcome, std::unique_ptr<source::PodSource> store) {
+  if (run.pod.name.empty()) return;
   std::string node = run.conf.node_name;
   if (const char* n = std::getenv("NODE_NAME"); n != nullptr && *n != '\0') node = n;
-  if (auto st = run.store.post_events(run.pod, events, "plumb@" + node); !st)
-    run.log.warning("ADD " + run.env.container_id + ": Events of pod " + run.pod.namespace_ + "/" + run.pod.name + " not posted: " + st.error().text());
+  std::shared_ptr<source::PodSource> src(std::move(store));
+  source::after_answer([src, events = events_of(run, outcome), pod = run.pod, instance = "plumb@" + node,
+                        who = "ADD " + run.env.container_id, level = run.conf.log_level, file = run.conf.log_file,
+                        to_stderr = run.conf.log_to_stderr] {
+    if (auto st = src->post_events(pod, events, instance); !st) {
+      Log log;
+      log.configure(level, file, to_stderr);
+      log.warning(who + ": Events of pod " + pod.namespace_ + "/" + pod.name + " not posted: " + st.error().text());
+    }
+  });
 }
 
 /// The ADD once its pod source is set up: plan, attach, publish.
@@ -258,7 +274,7 @@ Result<std::string> do_add(const cni::Env& env, const PlumbConfig& conf, Log& lo
   AddRun run{env, conf, log, *store, pod_ref(env), {}, state::StateDir(conf.state_dir), state::Key{env.container_id, env.ifname},
              {}, {}, {}, 0};
   auto out = add_with(run);
-  if (!out || run.results.size() == run.plan.attachments.size()) post_events(run, out);  // not for a repeated ADD
+  if (!out || run.results.size() == run.plan.attachments.size()) post_events(run, out, std::move(store));  // not for a repeated ADD
   return out;
 }
 

@@ -116,7 +116,7 @@ class Server(ThreadingHTTPServer):
         self.ctx = ctx
         self.faults = Faults(os.path.join(root, "faults.json"))
         self.store = Store(root)
-        self.rv = int(time.time())
+        self.rv = int(time.time() * 1000)  # a restarted server issues only newer versions
         self.logs = {}  # resource -> WatchLog, from the first watch of it
 
     def next_rv(self):

@@ -92,6 +92,8 @@ TEST_CASE("with the node's pods and the NADs watched, an ADD through the daemon 
                                                 "networks=default-net,default/blue code=0 duration_ms=") != std::string::npos;
   }));
 
+  // The ADD's Events (posted once the shim has its answer) before the DEL's count starts.
+  REQUIRE(eventually([&] { return requests_like(c, "POST /apis/events.k8s.io/", " 201 ") == 2; }));
   c.api.clear_requests();
   Proc del = c.run("DEL", "ctr-1", ns, "default", "web", "uid-1", c.config(), {{"PLUMB_DAEMON_SOCKET", w.d.socket}},
                    plumb::test::plumb_shim_binary());
@@ -167,6 +169,7 @@ TEST_CASE("an API server that goes away and comes back: the daemon backs off, th
   c.add_pod("default", "web", "uid-1", kBlue);  // while the server is away
   c.api.clear_requests();
   c.api.restart();
+  INFO("requests: " << plumb::test::read_file(c.api.dir() + "/requests.log") << "\ndaemon: " << plumb::test::read_file(w.d.log));
   // The new server has no history of the old one's versions: 410, and a list that names the pod.
   REQUIRE(eventually([&] { return requests_like(c, "GET /api/v1/pods?fieldSelector") == 1 && requests_like(c, "GET /api/v1/pods?watch=1") >= 1; }));
   const std::string ns = node.add_netns("web");
@@ -174,4 +177,28 @@ TEST_CASE("an API server that goes away and comes back: the daemon backs off, th
   REQUIRE_MESSAGE(add.exit_code == 0, add.out << add.err);
   CHECK(c.api.count("GET", kPodPath) == 0);
   CHECK(c.api.count("GET", kNadPath + "blue") == 0);
+}
+
+TEST_CASE("a daemon worker posts the ADD's Events after its shim has the answer, still busy for the daemon meanwhile") {
+  Node node;
+  KubeCluster c(node);
+  c.add_nad("default", "blue", plumb::test::bridge_net("br-blue", "198.51.100.0/24", c.fx.ipam_dir()));
+  c.add_pod("default", "web", "uid-1", kBlue);
+  WatchingDaemon w(c);
+  c.api.set_faults(R"([{"match": "^POST /apis/events.k8s.io/", "action": "delay", "seconds": 2}])");
+  const std::string events = "POST /apis/events.k8s.io/v1/namespaces/default/events";
+  Proc add = add_via(c, w.d, "ctr-1", node.add_netns("web"), "web", "uid-1");
+  REQUIRE_MESSAGE(add.exit_code == 0, add.out << add.err);
+  // The shim ended while the server still held the first Event's POST (it logs a request when it
+  // answers it).
+  CHECK(requests_like(c, events) == 0);
+  CHECK(c.api.count("PATCH", kPodPath + "/status", "200") == 1);
+  // Another invocation meanwhile is not handed to the busy worker: it gets one of its own.
+  Proc version = c.run("VERSION", "ctr-2", "", "default", "web", "uid-1", c.config(), {{"PLUMB_DAEMON_SOCKET", w.d.socket}},
+                       plumb::test::plumb_shim_binary());
+  CHECK(version.exit_code == 0);
+  const auto pids = w.d.served_by(2);
+  REQUIRE(pids.size() == 2);
+  CHECK(pids[0] != pids[1]);
+  REQUIRE(eventually([&] { return requests_like(c, events, " 201 ") == 2; }));
 }
