@@ -15,8 +15,11 @@
 #include <sys/resource.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
+#include "cni-entry/daemon/pod_events.hpp"
 #include "cni-entry/daemon/wire.hpp"
 
 namespace plumb::daemon {
@@ -32,7 +35,32 @@ struct Options {
   int workers = 4;                ///< --workers: warm worker processes kept (1-256)
   int requests_per_worker = 256;  ///< --requests-per-worker: invocations before a worker is replaced (1-1000000)
   std::string usage_log;          ///< --usage-log: where each invocation's resource use is appended ("" = nowhere)
+  /// --kubeconfig: the API server whose pods (of `node_name`), NADs and IPAMClaims the daemon
+  /// watches for its workers ("" = the in-cluster service account when there is one; neither:
+  /// no cache, every read is a GET as in thin mode).
+  std::string kubeconfig;
+  std::string node_name;  ///< --node-name (default $NODE_NAME): whose pods are watched; "" = no cache
+  bool json_log = false;  ///< --log-format=json: the invocations' lines as JSON objects (else text)
+  /// Observers of the node's pods as the watch sees them (pod_events.hpp; not owned), told on
+  /// the daemon's thread; none without watched caches.
+  std::vector<PodEvents*> pod_observers;
 };
+
+/// What one invocation came to, for the line the daemon's stderr gets per invocation.
+struct Outcome {
+  std::string verb;                   ///< CNI_COMMAND
+  std::string pod;                    ///< "namespace/name" from CNI_ARGS ("" = none)
+  std::string container;              ///< CNI_CONTAINERID
+  std::string ifname;                 ///< CNI_IFNAME
+  std::vector<std::string> networks;  ///< the networks it worked on ("default/blue")
+  unsigned code = 0;                  ///< the CNI error code, 0 on success
+  std::string error;                  ///< the CNI error's text ("" on success)
+};
+
+/// Called by the CniMain a worker runs (cni-entry/main.cpp) before it returns: the invocation's
+/// outcome, logged by the worker with its duration once the shim has its answer. Does nothing
+/// outside a worker.
+void note_outcome(Outcome o);
 
 /// `plumb daemon`: listens on `o.socket` (its directory is created 0755 and must pass
 /// daemon_wire::socket_dir_trust (socket_dir.hpp) for root and the daemon's uid; the socket is 0600
@@ -57,6 +85,8 @@ struct Done {
   int64_t cpu_us;      ///< user + system CPU the worker spent on the invocation
   int64_t minflt;      ///< page faults (without I/O) during the invocation
   int64_t maxrss_kib;  ///< the worker's peak RSS so far
+  int64_t more;        ///< 1: the shim is answered, but the worker still works for the invocation
+                       ///< (source/after_answer.hpp); a second Done with 0 follows
 };
 
 /// User + system CPU time of `ru`, in µs.
@@ -68,7 +98,25 @@ inline int64_t cpu_us(const rusage& ru) {
 /// socket to the daemon and `log` the daemon's stderr: receives a connection, serves it, sends
 /// the daemon its Done and then the shim its Status, until the daemon closes `control` or
 /// `max_requests` were served. Never returns.
-[[noreturn]] void worker_main(int control, int log, int max_requests, CniMain cni_main);
+/// `cached`: the daemon keeps watched caches, so the worker asks it for pods, NADs and
+/// IPAMClaims before the API server (Lookup below).
+/// `json_log`: the invocations' lines as JSON (Options::json_log).
+[[noreturn]] void worker_main(int control, int log, int max_requests, CniMain cni_main, bool cached, bool json_log);
+
+/// The line of one invocation that took `ms` milliseconds: text ("ADD default/web
+/// container=... ifname=eth0 networks=a,b code=0 duration_ms=1.234[ error=...]") or a JSON
+/// object with the same fields (time, level, msg "invocation", verb, pod, containerID, ifname,
+/// networks, code, error, durationMs). Ends with a newline.
+[[nodiscard]] std::string outcome_line(const Outcome& o, double ms, bool json);
+/// Takes the outcome the invocation noted (note_outcome); nullopt when it noted none.
+[[nodiscard]] std::optional<Outcome> take_outcome();
+
+/// A worker's question to the daemon on its control socket, in an invocation: kLookupMagic,
+/// the collection (source::Watched), the API server's URL, NUL, "ns/name". The daemon answers
+/// at once with one message: '1' and the object's JSON, or '0' (not held).
+inline constexpr char kLookupMagic[] = "plumb-lookup";
+/// The largest answer a worker takes (a larger object is fetched by the worker instead).
+inline constexpr size_t kMaxLookupAnswer = size_t{1} << 20;
 
 }  // namespace detail
 

@@ -8,15 +8,23 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <iterator>
+#include <memory>
+#include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "cni-entry/daemon/daemon.hpp"
 #include "cni-entry/daemon/wire.hpp"
+#include "cni-entry/source/after_answer.hpp"
+#include "cni-entry/source/watched.hpp"
 #include "engine/base/recycler.hpp"
 #include "engine/netlink/socket.hpp"
 
@@ -113,6 +121,8 @@ struct Served {
   int code = 0;
   bool retire = false;
   int conn = -1;
+  std::optional<Outcome> outcome;  ///< what the invocation noted, for its log line
+  double ms = 0;                   ///< how long it took
 };
 
 /// Serves the connection `conn` (kept open: the caller answers the shim on it): the invocation's
@@ -129,9 +139,12 @@ Served serve(int conn, int log, CniMain cni_main) {
   for (int i = 0; i < nfds; ++i) ::close(fds[i]);
   if (!ok) {
     (void)!::dprintf(log, "plumb daemon: refused a request that is not plumb-shim's (%zd bytes, %d descriptors)\n", len, nfds);
-    return {2, false, conn};
+    return {2, false, conn, std::nullopt, 0};
   }
-  Served out{cni_main(request_getenv), false, conn};
+  (void)take_outcome();
+  const auto began = std::chrono::steady_clock::now();
+  Served out{cni_main(request_getenv), false, conn, take_outcome(), 0};
+  out.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - began).count();
   if (!park_stdio(log)) {
     ::close(0);
     ::close(1);
@@ -142,15 +155,46 @@ Served serve(int conn, int log, CniMain cni_main) {
   return out;
 }
 
+/// The daemon's watched caches as a worker reads them: one question and one answer on the
+/// control socket (daemon.hpp, kLookupMagic) per object.
+class Lookup final : public source::WatchedObjects {
+ public:
+  explicit Lookup(int control) : control_(control) {}
+  std::optional<std::string> find(source::Watched kind, const std::string& server, const std::string& ns,
+                                  const std::string& name) override {
+    std::string question(kLookupMagic, sizeof kLookupMagic);
+    question += static_cast<char>(kind);
+    question += server;
+    question += '\0';
+    question += ns + "/" + name;
+    if (::send(control_, question.data(), question.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(question.size()))
+      return std::nullopt;
+    if (!answer_) answer_.reset(new char[kMaxLookupAnswer + 1]);  // not zeroed: only what answers fill is touched
+    ssize_t n;
+    do n = ::recv(control_, answer_.get(), kMaxLookupAnswer + 1, 0);
+    while (n < 0 && errno == EINTR);
+    if (n < 1 || answer_[0] != '1') return std::nullopt;
+    return std::string(answer_.get() + 1, static_cast<size_t>(n) - 1);
+  }
+
+ private:
+  int control_;
+  std::unique_ptr<char[]> answer_;  ///< the receive buffer, allocated at the first lookup and kept
+};
+
 }  // namespace
 
-void worker_main(int control, int log, int max_requests, CniMain cni_main) {
+void worker_main(int control, int log, int max_requests, CniMain cni_main, bool cached, bool json_log) {
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
   ::signal(SIGPIPE, SIG_DFL);  // as an exec'd plumb starts
   // The heap its invocations grow stays: main() set glibc's thresholds before the daemon forked.
   (void)park_stdio(log);  // without /dev/null, 0 and 1 stay the daemon's: no runtime's pipes
+  static Lookup lookup(control);
+  if (cached) source::set_watched_objects(&lookup);
+  static std::vector<std::function<void()>> later;  // what the invocation left for after its answer
+  source::after_answer_queue() = &later;
   for (int served = 1;; ++served) {
     char one;
     int conn = -1, nconn = 0;
@@ -159,13 +203,25 @@ void worker_main(int control, int log, int max_requests, CniMain cni_main) {
     ::getrusage(RUSAGE_SELF, &before);
     const Served s = serve(conn, log, cni_main);
     ::getrusage(RUSAGE_SELF, &after);
-    const Done done{s.code, served >= max_requests || s.retire ? 1 : 0, cpu_us(after) - cpu_us(before), after.ru_minflt - before.ru_minflt,
-                    after.ru_maxrss};
+    Done done{s.code, served >= max_requests || s.retire ? 1 : 0, cpu_us(after) - cpu_us(before), after.ru_minflt - before.ru_minflt,
+              after.ru_maxrss, later.empty() ? 0 : 1};
     // The daemon first (it stops watching the shim, whose end is no early end from now on), then
     // the shim, answered here rather than through the daemon: one wake-up less before it exits.
     const bool told = ::send(control, &done, sizeof done, MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof done);
     (void)wire::send_status(s.conn, {wire::End::kExited, s.code});
     ::close(s.conn);
+    if (s.outcome) {  // once the runtime has its answer; one write, whole
+      const std::string line = outcome_line(*s.outcome, s.ms, json_log);
+      (void)!::write(log, line.data(), line.size());
+    }
+    if (told && done.more != 0) {
+      // Still busy for the daemon until the second Done: no invocation is handed over meanwhile.
+      for (auto& work : later) work();
+      done.more = 0;
+      done.cpu_us = done.minflt = 0;
+      (void)::send(control, &done, sizeof done, MSG_NOSIGNAL);
+    }
+    later.clear();
     if (!told || done.retiring != 0) ::_exit(0);
   }
 }
