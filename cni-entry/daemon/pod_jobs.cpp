@@ -1,0 +1,119 @@
+// The daemon's pod jobs (pod_jobs.hpp): hot-plug and the release of a deleted pod's addresses.
+#include "cni-entry/daemon/pod_jobs.hpp"
+
+#include <unistd.h>
+
+#include "cni-entry/npwg/nad.hpp"
+#include "cni-entry/pod/hotplug.hpp"
+#include "cni-entry/reconcile/pod_deleted.hpp"
+#include "engine/k8s/client.hpp"
+#include "engine/state/state.hpp"
+#include "ipam/cluster_kube.hpp"
+
+namespace plumb::daemon::pod_jobs {
+namespace {
+
+const json::Value* member(const json::Value& obj, std::initializer_list<std::string_view> path) {
+  const json::Value* v = &obj;
+  for (auto key : path) {
+    v = v->IsObject() ? json::find(*v, key) : nullptr;
+    if (v == nullptr) return nullptr;
+  }
+  return v;
+}
+
+std::string string_at(const json::Value& obj, std::initializer_list<std::string_view> path) {
+  const json::Value* v = member(obj, path);
+  return v != nullptr && v->IsString() ? std::string(v->GetString(), v->GetStringLength()) : std::string();
+}
+
+bool host_network(const json::Value& pod) {
+  const json::Value* v = member(pod, {"spec", "hostNetwork"});
+  return v != nullptr && v->IsBool() && v->GetBool();
+}
+
+/// The selection annotation of a Pod object; nullopt when it has none.
+std::optional<std::string> selection(const json::Value& pod) {
+  const json::Value* v = member(pod, {"metadata", "annotations", nad::kNetworksAnnotation});
+  if (v == nullptr || !v->IsString()) return std::nullopt;
+  return std::string(v->GetString(), v->GetStringLength());
+}
+
+Job job_for(Job::Kind kind, const json::Value& pod) {
+  return Job{kind, string_at(pod, {"metadata", "namespace"}), string_at(pod, {"metadata", "name"})};
+}
+
+/// The hot-plug, each change a log line and an Event with multus-dynamic-networks-controller's
+/// reasons and messages.
+int run_hotplug(const Job& job, const pod::PlumbConfig& conf, pod::Log& log, EventFn on_event, void* ctx) {
+  const std::string who = job.ns + "/" + job.name;
+  auto store = pod::make_source(conf);
+  auto out = store ? pod::hotplug::apply(conf, **store, source::PodRef{job.ns, job.name, ""}, log)
+                   : Result<pod::hotplug::Outcome>(std::unexpected(store.error()));
+  if (!out) {
+    log.error("hot-plug of pod " + who + ": " + out.error().text());
+    if (on_event != nullptr) on_event(ctx, job, "Warning", "FailedAddingInterface", "pod [" + who + "]: " + out.error().text());
+    return 1;
+  }
+  int rc = 0;
+  for (const auto& c : out->changes) {
+    const std::string action = c.added ? (c.error ? "failed adding" : "added") : (c.error ? "failed removing" : "removed");
+    std::string message = "pod [" + who + "]: " + action + " interface " + c.ifname + (c.added ? " to" : " from") + " network: " + c.network;
+    const char* reason = c.added ? (c.error ? "FailedAddingInterface" : "AddedInterface") : (c.error ? "FailedRemovingInterface" : "RemovedInterface");
+    if (c.error) {
+      message += ": " + c.error->text();
+      log.error("hot-plug (" + out->sandbox + "): " + message);
+      rc = 1;
+    } else {
+      log.info("hot-plug (" + out->sandbox + "): " + message);
+    }
+    if (on_event != nullptr) on_event(ctx, job, c.error ? "Warning" : "Normal", reason, message);
+  }
+  return rc;
+}
+
+/// The release of a deleted pod's addresses in whereabouts' objects (the Kubernetes datastore).
+int run_release(const Job& job, const pod::PlumbConfig& conf, pod::Log& log, EventFn on_event, void* ctx) {
+  auto creds = k8s::configured(conf.kubeconfig);
+  if (!creds) {
+    log.error("release of the addresses of deleted pod " + job.ns + "/" + job.name + ": " + creds.error().text());
+    return 1;
+  }
+  if (!*creds) return 0;  // no API server: no whereabouts objects
+  std::string ns = conf.whereabouts_namespace.empty() ? (*creds)->namespace_ : conf.whereabouts_namespace;
+  if (ns.empty()) ns = ipam::cluster::kDefaultPoolNamespace;
+  k8s::Client client(std::move(**creds), pod::api_options(conf));
+  const state::StateDir state(conf.state_dir);
+  auto report = reconcile::release_deleted_pod(client, ns, job.ns, job.name, [&](const std::string& id) { return state.has_records(id); });
+  for (const auto& act : report.actions) {
+    log.info("released " + act.what + ": " + act.reason);
+    if (on_event != nullptr) on_event(ctx, job, "Normal", "AddressReleased", "released " + act.what + ": " + act.reason);
+  }
+  for (const auto& e : report.errors) log.error("release of the addresses of deleted pod " + job.ns + "/" + job.name + ": " + e.text());
+  return report.errors.empty() ? 0 : 1;
+}
+
+}  // namespace
+
+std::optional<Job> on_update(const json::Value& old_pod, const json::Value& new_pod) {
+  if (host_network(new_pod) || member(new_pod, {"metadata", "deletionTimestamp"}) != nullptr) return std::nullopt;
+  if (selection(old_pod) == selection(new_pod)) return std::nullopt;
+  return job_for(Job::Kind::Hotplug, new_pod);
+}
+
+std::optional<Job> on_delete(const json::Value& pod) {
+  if (host_network(pod)) return std::nullopt;
+  return job_for(Job::Kind::ReleaseAddresses, pod);
+}
+
+int run(const Job& job, const pod::PlumbConfig& conf, pod::Log& log, EventFn on_event, void* ctx) {
+  return job.kind == Job::Kind::Hotplug ? run_hotplug(job, conf, log, on_event, ctx) : run_release(job, conf, log, on_event, ctx);
+}
+
+pid_t start(const Job& job, const pod::PlumbConfig& conf, pod::Log& log, EventFn on_event, void* ctx) {
+  const pid_t pid = ::fork();
+  if (pid == 0) ::_exit(run(job, conf, log, on_event, ctx));
+  return pid;
+}
+
+}  // namespace plumb::daemon::pod_jobs
