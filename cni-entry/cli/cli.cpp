@@ -135,6 +135,15 @@ void add_daemon(CLI::App& app, daemon::Options& o) {
   d->add_option("--usage-log", o.usage_log,
                 "append one line per invocation to this file: worker pid, exit code, CPU, minor faults, peak RSS")
       ->type_name("FILE");
+  d->add_option("--kubeconfig", o.kubeconfig,
+                "the API server whose pods, NADs and IPAMClaims the daemon watches for its workers (default: the "
+                "in-cluster service account, when there is one)")
+      ->type_name("PATH");
+  d->add_option("--node-name", o.node_name,
+                "watch the pods of this node (default: $NODE_NAME); without one, nothing is watched and workers "
+                "read every object from the API server")
+      ->envname("NODE_NAME")
+      ->type_name("NODE");
 }
 
 void add_reconcile(CLI::App& app, reconcile::Options& o) {

@@ -27,9 +27,11 @@
 #include <utility>
 #include <vector>
 
+#include "cni-entry/daemon/cache.hpp"
 #include "cni-entry/daemon/socket_dir.hpp"
 #include "cni-entry/daemon/wire.hpp"
 #include "engine/base/file.hpp"
+#include "engine/k8s/client.hpp"
 #include "plumb/version.hpp"
 
 namespace plumb::daemon {
@@ -61,6 +63,9 @@ void answer(int& conn, std::optional<wire::Status> st) {
 class Daemon {
  public:
   Daemon(Options o, CniMain cni_main) : o_(std::move(o)), cni_main_(cni_main) {}
+  /// Sets up the watched caches when the daemon has API credentials and a node name; false
+  /// (stderr says why) for a kubeconfig that cannot be loaded.
+  bool configure_cache();
   ~Daemon();
   /// Binds the socket and the signalfd; false (stderr says why) when it cannot.
   bool start();
@@ -74,6 +79,7 @@ class Daemon {
   void dispatch();
   void accept_one();
   void on_control(Worker& w);
+  void answer_lookup(const Worker& w, std::string_view question);
   void reap();
   void log_usage(pid_t pid, const char* end, int value, int64_t cpu_us, int64_t minflt, int64_t maxrss_kib) const;
   void stop();
@@ -85,6 +91,7 @@ class Daemon {
   bool stopping_ = false;
   std::vector<Worker> workers_;
   std::deque<int> pending_;  ///< accepted connections waiting for an idle worker
+  std::optional<Cache> cache_;  ///< the watched caches, when configured
 };
 
 Daemon::~Daemon() {
@@ -95,6 +102,19 @@ Daemon::~Daemon() {
   for (int c : pending_) ::close(c);
   if (listen_ >= 0) ::close(listen_);
   if (signals_ >= 0) ::close(signals_);
+  if (cache_) cache_->stop();
+}
+
+bool Daemon::configure_cache() {
+  if (o_.node_name.empty()) return true;
+  auto creds = k8s::configured(o_.kubeconfig);
+  if (!creds) {
+    std::fprintf(stderr, "plumb daemon: --kubeconfig: %s\n", creds.error().text().c_str());
+    return false;
+  }
+  if (!*creds) return true;
+  cache_.emplace(source::WatchSetup{std::move(**creds), o_.node_name});
+  return true;
 }
 
 /// Whether something answers on the unix socket at `addr`.
@@ -163,13 +183,18 @@ bool Daemon::fork_worker(int max_requests) {
     ::dup2(pair[1], 3);
     ::dup2(2, 4);
     ::close_range(5, ~0U, 0);
-    detail::worker_main(3, 4, max_requests, cni_main_);
+    detail::worker_main(3, 4, max_requests, cni_main_, cache_.has_value());
   }
   ::close(pair[1]);
   if (pid < 0) {
     ::close(pair[0]);
     std::fprintf(stderr, "plumb daemon: fork: %s\n", std::strerror(errno));
     return false;
+  }
+  if (cache_) {  // a lookup's answer is one message: room for an object of kMaxLookupAnswer
+    const int size = static_cast<int>(detail::kMaxLookupAnswer + 4096);
+    if (::setsockopt(pair[0], SOL_SOCKET, SO_SNDBUFFORCE, &size, sizeof size) != 0)
+      (void)::setsockopt(pair[0], SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
   }
   workers_.push_back(Worker{pid, pair[0], -1, false, false});
   return true;
@@ -226,9 +251,16 @@ void Daemon::accept_one() {
 /// A worker's control socket is readable: its Done (it answers its shim itself, right after), or
 /// its end.
 void Daemon::on_control(Worker& w) {
-  detail::Done done{};
-  const ssize_t n = ::recv(w.control, &done, sizeof done, MSG_DONTWAIT);
+  char message[4096];
+  const ssize_t n = ::recv(w.control, message, sizeof message, MSG_DONTWAIT);
   if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+  constexpr size_t magic = sizeof detail::kLookupMagic;
+  if (n > static_cast<ssize_t>(magic) && std::memcmp(message, detail::kLookupMagic, magic) == 0) {
+    answer_lookup(w, std::string_view(message + magic, static_cast<size_t>(n) - magic));
+    return;
+  }
+  detail::Done done{};
+  if (n == static_cast<ssize_t>(sizeof done)) std::memcpy(&done, message, sizeof done);
   if (n != static_cast<ssize_t>(sizeof done)) {  // it ended: reap() answers its shim
     ::close(w.control);
     w.control = -1;
@@ -240,6 +272,24 @@ void Daemon::on_control(Worker& w) {
   if (!o_.usage_log.empty() && logged) log_usage(w.pid, "exit", done.exit_code, done.cpu_us, done.minflt, done.maxrss_kib);
   w.busy = false;
   w.retiring = done.retiring != 0;
+}
+
+/// Answers a worker's lookup (daemon.hpp, kLookupMagic): `question` is the collection, the
+/// server, NUL, "ns/name".
+void Daemon::answer_lookup(const Worker& w, std::string_view question) {
+  const std::string* object = nullptr;
+  if (const size_t nul = question.find('\0'); cache_ && nul != std::string_view::npos && nul >= 1) {
+    object = cache_->find(static_cast<source::Watched>(question[0]), question.substr(1, nul - 1),
+                          std::string(question.substr(nul + 1)));
+  }
+  if (object != nullptr && object->size() < detail::kMaxLookupAnswer) {
+    const iovec parts[2] = {{const_cast<char*>("1"), 1}, {const_cast<char*>(object->data()), object->size()}};
+    msghdr msg{};
+    msg.msg_iov = const_cast<iovec*>(parts);
+    msg.msg_iovlen = 2;
+    if (::sendmsg(w.control, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) == static_cast<ssize_t>(1 + object->size())) return;
+  }
+  (void)::send(w.control, "0", 1, MSG_NOSIGNAL | MSG_DONTWAIT);  // not held, or too large to pass
 }
 
 void Daemon::reap() {
@@ -281,6 +331,7 @@ void Daemon::log_usage(pid_t pid, const char* end, int value, int64_t cpu_us, in
 /// accepted are still served.
 void Daemon::stop() {
   stopping_ = true;
+  if (cache_) cache_->stop();
   if (listen_ < 0) return;
   struct stat st{};
   if (::stat(o_.socket.c_str(), &st) == 0 && st.st_ino == socket_ino_) ::unlink(o_.socket.c_str());
@@ -300,14 +351,19 @@ void Daemon::run() {
         w.control = -1;
       }
     }
-    fds.assign({{signals_, POLLIN, 0}, {listen_, POLLIN, 0}});
-    owner.assign(2, {-1, false});
+    if (cache_ && !stopping_) (void)cache_->start();  // none yet, or the last one ended
+    const int cache_fd = cache_ ? cache_->fd() : -1;
+    fds.assign({{signals_, POLLIN, 0}, {listen_, POLLIN, 0}, {cache_fd, POLLIN, 0}});
+    owner.assign(3, {-1, false});
     for (const auto& w : workers_) {
       if (w.control >= 0) fds.push_back({w.control, POLLIN, 0}), owner.emplace_back(w.pid, true);
       if (w.conn >= 0) fds.push_back({w.conn, POLLRDHUP, 0}), owner.emplace_back(w.pid, false);
     }
-    if (::poll(fds.data(), fds.size(), -1) < 0 && errno != EINTR) return;
-    for (size_t i = 2; i < fds.size(); ++i) {
+    // A cache process that ended is forked again within a second.
+    const int timeout = cache_ && cache_fd < 0 && !stopping_ ? 1000 : -1;
+    if (::poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR) return;
+    if (cache_fd >= 0 && fds[2].revents != 0) cache_->on_readable();
+    for (size_t i = 3; i < fds.size(); ++i) {
       if (fds[i].revents == 0) continue;
       for (auto& w : workers_) {
         if (w.pid != owner[i].first) continue;
@@ -339,7 +395,7 @@ void Daemon::run() {
 
 int run(const Options& o, CniMain cni_main) {
   Daemon d(o, cni_main);
-  if (!d.start()) return 1;
+  if (!d.configure_cache() || !d.start()) return 1;
   std::fprintf(stderr, "plumb daemon %s: listening on %s, %d workers of %d invocations each\n", version::kFull,
                o.socket.c_str(), o.workers, o.requests_per_worker);
   d.run();

@@ -32,6 +32,11 @@ struct Options {
   int workers = 4;                ///< --workers: warm worker processes kept (1-256)
   int requests_per_worker = 256;  ///< --requests-per-worker: invocations before a worker is replaced (1-1000000)
   std::string usage_log;          ///< --usage-log: where each invocation's resource use is appended ("" = nowhere)
+  /// --kubeconfig: the API server whose pods (of `node_name`), NADs and IPAMClaims the daemon
+  /// watches for its workers ("" = the in-cluster service account when there is one; neither:
+  /// no cache, every read is a GET as in thin mode).
+  std::string kubeconfig;
+  std::string node_name;  ///< --node-name (default $NODE_NAME): whose pods are watched; "" = no cache
 };
 
 /// `plumb daemon`: listens on `o.socket` (its directory is created 0755 and must pass
@@ -68,7 +73,16 @@ inline int64_t cpu_us(const rusage& ru) {
 /// socket to the daemon and `log` the daemon's stderr: receives a connection, serves it, sends
 /// the daemon its Done and then the shim its Status, until the daemon closes `control` or
 /// `max_requests` were served. Never returns.
-[[noreturn]] void worker_main(int control, int log, int max_requests, CniMain cni_main);
+/// `cached`: the daemon keeps watched caches, so the worker asks it for pods, NADs and
+/// IPAMClaims before the API server (Lookup below).
+[[noreturn]] void worker_main(int control, int log, int max_requests, CniMain cni_main, bool cached);
+
+/// A worker's question to the daemon on its control socket, in an invocation: kLookupMagic,
+/// the collection (source::Watched), the API server's URL, NUL, "ns/name". The daemon answers
+/// at once with one message: '1' and the object's JSON, or '0' (not held).
+inline constexpr char kLookupMagic[] = "plumb-lookup";
+/// The largest answer a worker takes (a larger object is fetched by the worker instead).
+inline constexpr size_t kMaxLookupAnswer = size_t{1} << 20;
 
 }  // namespace detail
 

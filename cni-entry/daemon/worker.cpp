@@ -13,10 +13,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
+#include <optional>
+#include <string>
 #include <string_view>
 
 #include "cni-entry/daemon/daemon.hpp"
 #include "cni-entry/daemon/wire.hpp"
+#include "cni-entry/source/watched.hpp"
 #include "engine/base/recycler.hpp"
 #include "engine/netlink/socket.hpp"
 
@@ -142,15 +145,44 @@ Served serve(int conn, int log, CniMain cni_main) {
   return out;
 }
 
+/// The daemon's watched caches as a worker reads them: one question and one answer on the
+/// control socket (daemon.hpp, kLookupMagic) per object.
+class Lookup final : public source::WatchedObjects {
+ public:
+  explicit Lookup(int control) : control_(control) {}
+  std::optional<std::string> find(source::Watched kind, const std::string& server, const std::string& ns,
+                                  const std::string& name) override {
+    std::string question(kLookupMagic, sizeof kLookupMagic);
+    question += static_cast<char>(kind);
+    question += server;
+    question += '\0';
+    question += ns + "/" + name;
+    if (::send(control_, question.data(), question.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(question.size()))
+      return std::nullopt;
+    if (answer_.empty()) answer_.resize(kMaxLookupAnswer + 1);
+    ssize_t n;
+    do n = ::recv(control_, answer_.data(), answer_.size(), 0);
+    while (n < 0 && errno == EINTR);
+    if (n < 1 || answer_[0] != '1') return std::nullopt;
+    return std::string(answer_.data() + 1, static_cast<size_t>(n) - 1);
+  }
+
+ private:
+  int control_;
+  std::string answer_;  ///< the receive buffer, allocated at the first lookup and kept
+};
+
 }  // namespace
 
-void worker_main(int control, int log, int max_requests, CniMain cni_main) {
+void worker_main(int control, int log, int max_requests, CniMain cni_main, bool cached) {
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
   ::signal(SIGPIPE, SIG_DFL);  // as an exec'd plumb starts
   // The heap its invocations grow stays: main() set glibc's thresholds before the daemon forked.
   (void)park_stdio(log);  // without /dev/null, 0 and 1 stay the daemon's: no runtime's pipes
+  static Lookup lookup(control);
+  if (cached) source::set_watched_objects(&lookup);
   for (int served = 1;; ++served) {
     char one;
     int conn = -1, nconn = 0;

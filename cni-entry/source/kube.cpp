@@ -2,12 +2,18 @@
 // the API client of engine/k8s (credentials, timeouts, retries, backoff).
 #include "cni-entry/source/kube.hpp"
 
+#include <time.h>
+
 #include <algorithm>
+#include <cstdio>
+#include <ctime>
+#include <functional>
 #include <map>
 
 #include "engine/base/json.hpp"
 #include "engine/k8s/client.hpp"
 #include "cni-entry/npwg/nad.hpp"
+#include "cni-entry/source/watched.hpp"
 
 namespace plumb::source::kube {
 namespace {
@@ -55,6 +61,45 @@ std::map<std::string, std::string> annotations_of(const json::Value& obj) {
   return out;
 }
 
+/// An events.k8s.io/v1 Event about pod `ref` (uid `uid`, "" = unknown): named as client-go's
+/// recorder names them (the pod's name, '.', the time in hexadecimal nanoseconds, plus `seq`
+/// for several in one invocation), eventTime in microseconds, reported by Multus's controller
+/// name ("multus", its event source component) from `instance`.
+json::Document event_json(const PodRef& ref, const std::string& uid, const PodEvent& e, const std::string& instance, size_t seq) {
+  timespec now{};
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  std::tm tm{};
+  gmtime_r(&now.tv_sec, &tm);
+  char when[40], name_suffix[40];
+  const size_t n = std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
+  std::snprintf(when + n, sizeof when - n, ".%06ldZ", now.tv_nsec / 1000);
+  const auto nanos = static_cast<unsigned long long>(now.tv_sec) * 1'000'000'000ULL + static_cast<unsigned long long>(now.tv_nsec) + seq;
+  std::snprintf(name_suffix, sizeof name_suffix, ".%llx", nanos);
+  json::Document d(rapidjson::kObjectType);
+  auto& a = d.GetAllocator();
+  json::set_string(d, "apiVersion", "events.k8s.io/v1", a);
+  json::set_string(d, "kind", "Event", a);
+  json::Value meta(rapidjson::kObjectType);
+  json::set_string(meta, "name", ref.name + name_suffix, a);
+  json::set_string(meta, "namespace", ref.namespace_, a);
+  json::set(d, "metadata", std::move(meta), a);
+  json::set_string(d, "eventTime", when, a);
+  json::set_string(d, "reportingController", "multus", a);
+  json::set_string(d, "reportingInstance", instance, a);
+  json::set_string(d, "action", e.action, a);
+  json::set_string(d, "reason", e.reason, a);
+  json::set_string(d, "note", e.note.substr(0, 1024), a);  // the API server refuses notes over 1 kB
+  json::set_string(d, "type", e.warning ? "Warning" : "Normal", a);
+  json::Value regarding(rapidjson::kObjectType);
+  json::set_string(regarding, "apiVersion", "v1", a);
+  json::set_string(regarding, "kind", "Pod", a);
+  json::set_string(regarding, "namespace", ref.namespace_, a);
+  json::set_string(regarding, "name", ref.name, a);
+  if (!uid.empty()) json::set_string(regarding, "uid", uid, a);
+  json::set(d, "regarding", std::move(regarding), a);
+  return d;
+}
+
 class KubeSource final : public PodSource {
  public:
   KubeSource(Credentials creds, Options opts, std::string probe_ns)
@@ -70,14 +115,36 @@ class KubeSource final : public PodSource {
     return std::optional<std::map<std::string, std::string>>(std::move(info->annotations));
   }
 
+  /// The object `ns/name` of `kind` from the daemon's watched cache, when a worker has one and it
+  /// holds the object and `usable` accepts it; nullopt otherwise (the caller GETs it).
+  std::optional<json::Document> cached(Watched kind, const std::string& ns, const std::string& name,
+                                       const std::function<bool(const json::Document&)>& usable = {}) {
+    WatchedObjects* cache = watched_objects();
+    if (cache == nullptr) return std::nullopt;
+    auto text = cache->find(kind, client_.credentials().server, ns, name);
+    if (!text) return std::nullopt;
+    auto d = json::parse(*text, "watched object");
+    if (!d || !d->IsObject() || (usable && !usable(*d))) return std::nullopt;
+    return std::move(*d);
+  }
+
+  /// GET of `path`: the object, or the error naming `what` (404 included).
+  Result<json::Document> read(const std::string& path, const std::string& what) {
+    Response resp = PLUMB_TRY(client_.request("GET", path));
+    if (resp.status != 200) return std::unexpected(client_.http_error(what, "GET", path, resp));
+    return object_of(resp, what + ": the answer");
+  }
+
   Result<std::optional<PodInfo>> pod(const PodRef& ref) override {
     PLUMB_TRY(check_ns("pod", ref.namespace_));
     PLUMB_TRY(check_name("pod", ref.name));
     const std::string what = "read pod " + ref.namespace_ + "/" + ref.name;
-    const std::string path = pod_path(ref.namespace_, ref.name);
-    Response resp = PLUMB_TRY(client_.request("GET", path));
-    if (resp.status != 200) return std::unexpected(client_.http_error(what, "GET", path, resp));
-    json::Document d = PLUMB_TRY(object_of(resp, what + ": the answer"));
+    // A cached pod of another UID may be the old pod of that name (the watch has not told its
+    // deletion yet): the API server decides then, as without the cache.
+    auto hit = cached(Watched::kPod, ref.namespace_, ref.name, [&](const json::Document& d) {
+      return ref.uid.empty() || meta_string(d, "uid") == ref.uid;
+    });
+    json::Document d = hit ? std::move(*hit) : PLUMB_TRY(read(pod_path(ref.namespace_, ref.name), what));
     PodInfo info;
     info.annotations = annotations_of(d);
     info.uid = meta_string(d, "uid");
@@ -95,10 +162,8 @@ class KubeSource final : public PodSource {
                   "NetworkAttachmentDefinition name \"" + name + "\" is not a valid DNS-1123 label");
     }
     const std::string what = "read NetworkAttachmentDefinition " + ns + "/" + name;
-    const std::string path = nad_path(ns, name);
-    Response resp = PLUMB_TRY(client_.request("GET", path));
-    if (resp.status != 200) return std::unexpected(client_.http_error(what, "GET", path, resp));
-    json::Document d = PLUMB_TRY(object_of(resp, what + ": the answer"));
+    auto hit = cached(Watched::kNad, ns, name);
+    json::Document d = hit ? std::move(*hit) : PLUMB_TRY(read(nad_path(ns, name), what));
     nad::NetworkAttachmentDefinition out;
     out.name = meta_string(d, "name");
     out.namespace_ = meta_string(d, "namespace");
@@ -171,10 +236,20 @@ class KubeSource final : public PodSource {
     PLUMB_TRY(check_name("IPAMClaim", name));
     const std::string what = "read IPAMClaim " + ns + "/" + name;
     const std::string path = claim_path(ns, name);
-    Response resp = PLUMB_TRY(client_.request("GET", path));
-    if (resp.status == 404) return std::optional<IpamClaim>{};
-    if (resp.status != 200) return std::unexpected(client_.http_error(what, "GET", path, resp));
-    json::Document d = PLUMB_TRY(object_of(resp, what + ": the answer"));
+    // Only a cached claim whose addresses are already written: one without may be older than
+    // the status.ips another sandbox's ADD wrote a moment ago.
+    auto hit = cached(Watched::kClaim, ns, name, [](const json::Document& d) {
+      const json::Value* status = json::find(d, "status");
+      const json::Value* ips = status != nullptr && status->IsObject() ? json::find(*status, "ips") : nullptr;
+      return ips != nullptr && ips->IsArray() && !ips->Empty();
+    });
+    if (!hit) {
+      Response resp = PLUMB_TRY(client_.request("GET", path));
+      if (resp.status == 404) return std::optional<IpamClaim>{};
+      if (resp.status != 200) return std::unexpected(client_.http_error(what, "GET", path, resp));
+      hit = PLUMB_TRY(object_of(resp, what + ": the answer"));
+    }
+    json::Document& d = *hit;
     IpamClaim c;
     c.namespace_ = ns;
     c.name = name;
@@ -219,6 +294,26 @@ class KubeSource final : public PodSource {
         return fail(cni_code::kConflict, what + ": another writer set status.ips to " + theirs + " meanwhile");
       }
     }
+  }
+
+  Status post_events(const PodRef& ref, const std::vector<PodEvent>& events, const std::string& instance) override {
+    if (events.empty() || ref.name.empty()) return {};
+    PLUMB_TRY(check_ns("pod", ref.namespace_));
+    const std::string path = "/apis/events.k8s.io/v1/namespaces/" + ref.namespace_ + "/events";
+    std::string uid = ref.uid;
+    if (auto it = known_.find(ref.namespace_ + "/" + ref.name); it != known_.end() && !it->second.uid.empty()) uid = it->second.uid;
+    Status first;
+    for (size_t i = 0; i < events.size(); ++i) {
+      const std::string body = json::dump(event_json(ref, uid, events[i], instance, i));
+      auto resp = client_.request("POST", path, body, k8s::kJson);
+      Status st = !resp ? Status(std::unexpected(resp.error()))
+                  : resp->status == 201 || resp->status == 200
+                      ? Status{}
+                      : Status(std::unexpected(client_.http_error("post Event " + events[i].reason + " on pod " + ref.namespace_ + "/" + ref.name,
+                                                                  "POST", path, *resp)));
+      if (!st && first) first = st;
+    }
+    return first;
   }
 
   Status ready() override {

@@ -51,6 +51,8 @@ Status PodSource::write_ipam_claim_status(const std::string& namespace_, const s
 
 Status PodSource::ready() { return {}; }
 
+Status PodSource::post_events(const PodRef&, const std::vector<PodEvent>&, const std::string&) { return {}; }
+
 Result<std::vector<std::string>> PodSource::remove_unvouched_status(const std::function<bool(std::string_view)>&) {
   return std::vector<std::string>{};
 }

@@ -54,6 +54,14 @@ struct IpamClaimStatus {
 /// out without a pod name.
 [[nodiscard]] json::Document ipam_claim_status_json(const IpamClaimStatus& status);
 
+/// A Kubernetes Event about a pod (events.k8s.io/v1), as Multus posts them.
+struct PodEvent {
+  bool warning = false;  ///< type Warning (else Normal)
+  std::string reason;    ///< "AddedInterface"
+  std::string action;    ///< what was done or failed: "AddInterface"
+  std::string note;      ///< "Add net1 [192.0.2.5/24] from default/blue"
+};
+
 class PodSource {
  public:
   virtual ~PodSource() = default;
@@ -72,6 +80,10 @@ class PodSource {
   /// status.ips meanwhile; transport errors.
   [[nodiscard]] virtual Status write_ipam_claim_status(const std::string& namespace_, const std::string& name,
                                                        const IpamClaimStatus& status);
+  /// Posts `events` about the pod, reported by `instance` (plumb on its node). Default: none (the
+  /// local store has nowhere to post them). Errors: the first failed post's (the others are
+  /// still tried); callers log it, an ADD never fails for an Event.
+  [[nodiscard]] virtual Status post_events(const PodRef& pod, const std::vector<PodEvent>& events, const std::string& instance);
   /// CNI STATUS: whether the source can serve an ADD now. Default: ready. Errors carry code
   /// kPluginNotAvailable (50: unusable, e.g. credentials rejected) or kPluginNotReady (51: the
   /// API server cannot be reached) and the reason.

@@ -80,6 +80,20 @@ size_t on_body(char* data, size_t size, size_t n, void* user) {
   return size * n;
 }
 
+/// Where the write callback hands a streamed body: the handle (for the status) and the reader.
+struct StreamSink {
+  CURL* handle;
+  const std::function<bool(long, std::string_view)>* reader;
+};
+
+/// The body handed to Request::on_body as it arrives; 0 (curl ends the transfer) when it says stop.
+size_t on_stream(char* data, size_t size, size_t n, void* user) {
+  auto* sink = static_cast<StreamSink*>(user);
+  long status = 0;
+  curl_easy_getinfo(sink->handle, CURLINFO_RESPONSE_CODE, &status);
+  return (*sink->reader)(status, std::string_view(data, size * n)) ? size * n : 0;
+}
+
 std::string lower(std::string_view s) {
   std::string out(s);
   for (char& c : out) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
@@ -275,8 +289,14 @@ Result<Response> Client::send(const Request& req) {
   curl_easy_setopt(h, CURLOPT_USERAGENT, "plumb");
   curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "https,http");
   curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
-  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-  curl_easy_setopt(h, CURLOPT_WRITEDATA, &resp.body);
+  StreamSink stream{h, &req.on_body};
+  if (req.on_body) {
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_stream);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &stream);
+  } else {
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &resp.body);
+  }
   if (!opts_.unix_socket.empty()) curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, opts_.unix_socket.c_str());
   if (opts_.http2_prior_knowledge) {
     curl_easy_setopt(h, CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE));
@@ -301,8 +321,9 @@ Result<Response> Client::send(const Request& req) {
   curl_easy_setopt(h, CURLOPT_HTTPHEADER, nullptr);
   curl_easy_setopt(h, CURLOPT_ERRORBUFFER, nullptr);
   curl_slist_free_all(headers);
-  if (rc != CURLE_OK) return std::unexpected(transport_error(rc, what, opts_.peer, errbuf));
   curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &resp.status);
+  if (rc == CURLE_WRITE_ERROR && req.on_body && resp.status != 0) return resp;  // the reader ended it
+  if (rc != CURLE_OK) return std::unexpected(transport_error(rc, what, opts_.peer, errbuf));
   return resp;
 }
 

@@ -70,6 +70,11 @@ struct Request {
   std::string body;                       // sent unless method is GET or HEAD
   std::string content_type;               // Content-Type of `body`; "" = none
   std::vector<std::string> want_headers;  // response headers or trailers to return (names, any case)
+  /// When set, the body is handed over here as it arrives instead of kept in Response::body (a
+  /// Kubernetes watch); returning false ends the transfer, and send() returns the Response
+  /// (status and headers, empty body) as for a complete one.
+  /// `status` is the answer's HTTP status.
+  std::function<bool(long status, std::string_view chunk)> on_body;
 };
 
 /// One answer, whatever its status.

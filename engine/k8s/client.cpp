@@ -61,8 +61,8 @@ Result<std::string> Client::exec_token(bool refresh) {
   return cred->token;
 }
 
-Result<Response> Client::request(std::string_view method, const std::string& path, const std::string& body,
-                                 std::string_view content_type, int retries) {
+Result<http::Request> Client::prepare(std::string_view method, const std::string& path, const std::string& body,
+                                      std::string_view content_type) {
   http::Request req;
   req.method = method;
   req.url = creds_.server + path;
@@ -84,18 +84,49 @@ Result<Response> Client::request(std::string_view method, const std::string& pat
     return fail(cni_code::kInvalidConfig, what + ": the bearer token contains a line break (" + creds_.origin + ")");
   req.headers.push_back("Accept: application/json");
   if (!token.empty()) req.headers.push_back("Authorization: Bearer " + token);
+  return req;
+}
+
+Result<Response> Client::request(std::string_view method, const std::string& path, const std::string& body,
+                                 std::string_view content_type, int retries) {
+  http::Request req = PLUMB_TRY(prepare(method, path, body, content_type));
   http::RetryPolicy policy = http_->options().retry;
   if (retries >= 0) policy.max_attempts = retries + 1;
   auto resp = http_->request(req, policy);
   if (resp && resp->status == 401 && creds_.exec) {
     // The plugin's credential was refused before it expired (revoked, rotated): ask it again.
-    token = PLUMB_TRY(exec_token(true));
+    const std::string token = PLUMB_TRY(exec_token(true));
     req.headers.resize(1);
     if (!token.empty()) req.headers.push_back("Authorization: Bearer " + token);
     resp = http_->request(req, policy);
   }
   if (!resp && resp.error().cni_code == cni_code::kInvalidConfig) resp.error().msg += " (" + creds_.origin + ")";
   return resp;
+}
+
+Result<long> Client::stream_lines(const std::string& path, const std::function<bool(std::string_view line)>& on_line,
+                                  std::string* error_body) {
+  http::Request req = PLUMB_TRY(prepare("GET", path, {}, {}));
+  std::string pending;
+  bool stopped = false;
+  // Lines only when the answer is 200: any other status's body is a Status object, kept whole.
+  req.on_body = [&](long status, std::string_view chunk) {
+    pending.append(chunk);
+    if (status != 200) return pending.size() <= kMaxStatusBody;
+    size_t start = 0;
+    for (size_t nl; !stopped && (nl = pending.find('\n', start)) != std::string::npos; start = nl + 1) {
+      if (nl > start && !on_line(std::string_view(pending).substr(start, nl - start))) stopped = true;
+    }
+    pending.erase(0, start);
+    return !stopped && pending.size() <= kMaxLine;
+  };
+  http::RetryPolicy once = http_->options().retry;
+  once.max_attempts = 1;
+  Response resp = PLUMB_TRY(http_->request(req, once));
+  if (resp.status != 200 && error_body != nullptr) *error_body = std::move(pending);
+  if (resp.status == 200 && !stopped && pending.size() > kMaxLine)
+    return fail(cni_code::kDecode, "GET " + req.url + ": a line of the answer is over " + std::to_string(kMaxLine) + " bytes");
+  return resp.status;
 }
 
 Error Client::http_error(std::string_view what, std::string_view method, const std::string& path,
@@ -125,9 +156,31 @@ Result<std::optional<json::Document>> Client::get(const std::string& path, const
   return std::optional<json::Document>(PLUMB_TRY(object_of(resp, what + ": the answer")));
 }
 
-namespace {
 
-/// RFC 3986 percent-encoding of a query value (continue tokens are base64).
+Result<std::vector<json::Document>> Client::list(const std::string& path, const std::string& what) {
+  auto l = PLUMB_TRY(list_versioned(path, what));
+  return std::move(l.items);
+}
+
+Result<Client::List> Client::list_versioned(const std::string& path, const std::string& what) {
+  List out;
+  std::vector<json::Document>& items = out.items;
+  std::string cont;
+  const char sep = path.find('?') == std::string::npos ? '?' : '&';
+  do {
+    std::string page = path + sep + "limit=500" + (cont.empty() ? std::string() : "&continue=" + query_escape(cont));
+    Response resp = PLUMB_TRY(request("GET", page));
+    if (resp.status != 200) return std::unexpected(http_error(what, "GET", page, resp));
+    json::Document d = PLUMB_TRY(object_of(resp, what + ": the answer"));
+    const json::Value* arr = json::find(d, "items");
+    if (arr == nullptr || !arr->IsArray()) return fail(cni_code::kDecode, what + ": the answer has no items list");
+    for (const auto& item : arr->GetArray()) items.push_back(json::clone(item));
+    cont = meta_string(d, "continue");
+    out.resource_version = meta_string(d, "resourceVersion");
+  } while (!cont.empty());
+  return out;
+}
+
 std::string query_escape(std::string_view s) {
   static constexpr char kHex[] = "0123456789ABCDEF";
   std::string out;
@@ -139,24 +192,6 @@ std::string query_escape(std::string_view s) {
     }
   }
   return out;
-}
-
-}  // namespace
-
-Result<std::vector<json::Document>> Client::list(const std::string& path, const std::string& what) {
-  std::vector<json::Document> items;
-  std::string cont;
-  do {
-    std::string page = path + "?limit=500" + (cont.empty() ? std::string() : "&continue=" + query_escape(cont));
-    Response resp = PLUMB_TRY(request("GET", page));
-    if (resp.status != 200) return std::unexpected(http_error(what, "GET", page, resp));
-    json::Document d = PLUMB_TRY(object_of(resp, what + ": the answer"));
-    const json::Value* arr = json::find(d, "items");
-    if (arr == nullptr || !arr->IsArray()) return fail(cni_code::kDecode, what + ": the answer has no items list");
-    for (const auto& item : arr->GetArray()) items.push_back(json::clone(item));
-    cont = meta_string(d, "continue");
-  } while (!cont.empty());
-  return items;
 }
 
 Result<json::Document> object_of(const Response& resp, const std::string& what) {

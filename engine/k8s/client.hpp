@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -113,11 +114,36 @@ class Client {
   /// metadata.continue. Errors: http_error()'s; kDecode when an answer is not a list.
   [[nodiscard]] Result<std::vector<json::Document>> list(const std::string& path, const std::string& what);
 
+  /// A collection's items and the list's metadata.resourceVersion (where a watch starts).
+  struct List {
+    std::vector<json::Document> items;
+    std::string resource_version;
+  };
+  /// list() with the list's resourceVersion; `path` may carry a query (a fieldSelector).
+  [[nodiscard]] Result<List> list_versioned(const std::string& path, const std::string& what);
+
+  /// A streaming GET of `path` (a watch: newline-delimited JSON), one attempt, no retry: each
+  /// complete non-empty line of a 200 answer goes to `on_line` as it arrives (false: stop
+  /// reading; the connection is closed). Returns the HTTP status once the server ends the
+  /// answer or `on_line` stops it; any other status's body (a Status object, up to 64 KiB) goes
+  /// to `error_body`. The transfer is bounded by Options::timeout like any request. Errors:
+  /// transport errors as request(); kDecode for a line over 16 MiB.
+  [[nodiscard]] Result<long> stream_lines(const std::string& path, const std::function<bool(std::string_view line)>& on_line,
+                                          std::string* error_body = nullptr);
+
   [[nodiscard]] const Credentials& credentials() const { return creds_; }
   /// HTTP attempts made so far (retries included), for cost checks.
   [[nodiscard]] uint64_t attempts() const { return retired_attempts_ + http_->attempts(); }
 
  private:
+  /// The HTTP request of `method path` with the credentials' bearer token (re-read, or the exec
+  /// plugin's) and Accept: application/json. Errors: as request()'s for the token.
+  Result<http::Request> prepare(std::string_view method, const std::string& path, const std::string& body,
+                                std::string_view content_type);
+
+  static constexpr size_t kMaxLine = size_t{16} << 20;     ///< a watch event's line, at most
+  static constexpr size_t kMaxStatusBody = size_t{64} << 10;  ///< a non-200 answer's body kept, at most
+
   /// The exec plugin's bearer token ("" with a certificate), its client certificate put in
   /// place (the HTTP client rebuilt when it changed); `refresh` after a 401, as client-go.
   Result<std::string> exec_token(bool refresh);
@@ -130,6 +156,8 @@ class Client {
 
 /// The answer's body as a JSON object. Errors: kDecode naming `what`.
 [[nodiscard]] Result<json::Document> object_of(const http::Response& resp, const std::string& what);
+/// RFC 3986 percent-encoding of a query value (continue tokens, field selectors).
+[[nodiscard]] std::string query_escape(std::string_view s);
 /// metadata.<key> of an object as a string ("" when absent or not a string).
 [[nodiscard]] std::string meta_string(const json::Value& obj, std::string_view key);
 /// The "reason" of a Status answer ("AlreadyExists", "Conflict", "Invalid"...; "" when the body

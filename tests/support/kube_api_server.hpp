@@ -69,6 +69,13 @@ class KubeApiServer {
   /// Replaces the fault rules (a JSON list, see the script); "[]" clears them.
   void set_faults(const std::string& json_list) const { write_file(dir_ + "/faults.json", json_list); }
 
+  /// Replaces <dir>/watch-control.json (see the script: "drop", "compact", "hold") at once (a
+  /// rename: the server never reads it half-written).
+  void set_watch_control(const std::string& json) const {
+    write_file(dir_ + "/watch-control.json.tmp", json);
+    std::filesystem::rename(dir_ + "/watch-control.json.tmp", dir_ + "/watch-control.json");
+  }
+
   /// Every request so far: "METHOD /path STATUS AUTH".
   std::vector<std::string> requests() const { return lines_of(read_file(dir_ + "/requests.log")); }
   /// Requests whose method and path (query excluded) are exactly these; status "" = any.

@@ -3,6 +3,7 @@ for what the server serves): which resources exist and where their objects live,
 JSON files with a cache, JSON merge patches (RFC 7386) and JSON patches (RFC 6902 with the
 json-patch library's semantics), and the fault rules of <dir>/faults.json. Python standard
 library only; no HTTP here."""
+import copy
 import json
 import os
 import re
@@ -19,10 +20,12 @@ RESOURCES = {
     ("whereabouts.cni.cncf.io", "v1alpha1", "ippools"): ("ippools", True),
     ("whereabouts.cni.cncf.io", "v1alpha1", "overlappingrangeipreservations"): ("overlappingrangeipreservations", True),
     ("whereabouts.cni.cncf.io", "v1alpha1", "nodeslicepools"): ("nodeslicepools", True),
+    ("events.k8s.io", "v1", "events"): ("events", True),
 }
 KINDS = {"pods": "Pod", "nodes": "Node", "network-attachment-definitions": "NetworkAttachmentDefinition",
          "ipamclaims": "IPAMClaim", "ippools": "IPPool",
-         "overlappingrangeipreservations": "OverlappingRangeIPReservation", "nodeslicepools": "NodeSlicePool"}
+         "overlappingrangeipreservations": "OverlappingRangeIPReservation", "nodeslicepools": "NodeSlicePool",
+         "events": "Event"}
 NAME = r"[a-z0-9]([a-z0-9.-]*[a-z0-9])?"
 PATH_RE = re.compile(
     r"^/(?:api/(?P<core>v1)|apis/(?P<group>[a-z0-9.-]+)/(?P<version>v[a-z0-9]+))"
@@ -233,3 +236,72 @@ class Store:
                     if obj is not None:
                         out.append(obj)
         return out
+
+
+class WatchLog:
+    """The history of one resource that watches are served from. The objects are files tests
+    edit directly, so changes are found by scanning them (their stamps): the first scan takes the
+    objects as they are (the history starts there); every later one logs ADDED, MODIFIED and DELETED events with a
+    resourceVersion above every earlier one (an object whose own metadata.resourceVersion is not
+    above them gets a new one, written into its file). `floor`: events at or below it are
+    compacted away (a watch from there gets 410 Expired)."""
+
+    def __init__(self, store, res, next_rv, bump_rv, now):
+        self.store, self.res, self.next_rv, self.bump_rv = store, res, next_rv, bump_rv
+        self.known = None  # (ns, name) -> (stamp, obj)
+        self.events = []   # (rv, type, obj)
+        self.floor = now   # the history starts at the first watch
+
+    def files(self):
+        base = os.path.join(self.store.root, "objects", self.res)
+        out = {}
+        for ns in (sorted(os.listdir(base)) if os.path.isdir(base) else []):
+            for f in sorted(os.listdir(os.path.join(base, ns))):
+                if f.endswith(".json"):
+                    out[(ns, f[:-5])] = self.store.path(self.res, ns, f[:-5])
+        return out
+
+    def scan(self):
+        """Logs what changed since the last scan (call with LOCK held)."""
+        files = self.files()
+        first = self.known is None
+        known = {} if first else self.known
+        last = self.events[-1][0] if self.events else self.floor
+        for key, path in files.items():
+            st = self.store.stamp(path)
+            old = known.get(key)
+            if old is not None and old[0] == st:
+                continue
+            obj, _ = self.store.load(path)
+            if obj is None:
+                continue
+            if first:
+                known[key] = (st, obj)
+                continue
+            rv = str((obj.get("metadata") or {}).get("resourceVersion", ""))
+            if rv.isdigit() and int(rv) > last:
+                self.bump_rv(int(rv))
+            else:
+                obj = copy.deepcopy(obj)
+                obj.setdefault("metadata", {})["resourceVersion"] = self.next_rv()
+                self.store.save(path, obj)
+                st = self.store.stamp(path)
+            last = int(obj["metadata"]["resourceVersion"])
+            self.events.append((last, "ADDED" if old is None else "MODIFIED", obj))
+            known[key] = (st, obj)
+        for key in [k for k in known if k not in files]:
+            obj = copy.deepcopy(known.pop(key)[1])
+            obj.setdefault("metadata", {})["resourceVersion"] = rv = self.next_rv()
+            last = int(rv)
+            self.events.append((last, "DELETED", obj))
+        self.known = known
+        if len(self.events) > 10000:
+            self.floor = self.events[-5000][0]
+            self.events = self.events[-5000:]
+
+    def compact(self, rv):
+        self.floor = max(self.floor, rv)
+        self.events = [e for e in self.events if e[0] > rv]
+
+    def current(self):
+        return [obj for _, obj in (self.known or {}).values()]

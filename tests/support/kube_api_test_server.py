@@ -9,11 +9,21 @@ failure modes the tests need.
              by the file's (mtime, size, inode) and reads it again when that changes.
   resources  pods, nodes (cluster-scoped); k8s.cni.cncf.io network-attachment-definitions (v1),
              ipamclaims (v1alpha1); whereabouts.cni.cncf.io/v1alpha1 ippools,
-             overlappingrangeipreservations, nodeslicepools
+             overlappingrangeipreservations, nodeslicepools; events.k8s.io/v1 events
   endpoints  GET    /api, /version
              GET    an object; a namespace's list; a list across namespaces (/api/v1/pods,
                     /apis/<group>/<version>/<resource>); nodes' list; lists page with ?limit=N
-                    (metadata.continue: the offset of the next item, given back as &continue=)
+                    (metadata.continue: the offset of the next item, given back as &continue=);
+                    ?fieldSelector=spec.nodeName=X
+             GET    ...?watch=1: a watch (chunked, one JSON event a line) from resourceVersion,
+                    bookmarks each 0.5 s with allowWatchBookmarks=true, ending after
+                    timeoutSeconds. Changes are found by scanning the files every 50 ms from
+                    the first watch of a resource (kube_api_store.WatchLog: the first scan is
+                    the baseline; an edited file gets a new resourceVersion written into it).
+                    <dir>/watch-control.json {"drop": N, "compact": N, "hold": bool}: a new
+                    "drop" value ends every open watch; a new "compact" value compacts the
+                    history, so a watch from an older version gets an ERROR event 410 Expired;
+                    "hold" keeps every change (and bookmark) back until it is false again.
              POST   a namespace's collection: create (409 AlreadyExists; metadata.uid,
                     resourceVersion, creationTimestamp, namespace set)
              PATCH  an object: application/merge-patch+json (RFC 7386; metadata.resourceVersion
@@ -41,7 +51,8 @@ failure modes the tests need.
              fail: answer `code` with a Status (409: reason Conflict); bump_rv: after answering a
              GET, bump the object's resourceVersion (another writer). "times" limits how often a
              rule fires (counted from the last change of the file; default unlimited).
-  log        every request is appended to <dir>/requests.log as "METHOD /path STATUS AUTH".
+  log        every request is appended to <dir>/requests.log as "METHOD /path STATUS AUTH"; every
+             watch event sent to <dir>/watch-events.log as "TYPE resource ns/name resourceVersion".
   start      the chosen port is written to <dir>/port once the server listens.
 
 This file is the HTTP side (TLS, authentication, routing, the answers); the objects' files,
@@ -67,7 +78,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 # directory is first on sys.path). No __pycache__ in the source tree the tests run it from.
 sys.dont_write_bytecode = True
 from kube_api_store import (  # noqa: E402
-    CLUSTER, KINDS, LOCK, NAME, PATH_RE, RESOURCES, Faults, PatchError, Store, json_patch, merge_patch)
+    CLUSTER, KINDS, LOCK, NAME, PATH_RE, RESOURCES, Faults, PatchError, Store, WatchLog, json_patch, merge_patch)
 
 
 def openssl(*args):
@@ -106,10 +117,31 @@ class Server(ThreadingHTTPServer):
         self.faults = Faults(os.path.join(root, "faults.json"))
         self.store = Store(root)
         self.rv = int(time.time())
+        self.logs = {}  # resource -> WatchLog, from the first watch of it
 
     def next_rv(self):
         self.rv += 1
         return str(self.rv)
+
+    def bump_rv(self, rv):
+        self.rv = max(self.rv, rv)
+
+    def log(self, res):
+        """The resource's WatchLog, scanned (with LOCK held)."""
+        if res not in self.logs:
+            self.logs[res] = WatchLog(self.store, res, self.next_rv, self.bump_rv, self.rv)
+        log = self.logs[res]
+        log.scan()
+        return log
+
+    def watch_control(self):
+        """<dir>/watch-control.json: {"drop": N, "compact": N}; a change of "drop" ends every
+        open watch, of "compact" compacts every log to the current resourceVersion."""
+        try:
+            with open(os.path.join(self.root, "watch-control.json")) as f:
+                return json.load(f)
+        except (OSError, ValueError):
+            return {}
 
     def finish_request(self, request, client_address):
         # TLS handshake in the worker thread: a slow client never blocks accept().
@@ -125,6 +157,18 @@ class Server(ThreadingHTTPServer):
                 request.close()
             except OSError:
                 pass
+
+
+def selected(obj, query):
+    """Whether `obj` passes the query's fieldSelector (spec.nodeName=X, the only field served)."""
+    sel = query.get("fieldSelector", [""])[0]
+    if not sel:
+        return True
+    field, _, value = sel.partition("=")
+    value = value.lstrip("=")
+    if field != "spec.nodeName":
+        return False
+    return (obj.get("spec") or {}).get("nodeName") == value
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -255,16 +299,21 @@ class Handler(BaseHTTPRequestHandler):
 
     def collection(self, res, ns, namespaced, who):
         store = self.server.store
+        query = urllib.parse.parse_qs(self.path.split("?", 1)[1]) if "?" in self.path else {}
+        if self.command == "GET" and query.get("watch", [""])[0] in ("1", "true"):
+            return self.watch(res, ns, query, who)
         if self.command == "GET":
+            with LOCK:
+                if res in self.server.logs:  # watched: the list's resourceVersion follows the log
+                    self.server.log(res)
             if ns is None:  # every namespace
                 d = os.path.join(self.server.root, "objects", res)
                 namespaces = sorted(os.listdir(d)) if os.path.isdir(d) else []
             else:
                 namespaces = [ns]
             with LOCK:
-                items = store.items(res, namespaces)
+                items = [o for o in store.items(res, namespaces) if selected(o, query)]
             meta = {"resourceVersion": str(self.server.rv)}
-            query = urllib.parse.parse_qs(self.path.split("?", 1)[1]) if "?" in self.path else {}
             if "limit" in query:  # pages: the continue token is the offset of the next item
                 start = int(query.get("continue", ["0"])[0])
                 end = start + int(query["limit"][0])
@@ -360,6 +409,82 @@ class Handler(BaseHTTPRequestHandler):
             store.remove(opath)
         return self.send_json(200, {"kind": "Status", "apiVersion": "v1", "status": "Success",
                                     "details": {"name": name, "kind": res}}, who)
+
+    def watch(self, res, ns, query, who):
+        """A watch: newline-delimited events in a chunked answer, from resourceVersion (every
+        object as ADDED when it is "" or "0"), a BOOKMARK each 0.5 s when asked for, an ERROR
+        410 Expired event for a compacted version; ends after timeoutSeconds, at a "drop" of
+        watch-control.json, or when the client goes."""
+        since = query.get("resourceVersion", [""])[0]
+        bookmarks = query.get("allowWatchBookmarks", [""])[0] == "true"
+        end = time.monotonic() + float(query.get("timeoutSeconds", ["1800"])[0])
+        drop = self.server.watch_control().get("drop")
+        self.record(200, who)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        self.close_connection = True
+        kind = KINDS[res]
+
+        def send(events):
+            data = b"".join(json.dumps({"type": t, "object": o}, separators=(",", ":")).encode() + b"\n" for t, o in events)
+            with LOCK, open(os.path.join(self.server.root, "watch-events.log"), "a") as f:
+                for t, o in events:
+                    m = o.get("metadata") or {}
+                    f.write(f"{t} {res} {m.get('namespace', '')}/{m.get('name', '')} {m.get('resourceVersion', '')}\n")
+            if data:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                self.wfile.flush()
+
+        def mine(obj):
+            return (ns is None or (obj.get("metadata") or {}).get("namespace") == ns) and selected(obj, query)
+
+        try:
+            with LOCK:
+                log = self.server.log(res)
+                if since in ("", "0"):
+                    first = [("ADDED", o) for o in log.current() if mine(o)]
+                    pos = self.server.rv
+                elif int(since) < log.floor:
+                    first = [("ERROR", {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                                        "message": f"too old resource version: {since} ({log.floor})",
+                                        "reason": "Expired", "code": 410})]
+                    end = 0
+                else:
+                    pos = int(since)
+                    first = []
+            send(first)
+            last_bookmark = time.monotonic()
+            while time.monotonic() < end:
+                control = self.server.watch_control()
+                if control.get("drop") != drop:
+                    break
+                with LOCK:
+                    log = self.server.log(res)
+                    if "compact" in control and control["compact"] != getattr(log, "compacted", None):
+                        log.compacted = control["compact"]
+                        log.compact(self.server.rv)
+                    if pos < log.floor:
+                        send([("ERROR", {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                                         "message": f"too old resource version: {pos} ({log.floor})",
+                                         "reason": "Expired", "code": 410})])
+                        break
+                    held = bool(control.get("hold"))  # changes (and bookmarks) kept back
+                    events = [] if held else [(t, o) for rv, t, o in log.events if rv > pos and mine(o)]
+                    if not held:
+                        pos = max([pos] + [rv for rv, _, _ in log.events])
+                    now = self.server.rv
+                send(events)
+                if bookmarks and not held and time.monotonic() - last_bookmark >= 0.5:
+                    send([("BOOKMARK", {"kind": kind, "apiVersion": "v1", "metadata": {"resourceVersion": str(now)}})])
+                    pos = max(pos, now)
+                    last_bookmark = time.monotonic()
+                time.sleep(0.05)
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except (OSError, ValueError):
+            pass
 
     def write_status(self, res, name, opath, who):
         try:
