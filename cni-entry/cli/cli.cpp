@@ -144,6 +144,10 @@ void add_daemon(CLI::App& app, daemon::Options& o) {
                 "read every object from the API server")
       ->envname("NODE_NAME")
       ->type_name("NODE");
+  d->add_option("--cni-config", o.cni_config,
+                "plumb's conflist on the node (its plumb-shim plugin: plumb's configuration) for the hot-plug of the watched "
+                "pods and the release of deleted pods' addresses (default: /etc/cni/net.d/00-plumb.conflist)")
+      ->type_name("PATH");
 }
 
 void add_reconcile(CLI::App& app, reconcile::Options& o) {

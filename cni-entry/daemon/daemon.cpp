@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "cni-entry/daemon/cache.hpp"
+#include "cni-entry/daemon/pod_jobs.hpp"
 #include "cni-entry/daemon/socket_dir.hpp"
 #include "cni-entry/daemon/wire.hpp"
 #include "engine/base/file.hpp"
@@ -92,6 +93,7 @@ class Daemon {
   std::vector<Worker> workers_;
   std::deque<int> pending_;  ///< accepted connections waiting for an idle worker
   std::optional<Cache> cache_;  ///< the watched caches, when configured
+  pod_jobs::Starter jobs_{o_.cni_config};
 };
 
 Daemon::~Daemon() {
@@ -114,6 +116,7 @@ bool Daemon::configure_cache() {
   }
   if (!*creds) return true;
   cache_.emplace(source::WatchSetup{std::move(**creds), o_.node_name});
+  cache_->subscribe(&jobs_);  // hot-plug and the release of deleted pods' addresses (pod_jobs.hpp)
   return true;
 }
 

@@ -3,9 +3,14 @@
 
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
 #include "cni-entry/npwg/nad.hpp"
 #include "cni-entry/pod/hotplug.hpp"
 #include "cni-entry/reconcile/pod_deleted.hpp"
+#include "engine/base/file.hpp"
 #include "engine/k8s/client.hpp"
 #include "engine/state/state.hpp"
 #include "ipam/cluster_kube.hpp"
@@ -114,6 +119,55 @@ pid_t start(const Job& job, const pod::PlumbConfig& conf, pod::Log& log, EventFn
   const pid_t pid = ::fork();
   if (pid == 0) ::_exit(run(job, conf, log, on_event, ctx));
   return pid;
+}
+
+Result<pod::PlumbConfig> node_config(const std::string& path) {
+  auto list = PLUMB_TRY(json::parse(PLUMB_TRY(read_file(path, "plumb's conflist")), path));
+  const json::Value* plugins = list.IsObject() ? json::find(list, "plugins") : nullptr;
+  if (plugins != nullptr && plugins->IsArray()) {
+    for (const auto& p : plugins->GetArray()) {
+      const std::string type = string_at(p, {"type"});
+      if (type != "plumb-shim" && type != "plumb") continue;
+      json::Document conf = json::clone(p);
+      json::set_string(conf, "name", string_at(list, {"name"}), conf.GetAllocator());
+      json::set_string(conf, "cniVersion", string_at(list, {"cniVersion"}), conf.GetAllocator());
+      return pod::parse_config(json::dump(conf));
+    }
+  }
+  return fail(cni_code::kInvalidConfig, path + " has no \"plumb-shim\" or \"plumb\" plugin");
+}
+
+void Starter::pod_updated(std::string_view old_json, std::string_view new_json) {
+  if (old_json.empty()) return;
+  auto before = json::parse(old_json, "pod");
+  auto now = json::parse(new_json, "pod");
+  if (!before || !now) return;
+  if (auto job = on_update(*before, *now)) launch(*job);
+}
+
+void Starter::pod_deleted(std::string_view last_json) {
+  auto last = json::parse(last_json, "pod");
+  if (!last) return;
+  if (auto job = on_delete(*last)) launch(*job);
+}
+
+/// Forks the job's process; the daemon's wait loop reaps it. Its log lines go to the daemon's
+/// stderr (info and above: each change is one).
+void Starter::launch(const Job& job) const {
+  const pid_t pid = ::fork();
+  if (pid != 0) {
+    if (pid < 0) std::fprintf(stderr, "plumb daemon: fork for pod %s/%s: %s\n", job.ns.c_str(), job.name.c_str(), std::strerror(errno));
+    return;
+  }
+  pod::Log log;
+  auto conf = node_config(conflist_);
+  if (!conf) {
+    log.configure("info", "", true);
+    log.error("pod " + job.ns + "/" + job.name + ": " + conf.error().text());
+    ::_exit(1);
+  }
+  log.configure(conf->log_level == "debug" ? "debug" : "info", "", true);
+  ::_exit(run(job, *conf, log));
 }
 
 }  // namespace plumb::daemon::pod_jobs

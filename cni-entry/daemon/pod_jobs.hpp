@@ -9,7 +9,9 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 
+#include "cni-entry/daemon/pod_events.hpp"
 #include "cni-entry/pod/config.hpp"
 #include "cni-entry/pod/log.hpp"
 #include "engine/base/json.hpp"
@@ -42,5 +44,26 @@ using EventFn = void (*)(void* ctx, const Job& job, const std::string& type, con
 /// Forks a process that runs `job` (run()) and exits with its status; the daemon reaps it as any
 /// child. Returns its pid, or -1 when fork() failed (errno set).
 [[nodiscard]] pid_t start(const Job& job, const pod::PlumbConfig& conf, pod::Log& log, EventFn on_event = nullptr, void* ctx = nullptr);
+
+/// plumb's configuration as the runtime hands it to plumb: the "plumb-shim" (or "plumb") plugin of
+/// the conflist at `path` (what `plumb install` writes, 00-plumb.conflist), with the list's name
+/// and cniVersion, as libcni gives them. Errors: the file's read and parse errors; kInvalidConfig
+/// when it names neither plugin; parse_config's.
+[[nodiscard]] Result<pod::PlumbConfig> node_config(const std::string& path);
+
+/// The daemon's observer of its node's pods: starts the job each change asks for, with plumb's
+/// configuration read from `conflist` (node_config) in the job's process. A pod seen for the first
+/// time (a new pod, or every pod at the daemon's first list) asks for nothing: its ADD attaches
+/// what it selects.
+class Starter : public PodEvents {
+ public:
+  explicit Starter(std::string conflist) : conflist_(std::move(conflist)) {}
+  void pod_updated(std::string_view old_json, std::string_view new_json) override;
+  void pod_deleted(std::string_view last_json) override;
+
+ private:
+  void launch(const Job& job) const;
+  std::string conflist_;
+};
 
 }  // namespace plumb::daemon::pod_jobs
