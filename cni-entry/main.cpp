@@ -6,12 +6,14 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
 #include <string>
 #include <string_view>
 
 #include "engine/cni/cni.hpp"
 #include "engine/kernel/tun.hpp"
 #include "cni-entry/cli/cli.hpp"
+#include "cni-entry/daemon/daemon.hpp"
 #include "cni-entry/pod/config.hpp"
 #include "cni-entry/pod/log.hpp"
 #include "cni-entry/pod/pod.hpp"
@@ -72,6 +74,23 @@ int about() {
   return 0;
 }
 
+/// What a daemon worker logs of the invocation (daemon::Outcome).
+void note_outcome(const plumb::cni::Env& env, const plumb::pod::Log& log, const plumb::Result<std::string>& out) {
+  plumb::daemon::Outcome o;
+  const char* verbs[] = {"ADD", "DEL", "CHECK", "VERSION", "STATUS", "GC"};  // cni::Command's order
+  const auto c = static_cast<size_t>(env.command);
+  o.verb = c < std::size(verbs) ? verbs[c] : "?";
+  if (auto name = env.arg("K8S_POD_NAME")) o.pod = env.arg("K8S_POD_NAMESPACE").value_or("default") + "/" + *name;
+  o.container = env.container_id;
+  o.ifname = env.ifname;
+  o.networks = log.networks();
+  if (!out) {
+    o.code = out.error().cni_code;
+    o.error = out.error().text();
+  }
+  plumb::daemon::note_outcome(std::move(o));
+}
+
 /// The CNI plugin: the CNI_* variables (through `getenv_fn`) and stdin in, result or CNI error on
 /// stdout; the exit code. Run by main for an exec'd plumb (the process's environment) and by a
 /// `plumb daemon` worker (cni-entry/daemon/: the request's, `in_daemon`) alike. CNI_COMMAND is looked
@@ -100,6 +119,7 @@ int cni_main(const char* (*getenv_fn)(const char*), bool in_daemon) {
   if (!in_daemon) conf->chroot_dir.clear();
 
   auto out = plumb::pod::run(*env, *conf, log);
+  if (in_daemon) note_outcome(*env, log, out);
   if (!out) return report(out.error(), conf->cni_version, log);
   print(*out);
   return 0;

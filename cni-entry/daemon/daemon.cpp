@@ -28,7 +28,6 @@
 #include <vector>
 
 #include "cni-entry/daemon/cache.hpp"
-#include "cni-entry/daemon/pod_jobs.hpp"
 #include "cni-entry/daemon/socket_dir.hpp"
 #include "cni-entry/daemon/wire.hpp"
 #include "engine/base/file.hpp"
@@ -67,6 +66,8 @@ class Daemon {
   /// Sets up the watched caches when the daemon has API credentials and a node name; false
   /// (stderr says why) for a kubeconfig that cannot be loaded.
   bool configure_cache();
+  /// Whether the watched caches are set up.
+  [[nodiscard]] bool watching() const { return cache_.has_value(); }
   ~Daemon();
   /// Binds the socket and the signalfd; false (stderr says why) when it cannot.
   bool start();
@@ -93,7 +94,6 @@ class Daemon {
   std::vector<Worker> workers_;
   std::deque<int> pending_;  ///< accepted connections waiting for an idle worker
   std::optional<Cache> cache_;  ///< the watched caches, when configured
-  pod_jobs::Starter jobs_{o_.cni_config};
 };
 
 Daemon::~Daemon() {
@@ -116,7 +116,7 @@ bool Daemon::configure_cache() {
   }
   if (!*creds) return true;
   cache_.emplace(source::WatchSetup{std::move(**creds), o_.node_name});
-  cache_->subscribe(&jobs_);  // hot-plug and the release of deleted pods' addresses (pod_jobs.hpp)
+  for (PodEvents* observer : o_.pod_observers) cache_->subscribe(observer);
   return true;
 }
 
@@ -186,7 +186,7 @@ bool Daemon::fork_worker(int max_requests) {
     ::dup2(pair[1], 3);
     ::dup2(2, 4);
     ::close_range(5, ~0U, 0);
-    detail::worker_main(3, 4, max_requests, cni_main_, cache_.has_value());
+    detail::worker_main(3, 4, max_requests, cni_main_, cache_.has_value(), o_.json_log);
   }
   ::close(pair[1]);
   if (pid < 0) {
@@ -399,8 +399,9 @@ void Daemon::run() {
 int run(const Options& o, CniMain cni_main) {
   Daemon d(o, cni_main);
   if (!d.configure_cache() || !d.start()) return 1;
-  std::fprintf(stderr, "plumb daemon %s: listening on %s, %d workers of %d invocations each\n", version::kFull,
-               o.socket.c_str(), o.workers, o.requests_per_worker);
+  std::fprintf(stderr, "plumb daemon %s: listening on %s, %d workers of %d invocations each%s%s\n", version::kFull,
+               o.socket.c_str(), o.workers, o.requests_per_worker, d.watching() ? "; watching the pods of node " : "",
+               d.watching() ? o.node_name.c_str() : "");
   d.run();
   return 0;
 }

@@ -15,8 +15,11 @@
 #include <sys/resource.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
+#include "cni-entry/daemon/pod_events.hpp"
 #include "cni-entry/daemon/wire.hpp"
 
 namespace plumb::daemon {
@@ -40,7 +43,27 @@ struct Options {
   /// --cni-config: plumb's conflist on the node, whose plumb-shim plugin is plumb's configuration
   /// for the pod jobs of the watched pods (hot-plug, the release of a deleted pod's addresses: pod_jobs.hpp).
   std::string cni_config = "/etc/cni/net.d/00-plumb.conflist";
+  bool json_log = false;  ///< --log-format=json: the invocations' lines as JSON objects (else text)
+  /// Observers of the node's pods as the watch sees them (pod_events.hpp; not owned), told on
+  /// the daemon's thread; none without watched caches.
+  std::vector<PodEvents*> pod_observers;
 };
+
+/// What one invocation came to, for the line the daemon's stderr gets per invocation.
+struct Outcome {
+  std::string verb;                   ///< CNI_COMMAND
+  std::string pod;                    ///< "namespace/name" from CNI_ARGS ("" = none)
+  std::string container;              ///< CNI_CONTAINERID
+  std::string ifname;                 ///< CNI_IFNAME
+  std::vector<std::string> networks;  ///< the networks it worked on ("default/blue")
+  unsigned code = 0;                  ///< the CNI error code, 0 on success
+  std::string error;                  ///< the CNI error's text ("" on success)
+};
+
+/// Called by the CniMain a worker runs (cni-entry/main.cpp) before it returns: the invocation's
+/// outcome, logged by the worker with its duration once the shim has its answer. Does nothing
+/// outside a worker.
+void note_outcome(Outcome o);
 
 /// `plumb daemon`: listens on `o.socket` (its directory is created 0755 and must pass
 /// daemon_wire::socket_dir_trust (socket_dir.hpp) for root and the daemon's uid; the socket is 0600
@@ -78,7 +101,16 @@ inline int64_t cpu_us(const rusage& ru) {
 /// `max_requests` were served. Never returns.
 /// `cached`: the daemon keeps watched caches, so the worker asks it for pods, NADs and
 /// IPAMClaims before the API server (Lookup below).
-[[noreturn]] void worker_main(int control, int log, int max_requests, CniMain cni_main, bool cached);
+/// `json_log`: the invocations' lines as JSON (Options::json_log).
+[[noreturn]] void worker_main(int control, int log, int max_requests, CniMain cni_main, bool cached, bool json_log);
+
+/// The line of one invocation that took `ms` milliseconds: text ("ADD default/web
+/// container=... ifname=eth0 networks=a,b code=0 duration_ms=1.234[ error=...]") or a JSON
+/// object with the same fields (time, level, msg "invocation", verb, pod, containerID, ifname,
+/// networks, code, error, durationMs). Ends with a newline.
+[[nodiscard]] std::string outcome_line(const Outcome& o, double ms, bool json);
+/// Takes the outcome the invocation noted (note_outcome); nullopt when it noted none.
+[[nodiscard]] std::optional<Outcome> take_outcome();
 
 /// A worker's question to the daemon on its control socket, in an invocation: kLookupMagic,
 /// the collection (source::Watched), the API server's URL, NUL, "ns/name". The daemon answers

@@ -5,7 +5,9 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "cni-entry/npwg/nad.hpp"
 #include "cni-entry/pod/hotplug.hpp"
@@ -48,16 +50,16 @@ Job job_for(Job::Kind kind, const json::Value& pod) {
   return Job{kind, string_at(pod, {"metadata", "namespace"}), string_at(pod, {"metadata", "name"})};
 }
 
+using Events = std::vector<source::PodEvent>;
+
 /// The hot-plug, each change a log line and an Event with multus-dynamic-networks-controller's
 /// reasons and messages.
-int run_hotplug(const Job& job, const pod::PlumbConfig& conf, pod::Log& log, EventFn on_event, void* ctx) {
+int run_hotplug(const Job& job, const pod::PlumbConfig& conf, source::PodSource& store, pod::Log& log, Events& events) {
   const std::string who = job.ns + "/" + job.name;
-  auto store = pod::make_source(conf);
-  auto out = store ? pod::hotplug::apply(conf, **store, source::PodRef{job.ns, job.name, ""}, log)
-                   : Result<pod::hotplug::Outcome>(std::unexpected(store.error()));
+  auto out = pod::hotplug::apply(conf, store, source::PodRef{job.ns, job.name, ""}, log);
   if (!out) {
     log.error("hot-plug of pod " + who + ": " + out.error().text());
-    if (on_event != nullptr) on_event(ctx, job, "Warning", "FailedAddingInterface", "pod [" + who + "]: " + out.error().text());
+    events.push_back({true, "FailedAddingInterface", "AddInterface", "pod [" + who + "]: " + out.error().text()});
     return 1;
   }
   int rc = 0;
@@ -72,13 +74,13 @@ int run_hotplug(const Job& job, const pod::PlumbConfig& conf, pod::Log& log, Eve
     } else {
       log.info("hot-plug (" + out->sandbox + "): " + message);
     }
-    if (on_event != nullptr) on_event(ctx, job, c.error ? "Warning" : "Normal", reason, message);
+    events.push_back({c.error.has_value(), reason, c.added ? "AddInterface" : "RemoveInterface", message});
   }
   return rc;
 }
 
 /// The release of a deleted pod's addresses in whereabouts' objects (the Kubernetes datastore).
-int run_release(const Job& job, const pod::PlumbConfig& conf, pod::Log& log, EventFn on_event, void* ctx) {
+int run_release(const Job& job, const pod::PlumbConfig& conf, pod::Log& log, Events& events) {
   auto creds = k8s::configured(conf.kubeconfig);
   if (!creds) {
     log.error("release of the addresses of deleted pod " + job.ns + "/" + job.name + ": " + creds.error().text());
@@ -92,7 +94,7 @@ int run_release(const Job& job, const pod::PlumbConfig& conf, pod::Log& log, Eve
   auto report = reconcile::release_deleted_pod(client, ns, job.ns, job.name, [&](const std::string& id) { return state.has_records(id); });
   for (const auto& act : report.actions) {
     log.info("released " + act.what + ": " + act.reason);
-    if (on_event != nullptr) on_event(ctx, job, "Normal", "AddressReleased", "released " + act.what + ": " + act.reason);
+    events.push_back({false, "AddressReleased", "ReleaseAddress", "released " + act.what + ": " + act.reason});
   }
   for (const auto& e : report.errors) log.error("release of the addresses of deleted pod " + job.ns + "/" + job.name + ": " + e.text());
   return report.errors.empty() ? 0 : 1;
@@ -112,7 +114,23 @@ std::optional<Job> on_delete(const json::Value& pod) {
 }
 
 int run(const Job& job, const pod::PlumbConfig& conf, pod::Log& log, EventFn on_event, void* ctx) {
-  return job.kind == Job::Kind::Hotplug ? run_hotplug(job, conf, log, on_event, ctx) : run_release(job, conf, log, on_event, ctx);
+  auto store = pod::make_source(conf);
+  if (!store) {
+    log.error("pod " + job.ns + "/" + job.name + ": " + store.error().text());
+    return 1;
+  }
+  Events events;
+  const int rc = job.kind == Job::Kind::Hotplug ? run_hotplug(job, conf, **store, log, events) : run_release(job, conf, log, events);
+  if (events.empty()) return rc;
+  for (const auto& e : events) {
+    if (on_event != nullptr) on_event(ctx, job, e.warning ? "Warning" : "Normal", e.reason, e.note);
+  }
+  std::string node = conf.node_name;
+  if (const char* n = std::getenv("NODE_NAME"); n != nullptr && *n != '\0') node = n;
+  if (auto st = (*store)->post_events(source::PodRef{job.ns, job.name, ""}, events, "plumb@" + node); !st) {
+    log.warning("Events of pod " + job.ns + "/" + job.name + " not posted: " + st.error().text());
+  }
+  return rc;
 }
 
 pid_t start(const Job& job, const pod::PlumbConfig& conf, pod::Log& log, EventFn on_event, void* ctx) {

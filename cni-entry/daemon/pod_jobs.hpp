@@ -36,8 +36,11 @@ struct Job {
 
 /// Runs `job` with plumb's configuration `conf`: the hot-plug (pod/hotplug.hpp) or the release
 /// (reconcile/pod_deleted.hpp); each attachment added or removed, each address released and each
-/// failure is one line of `log`, and `on_event` (may be empty) gets each as a Kubernetes Event
-/// (type "Normal" or "Warning", reason, message). Returns 0, or 1 when anything failed.
+/// failure is one line of `log` and one Kubernetes Event on the pod, posted through plumb's pod
+/// source (multus-dynamic-networks-controller's reasons: AddedInterface, RemovedInterface,
+/// FailedAddingInterface, FailedRemovingInterface; AddressReleased for a release), which
+/// `on_event` (may be null) also gets (type "Normal" or "Warning", reason, message). Returns 0, or
+/// 1 when anything failed.
 using EventFn = void (*)(void* ctx, const Job& job, const std::string& type, const std::string& reason, const std::string& message);
 [[nodiscard]] int run(const Job& job, const pod::PlumbConfig& conf, pod::Log& log, EventFn on_event = nullptr, void* ctx = nullptr);
 

@@ -8,11 +8,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -116,6 +118,8 @@ struct Served {
   int code = 0;
   bool retire = false;
   int conn = -1;
+  std::optional<Outcome> outcome;  ///< what the invocation noted, for its log line
+  double ms = 0;                   ///< how long it took
 };
 
 /// Serves the connection `conn` (kept open: the caller answers the shim on it): the invocation's
@@ -132,9 +136,12 @@ Served serve(int conn, int log, CniMain cni_main) {
   for (int i = 0; i < nfds; ++i) ::close(fds[i]);
   if (!ok) {
     (void)!::dprintf(log, "plumb daemon: refused a request that is not plumb-shim's (%zd bytes, %d descriptors)\n", len, nfds);
-    return {2, false, conn};
+    return {2, false, conn, std::nullopt, 0};
   }
-  Served out{cni_main(request_getenv), false, conn};
+  (void)take_outcome();
+  const auto began = std::chrono::steady_clock::now();
+  Served out{cni_main(request_getenv), false, conn, take_outcome(), 0};
+  out.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - began).count();
   if (!park_stdio(log)) {
     ::close(0);
     ::close(1);
@@ -159,22 +166,22 @@ class Lookup final : public source::WatchedObjects {
     question += ns + "/" + name;
     if (::send(control_, question.data(), question.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(question.size()))
       return std::nullopt;
-    if (answer_.empty()) answer_.resize(kMaxLookupAnswer + 1);
+    if (!answer_) answer_.reset(new char[kMaxLookupAnswer + 1]);  // not zeroed: only what answers fill is touched
     ssize_t n;
-    do n = ::recv(control_, answer_.data(), answer_.size(), 0);
+    do n = ::recv(control_, answer_.get(), kMaxLookupAnswer + 1, 0);
     while (n < 0 && errno == EINTR);
     if (n < 1 || answer_[0] != '1') return std::nullopt;
-    return std::string(answer_.data() + 1, static_cast<size_t>(n) - 1);
+    return std::string(answer_.get() + 1, static_cast<size_t>(n) - 1);
   }
 
  private:
   int control_;
-  std::string answer_;  ///< the receive buffer, allocated at the first lookup and kept
+  std::unique_ptr<char[]> answer_;  ///< the receive buffer, allocated at the first lookup and kept
 };
 
 }  // namespace
 
-void worker_main(int control, int log, int max_requests, CniMain cni_main, bool cached) {
+void worker_main(int control, int log, int max_requests, CniMain cni_main, bool cached, bool json_log) {
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -198,6 +205,10 @@ void worker_main(int control, int log, int max_requests, CniMain cni_main, bool 
     const bool told = ::send(control, &done, sizeof done, MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof done);
     (void)wire::send_status(s.conn, {wire::End::kExited, s.code});
     ::close(s.conn);
+    if (s.outcome) {  // once the runtime has its answer; one write, whole
+      const std::string line = outcome_line(*s.outcome, s.ms, json_log);
+      (void)!::write(log, line.data(), line.size());
+    }
     if (!told || done.retiring != 0) ::_exit(0);
   }
 }

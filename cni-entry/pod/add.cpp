@@ -1,6 +1,7 @@
 // ADD: plan everything, then attach in order, finish (default route, IPAMClaims, network-status,
 // records ready), or undo everything this ADD did (spec 7.2).
 #include <algorithm>
+#include <cstdlib>
 #include <optional>
 
 #include "cni-entry/npwg/nad.hpp"
@@ -195,18 +196,41 @@ void undo_published(AddRun& run) {
   run.state.release(*lock, run.key);
 }
 
-}  // namespace
+/// Multus's events of an ADD (pkg/multus: delegateAdd's and cmdAdd's messages): "Add <ifname>
+/// [<addresses>] from <network>" (AddedInterface) per attachment when it succeeded, else one
+/// Warning with the failing network and the error. Posted once the lock is released, logged
+/// (never an ADD's failure) when the API server refuses them.
+void post_events(const AddRun& run, const Result<std::string>& outcome) {
+  if (run.pod.name.empty()) return;
+  std::vector<source::PodEvent> events;
+  const auto& atts = run.plan.attachments;
+  if (outcome) {
+    for (size_t i = 0; i < atts.size() && i < run.results.size(); ++i) {
+      std::string ips;
+      for (const auto& ip : run.results[i].ips) ips += (ips.empty() ? "" : " ") + ip.address.str();
+      std::string note = "Add " + atts[i].ifname + " [" + ips + "]";
+      if (!atts[i].status_name.empty()) note += " from " + atts[i].status_name;
+      events.push_back({false, "AddedInterface", "AddInterface", std::move(note)});
+    }
+  } else {
+    const std::string network = run.started > 0 ? atts[run.started - 1].status_name : std::string();
+    std::string note = network.empty() ? "error adding container: " : "error adding container to network \"" + network + "\": ";
+    events.push_back({true, "ErrorAddingInterface", "AddInterface", note + outcome.error().text()});
+  }
+  std::string node = run.conf.node_name;
+  if (const char* n = std::getenv("NODE_NAME"); n != nullptr && *n != '\0') node = n;
+  if (auto st = run.store.post_events(run.pod, events, "plumb@" + node); !st)
+    run.log.warning("ADD " + run.env.container_id + ": Events of pod " + run.pod.namespace_ + "/" + run.pod.name + " not posted: " + st.error().text());
+}
 
-Result<std::string> do_add(const cni::Env& env, const PlumbConfig& conf, Log& log) {
-  // Everything that can be refused is refused before the lock is taken and before any change:
-  // the pod's namespace (never the node's), the plan (the pod source, maybe the API server, and
-  // every plugin parsed).
-  auto store = PLUMB_TRY(make_source(conf));
-  PLUMB_TRY(await_readiness(conf));  // Multus: the default network must be ready first
-  AddRun run{env, conf, log, *store, pod_ref(env), {}, state::StateDir(conf.state_dir), state::Key{env.container_id, env.ifname},
-             {}, {}, {}, 0};
+/// The ADD once its pod source is set up: plan, attach, publish.
+Result<std::string> add_with(AddRun& run) {
+  const auto& env = run.env;
   run.k = PLUMB_TRY(open_kernel(env.netns, true));
-  run.plan = PLUMB_TRY(plan(env, conf, *store, run.pod, log));
+  run.plan = PLUMB_TRY(plan(env, run.conf, run.store, run.pod, run.log));
+  std::vector<std::string> networks;
+  for (const auto& att : run.plan.attachments) networks.push_back(att.status_name);
+  run.log.note_networks(std::move(networks));
 
   std::optional<std::string> repeated;
   auto status_json = PLUMB_TRY(attach_locked(run, repeated));
@@ -219,8 +243,23 @@ Result<std::string> do_add(const cni::Env& env, const PlumbConfig& conf, Log& lo
     undo_published(run);
     return std::unexpected(st.error());
   }
-  log.info("ADD " + env.container_id + ": " + std::to_string(run.plan.attachments.size()) + " attachment(s) (" + env.ifname + ")");
-  return encode_for_runtime(run.records.front().result, conf.cni_version);
+  run.log.info("ADD " + env.container_id + ": " + std::to_string(run.plan.attachments.size()) + " attachment(s) (" + env.ifname + ")");
+  return encode_for_runtime(run.records.front().result, run.conf.cni_version);
+}
+
+}  // namespace
+
+Result<std::string> do_add(const cni::Env& env, const PlumbConfig& conf, Log& log) {
+  // Everything that can be refused is refused before the lock is taken and before any change:
+  // the pod's namespace (never the node's), the plan (the pod source, maybe the API server, and
+  // every plugin parsed).
+  auto store = PLUMB_TRY(make_source(conf));
+  PLUMB_TRY(await_readiness(conf));  // Multus: the default network must be ready first
+  AddRun run{env, conf, log, *store, pod_ref(env), {}, state::StateDir(conf.state_dir), state::Key{env.container_id, env.ifname},
+             {}, {}, {}, 0};
+  auto out = add_with(run);
+  if (!out || run.results.size() == run.plan.attachments.size()) post_events(run, out);  // not for a repeated ADD
+  return out;
 }
 
 }  // namespace plumb::pod

@@ -51,6 +51,9 @@ Result<std::string> do_del(const cni::Env& env, const PlumbConfig& conf, Log& lo
     if (!adopted) return std::unexpected(adopted.error());
     return std::string();
   }
+  std::vector<std::string> networks;
+  for (const auto& rec : records.records) networks.push_back(rec.network);
+  log.note_networks(std::move(networks));
   Kernel k = PLUMB_TRY(open_kernel(env.netns, false));
   if (k.netns_is_node) log.warning("DEL " + key.describe() + ": CNI_NETNS " + env.netns + " is the node's namespace: pod-side steps skipped");
   source::PodRef pod = pod_ref(env);

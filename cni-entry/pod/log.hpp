@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace plumb::pod {
 
@@ -32,6 +33,10 @@ class Log {
   void warning(const std::string& msg) { write(Level::Warning, msg); }
   void info(const std::string& msg) { write(Level::Info, msg); }
   void debug(const std::string& msg) { write(Level::Debug, msg); }
+  /// The networks the invocation works on (network-status names: "default/blue"), for the line
+  /// a `plumb daemon` logs per invocation; set by ADD once planned and by DEL from the records.
+  void note_networks(std::vector<std::string> networks) { networks_ = std::move(networks); }
+  [[nodiscard]] const std::vector<std::string>& networks() const { return networks_; }
 
  private:
   void write(Level level, const std::string& msg);
@@ -44,6 +49,7 @@ class Log {
   std::string file_;
   bool to_stderr_ = true;
   LogRotation rotation_;
+  std::vector<std::string> networks_;
 };
 
 }  // namespace plumb::pod

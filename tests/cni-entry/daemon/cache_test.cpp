@@ -85,6 +85,11 @@ TEST_CASE("with the node's pods and the NADs watched, an ADD through the daemon 
   CHECK(c.api.count("GET", kNadPath + "blue") == 0);
   CHECK(c.api.count("PATCH", kPodPath + "/status", "200") == 1);
   CHECK(c.network_status("default", "web").find("198.51.100.2") != std::string::npos);
+  // The daemon's stderr has the invocation's line (what `kubectl logs` of the daemon shows).
+  CHECK(eventually([&] {
+    return plumb::test::read_file(w.d.log).find("plumb daemon: ADD default/web container=ctr-1 ifname=eth0 "
+                                                "networks=default-net,default/blue code=0 duration_ms=") != std::string::npos;
+  }));
 
   c.api.clear_requests();
   Proc del = c.run("DEL", "ctr-1", ns, "default", "web", "uid-1", c.config(), {{"PLUMB_DAEMON_SOCKET", w.d.socket}},

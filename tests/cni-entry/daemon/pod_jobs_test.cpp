@@ -3,10 +3,12 @@
 // allocation of a deleted pod released, a log line and an Event for it); and `plumb daemon`
 // watching that server: a running pod whose selection annotation the server changes is
 // hot-plugged (the sandbox ADDed through plumb-shim; a DEL then removes everything), and a pod
-// deleted from the server loses its allocation at once. The hot-plug's own cases (kills at each
+// deleted from the server loses its allocation at once, each change an Event on the pod. The hot-plug's own cases (kills at each
 // step) are in tests/cni-entry/pod/hotplug_test.cpp.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <map>
 #include <set>
 #include <string>
@@ -62,6 +64,23 @@ struct WatchingDaemon {
   }
   plumb::test::Daemon d;
 };
+
+/// The notes of the events.k8s.io/v1 Events the API server holds in namespace default, each
+/// "<reason> <note>".
+std::set<std::string> event_notes(const KubeCluster& c) {
+  std::set<std::string> out;
+  std::error_code ec;
+  for (const auto& f : std::filesystem::directory_iterator(c.api.dir() + "/objects/events/default", ec)) {
+    auto d = json::parse(plumb::test::read_file(f.path().string()), "event");
+    if (!d || !d->IsObject()) continue;
+    const json::Value* reason = json::find(*d, "reason");
+    const json::Value* note = json::find(*d, "note");
+    if (reason != nullptr && note != nullptr && reason->IsString() && note->IsString()) {
+      out.insert(std::string(reason->GetString()) + " " + note->GetString());
+    }
+  }
+  return out;
+}
 
 std::map<std::string, std::string> selection(const std::string& json) { return {{"k8s.v1.cni.cncf.io/networks", json}}; }
 
@@ -155,6 +174,11 @@ TEST_CASE("the daemon hot-plugs a running pod whose selection annotation the API
   const std::string log = plumb::test::read_file(w.d.log);
   CHECK(log.find("pod [default/web]: added interface green1 to network: default/green") != std::string::npos);
   CHECK(log.find("pod [default/web]: removed interface blue1 from network: default/blue") != std::string::npos);
+  CHECK(eventually([&] {
+    auto notes = event_notes(c);
+    return notes.contains("AddedInterface pod [default/web]: added interface green1 to network: default/green") &&
+           notes.contains("RemovedInterface pod [default/web]: removed interface blue1 from network: default/blue");
+  }));
 
   Proc del = via_daemon("DEL");
   CHECK_MESSAGE(del.exit_code == 0, del.err);
@@ -189,5 +213,11 @@ TEST_CASE("a pod deleted from the API server loses its whereabouts allocation at
   CHECK(eventually([&] { return held() == 0; }));
   CHECK(eventually([&] {
     return plumb::test::read_file(w.d.log).find("released IPPool kube-system/blue-192.0.2.0-24") != std::string::npos;
+  }));
+  CHECK(eventually([&] {
+    auto notes = event_notes(c);
+    return std::any_of(notes.begin(), notes.end(), [](const std::string& n) {
+      return n.starts_with("AddressReleased released IPPool kube-system/blue-192.0.2.0-24") && n.ends_with("pod default/gone no longer exists");
+    });
   }));
 }

@@ -1,12 +1,14 @@
 // ADD (cni-entry/pod/add.cpp) as a runtime drives it: the key's lock covers the kernel changes and
 // the records only, never a request to the API server, so a DEL of the sandbox never waits behind
-// an ADD stuck on an unresponsive API server (multus-cni #586's other half).
+// an ADD stuck on an unresponsive API server (multus-cni #586's other half); the Events it posts
+// on the pod, as Multus's.
 #include <doctest/doctest.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <thread>
@@ -78,4 +80,71 @@ TEST_CASE("a DEL completes while the ADD of the same sandbox still waits for the
   REQUIRE(::waitpid(add, &status, 0) == add);
   CHECK(WIFEXITED(status));
   CHECK(link_names("web") == std::set<std::string>{"lo"});
+}
+
+namespace {
+
+/// The events.k8s.io/v1 Events the API server holds in namespace `ns`, oldest name first.
+std::vector<rapidjson::Document> events_in(const KubeCluster& c, const std::string& ns) {
+  std::vector<rapidjson::Document> out;
+  const std::string dir = c.api.dir() + "/objects/events/" + ns;
+  if (!std::filesystem::is_directory(dir)) return out;
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) files.push_back(e.path().string());
+  std::sort(files.begin(), files.end());
+  for (const auto& f : files) {
+    rapidjson::Document d;
+    d.Parse(read_file(f).c_str());
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+std::string str(const rapidjson::Value& v, const char* key) { return v.HasMember(key) && v[key].IsString() ? v[key].GetString() : ""; }
+
+}  // namespace
+
+TEST_CASE("ADD posts Multus's AddedInterface Event per attachment on the pod; a failed ADD a Warning naming the network and the error") {
+  Node node;
+  KubeCluster c(node);
+  c.add_nad("default", "blue", plumb::test::bridge_net("br-blue", "198.51.100.0/24", c.fx.ipam_dir()));
+  c.add_nad("default", "bad", R"({"cniVersion": "1.0.0", "type": "macvlan", "master": "nosuchlink0", "ipam": {}})");
+  c.add_pod("default", "web", "uid-1", {{"k8s.v1.cni.cncf.io/networks", "blue"}});
+  c.add_pod("default", "broken", "uid-2", {{"k8s.v1.cni.cncf.io/networks", "bad"}});
+
+  const auto add = c.run("ADD", "ctr-1", node.add_netns("web"), "default", "web", "uid-1", c.config());
+  REQUIRE_MESSAGE(add.exit_code == 0, add.out << add.err);
+  auto events = events_in(c, "default");
+  REQUIRE(events.size() == 2);
+  std::vector<std::string> notes;
+  for (const auto& e : events) {
+    CHECK(str(e, "apiVersion") == "events.k8s.io/v1");
+    CHECK(str(e, "reason") == "AddedInterface");
+    CHECK(str(e, "type") == "Normal");
+    CHECK(str(e, "reportingController") == "multus");
+    CHECK(str(e, "reportingInstance").starts_with("plumb@"));
+    CHECK(str(e["regarding"], "kind") == "Pod");
+    CHECK(str(e["regarding"], "name") == "web");
+    CHECK(str(e["regarding"], "uid") == "uid-1");
+    CHECK(str(e["metadata"], "name").starts_with("web."));
+    notes.push_back(str(e, "note"));
+  }
+  std::sort(notes.begin(), notes.end());
+  // The default network's IPv4 and IPv6 addresses, as Multus's %v prints a list.
+  CHECK(notes[0].starts_with("Add eth0 [203.0.113."));
+  CHECK(notes[0].find("/24 2001:db8:0:1::") != std::string::npos);
+  CHECK(notes[0].ends_with("/64] from default-net"));
+  CHECK(notes[1] == "Add net1 [198.51.100.2/24] from default/blue");
+
+  const auto failed = c.run("ADD", "ctr-2", node.add_netns("broken"), "default", "broken", "uid-2", c.config());
+  REQUIRE(failed.exit_code != 0);
+  rapidjson::Document warning;
+  for (auto& e : events_in(c, "default")) {
+    if (str(e, "type") == "Warning") warning = std::move(e);
+  }
+  REQUIRE(warning.IsObject());
+  CHECK(str(warning, "reason") == "ErrorAddingInterface");
+  CHECK(str(warning["regarding"], "name") == "broken");
+  CHECK(str(warning, "note").starts_with("error adding container to network \"default/bad\": "));
+  CHECK(str(warning, "note").find("nosuchlink0") != std::string::npos);
 }
