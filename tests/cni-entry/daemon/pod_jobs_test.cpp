@@ -171,9 +171,12 @@ TEST_CASE("the daemon hot-plugs a running pod whose selection annotation the API
   c.add_pod("default", "web", "uid-1", selection(R"([{"name": "green", "interface": "green1"}])"));
   CHECK(eventually([&] { return plumb::test::link_names("web") == std::set<std::string>{"lo", "eth0", "green1"}; }));
   CHECK(eventually([&] { return c.network_status("default", "web").find("default/blue") == std::string::npos; }));
-  const std::string log = plumb::test::read_file(w.d.log);
-  CHECK(log.find("pod [default/web]: added interface green1 to network: default/green") != std::string::npos);
-  CHECK(log.find("pod [default/web]: removed interface blue1 from network: default/blue") != std::string::npos);
+  // Each job logs its changes once they are made (after the network-status write).
+  CHECK(eventually([&] {
+    const std::string log = plumb::test::read_file(w.d.log);
+    return log.find("pod [default/web]: added interface green1 to network: default/green") != std::string::npos &&
+           log.find("pod [default/web]: removed interface blue1 from network: default/blue") != std::string::npos;
+  }));
   CHECK(eventually([&] {
     auto notes = event_notes(c);
     return notes.contains("AddedInterface pod [default/web]: added interface green1 to network: default/green") &&
