@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "cni-entry/daemon/pod_jobs.hpp"
 #include "engine/base/text.hpp"
 #include "engine/cni/cni.hpp"
 #include "plumb/version.hpp"
@@ -144,6 +145,10 @@ void add_daemon(CLI::App& app, daemon::Options& o) {
                 "read every object from the API server")
       ->envname("NODE_NAME")
       ->type_name("NODE");
+  d->add_option("--cni-config", o.cni_config,
+                "plumb's conflist on the node (its plumb-shim plugin: plumb's configuration) for the hot-plug of the watched "
+                "pods and the release of deleted pods' addresses (default: /etc/cni/net.d/00-plumb.conflist)")
+      ->type_name("PATH");
   d->add_option_function<std::string>(
        "--log-format", [&o](const std::string& f) { o.json_log = f == "json"; },
        "each invocation's line on stderr (verb, pod, container ID, interface, networks, result code, duration): "
@@ -228,7 +233,13 @@ int run(int argc, char** argv, daemon::CniMain cni_main) {
     case Command::Kind::kInstall:
       return install::run(c.install);
     case Command::Kind::kDaemon:
-      return daemon::run(c.daemon, cni_main);
+    {
+      // The node agent's features on the watched pods: hot-plug, the release of deleted pods' addresses.
+      daemon::pod_jobs::Starter jobs(c.daemon.cni_config);
+      daemon::Options o = c.daemon;
+      o.pod_observers.push_back(&jobs);
+      return daemon::run(o, cni_main);
+    }
     case Command::Kind::kReconcile:
       return reconcile::run(c.reconcile);
     case Command::Kind::kPrint:

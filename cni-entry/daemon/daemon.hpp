@@ -40,6 +40,9 @@ struct Options {
   /// no cache, every read is a GET as in thin mode).
   std::string kubeconfig;
   std::string node_name;  ///< --node-name (default $NODE_NAME): whose pods are watched; "" = no cache
+  /// --cni-config: plumb's conflist on the node, whose plumb-shim plugin is plumb's configuration
+  /// for the pod jobs of the watched pods (hot-plug, the release of a deleted pod's addresses: pod_jobs.hpp).
+  std::string cni_config = "/etc/cni/net.d/00-plumb.conflist";
   bool json_log = false;  ///< --log-format=json: the invocations' lines as JSON objects (else text)
   /// Observers of the node's pods as the watch sees them (pod_events.hpp; not owned), told on
   /// the daemon's thread; none without watched caches.

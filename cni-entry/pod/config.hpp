@@ -65,6 +65,9 @@ struct PlumbConfig {
   bool retry_delete_on_error = false;    // retryDeleteOnError: accepted; plumb always keeps what a failed DEL left
   std::string auxiliary_chain_name;      // auxiliaryCNIChainName (Multus): a chain of the clusterNetwork directory's drop-ins, "" = none
   LogRotation log_rotation;              // logOptions (Multus): how logFile is rotated, Multus's defaults without it
+  // multusCacheDir: Multus's cniDir on a node adopted from Multus (multus_adopt.hpp): a DEL or GC
+  // of a sandbox plumb has no record of tears down what Multus's cache there describes; "" = none.
+  std::string multus_cache_dir = "/var/lib/cni/multus";
 
   json::Document runtime_config;        // canonicalised runtimeConfig (object, possibly empty)
   std::optional<std::map<std::string, std::string>> pod_annotations;  // io.kubernetes.cri.pod-annotations
@@ -79,8 +82,8 @@ struct PlumbConfig {
 
 /// Multus's keys besides those parse_config reads itself (config_multus.cpp): binDir, cniDir
 /// (stateDir's Multus name), delegates, readinessindicatorfile, logToStderr, retryDeleteOnError,
-/// chrootDir (an absolute path), auxiliaryCNIChainName and logOptions; plus plumb's delegateTimeoutSeconds
-/// and readinessTimeoutSeconds. Errors: kInvalidConfig naming the key and value.
+/// chrootDir (an absolute path), auxiliaryCNIChainName and logOptions; plus plumb's delegateTimeoutSeconds,
+/// readinessTimeoutSeconds and multusCacheDir (an absolute path or ""). Errors: kInvalidConfig naming the key and value.
 [[nodiscard]] Status parse_multus_keys(const json::Value& d, PlumbConfig& c);
 
 /// The API request options plumb's config asks for (apiTimeoutSeconds, apiRetries).

@@ -93,6 +93,10 @@ Status parse_multus_keys(const json::Value& d, PlumbConfig& c) {
     c.bin_dir = *v;
   }
   PLUMB_TRY(parse_cni_dir(d, c));
+  if (auto v = PLUMB_TRY(json::get_string(d, "multusCacheDir", kWhere))) {
+    if (!v->empty() && v->front() != '/') return fail(cni_code::kInvalidConfig, kWhere + ".multusCacheDir \"" + *v + "\" must be an absolute path or \"\"");
+    c.multus_cache_dir = *v;
+  }
   if (auto v = PLUMB_TRY(json::get_string(d, "chrootDir", kWhere))) {
     if (!v->empty() && v->front() != '/') return fail(cni_code::kInvalidConfig, kWhere + ".chrootDir \"" + *v + "\" must be an absolute path");
     c.chroot_dir = *v == "/" ? "" : *v;

@@ -3,6 +3,7 @@
 #include <optional>
 
 #include "cni-entry/pod/attach.hpp"
+#include "cni-entry/pod/multus_adopt.hpp"
 #include "cni-entry/pod/plan.hpp"
 #include "cni-entry/pod/verbs.hpp"
 #include "engine/kernel/ifname.hpp"
@@ -43,8 +44,11 @@ Result<std::string> do_del(const cni::Env& env, const PlumbConfig& conf, Log& lo
     // Nothing of this sandbox was ever recorded (or it is gone already): nothing to remove but
     // the key's directory an ADD killed before its first record left empty (release() does), and
     // no network-status either (it belongs to whichever sandbox wrote it; this one's went before
-    // its records did).
+    // its records did). A sandbox Multus attached before plumb took the node over is torn down
+    // from Multus's cache.
+    auto adopted = multus::del(env, conf, log);
     if (lock) state.release(*lock, key);
+    if (!adopted) return std::unexpected(adopted.error());
     return std::string();
   }
   std::vector<std::string> networks;

@@ -8,6 +8,7 @@
 #include "cni-entry/pod/attach.hpp"
 #include "cni-entry/pod/claims.hpp"
 #include "cni-entry/pod/default_network.hpp"
+#include "cni-entry/pod/multus_adopt.hpp"
 #include "cni-entry/pod/verbs.hpp"
 #include "engine/state/state.hpp"
 #include "drivers/driver.hpp"
@@ -194,6 +195,7 @@ Result<std::string> do_gc(const cni::Env& env, const PlumbConfig& conf, Log& log
   IpamConfigs ipams;  // [cluster ipam]
   DelegatedGcs delegated;
   for (auto& key : keys) gc_key(env, conf, state, key, ipams, delegated, log, errors);
+  multus::gc(env, conf, log, errors);  // the sandboxes Multus attached before plumb took the node over
   if (auto st = gc_ipams(conf, state, ipams); !st) {  // [cluster ipam]
     log.error("GC: " + st.error().text());
     errors.add(st);

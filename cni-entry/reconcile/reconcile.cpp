@@ -43,15 +43,7 @@ std::string str_of(const json::Value& obj, std::initializer_list<std::string_vie
 Result<rc::View> read_view(k8s::Client& client) {
   rc::View v;
   for (const auto& pod : PLUMB_TRY(client.list("/api/v1/pods", "list pods"))) {
-    rc::Pod p;
-    p.node = str_of(pod, {"spec", "nodeName"});
-    p.sandbox = str_of(pod, {"metadata", "annotations", source::kube::kSandboxAnnotation});
-    const json::Value* conds = json::find(pod, "status");
-    conds = conds != nullptr && conds->IsObject() ? json::find(*conds, "conditions") : nullptr;
-    if (conds != nullptr && conds->IsArray()) {
-      for (const auto& c : conds->GetArray()) p.ready |= str_of(c, {"type"}) == "Ready" && str_of(c, {"status"}) == "True";
-    }
-    v.pods[str_of(pod, {"metadata", "namespace"}) + "/" + str_of(pod, {"metadata", "name"})] = p;
+    v.pods[str_of(pod, {"metadata", "namespace"}) + "/" + str_of(pod, {"metadata", "name"})] = pod_view(pod);
   }
   for (const auto& node : PLUMB_TRY(client.list("/api/v1/nodes", "list nodes"))) v.nodes.insert(str_of(node, {"metadata", "name"}));
   auto claims = client.list("/apis/k8s.cni.cncf.io/v1alpha1/ipamclaims", "list IPAMClaims");
@@ -117,6 +109,18 @@ std::vector<rc::EtcdPool> read_etcd_pools(k8s::Client& client, rc::Report& repor
 }
 
 }  // namespace
+
+ipam::reconcile::Pod pod_view(const json::Value& pod) {
+  rc::Pod p;
+  p.node = str_of(pod, {"spec", "nodeName"});
+  p.sandbox = str_of(pod, {"metadata", "annotations", source::kube::kSandboxAnnotation});
+  const json::Value* conds = json::find(pod, "status");
+  conds = conds != nullptr && conds->IsObject() ? json::find(*conds, "conditions") : nullptr;
+  if (conds != nullptr && conds->IsArray()) {
+    for (const auto& c : conds->GetArray()) p.ready |= str_of(c, {"type"}) == "Ready" && str_of(c, {"status"}) == "True";
+  }
+  return p;
+}
 
 int run(const Options& a) {
   auto creds = k8s::configured(a.kubeconfig);

@@ -20,6 +20,9 @@
 
 #include <string>
 
+#include "engine/base/json.hpp"
+#include "ipam/reconcile.hpp"
+
 namespace plumb::reconcile {
 
 /// The command line of `plumb reconcile` (cni-entry/cli/cli.cpp fills it).
@@ -29,6 +32,10 @@ struct Options {
   std::string ns;                ///< --namespace ("" = $WHEREABOUTS_NAMESPACE, the credentials', kube-system)
   double timeout_seconds = 30;   ///< --timeout, in (0, 3600]
 };
+
+/// What the reconciler needs of a Pod object: spec.nodeName, the plumb/sandbox annotation and
+/// whether its Ready condition is True.
+[[nodiscard]] ipam::reconcile::Pod pod_view(const json::Value& pod);
 
 /// Runs `plumb reconcile`. Returns the process exit status (0, or 1 when any pool could not be
 /// read or released).

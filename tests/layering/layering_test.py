@@ -31,7 +31,7 @@ SUBFOLDERS = {
         "pod": ["npwg", "source"],
         "install": ["source"],
         "reconcile": ["source"],
-        "daemon": ["source"],
+        "daemon": ["npwg", "source", "pod", "reconcile"],
         "shim": ["daemon"],
         "cli": ["daemon", "install", "reconcile"],
     },

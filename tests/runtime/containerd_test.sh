@@ -11,7 +11,10 @@
 # Checks (cri_client.py scenario): RunPodSandbox with the selection annotation and a port
 # mapping gives eth0/net1/net2 with their addresses and a host port that answers from another
 # namespace; Stop/Remove leave nothing; a second sandbox of the pod keeps its network-status
-# when containerd re-sends the first one's DEL.
+# when containerd re-sends the first one's DEL. Then (cri_client.py hotplug) plumb in thick
+# mode, its daemon watching the pods of node-1 in the Kubernetes API test server: a running
+# sandbox follows its pod's selection annotation changed there (an interface added, one
+# removed), and Stop/Remove still leave nothing.
 set -euo pipefail
 plumb=$(readlink -f "$1")
 here=$(cd "$(dirname "$0")" && pwd)
@@ -126,6 +129,56 @@ if [ $fail = 0 ]; then
   ctr --address "$work/containerd.sock" -n k8s.io images import --snapshotter native "$work/pause.tar" >/dev/null || fail=1
 fi
 [ $fail = 0 ] && { /usr/bin/python3 "$here/cri_client.py" scenario "$work/containerd.sock" "$work" || fail=1; }
+
+# Hot-plug: plumb in thick mode, `plumb daemon` watching the pods of node-1 in the Kubernetes API
+# test server; the pod's selection annotation changed there while its sandbox runs.
+apid=""; dpid=""
+if [ $fail = 0 ]; then
+  api="$work/api"
+  mkdir -p "$api/objects/network-attachment-definitions/default" "$api/objects/pods/default"
+  echo tok-1 > "$api/tokens"
+  python3 "$here/../support/kube_api_test_server.py" --dir "$api" --port 0 --host 127.0.0.1 >"$api/server.log" 2>&1 &
+  apid=$!
+  for _ in $(seq 200); do [ -s "$api/port" ] && break; sleep 0.1; done
+  cat > "$work/kubeconfig" <<YAML
+apiVersion: v1
+kind: Config
+current-context: test
+clusters:
+- name: test-cluster
+  cluster:
+    server: https://127.0.0.1:$(cat "$api/port")
+    certificate-authority-data: $(base64 -w0 "$api/tls/ca.crt")
+contexts:
+- name: test
+  context:
+    cluster: test-cluster
+    user: plumb
+users:
+- name: plumb
+  user:
+    token: tok-1
+YAML
+  for net in "blue br-blue 198.51.100.0/24" "green br-green 2001:db8:1::/64" "red br-red 2001:db8:2::/64"; do
+    set -- $net
+    conf="{\"cniVersion\": \"1.0.0\", \"type\": \"bridge\", \"bridge\": \"$2\", \"ipam\": {\"type\": \"host-local\", \"dataDir\": \"$work/ipam\", \"ranges\": [[{\"subnet\": \"$3\"}]]}}"
+    python3 -c 'import json,sys; print(json.dumps({"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition",
+      "metadata": {"name": sys.argv[1], "namespace": "default", "uid": "nad-" + sys.argv[1]}, "spec": {"config": sys.argv[2]}}))' \
+      "$1" "$conf" > "$api/objects/network-attachment-definitions/default/$1.json"
+  done
+  # plumb's conflist in thick mode (what `plumb install --thick` writes, with the test server's
+  # kubeconfig instead of the service account's): plumb-shim, installed beside plumb.
+  cp "$(dirname "$plumb")/plumb-shim" "$work/cni-bin/"
+  python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); c["plugins"][0].update(type="plumb-shim", kubeconfig=sys.argv[2]); json.dump(c, open(sys.argv[1] + ".tmp", "w"))' \
+    "$work/net.d/00-plumb.conflist" "$work/kubeconfig" && mv "$work/net.d/00-plumb.conflist.tmp" "$work/net.d/00-plumb.conflist" || fail=1
+  "$plumb" daemon --kubeconfig "$work/kubeconfig" --node-name node-1 --cni-config "$work/net.d/00-plumb.conflist" >"$work/daemon.log" 2>&1 &
+  dpid=$!
+  for _ in $(seq 200); do [ -S /run/plumb/plumb.sock ] && break; sleep 0.1; done
+  [ -S /run/plumb/plumb.sock ] || { echo "FAIL: plumb daemon did not start"; cat "$work/daemon.log"; fail=1; }
+  [ $fail = 0 ] && { /usr/bin/python3 "$here/cri_client.py" hotplug "$work/containerd.sock" "$work" "$api" || fail=1; }
+  grep -E "interface|hot-plug" "$work/daemon.log" || true
+  kill "$dpid" "$apid" 2>/dev/null; wait "$dpid" "$apid" 2>/dev/null || true
+fi
 
 # Nothing plumb made is left: no veth, no record, no address held, no sandbox namespace, no port mapping.
 left=$(find "$work/state/containers" -type f 2>/dev/null | wc -l)

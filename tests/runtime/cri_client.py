@@ -7,6 +7,8 @@ network + mount namespace.
   cri_client.py image OUT.tar REF        write a docker-archive image REF: static busybox, sleeping
   cri_client.py wait SOCKET              wait (at most 30 s) until the CRI answers Version
   cri_client.py scenario SOCKET WORK     the test (exit 0 when every check passed)
+  cri_client.py hotplug SOCKET WORK API  the hot-plug test, plumb's daemon watching the API test
+                                         server whose data directory is API
 """
 import hashlib
 import io
@@ -222,6 +224,56 @@ def scenario(sock, work):
     return 0 if not FAILURES else 1
 
 
+def put_pod(api, networks):
+    """The pod's object in the API test server (node-1), with selection `networks`; its
+    network-status, when plumb wrote one, is kept."""
+    path = os.path.join(api, "objects", "pods", POD["namespace"], POD["name"] + ".json")
+    try:
+        with open(path) as f:
+            pod = json.load(f)
+    except FileNotFoundError:
+        pod = {"apiVersion": "v1", "kind": "Pod", "spec": {"nodeName": "node-1"}, "status": {"phase": "Running"},
+               "metadata": {"name": POD["name"], "namespace": POD["namespace"], "uid": POD["uid"], "annotations": {}}}
+    pod["metadata"].setdefault("annotations", {})["k8s.v1.cni.cncf.io/networks"] = networks
+    with open(path + ".tmp", "w") as f:
+        json.dump(pod, f)
+    os.rename(path + ".tmp", path)
+
+
+def api_status(api):
+    with open(os.path.join(api, "objects", "pods", POD["namespace"], POD["name"] + ".json")) as f:
+        value = json.load(f)["metadata"].get("annotations", {}).get("k8s.v1.cni.cncf.io/network-status", "[]")
+    return [e["name"] for e in json.loads(value)]
+
+
+def until(cond, seconds=15):
+    for _ in range(seconds * 10):
+        if cond():
+            return True
+        time.sleep(0.1)
+    return cond()
+
+
+def hotplug(sock, work, api):
+    """A running sandbox follows its pod's selection annotation, changed in the API server."""
+    channel, pb = connect(sock)
+    put_pod(api, '[{"name": "blue", "interface": "net1"}, {"name": "green", "interface": "net2"}]')
+    sid = run_sandbox(channel, pb, 0, os.environ["CRI_CGROUP_PARENT"])
+    netns = sandbox_status(channel, pb, sid)[1]
+    check(set(addresses(netns)) == {"lo", "eth0", "net1", "net2"}, "the sandbox has lo, eth0, net1, net2")
+    put_pod(api, '[{"name": "blue", "interface": "net1"}, {"name": "green", "interface": "net2"}, {"name": "red", "interface": "net3"}]')
+    check(until(lambda: any(a.startswith("2001:db8:2::") for a in addresses(netns).get("net3", []))),
+          "net3 (red) was hot-plugged with its address")
+    check(until(lambda: "default/red" in api_status(api)), "network-status lists default/red")
+    put_pod(api, '[{"name": "blue", "interface": "net1"}, {"name": "red", "interface": "net3"}]')
+    check(until(lambda: set(addresses(netns)) == {"lo", "eth0", "net1", "net3"}), "net2 (green) was hot-unplugged")
+    check(until(lambda: "default/green" not in api_status(api)), "network-status no longer lists default/green")
+    stop(channel, pb, sid)
+    remove(channel, pb, sid)
+    check(not os.path.exists(netns), "Stop/Remove removed the sandbox's network namespace")
+    return 0 if not FAILURES else 1
+
+
 def main():
     if len(sys.argv) == 4 and sys.argv[1] == "image":
         build_image(sys.argv[2], sys.argv[3])
@@ -230,6 +282,8 @@ def main():
         return wait(sys.argv[2])
     if len(sys.argv) == 4 and sys.argv[1] == "scenario":
         return scenario(sys.argv[2], sys.argv[3])
+    if len(sys.argv) == 5 and sys.argv[1] == "hotplug":
+        return hotplug(sys.argv[2], sys.argv[3], sys.argv[4])
     print(__doc__)
     return 2
 
