@@ -59,7 +59,8 @@ Result<std::optional<link::LinkInfo>> renamed_netdev(Context& ctx, const std::st
   link::LinkChange rename;
   rename.name = name;
   auto st = link::modify(*ctx.node, l->index, rename);
-  if (!st) return std::unexpected(st.error().within("undo: rename VF " + pci + "'s netdev " + l->name + " back to " + name));
+  if (!st)
+    return std::unexpected(st.error().within("undo: rename VF " + pci + "'s netdev " + l->name + " back to " + name));
   return link::get(*ctx.node, name);
 }
 

@@ -20,8 +20,9 @@
 using namespace plumb::test;
 using namespace plumb::test::igb;
 
-FULL_KERNEL_CASE("[igb] pods on VFs of the two PFs reach each other on port VLAN 100; a pod on VLAN 200 is isolated from "
-                 "both") {
+FULL_KERNEL_CASE(
+    "[igb] pods on VFs of the two PFs reach each other on port VLAN 100; a pod on VLAN 200 is isolated from "
+    "both") {
   Node node;
   IgbVfs igb;
   IgbNode n(node, igb);
@@ -44,8 +45,9 @@ FULL_KERNEL_CASE("[igb] pods on VFs of the two PFs reach each other on port VLAN
   for (const char* pod : {"pod-a", "pod-b", "pod-c"}) CHECK(n.run("DEL", pod).exit_code == 0);
 }
 
-FULL_KERNEL_CASE("[igb] DPDK mode: a VF bound to vfio-pci (IOMMU group, /dev/vfio/<group>) attaches without moving "
-                 "anything, its PF-side VLAN set and device-info written; DEL restores the VLAN and leaves it bound") {
+FULL_KERNEL_CASE(
+    "[igb] DPDK mode: a VF bound to vfio-pci (IOMMU group, /dev/vfio/<group>) attaches without moving "
+    "anything, its PF-side VLAN set and device-info written; DEL restores the VLAN and leaves it bound") {
   Node node;
   IgbVfs igb;
   IgbNode n(node, igb);
@@ -91,8 +93,9 @@ spec:
   CHECK(n.allocations().empty());
 }
 
-FULL_KERNEL_CASE("[igb, fake kubelet] a NAD with only resourceName: kubelet's device IDs (the real VFs' PCI addresses) "
-                 "give the pod exactly those VFs, each with its device-info in network-status") {
+FULL_KERNEL_CASE(
+    "[igb, fake kubelet] a NAD with only resourceName: kubelet's device IDs (the real VFs' PCI addresses) "
+    "give the pod exactly those VFs, each with its device-info in network-status") {
   Node node;
   IgbVfs igb;
   IgbNode n(node, igb);
@@ -128,9 +131,9 @@ spec:
   CHECK(parse(igb.vfinfo(1, 1))["vlan_list"][0]["vlan"].GetUint() == 100);
   const std::string status = n.fx.status_of("default", "pod-r");
   for (auto [vf, pf] : {std::pair{vf_a, igb.pf(0).pci}, std::pair{vf_b, igb.pf(1).pci}}) {
-    CHECK_MESSAGE(status.find(R"("pci":{"pci-address":")" + vf + R"(","pf-pci-address":")" + pf + "\"}") !=
-                      std::string::npos,
-                  status);
+    CHECK_MESSAGE(
+        status.find(R"("pci":{"pci-address":")" + vf + R"(","pf-pci-address":")" + pf + "\"}") != std::string::npos,
+        status);
   }
   Proc del = n.fx.run("DEL", "ctr-pod-r", "/run/netns/pod-r", "default", "pod-r",
                       n.config(R"("podResourcesSocket": ")" + kubelet.socket() + "\""));
@@ -140,16 +143,19 @@ spec:
   CHECK(igb.vf_netdev(1, 1) == nd_b);
 }
 
-FULL_KERNEL_CASE("[igb] bandwidth on a VF: the pod-side programs on the real igbvf netdev shape what the pod sends; the "
-                 "same burst from an unshaped pod gets through several times as much") {
+FULL_KERNEL_CASE(
+    "[igb] bandwidth on a VF: the pod-side programs on the real igbvf netdev shape what the pod sends; the "
+    "same burst from an unshaped pod gets through several times as much") {
   Node node;
   IgbVfs igb;
   IgbNode n(node, igb);
   PrivateBpffs fs(node);
   const std::string conf = n.config(R"("bpffsDir": ")" + fs.dir() + R"(/plumb")");
   auto nad = [&](const std::string& name, const std::string& vf, const std::string& addr) {
-    n.fx.add_nad("default", name, R"({"cniVersion":"1.0.0","name":")" + name + R"(","plugins":[
-        {"type":"sriov","deviceID":")" + vf + R"(","ipam":{"type":"static","addresses":[{"address":")" + addr + R"("}]}},
+    n.fx.add_nad("default", name,
+                 R"({"cniVersion":"1.0.0","name":")" + name + R"(","plugins":[
+        {"type":"sriov","deviceID":")" +
+                     vf + R"(","ipam":{"type":"static","addresses":[{"address":")" + addr + R"("}]}},
         {"type":"bandwidth","capabilities":{"bandwidth":true}}]})");
   };
   nad("bw-a", igb.vf_pci(0, 0), "198.51.100.41/24");  // shaped sender
@@ -186,6 +192,8 @@ FULL_KERNEL_CASE("[igb] bandwidth on a VF: the pod-side programs on the real igb
   CHECK(shaped > 0);
   CHECK(unshaped >= 4 * shaped);
   for (const char* pod : {"pod-a", "pod-b", "pod-c"}) {
-    CHECK(n.fx.run("DEL", std::string("ctr-") + pod, std::string("/run/netns/") + pod, "default", pod, conf).exit_code == 0);
+    CHECK(
+        n.fx.run("DEL", std::string("ctr-") + pod, std::string("/run/netns/") + pod, "default", pod, conf).exit_code ==
+        0);
   }
 }

@@ -17,16 +17,19 @@
 using namespace plumb::test;
 using namespace plumb::test::igb;
 
-FULL_KERNEL_CASE("[igb] SR-IOV ADD with every key igb takes (mac, vlan, vlanQoS, spoofchk, trust, max_tx_rate): the PF "
-                 "reports each, the pod's VF netdev has the MAC asked for; CHECK passes; DEL returns the netdev under "
-                 "its name and MAC with the PF-side settings as they were, no MAC pinned") {
+FULL_KERNEL_CASE(
+    "[igb] SR-IOV ADD with every key igb takes (mac, vlan, vlanQoS, spoofchk, trust, max_tx_rate): the PF "
+    "reports each, the pod's VF netdev has the MAC asked for; CHECK passes; DEL returns the netdev under "
+    "its name and MAC with the PF-side settings as they were, no MAC pinned") {
   Node node;
   IgbVfs igb;
   IgbNode n(node, igb);
   const std::string vf = igb.vf_pci(0, 0);
   const VfSnap before = snap(igb, 0, 0);
-  n.nad("sriov-a", R"("deviceID":")" + vf + R"(","mac":"02:00:00:33:00:01","vlan":100,"vlanQoS":3,"spoofchk":"off",)"
-                   R"("trust":"on","max_tx_rate":100)",
+  n.nad("sriov-a",
+        R"("deviceID":")" + vf +
+            R"(","mac":"02:00:00:33:00:01","vlan":100,"vlanQoS":3,"spoofchk":"off",)"
+            R"("trust":"on","max_tx_rate":100)",
         "198.51.100.11/24");
   n.fx.add_pod("default", "pod-a", "sriov-a");
   node.add_netns("pod-a");
@@ -58,8 +61,9 @@ FULL_KERNEL_CASE("[igb] SR-IOV ADD with every key igb takes (mac, vlan, vlanQoS,
   CHECK(n.allocations().empty());
 }
 
-FULL_KERNEL_CASE("[igb] a VF reused after DEL: each ADD's pod sees the MAC it asked for (the VF driver reloaded when the "
-                 "PF's MAC does not reach it), and no DEL leaves a MAC pinned") {
+FULL_KERNEL_CASE(
+    "[igb] a VF reused after DEL: each ADD's pod sees the MAC it asked for (the VF driver reloaded when the "
+    "PF's MAC does not reach it), and no DEL leaves a MAC pinned") {
   Node node;
   IgbVfs igb;
   IgbNode n(node, igb);
@@ -85,8 +89,9 @@ FULL_KERNEL_CASE("[igb] a VF reused after DEL: each ADD's pod sees the MAC it as
   }
 }
 
-FULL_KERNEL_CASE("[igb] keys igb refuses (link_state, min_tx_rate, vlanProto 802.1ad) fail the ADD with a clear CNI error "
-                 "and leave the VF and the PF exactly as before, with no MAC pinned") {
+FULL_KERNEL_CASE(
+    "[igb] keys igb refuses (link_state, min_tx_rate, vlanProto 802.1ad) fail the ADD with a clear CNI error "
+    "and leave the VF and the PF exactly as before, with no MAC pinned") {
   Node node;
   IgbVfs igb;
   IgbNode n(node, igb);
@@ -124,8 +129,9 @@ FULL_KERNEL_CASE("[igb] keys igb refuses (link_state, min_tx_rate, vlanProto 802
   }
 }
 
-FULL_KERNEL_CASE("[igb] SIGKILL after every persisted intent of an SR-IOV ADD with a MAC (plumb-faulty): the following "
-                 "DEL returns the VF as it was") {
+FULL_KERNEL_CASE(
+    "[igb] SIGKILL after every persisted intent of an SR-IOV ADD with a MAC (plumb-faulty): the following "
+    "DEL returns the VF as it was") {
   Node node;
   IgbVfs igb;
   IgbNode n(node, igb);
@@ -133,14 +139,15 @@ FULL_KERNEL_CASE("[igb] SIGKILL after every persisted intent of an SR-IOV ADD wi
   const std::string own = igb.vf_netdev(0, 0);
   REQUIRE(sh("ip link set dev " + own + " address 02:00:00:5e:00:10 && ip link set dev " + own + " up").exit_code == 0);
   const VfSnap before = snap(igb, 0, 0);
-  n.nad("sriov-a", R"("deviceID":")" + vf + R"(","mac":"02:00:00:33:00:01","vlan":100,"trust":"on")", "198.51.100.11/24");
+  n.nad("sriov-a", R"("deviceID":")" + vf + R"(","mac":"02:00:00:33:00:01","vlan":100,"trust":"on")",
+        "198.51.100.11/24");
   n.fx.add_pod("default", "pod-k", "sriov-a");
   const std::string pod = node.add_netns("pod-k");
   unsigned killed = 0;
   for (unsigned step = 1; step < 30; ++step) {
     CAPTURE(step);
-    Proc add = n.fx.run_with(plumb_faulty_binary(), {{"PLUMB_FAULT_AFTER_STEP", std::to_string(step)}}, "ADD", "ctr-pod-k",
-                             pod, "default", "pod-k", n.config());
+    Proc add = n.fx.run_with(plumb_faulty_binary(), {{"PLUMB_FAULT_AFTER_STEP", std::to_string(step)}}, "ADD",
+                             "ctr-pod-k", pod, "default", "pod-k", n.config());
     const bool done = add.exit_code == 0;
     if (!done) {
       REQUIRE(add.exit_code == 128 + SIGKILL);

@@ -431,14 +431,16 @@ TEST_CASE("[kernel netdevs] once the VF netdev is up with its addresses, a gratu
   REQUIRE(a.unwind(true));
 }
 
-TEST_CASE("[kernel netdevs, recorded PF] the PF-side MAC saved before the ADD is restored only when it was "
-          "administrative: the VF netdev's own MAC (igb reports it once the VF set it) comes back as 00:00:00:00:00:00, "
-          "another one as itself with the VF rebound so it takes it") {
+TEST_CASE(
+    "[kernel netdevs, recorded PF] the PF-side MAC saved before the ADD is restored only when it was "
+    "administrative: the VF netdev's own MAC (igb reports it once the VF set it) comes back as 00:00:00:00:00:00, "
+    "another one as itself with the VF rebound so it takes it") {
   Node node;
   Bench b(node);
   sriov_tree(b);
   node.add_netns("pod1");
-  const std::string conf = sriov_conf(R"("deviceID":"0000:03:00.2","mac":"02:11:22:33:44:55")", b.ipam("198.51.100.0/24"));
+  const std::string conf =
+      sriov_conf(R"("deviceID":"0000:03:00.2","mac":"02:11:22:33:44:55")", b.ipam("198.51.100.0/24"));
   b.pf.vfs[{"pf0", 1}].mac = *Mac::parse("02:aa:00:00:00:01");  // vfnd1's own MAC
   {
     Att a(b, "ctr1", "net1", "pod1");

@@ -5,11 +5,10 @@
 #pragma once
 
 #include <doctest/doctest.h>
+#include <rapidjson/document.h>
 
 #include <string>
 #include <vector>
-
-#include <rapidjson/document.h>
 
 #include "tests/support/igb_vfs.hpp"
 #include "tests/support/pod_fixture.hpp"
@@ -52,8 +51,9 @@ struct IgbNode {
   }
   /// A NAD `name` of type sriov with `keys` (JSON members) and a static address.
   void nad(const std::string& name, const std::string& keys, const std::string& address) const {
-    fx.add_nad("default", name, R"({"cniVersion":"1.0.0","type":"sriov",)" + keys +
-                                    R"(,"ipam":{"type":"static","addresses":[{"address":")" + address + R"("}]}})");
+    fx.add_nad("default", name,
+               R"({"cniVersion":"1.0.0","type":"sriov",)" + keys +
+                   R"(,"ipam":{"type":"static","addresses":[{"address":")" + address + R"("}]}})");
   }
   Proc run(const std::string& verb, const std::string& pod) const {
     return fx.run(verb, "ctr-" + pod, "/run/netns/" + pod, "default", pod, config());

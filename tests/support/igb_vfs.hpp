@@ -14,6 +14,9 @@
 
 #include <doctest/doctest.h>
 #include <fcntl.h>
+#include <rapidjson/document.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
 #include <sched.h>
 #include <sys/file.h>
 #include <sys/mount.h>
@@ -25,10 +28,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <rapidjson/document.h>
-#include <rapidjson/stringbuffer.h>
-#include <rapidjson/writer.h>
 
 #include "tests/support/pod_fixture.hpp"
 
