@@ -391,7 +391,7 @@ void Bench::phase_fill() {
 void Bench::phase_startup() {
   const int64_t t0 = now_ns();
   // The reference plugins of the richest scenario's default network (or of the user's conflist).
-  std::vector<std::pair<std::string, std::string>> bins = {{"plumb", o_.thick ? o_.shim : o_.plumb}};
+  std::vector<std::pair<std::string, std::string>> bins = {{"plumb", o_.thick ? o_.shim : o_.plumb}, {"floor", o_.floor}};
   rapidjson::Document net;
   net.Parse(reference_default_conflist(o_.scenarios.back()).c_str());
   if (!net.HasParseError() && net.IsObject() && net.HasMember("plugins") && net["plugins"].IsArray()) {
@@ -412,6 +412,9 @@ void Bench::phase_startup() {
       Proc r;
       if (name == "plumb") {
         r = run_plumb(env, input, s.cost);
+      } else if (name == "floor") {
+        r = spawn({path, "START"}, env, "");  // plumb-floor's start and exit (static, glibc)
+        s.cost.add(r);
       } else {
         r = spawn({path}, env, input);
         s.cost.add(r);

@@ -7,6 +7,7 @@
 //
 //   plumb-floor ADD|DEL|DEL-NAIVE <a|b|c> <pod netns path> <slot> <host port> <bpffs dir>
 //   plumb-floor serve <socket> <bpffs dir>    the warm floor ("floor-warm"), below
+//   plumb-floor START                          exits 0 at once: its process start-up alone
 //
 // Scenario a: default network (bridge cni0, 2001:db8:0:1::/64, gateway ::1, masquerade element).
 // Scenario b: a + net1 on bridge br1 (2001:db8:0:2::/64) + net2 macvlan on mst0 (2001:db8:0:3::/64).
@@ -417,6 +418,7 @@ int serve(const std::string& path, const std::string& bpffs) {
 
 int main(int argc, char** argv) {
   try {
+    if (argc == 2 && std::strcmp(argv[1], "START") == 0) return 0;  // the bench's start-up phase: start and exit
     if (argc == 4 && std::strcmp(argv[1], "serve") == 0) return serve(argv[2], argv[3]);
     const Args a = parse_args(argc, argv);
     Warm w;

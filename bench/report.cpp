@@ -546,7 +546,7 @@ void Report::plot() {
 rj::Value Report::startup() {
   rj::Value out(rj::kArrayType);
   if (r_.startup.empty()) return out;
-  md_ << "\n## Process start-up (CNI VERSION: start, library loading, exit; " << o_.samples
+  md_ << "\n## Process start-up (CNI VERSION: start, library loading, exit; the floor: plumb-floor started to exit at once; " << o_.samples
       << " interleaved samples each)\n\n| binary | wall p50 ms | wall p90 ms | CPU p50 ms | peak RSS MiB |\n|---|---|---|---|---|\n";
   std::vector<std::string> names;
   for (const auto& s : r_.startup) {
