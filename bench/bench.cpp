@@ -36,7 +36,7 @@ void Bench::setup() {
     return std::string(buf);
   }();
   load_start_ = read_text("/proc/loadavg");
-  for (const std::string& bin : {o_.plumb, o_.floor, o_.thick ? o_.shim : o_.floor}) {
+  for (const std::string& bin : {o_.plumb, o_.floor, o_.shim}) {
     if (access(bin.c_str(), X_OK) != 0) throw std::runtime_error(bin + " is not an executable (build it: scripts/bench does)");
   }
   bpffs_ = scratch_ + "/bpf/plumb";
@@ -60,12 +60,14 @@ void Bench::setup() {
   // plumb's node: default network conflists per scenario, NADs and pod manifests in its store.
   const std::string ipam_p = plumb_.dir + "/ipam";
   for (char s : std::string("ac")) write_text(plumb_.dir + "/default-" + s + ".conflist", default_conflist(ipam_p, s));
-  if (!o_.conflist.empty()) {
-    user_conflist_ = read_text(o_.conflist);
-    if (user_conflist_.empty()) throw std::runtime_error("--conflist " + o_.conflist + " cannot be read or is empty");
+  for (size_t i = 0; i < o_.conflists.size(); ++i) {
+    const char s = "xy"[i];
+    const std::string& file = o_.conflists[i];
+    user_conflist_[s] = read_text(file);
+    if (user_conflist_[s].empty()) throw std::runtime_error("--conflist " + file + " cannot be read or is empty");
     // plumb runs the same network; its host-local allocations go to its own node's directory
     // (the reference way's stay where the file says: its default is under a private tmpfs).
-    write_text(plumb_.dir + "/default-x.conflist", with_data_dir(user_conflist_, plumb_.dir + "/ipam-x"));
+    write_text(plumb_.dir + "/default-" + s + ".conflist", with_data_dir(user_conflist_[s], plumb_.dir + "/ipam-" + s));
   }
   auto nad = [](const std::string& name, const std::string& config) {
     return "apiVersion: k8s.cni.cncf.io/v1\nkind: NetworkAttachmentDefinition\nmetadata:\n  name: " + name +
@@ -77,6 +79,49 @@ void Bench::setup() {
   fs::create_directories(plumb_.dir + "/state");
   fs::create_directories(plumb_.dir + "/net.d");
   if (o_.thick) start_daemon();
+  start_floor_server();
+  find_versions();
+}
+
+namespace {
+
+/// The first line of `text`, trimmed.
+std::string first_line(const std::string& text) {
+  const std::string line = text.substr(0, text.find('\n'));
+  const size_t b = line.find_first_not_of(" \t"), e = line.find_last_not_of(" \t\r");
+  return b == std::string::npos ? "" : line.substr(b, e - b + 1);
+}
+
+}  // namespace
+
+void Bench::find_versions() {
+  const std::vector<std::string> env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
+  Proc v = spawn({o_.plumb, "--version"}, env, "");
+  if (!v.ok()) throw std::runtime_error(o_.plumb + " --version failed: " + v.describe());
+  versions_["plumb"] = first_line(v.out);
+  // The reference plugins: the Debian package that installed them, else the plugin's own
+  // about text (a CNI plugin run without CNI_COMMAND prints its name and version).
+  rapidjson::Document net;
+  net.Parse(reference_default_conflist(o_.scenarios.back()).c_str());
+  std::string type = "bridge";
+  if (!net.HasParseError() && net.IsObject() && net.HasMember("plugins") && net["plugins"].IsArray() && !net["plugins"].Empty() &&
+      net["plugins"][0].IsObject() && net["plugins"][0].HasMember("type") && net["plugins"][0]["type"].IsString()) {
+    type = net["plugins"][0]["type"].GetString();
+  } else if (!net.HasParseError() && net.IsObject() && net.HasMember("type") && net["type"].IsString()) {
+    type = net["type"].GetString();
+  }
+  const std::string path = o_.cni_path + "/" + type;
+  Proc owner = spawn({"/usr/bin/dpkg-query", "-S", path}, env, "");
+  std::string text;
+  if (owner.ok()) {
+    const std::string pkg = first_line(owner.out).substr(0, owner.out.find(':'));
+    Proc ver = spawn({"/usr/bin/dpkg-query", "-W", "-f=${Version}", pkg}, env, "");
+    if (ver.ok()) text = pkg + " " + first_line(ver.out);
+  }
+  Proc about = spawn({path}, env, "");
+  const std::string about_line = first_line(about.err.empty() ? about.out : about.err);
+  if (!about_line.empty()) text += (text.empty() ? "" : "; ") + type + ": " + about_line;
+  versions_["reference"] = text.empty() ? "unknown (" + path + ")" : text;
 }
 
 Pod Bench::new_pod(char scenario, Way w, const std::string& tag) {
@@ -177,11 +222,12 @@ void Bench::preflight() {
   // per scenario; nothing is silently skipped.
   std::vector<std::string> problems;
   std::string scenarios = o_.scenarios;
-  // The floor of scenario x is a's: plumb's first scenario-a pod makes the node objects it needs.
-  if (scenarios.find('x') != std::string::npos) scenarios.insert(0, "a");
+  // The floor of scenarios x and y is a's: plumb's first scenario-a pod makes the node objects it needs.
+  const bool user_only = is_user_scenario(scenarios.front());
+  if (user_only) scenarios.insert(0, "a");
   for (char s : scenarios) {
     for (Way w : kWays) {
-      if (s == 'a' && o_.scenarios == "x" && w != Way::Plumb) continue;
+      if (s == 'a' && user_only && w != Way::Plumb) continue;
       progress_.set(std::string("preflight: scenario ") + s + ", " + way_name(w), true);
       try {
         Sample smp = one_sample("preflight", s, w, 0, -1, true);
@@ -345,7 +391,7 @@ void Bench::phase_fill() {
 void Bench::phase_startup() {
   const int64_t t0 = now_ns();
   // The reference plugins of the richest scenario's default network (or of the user's conflist).
-  std::vector<std::pair<std::string, std::string>> bins = {{"plumb", o_.thick ? o_.shim : o_.plumb}};
+  std::vector<std::pair<std::string, std::string>> bins = {{"plumb", o_.thick ? o_.shim : o_.plumb}, {"floor", o_.floor}};
   rapidjson::Document net;
   net.Parse(reference_default_conflist(o_.scenarios.back()).c_str());
   if (!net.HasParseError() && net.IsObject() && net.HasMember("plugins") && net["plugins"].IsArray()) {
@@ -366,6 +412,9 @@ void Bench::phase_startup() {
       Proc r;
       if (name == "plumb") {
         r = run_plumb(env, input, s.cost);
+      } else if (name == "floor") {
+        r = spawn({path, "START"}, env, "");  // plumb-floor's start and exit (static, glibc)
+        s.cost.add(r);
       } else {
         r = spawn({path}, env, input);
         s.cost.add(r);
@@ -393,6 +442,7 @@ Results Bench::results() const {
   r.load_start = load_start_;
   r.phase_secs = phase_secs_;
   r.elapsed_ns = progress_.elapsed_ns();
+  r.versions = versions_;
   return r;
 }
 

@@ -12,12 +12,17 @@
 //   reference  Debian's containernetworking-plugins driven the way Multus delegates: one
 //              conflist per attachment, cniVersion/name injected, prevResult chained,
 //              capabilities turned into runtimeConfig, each plugin executed with CNI_* env.
-//   floor      plumb-floor (bench/floor.cpp): only the kernel operations the attachment needs,
-//              deleting the pod's devices with one RTM_DELLINK (as plumb does); floor-naive (latency
-//              phase only) the same but one RTM_DELLINK per device (as the reference plugins do).
+//   floor      plumb-floor (bench/floor.cpp), linked statically and exec'd per verb: only the kernel
+//              operations the attachment needs, deleting the pod's devices with one RTM_DELLINK (as
+//              plumb does); floor-naive (latency phase only) the same but one RTM_DELLINK per device
+//              (as the reference plugins do).
+//   floor-warm the same operations done by `plumb-floor serve`, already running in the node, that
+//              plumb-shim exec'd per verb wakes and waits for (as thick plumb's daemon and shim):
+//              the yardstick of plumb's default (thick) deployment.
 // With --conflist, scenario x replaces a/b/c: the pod's default network is the user's conflist,
 // run by "reference" (their plugins from --cni-path, as a runtime runs them) and by plumb (which
-// implements or delegates each plugin); the floor there is scenario a's.
+// implements or delegates each plugin); the floor there is scenario a's. A second --conflist is
+// scenario y, measured the same way beside x (the report compares the two networks pair by pair).
 // Every ADD is verified from the kernel (each interface present, up, with its addresses) before
 // it is counted and every DEL verified (only lo left); any failure stops the run with the
 // plugin's output. ways.cpp runs the ways, bench.cpp the phases, report.cpp the output.
@@ -39,20 +44,22 @@
 
 namespace bench {
 
-enum class Way { Plumb = 0, Reference = 1, Floor = 2, FloorNaive = 3 };
+enum class Way { Plumb = 0, Reference = 1, Floor = 2, FloorNaive = 3, FloorWarm = 4 };
 /// The ways of every phase.
-inline constexpr Way kWays[] = {Way::Plumb, Way::Reference, Way::Floor};
+inline constexpr Way kWays[] = {Way::Plumb, Way::Reference, Way::Floor, Way::FloorWarm};
 /// The latency phase also measures the floor without DEL batching.
-inline constexpr Way kLatencyWays[] = {Way::Plumb, Way::Reference, Way::Floor, Way::FloorNaive};
-/// "plumb", "reference", "floor", "floor-naive".
+inline constexpr Way kLatencyWays[] = {Way::Plumb, Way::Reference, Way::Floor, Way::FloorWarm, Way::FloorNaive};
+/// Whether `w` is one of the floors (plumb-floor, per verb or warm).
+inline bool is_floor(Way w) { return w == Way::Floor || w == Way::FloorNaive || w == Way::FloorWarm; }
+/// "plumb", "reference", "floor", "floor-naive", "floor-warm".
 const char* way_name(Way w);
 
 /// Scenarios b and c give the pod two secondary networks (net1, net2).
 inline bool has_secondaries(char scenario) { return scenario == 'b' || scenario == 'c'; }
 /// Scenarios c and x get the runtime's runtimeConfig (a host port, a bandwidth limit).
-inline bool has_runtime_config(char scenario) { return scenario == 'c' || scenario == 'x'; }
-/// The scenario whose kernel operations the floor does for `scenario` (x: a's).
-inline char floor_scenario(char scenario) { return scenario == 'x' ? 'a' : scenario; }
+inline bool has_runtime_config(char scenario) { return scenario == 'c' || is_user_scenario(scenario); }
+/// The scenario whose kernel operations the floor does for `scenario` (x, y: a's).
+inline char floor_scenario(char scenario) { return is_user_scenario(scenario) ? 'a' : scenario; }
 
 /// One invocation's cost: for the reference chain, the sum of wall time of its plugin
 /// executions, the largest peak RSS among them and the sum of their CPU time.
@@ -143,6 +150,9 @@ struct Results {
   std::string started_utc, load_start;
   std::map<std::string, double> phase_secs;
   int64_t elapsed_ns = 0;
+  /// What was measured: "plumb" (its --version: version and git commit), "reference" (the
+  /// package and version of the plugins in --cni-path, or their own about text).
+  std::map<std::string, std::string> versions;
 };
 
 class Bench {
@@ -180,6 +190,9 @@ class Bench {
   Cost del_reference(Pod& p);
   Cost add_floor(Pod& p);
   Cost del_floor(Pod& p);
+  /// Runs the floor of `p.way` for `verb` (plumb-floor, or plumb-shim to the warm floor); adds its
+  /// cost to `c`. Throws naming the command and its output when it fails.
+  Proc run_floor(const std::string& verb, const Pod& p, Cost& c);
   void verify_added(const Pod& p);
   void verify_deleted(const Pod& p);
   NodeNs& node_of(Way w) { return w == Way::Reference ? ref_ : plumb_; }
@@ -189,6 +202,8 @@ class Bench {
   std::string plumb_config(const Pod& p, const std::string& prev_result) const;
   // --thick (ways.cpp): `plumb daemon` in plumb's node namespace, the shim per verb.
   void start_daemon();
+  /// `plumb-floor serve` in plumb's node namespace: the warm floor.
+  void start_floor_server();
   /// Runs plumb (or the shim) with `env` and `config`; adds its cost to `c`, in --thick runs with
   /// the worker's CPU and peak RSS the daemon logged for the invocation and the daemon's own CPU
   /// meanwhile.
@@ -201,6 +216,8 @@ class Bench {
   /// `ways` rotated by `iter` (the order changes every iteration).
   static std::vector<Way> order(int iter, const std::vector<Way>& ways);
   void record(const Sample& s);
+  /// Fills versions_ (Results::versions).
+  void find_versions();
 
   Options o_;
   std::string scratch_;
@@ -216,11 +233,14 @@ class Bench {
   std::vector<Startup> startup_;
   std::map<Way, int> filled_;
   std::string started_utc_, load_start_;
-  std::string user_conflist_;  ///< --conflist: the file's text
+  std::map<char, std::string> user_conflist_;  ///< --conflist: scenario x's (and y's) file text
   std::map<std::string, double> phase_secs_;
+  std::map<std::string, std::string> versions_;
   Background daemon_;                          ///< --thick: plumb's daemon
   std::string daemon_socket_, daemon_usage_;   ///< its socket and --usage-log file
   size_t usage_read_ = 0;                      ///< bytes of daemon_usage_ already counted
+  Background floor_server_;                    ///< the warm floor
+  std::string floor_socket_;                   ///< its socket
 };
 
 /// Writes results.json, results.md and the latency-vs-pods plot to options->out_dir and prints

@@ -72,6 +72,7 @@ Progress::Progress() : tty_(isatty(2) != 0), start_(now_ns()) {}
 
 void Progress::set(const std::string& text, bool force) {
   std::lock_guard<std::mutex> l(mu_);
+  current_ = text;
   const int64_t t = now_ns();
   if (!force && !tty_ && t - last_ < 10'000'000'000) return;
   if (!force && tty_ && t - last_ < 100'000'000) return;
@@ -85,6 +86,11 @@ void Progress::set(const std::string& text, bool force) {
   std::fflush(stderr);
 }
 
+std::string Progress::current() {
+  std::lock_guard<std::mutex> l(mu_);
+  return current_;
+}
+
 void Progress::line(const std::string& text) {
   std::lock_guard<std::mutex> l(mu_);
   const int secs = static_cast<int>((now_ns() - start_) / 1'000'000'000);
@@ -96,7 +102,18 @@ int64_t Progress::elapsed_ns() const { return now_ns() - start_; }
 
 std::string Proc::describe() const {
   std::string s = WIFEXITED(status) ? "exit " + std::to_string(WEXITSTATUS(status)) : "signal " + std::to_string(WTERMSIG(status));
+  if (!command.empty()) s += "\n  command: " + command;
+  if (!input.empty()) s += "\n  stdin: " + input;
   return s + "\n  stdout: " + out + "\n  stderr: " + err;
+}
+
+std::string command_line(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
+  std::string s;
+  for (const auto& e : env) {
+    if (e.rfind("PATH=", 0) != 0) s += e + " ";  // PATH is the same for every child
+  }
+  for (size_t i = 0; i < argv.size(); ++i) s += (i ? " " : "") + argv[i];
+  return s;
 }
 
 namespace {
@@ -173,6 +190,10 @@ Proc spawn(const std::vector<std::string>& argv, const std::vector<std::string>&
   }
   p.wall_ns = now_ns() - t0;
   p.maxrss_kib = ru.ru_maxrss;
+  if (!p.ok()) {  // what a failure report shows: the child, exactly as it was run
+    p.command = command_line(argv, env);
+    p.input = input;
+  }
   p.cpu_us = (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1'000'000 + ru.ru_utime.tv_usec + ru.ru_stime.tv_usec;
   return p;
 }
@@ -204,9 +225,15 @@ void Background::stop() {
   pid_ = -1;
 }
 
-int64_t Background::cpu_ns() const {
-  const std::string s = read_text("/proc/" + std::to_string(pid_) + "/schedstat");
-  return s.empty() ? 0 : std::stoll(s);
+int64_t Background::cpu_ns(bool all_threads) const {
+  const std::string proc = "/proc/" + std::to_string(pid_);
+  if (!all_threads) return std::strtoll(read_text(proc + "/schedstat").c_str(), nullptr, 10);
+  int64_t sum = 0;
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator(proc + "/task", ec); !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    sum += std::strtoll(read_text(it->path().string() + "/schedstat").c_str(), nullptr, 10);
+  }
+  return sum;
 }
 
 InNetns::InNetns(const plumb::netns::Netns& ns) : guard_(must(plumb::netns::Guard::enter(ns), "enter " + ns.path())) {}

@@ -48,9 +48,12 @@ class Progress {
   /// Prints `text` on a line of its own.
   void line(const std::string& text);
   [[nodiscard]] int64_t elapsed_ns() const;
+  /// The text last given to set(), shown or not: what the run was doing.
+  std::string current();
 
  private:
   std::mutex mu_;
+  std::string current_;
   bool tty_;
   int64_t start_;
   int64_t last_ = 0;
@@ -63,11 +66,14 @@ struct Proc {
   long maxrss_kib = 0;      ///< ru_maxrss: the child's peak RSS (its waited-for descendants included)
   int64_t cpu_us = 0;       ///< user + system CPU of the child and its waited-for descendants
   std::string out, err;
+  std::string command, input;  ///< for a child that failed: its environment and argv, its stdin
   [[nodiscard]] bool ok() const { return WIFEXITED(status) && WEXITSTATUS(status) == 0; }
-  /// "exit N" / "signal N" with stdout and stderr, for error messages.
+  /// "exit N" / "signal N" with the command, its stdin, stdout and stderr, for error messages.
   [[nodiscard]] std::string describe() const;
 };
 
+/// `env` (PATH left out) and `argv` as one shell-like line, for error messages.
+std::string command_line(const std::vector<std::string>& argv, const std::vector<std::string>& env);
 /// Runs argv[0] (a path, no PATH search) with exactly `env`, `input` on its stdin, and collects
 /// stdout/stderr. Timed from just before posix_spawn to wait4's return. Throws if it cannot start.
 Proc spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env, const std::string& input);
@@ -85,8 +91,9 @@ class Background {
   void start(const std::vector<std::string>& argv, const std::vector<std::string>& env, const std::string& log_path);
   void stop();
   [[nodiscard]] bool running() const { return pid_ > 0; }
-  /// CPU time the program's own thread has run (/proc/<pid>/schedstat), ns; its children not included.
-  [[nodiscard]] int64_t cpu_ns() const;
+  /// CPU time the program's main thread (or with `all_threads`, all its threads) has run
+  /// (/proc/<pid>/[task/<tid>/]schedstat), ns; its children not included.
+  [[nodiscard]] int64_t cpu_ns(bool all_threads = false) const;
 
  private:
   pid_t pid_ = -1;

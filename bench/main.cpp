@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <stdexcept>
 
 #include "bench/bench.hpp"
@@ -26,6 +27,7 @@ int main(int argc, char** argv) {
   std::string scratch;
   bool created_cni_state = false;
   int rc = 0;
+  std::optional<Bench> b;
   try {
     // A child that exits before reading its stdin (a plugin answering VERSION) must not kill the
     // bench: spawn() sees EPIPE and goes on.
@@ -36,20 +38,24 @@ int main(int argc, char** argv) {
     if (mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp in " + o.scratch_parent + ": " + std::strerror(errno));
     scratch = tmpl;
     enter_private_root(scratch + "/bpf");
-    if (!o.conflist.empty()) created_cni_state = private_cni_state();
-    Bench b(o, scratch);
-    b.setup();
-    b.preflight();
-    b.phase_startup();
-    b.phase_latency();
-    b.phase_throughput();
-    b.phase_fill();
-    report(b.results());
-    b.progress().line("wrote " + o.out_dir + "/results.json, results.md, latency_vs_pods.png");
+    if (!o.conflists.empty()) created_cni_state = private_cni_state();
+    b.emplace(o, scratch);
+    b->setup();
+    b->preflight();
+    b->phase_startup();
+    b->phase_latency();
+    b->phase_throughput();
+    b->phase_fill();
+    report(b->results());
+    b->progress().line("wrote " + o.out_dir + "/results.json, results.md, latency_vs_pods.png");
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "\nplumb-bench: FAILED: %s\n", e.what());
+    // Where the run was (the progress line's last text) with the error: a failure never comes
+    // out as a bare library message.
+    const std::string where = b ? b->progress().current() : std::string();
+    std::fprintf(stderr, "\nplumb-bench: FAILED%s%s: %s\n", where.empty() ? "" : " during ", where.c_str(), e.what());
     rc = 1;
   }
+  b.reset();  // the daemons stop before their scratch directory goes
   if (created_cni_state) {
     umount2(kCniStateDir, MNT_DETACH);
     ::rmdir(kCniStateDir);

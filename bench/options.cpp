@@ -2,6 +2,7 @@
 #include "bench/options.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -19,17 +20,29 @@ namespace {
                "                   [--out DIR] [--plumb PATH] [--floor PATH] [--cni-path DIR] [--scratch DIR]\n"
                "                   [--thin | --thick [--shim PATH]]   (plumb exec'd per verb, or (default)\n"
                "                                                      `plumb daemon` + plumb-shim)\n"
-               "                   [--conflist FILE]   (your CNI network against plumb and the floor; bench/README.md)\n"
+               "                   [--conflist FILE [--conflist FILE2]]   (your CNI network against plumb and the floor, or two\n"
+               "                                                       networks side by side; bench/README.md)\n"
                "Runs as root; creates its own private network and mount namespaces. See bench/README.md.\n");
   std::exit(code);
 }
 
-std::vector<int> int_list(const std::string& s) {
+/// `s` as a whole non-negative decimal number. Throws naming `flag` and the value.
+int number(const std::string& flag, const std::string& s) {
+  char* end = nullptr;
+  errno = 0;
+  const long v = std::strtol(s.c_str(), &end, 10);
+  if (s.empty() || *end != '\0' || errno != 0 || v < 0 || v > 1'000'000) {
+    throw std::runtime_error(flag + " wants a number from 0 to 1000000, not \"" + s + "\"");
+  }
+  return static_cast<int>(v);
+}
+
+std::vector<int> int_list(const std::string& flag, const std::string& s) {
   std::vector<int> out;
   std::stringstream ss(s);
   std::string item;
-  while (std::getline(ss, item, ',')) out.push_back(std::stoi(item));
-  if (out.empty()) throw std::runtime_error("empty list \"" + s + "\"");
+  while (std::getline(ss, item, ',')) out.push_back(number(flag + " (a comma-separated list)", item));
+  if (out.empty()) throw std::runtime_error(flag + " wants a comma-separated list of numbers, not \"" + s + "\"");
   return out;
 }
 
@@ -58,16 +71,16 @@ Options parse_options(int argc, char** argv) {
     const std::string& k = a[i];
     if (k == "--quick") continue;
     if (k == "-h" || k == "--help") usage(0);
-    if (k == "--samples") o.samples = std::stoi(next());
-    else if (k == "--warmup") o.warmup = std::stoi(next());
+    if (k == "--samples") o.samples = number(k, next());
+    else if (k == "--warmup") o.warmup = number(k, next());
     else if (k == "--scenarios") o.scenarios = next();
-    else if (k == "--fill") o.fill_levels = int_list(next());
-    else if (k == "--fill-samples") o.fill_samples = std::stoi(next());
-    else if (k == "--fill-workers") o.fill_workers = std::stoi(next());
-    else if (k == "--fill-reference-max") o.fill_reference_max = std::stoi(next());
-    else if (k == "--workers") o.workers = int_list(next());
-    else if (k == "--tput-pods") o.tput_pods = std::stoi(next());
-    else if (k == "--tput-rounds") o.tput_rounds = std::stoi(next());
+    else if (k == "--fill") o.fill_levels = int_list(k, next());
+    else if (k == "--fill-samples") o.fill_samples = number(k, next());
+    else if (k == "--fill-workers") o.fill_workers = number(k, next());
+    else if (k == "--fill-reference-max") o.fill_reference_max = number(k, next());
+    else if (k == "--workers") o.workers = int_list(k, next());
+    else if (k == "--tput-pods") o.tput_pods = number(k, next());
+    else if (k == "--tput-rounds") o.tput_rounds = number(k, next());
     else if (k == "--out") o.out_dir = next();
     else if (k == "--plumb") o.plumb = next();
     else if (k == "--floor") o.floor = next();
@@ -76,17 +89,20 @@ Options parse_options(int argc, char** argv) {
     else if (k == "--shim") o.shim = next();
     else if (k == "--cni-path") o.cni_path = next();
     else if (k == "--scratch") o.scratch_parent = next();
-    else if (k == "--conflist") o.conflist = next();
+    else if (k == "--conflist") o.conflists.push_back(next());
     else usage(2);
   }
-  if (!o.conflist.empty()) {
-    // The user's network is scenario x; a/b/c are plumb's own and not run with it.
-    if (o.conflist.front() != '/') o.conflist = std::filesystem::absolute(o.conflist).string();
-    o.scenarios = "x";
+  if (o.conflists.size() > 2) throw std::runtime_error("--conflist is given once (your network) or twice (two networks side by side)");
+  if (!o.conflists.empty()) {
+    // The user's networks are scenarios x and y; a/b/c are plumb's own and not run with them.
+    for (auto& c : o.conflists) {
+      if (c.empty() || c.front() != '/') c = std::filesystem::absolute(c).string();
+    }
+    o.scenarios = o.conflists.size() == 2 ? "xy" : "x";
   }
   for (char c : o.scenarios) {
-    if (c != 'a' && c != 'b' && c != 'c' && c != 'x') throw std::runtime_error(std::string("unknown scenario '") + c + "' (a, b, c)");
-    if (c == 'x' && o.conflist.empty()) throw std::runtime_error("scenario x is the network of --conflist FILE");
+    if (c != 'a' && c != 'b' && c != 'c' && !is_user_scenario(c)) throw std::runtime_error(std::string("unknown scenario '") + c + "' (a, b, c)");
+    if (is_user_scenario(c) && o.conflists.empty()) throw std::runtime_error("scenarios x and y are the networks of --conflist FILE");
   }
   if (o.samples < 1 || o.warmup < 0 || o.fill_samples < 1 || o.fill_workers < 1 || o.tput_pods < 1 || o.tput_rounds < 1) {
     throw std::runtime_error("sample counts and worker counts must be positive");

@@ -48,9 +48,14 @@ struct Options {
   bool thick = true;
   std::string shim = PLUMB_BENCH_SHIM;
   std::string cni_path = "/usr/lib/cni";   // the reference plugins, or those of --conflist
-  std::string conflist;                    // --conflist: the user's network (absolute path); scenario x
+  /// --conflist (absolute paths): the user's networks, scenario x (the first) and y (a second
+  /// --conflist, compared side by side with the first).
+  std::vector<std::string> conflists;
   std::string scratch_parent = "/var/tmp";
 };
+
+/// Scenarios x and y are the networks of --conflist (the first and the second).
+inline bool is_user_scenario(char scenario) { return scenario == 'x' || scenario == 'y'; }
 
 /// Parses the command line (--quick first, so explicit settings given with it win). Prints usage
 /// and exits on -h/--help or an unknown flag; throws on invalid values.

@@ -37,7 +37,7 @@ std::vector<std::string> Bench::cni_env(const std::string& verb, const Pod& p, c
 }
 
 std::string Bench::plumb_config(const Pod& p, const std::string& prev_result) const {
-  const char s = p.scenario == 'b' ? 'a' : p.scenario;  // b's default network is a's (x: the user's conflist)
+  const char s = p.scenario == 'b' ? 'a' : p.scenario;  // b's default network is a's (x, y: the user's conflists)
   std::string c = R"({"cniVersion": "1.0.0", "name": "plumb", "type": "plumb", "clusterNetwork": ")" + plumb_.dir + "/default-" +
                   s + R"(.conflist", "storeDir": ")" + plumb_.dir + R"(/store", "stateDir": ")" + plumb_.dir +
                   R"(/state", "confDir": ")" + plumb_.dir + R"(/net.d", "bpffsDir": ")" + bpffs_ +
@@ -52,7 +52,8 @@ Cost Bench::add(Pod& p) {
     case Way::Plumb: return add_plumb(p);
     case Way::Reference: return add_reference(p);
     case Way::Floor:
-    case Way::FloorNaive: return add_floor(p);
+    case Way::FloorNaive:
+    case Way::FloorWarm: return add_floor(p);
   }
   return {};
 }
@@ -62,7 +63,8 @@ Cost Bench::del(Pod& p) {
     case Way::Plumb: return del_plumb(p);
     case Way::Reference: return del_reference(p);
     case Way::Floor:
-    case Way::FloorNaive: return del_floor(p);
+    case Way::FloorNaive:
+    case Way::FloorWarm: return del_floor(p);
   }
   return {};
 }
@@ -141,6 +143,10 @@ Proc Bench::run_plumb(const std::vector<std::string>& env, const std::string& co
   const int64_t daemon0 = daemon_.cpu_ns();
   Proc r = spawn({o_.shim}, env, config);
   c.add(r);
+  if (!r.ok()) {
+    const std::string log = read_text(plumb_.dir + "/daemon/log");
+    r.err += "\n  plumb daemon's log (" + plumb_.dir + "/daemon/log, its end): " + log.substr(log.size() > 3000 ? log.size() - 3000 : 0);
+  }
   const auto [worker_us, worker_rss] = take_invocation_usage();
   c.cpu_us += worker_us + (daemon_.cpu_ns() - daemon0) / 1000;
   c.rss_kib = std::max(c.rss_kib, worker_rss);
@@ -167,7 +173,7 @@ Cost Bench::add_plumb(Pod& p) {
   res.Parse(r.out.c_str());
   if (res.HasParseError()) throw std::runtime_error("plumb ADD printed no JSON result: " + r.out);
   std::map<std::string, std::vector<IpAddr>> from_result;
-  expect_from_result(res, from_result, "plumb ADD", p.scenario != 'x');
+  expect_from_result(res, from_result, "plumb ADD", !is_user_scenario(p.scenario));
   if (from_result["eth0"] != p.expect["eth0"]) throw std::runtime_error("plumb's result and network-status disagree on eth0's addresses");
   return c;
 }
@@ -249,7 +255,7 @@ class RefNet {
 }  // namespace
 
 std::string Bench::reference_default_conflist(char scenario) const {
-  if (scenario == 'x') return user_conflist_;
+  if (is_user_scenario(scenario)) return user_conflist_.at(scenario);
   return default_conflist(ref_.dir + "/ipam", scenario == 'b' ? 'a' : scenario);
 }
 
@@ -280,7 +286,7 @@ Cost Bench::add_reference(Pod& p) {
     rapidjson::Document res;
     res.Parse(prev.c_str());
     if (res.HasParseError()) throw std::runtime_error("reference chain printed no JSON result: " + prev);
-    expect_from_result(res, p.expect, "reference ADD " + att.ifname, p.scenario != 'x');
+    expect_from_result(res, p.expect, "reference ADD " + att.ifname, !is_user_scenario(p.scenario));
     p.ref_results.push_back(prev);
   }
   return c;
@@ -320,11 +326,46 @@ std::vector<std::string> floor_argv(const Options& o, const std::string& verb, c
 
 }  // namespace
 
+void Bench::start_floor_server() {
+  floor_socket_ = plumb_.dir + "/floor/floor.sock";
+  fs::create_directories(plumb_.dir + "/floor");
+  {
+    InNetns in(*plumb_.ns);
+    floor_server_.start({o_.floor, "serve", floor_socket_, bpffs_}, {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}, plumb_.dir + "/floor/log");
+  }
+  for (int i = 0; i < 500 && !fs::exists(floor_socket_); ++i) ::usleep(10'000);
+  if (!fs::exists(floor_socket_)) {
+    throw std::runtime_error(o_.floor + " serve did not listen on " + floor_socket_ + " within 5 s: " + read_text(plumb_.dir + "/floor/log"));
+  }
+}
+
+Proc Bench::run_floor(const std::string& verb, const Pod& p, Cost& c) {
+  Proc r;
+  if (p.way == Way::FloorWarm) {
+    const int64_t server0 = floor_server_.cpu_ns(true);
+    r = spawn({o_.shim}, {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "PLUMB_DAEMON_SOCKET=" + floor_socket_, "CNI_COMMAND=" + verb,
+                          "CNI_CONTAINERID=" + p.cid, "CNI_NETNS=/run/netns/" + p.netns, "CNI_IFNAME=eth0",
+                          "CNI_ARGS=FLOOR_SCENARIO=" + std::string(1, floor_scenario(p.scenario)) +
+                              ";FLOOR_SLOT=" + std::to_string(p.slot) + ";FLOOR_PORT=" + std::to_string(p.host_port)},
+              "");
+    c.add(r);
+    c.cpu_us += (floor_server_.cpu_ns(true) - server0) / 1000;  // the server's threads (sequential phases: this one's)
+  } else {
+    r = spawn(floor_argv(o_, verb, p, bpffs_), {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}, "");
+    c.add(r);
+  }
+  if (!r.ok()) {
+    const std::string cmd = p.way == Way::FloorWarm ? o_.shim + " (CNI_COMMAND=" + verb + ", to " + o_.floor + " serve)"
+                                                    : o_.floor + " " + verb;
+    throw std::runtime_error(std::string(way_name(p.way)) + " " + verb + " of " + p.cid + " (scenario " + p.scenario + ") failed: " + cmd +
+                             ": " + r.describe());
+  }
+  return r;
+}
+
 Cost Bench::add_floor(Pod& p) {
   Cost c;
-  Proc r = spawn(floor_argv(o_, "ADD", p, bpffs_), {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}, "");
-  c.add(r);
-  if (!r.ok()) throw std::runtime_error("floor ADD (scenario " + std::string(1, p.scenario) + ") failed: " + r.describe());
+  run_floor("ADD", p, c);
   for (int net = 1; net <= (has_secondaries(p.scenario) ? 3 : 1); ++net) {
     IpAddr a = must(plumb::IpPrefix::parse(kSubnet[net]), "subnet").addr.plus(0x10000 + p.slot);
     p.expect[net == 1 ? "eth0" : net == 2 ? "net1" : "net2"].push_back(a);
@@ -335,9 +376,7 @@ Cost Bench::add_floor(Pod& p) {
 Cost Bench::del_floor(Pod& p) {
   Cost c;
   // floor: the pod's devices in one RTM_DELLINK (as plumb); floor-naive: one per device.
-  Proc r = spawn(floor_argv(o_, p.way == Way::FloorNaive ? "DEL-NAIVE" : "DEL", p, bpffs_), {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}, "");
-  c.add(r);
-  if (!r.ok()) throw std::runtime_error("floor DEL failed: " + r.describe());
+  run_floor(p.way == Way::FloorNaive ? "DEL-NAIVE" : "DEL", p, c);
   return c;
 }
 
@@ -354,8 +393,8 @@ void Bench::verify_added(const Pod& p) {
   auto expect = p.expect;
   for (auto& w : want) {
     // A user's conflist (scenario x) may give eth0 no address (no IPAM): then only its presence is checked.
-    if (p.scenario == 'x' && expect.count(w) == 0) expect[w] = {};
-    if (p.scenario != 'x' && (expect.count(w) == 0 || expect.at(w).empty())) throw std::runtime_error(who + ": no address reported for " + w);
+    if (is_user_scenario(p.scenario) && expect.count(w) == 0) expect[w] = {};
+    if (!is_user_scenario(p.scenario) && (expect.count(w) == 0 || expect.at(w).empty())) throw std::runtime_error(who + ": no address reported for " + w);
   }
   for (auto& [ifname, ips] : expect) {
     auto l = std::find_if(links.begin(), links.end(), [&](const plumb::link::LinkInfo& li) { return li.name == ifname; });

@@ -194,7 +194,8 @@ bool ipam_release_ahead(Context& ctx, const IpamUse& ipam);
 inline constexpr std::chrono::milliseconds kDadSettleTimeout{5000};
 
 /// Sets arp_notify with `arp_notify` (enable_arp_notify; before the link comes up when there is
-/// an IPv4 address to announce), adds the result's addresses (IPv6 with IFA_F_NODAD unless dad;
+/// an IPv4 address to announce), adds the result's addresses (IPv6 with IFA_F_NODAD unless dad
+/// and the kernel does duplicate address detection on the link, addr::dad_skipped;
 /// IPv6 enabled on lo and the interface where the namespace has it disabled), brings the link
 /// up, waits with `dad` and an IPv6 gateway until no IPv6 address is tentative (addr::settle, up
 /// to kDadSettleTimeout), and adds the result's routes (gateway-less routes get the gateway of

@@ -318,15 +318,15 @@ TEST_CASE("macvlan: once up with its address the pod interface sends a gratuitou
 
 namespace {
 
-/// The IPv6 addresses of `dev` in namespace `ns` with their state: "<addr>" plus " tentative"
-/// and/or " dadfailed" as `ip -j` reports them.
+/// The IPv6 addresses of `dev` in namespace `ns` with their state: "<addr>" plus " tentative",
+/// " dadfailed" and/or " nodad" as `ip -j` reports them.
 std::vector<std::string> v6_states(const std::string& ns, const std::string& dev) {
   std::vector<std::string> out;
   auto d = ip_json("-6 -n " + ns + " addr show dev " + dev);
   for (auto& l : d.GetArray()) {
     for (auto& a : l["addr_info"].GetArray()) {
       std::string s = a["local"].GetString();
-      for (const char* flag : {"tentative", "dadfailed"}) {
+      for (const char* flag : {"tentative", "dadfailed", "nodad"}) {
         if (a.HasMember(flag) && a[flag].GetBool()) s += std::string(" ") + flag;
       }
       out.push_back(s);
@@ -356,6 +356,39 @@ TEST_CASE("macvlan: with an IPv6 gateway the ADD returns once duplicate address 
   CHECK(std::count_if(states.begin(), states.end(), [](const std::string& s) { return s.starts_with("2001:db8:6::"); }) == 1);
   for (const auto& s : states) CHECK(s.find("tentative") == std::string::npos);
   CHECK(fx.run("DEL", "ctr-d", pa, "default", "pod-d", fx.config()).exit_code == 0);
+  CHECK(no_state(fx));
+}
+
+TEST_CASE("macvlan in a pod namespace whose DAD is off (all and default accept_dad 0): its address is added with "
+          "IFA_F_NODAD, usable at once, as the kernel would leave it; with DAD on it is not") {
+  Node node;
+  PodFixture fx(node);
+  add_master("mst0");
+  fx.add_nad("default", "mv", macvlan_nad(R"("master": "mst0", )", fx.ipam_dir(), "2001:db8:6::/64"));
+  for (const char* pod : {"pod-off", "pod-on"}) {
+    CAPTURE(pod);
+    const bool off = std::string(pod) == "pod-off";
+    std::string pa = node.add_netns(pod);
+    if (off) {
+      REQUIRE(plumb::test::sh(std::string("ip netns exec ") + pod +
+                              " sysctl -qw net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0")
+                  .exit_code == 0);
+    }
+    fx.add_pod("default", pod, R"([{"name": "mv", "interface": "mv0"}])");
+    const std::string cid = std::string("ctr-") + pod;
+    Proc a = fx.run("ADD", cid, pa, "default", pod, fx.config());
+    INFO(a.out, a.err);
+    REQUIRE(a.exit_code == 0);
+    const auto states = v6_states(pod, "mv0");
+    std::string shown;
+    for (const auto& st : states) shown += st + "; ";
+    INFO(shown);
+    const auto mine = std::find_if(states.begin(), states.end(), [](const std::string& st) { return st.starts_with("2001:db8:6::"); });
+    REQUIRE(mine != states.end());
+    CHECK((mine->find(" nodad") != std::string::npos) == off);
+    CHECK(mine->find("tentative") == std::string::npos);
+    CHECK(fx.run("DEL", cid, pa, "default", pod, fx.config()).exit_code == 0);
+  }
   CHECK(no_state(fx));
 }
 
