@@ -1,7 +1,7 @@
 // engine/kernel/addr against the real kernel, inside a private node namespace per case: IPv4 and
 // IPv6 addresses added, listed and removed; whether the kernel skips IPv6 duplicate address
-// detection on a link (addr::dad_skipped), compared with what the kernel then does to a new address. Kernel state is checked independently through iproute2
-// (`ip -j ...`).
+// detection on a link (addr::dad_skipped), compared with what the kernel then does to a new
+// address. Kernel state is checked independently through iproute2 (`ip -j ...`).
 #include "engine/kernel/addr.hpp"
 
 #include <doctest/doctest.h>
