@@ -470,7 +470,9 @@ class Handler(BaseHTTPRequestHandler):
                                          "message": f"too old resource version: {pos} ({log.floor})",
                                          "reason": "Expired", "code": 410})])
                         break
-                    held = bool(control.get("hold"))  # changes (and bookmarks) kept back
+                    # Read again under the lock that orders the store's changes: a "hold" written
+                    # before a change is then always seen before that change is.
+                    held = bool(self.server.watch_control().get("hold"))  # changes (and bookmarks) kept back
                     events = [] if held else [(t, o) for rv, t, o in log.events if rv > pos and mine(o)]
                     if not held:
                         pos = max([pos] + [rv for rv, _, _ in log.events])
