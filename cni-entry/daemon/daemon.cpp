@@ -121,6 +121,10 @@ bool Daemon::configure_cache() {
   if (!*creds) return true;
   cache_.emplace(source::WatchSetup{std::move(**creds), o_.node_name});
   for (PodEvents* observer : o_.pod_observers) cache_->subscribe(observer);
+  cache_->on_request = [this](source::Watched kind, std::string_view verb, std::string_view outcome, double seconds) {
+    metrics_.api_request(kind == source::Watched::kPod ? "pods" : kind == source::Watched::kNad ? "nads" : "ipamclaims", verb,
+                         outcome, static_cast<int64_t>(seconds * 1e6));
+  };
   return true;
 }
 

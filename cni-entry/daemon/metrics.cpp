@@ -79,14 +79,35 @@ bool Metrics::start(const std::string& bind) {
   return true;
 }
 
+namespace {
+
+/// Copies `from` into `to`, cut to fit with its NUL.
+template <size_t N>
+void put(char (&to)[N], std::string_view from) {
+  std::memcpy(to, from.data(), std::min(from.size(), N - 1));
+}
+
+}  // namespace
+
 void Metrics::invocation(std::string_view verb, unsigned code, int64_t us) {
   if (fd_ < 0) return;
   MetricsUpdate m;
   m.kind = MetricsUpdate::kInvocation;
-  std::memcpy(m.verb, verb.data(), std::min(verb.size(), sizeof m.verb - 1));
+  put(m.verb, verb);
   m.code = static_cast<int32_t>(code);
   m.duration_us = us;
   (void)::send(fd_, &m, sizeof m, MSG_NOSIGNAL | MSG_DONTWAIT);  // a full queue loses a sample, never blocks the daemon
+}
+
+void Metrics::api_request(std::string_view resource, std::string_view verb, std::string_view outcome, int64_t us) {
+  if (fd_ < 0) return;
+  MetricsUpdate m;
+  m.kind = MetricsUpdate::kApiRequest;
+  put(m.verb, verb);
+  put(m.resource, resource);
+  put(m.outcome, outcome);
+  m.duration_us = us;
+  (void)::send(fd_, &m, sizeof m, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
 void Metrics::state(const MetricsUpdate& s) {

@@ -17,11 +17,13 @@ namespace plumb::daemon {
 
 /// One message from the daemon to its metrics process.
 struct MetricsUpdate {
-  enum Kind : int32_t { kInvocation = 1, kState = 2 };
+  enum Kind : int32_t { kInvocation = 1, kState = 2, kApiRequest = 3 };
   Kind kind = kState;
-  char verb[12] = {};        ///< kInvocation: CNI_COMMAND ("ADD"), NUL-terminated
+  char verb[12] = {};        ///< kInvocation: CNI_COMMAND ("ADD"); kApiRequest: "list", "watch". NUL-terminated
+  char resource[16] = {};    ///< kApiRequest: "pods", "nads", "ipamclaims"
+  char outcome[12] = {};     ///< kApiRequest: "ok", "expired", "error"
   int32_t code = 0;          ///< kInvocation: the CNI error code, 0 on success
-  int64_t duration_us = 0;   ///< kInvocation: how long the worker ran it, µs
+  int64_t duration_us = 0;   ///< kInvocation: how long the worker ran it; kApiRequest: the request; µs
   int32_t busy = 0;          ///< kState: workers serving an invocation
   int32_t idle = 0;          ///< kState: warm workers waiting for one
   int32_t listening = 0;     ///< kState: 1 while the daemon accepts connections on its socket
@@ -46,6 +48,9 @@ class Metrics {
   [[nodiscard]] bool running() const { return fd_ >= 0; }
   /// Counts one invocation of `verb` that ended with CNI error `code` (0: success) after `us` µs.
   void invocation(std::string_view verb, unsigned code, int64_t us);
+  /// Counts one API server request of the watched caches: `resource` ("pods", "nads",
+  /// "ipamclaims"), `verb` ("list", "watch"), `outcome` ("ok", "expired", "error"), `us` µs.
+  void api_request(std::string_view resource, std::string_view verb, std::string_view outcome, int64_t us);
   /// The daemon's state; sent only when it differs from the last one sent.
   void state(const MetricsUpdate& s);
 

@@ -90,17 +90,33 @@ class Feed {
                    .Name("plumb_daemon_cache_synced")
                    .Help("1 when the watched caches (the node's pods, the NADs, the IPAMClaims) have all been listed")
                    .Register(r)),
+        requests_(prometheus::BuildCounter()
+                      .Name("plumb_daemon_api_requests_total")
+                      .Help("The watched caches' lists and watches of the API server, by resource, verb and outcome")
+                      .Register(r)),
+        request_durations_(prometheus::BuildHistogram()
+                               .Name("plumb_daemon_api_request_duration_seconds")
+                               .Help("How long the watched caches' lists took (watches: until they ended), by resource and verb")
+                               .Register(r)),
         busy_(workers_.Add({{"state", "busy"}})),
         idle_(workers_.Add({{"state", "idle"}})),
         synced_(cache_.Add({})) {}
 
   void apply(const MetricsUpdate& m, Health& health) {
+    static const prometheus::Histogram::BucketBoundaries kBuckets{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                                                  0.25,  0.5,    1,     2.5,  5,     10,   30};
+    const std::string verb(m.verb, strnlen(m.verb, sizeof m.verb));
+    const double seconds = static_cast<double>(m.duration_us) / 1e6;
     if (m.kind == MetricsUpdate::kInvocation) {
-      const std::string verb(m.verb, strnlen(m.verb, sizeof m.verb));
       invocations_.Add({{"verb", verb}, {"code", std::to_string(m.code)}}).Increment();
-      static const prometheus::Histogram::BucketBoundaries kBuckets{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
-                                                                    0.25,  0.5,    1,     2.5,  5,     10,   30};
-      durations_.Add({{"verb", verb}}, kBuckets).Observe(static_cast<double>(m.duration_us) / 1e6);
+      durations_.Add({{"verb", verb}}, kBuckets).Observe(seconds);
+      return;
+    }
+    if (m.kind == MetricsUpdate::kApiRequest) {
+      const std::string resource(m.resource, strnlen(m.resource, sizeof m.resource));
+      requests_.Add({{"resource", resource}, {"verb", verb}, {"outcome", std::string(m.outcome, strnlen(m.outcome, sizeof m.outcome))}})
+          .Increment();
+      request_durations_.Add({{"resource", resource}, {"verb", verb}}, kBuckets).Observe(seconds);
       return;
     }
     busy_.Set(m.busy);
@@ -117,6 +133,8 @@ class Feed {
   prometheus::Family<prometheus::Histogram>& durations_;
   prometheus::Family<prometheus::Gauge>& workers_;
   prometheus::Family<prometheus::Gauge>& cache_;
+  prometheus::Family<prometheus::Counter>& requests_;
+  prometheus::Family<prometheus::Histogram>& request_durations_;
   prometheus::Gauge &busy_, &idle_, &synced_;
 };
 

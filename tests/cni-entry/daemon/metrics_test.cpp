@@ -102,7 +102,13 @@ TEST_CASE("/readyz says not ready until the watched caches are synced, then read
   c.api.restart();
   REQUIRE_MESSAGE(eventually([&] { return get("/readyz").status == 200; }), plumb::test::read_file(d.log));
   CHECK(get("/readyz").body == "ok\n");
-  CHECK(sample(get("/metrics").body, "plumb_daemon_cache_synced") == 1);
+  const std::string text = get("/metrics").body;
+  CHECK(sample(text, "plumb_daemon_cache_synced") == 1);
+  // The lists the cache made: refused while the server was away, then one of each collection.
+  CHECK_MESSAGE(sample(text, R"(plumb_daemon_api_requests_total{outcome="error",resource="pods",verb="list"})") >= 1, text);
+  CHECK(sample(text, R"(plumb_daemon_api_requests_total{outcome="ok",resource="pods",verb="list"})") == 1);
+  CHECK(sample(text, R"(plumb_daemon_api_requests_total{outcome="ok",resource="nads",verb="list"})") == 1);
+  CHECK(sample(text, R"(plumb_daemon_api_request_duration_seconds_count{resource="pods",verb="list"})") >= 2);
 }
 
 TEST_CASE("--metrics-bind-address that is not HOST:PORT, or taken, stops the daemon with a message naming it") {
