@@ -19,8 +19,7 @@
 # Results: PLUMB_STATIC_CURL_LIBS (libcurl and what it needs, archives), PLUMB_STATIC_MNL (the
 # libmnl.a path), the build target plumb_static_curl, PLUMB_PROTOBUF_LITE_ARCHIVE.
 include(ExternalProject)
-set(plumb_deps ${CMAKE_BINARY_DIR}/_deps)
-file(MAKE_DIRECTORY ${plumb_deps})
+include(cmake/apt_source.cmake)
 set(plumb_multiarch_lib /usr/lib/${CMAKE_LIBRARY_ARCHITECTURE})
 
 function(plumb_require_archive var name)
@@ -62,23 +61,7 @@ endif()
 # libcurl's source: Debian's, the version of the installed headers.
 execute_process(COMMAND dpkg-query -W -f=\${source:Version} libcurl4-openssl-dev OUTPUT_VARIABLE plumb_curl_version
                 OUTPUT_STRIP_TRAILING_WHITESPACE COMMAND_ERROR_IS_FATAL ANY)
-set(plumb_curl_src ${plumb_deps}/curl-src-${plumb_curl_version})
-if(NOT EXISTS ${plumb_curl_src}/CMakeLists.txt)
-  message(STATUS "PLUMB_STATIC: fetching Debian's curl ${plumb_curl_version} source (apt-get source)")
-  file(REMOVE_RECURSE ${plumb_deps}/apt-source)
-  file(MAKE_DIRECTORY ${plumb_deps}/apt-source)
-  # Run as root into a directory apt's _apt user cannot write: told so, apt does not warn.
-  execute_process(COMMAND apt-get source -qq -o APT::Sandbox::User=root curl=${plumb_curl_version} WORKING_DIRECTORY ${plumb_deps}/apt-source
-                  RESULT_VARIABLE plumb_rc OUTPUT_QUIET)
-  file(GLOB plumb_curl_tree LIST_DIRECTORIES true ${plumb_deps}/apt-source/curl-*)
-  list(FILTER plumb_curl_tree EXCLUDE REGEX "\\.(dsc|tar\\..*|asc)$")
-  if(NOT plumb_rc EQUAL 0 OR NOT plumb_curl_tree)
-    message(FATAL_ERROR "PLUMB_STATIC: `apt-get source curl=${plumb_curl_version}` failed: it needs a deb-src entry "
-                        "for Debian's archive and dpkg-dev (scripts/install-deps adds both); -DPLUMB_STATIC=OFF builds the dynamic plumb")
-  endif()
-  file(RENAME ${plumb_curl_tree} ${plumb_curl_src})
-  file(REMOVE_RECURSE ${plumb_deps}/apt-source)
-endif()
+plumb_apt_source(curl curl=${plumb_curl_version} plumb_curl_src)
 
 # HTTP and HTTPS only, static, position-independent (it also goes into the test executables).
 # plumb compiles against Debian's headers of the same version and links the archive in the build tree.

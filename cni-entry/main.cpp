@@ -109,7 +109,10 @@ int cni_main(const char* (*getenv_fn)(const char*), bool in_daemon) {
   }
 
   auto conf = plumb::pod::parse_config(input);
-  if (!conf) return report(conf.error(), version_of(input), log);
+  if (!conf) {
+    if (in_daemon) note_outcome(*env, log, std::unexpected(conf.error()));  // counted in the daemon's metrics too
+    return report(conf.error(), version_of(input), log);
+  }
   log.configure(conf->log_level, conf->log_file, conf->log_to_stderr);
   // The node name `plumb install` wrote into the conflist, for the cluster IPAM (ipam::cluster::
   // node_name) and delegated plugins; a NODE_NAME already set (a daemon's, from the downward API) wins.

@@ -155,6 +155,10 @@ void add_daemon(CLI::App& app, daemon::Options& o) {
        "text (default) or json")
       ->check(CLI::IsMember({"text", "json"}))
       ->type_name("FORMAT");
+  d->add_option("--metrics-bind-address", o.metrics_bind_address,
+                "serve /metrics (Prometheus text format), /healthz and /readyz on this address, e.g. 127.0.0.1:9091 "
+                "or [::1]:9091 (default: not served)")
+      ->type_name("HOST:PORT");
 }
 
 void add_reconcile(CLI::App& app, reconcile::Options& o) {

@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -47,6 +48,9 @@ class Cache {
   /// Adds an observer of the node's pods (not owned; it must outlive the Cache).
   void subscribe(PodEvents* observer) { observers_.push_back(observer); }
   [[nodiscard]] pid_t pid() const { return pid_; }
+  /// Told of each list and watch the cache process made: the collection, "list" or "watch", its
+  /// outcome (engine/k8s/reflector.hpp ReflectorSink::requested) and the seconds it took.
+  std::function<void(source::Watched, std::string_view verb, std::string_view outcome, double seconds)> on_request;
 
  private:
   struct Collection {

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "cni-entry/daemon/cache.hpp"
+#include "cni-entry/daemon/metrics.hpp"
 #include "cni-entry/daemon/socket_dir.hpp"
 #include "cni-entry/daemon/wire.hpp"
 #include "engine/base/file.hpp"
@@ -69,7 +70,8 @@ class Daemon {
   /// Whether the watched caches are set up.
   [[nodiscard]] bool watching() const { return cache_.has_value(); }
   ~Daemon();
-  /// Binds the socket and the signalfd; false (stderr says why) when it cannot.
+  /// Binds the socket and the signalfd, and starts the metrics process when asked for; false
+  /// (stderr says why) when it cannot.
   bool start();
   /// The poll loop, until a stop signal and the end of the last worker.
   void run();
@@ -85,6 +87,7 @@ class Daemon {
   void reap();
   void log_usage(pid_t pid, const char* end, int value, int64_t cpu_us, int64_t minflt, int64_t maxrss_kib) const;
   void stop();
+  void report_state();
 
   Options o_;
   CniMain cni_main_;
@@ -94,6 +97,7 @@ class Daemon {
   std::vector<Worker> workers_;
   std::deque<int> pending_;  ///< accepted connections waiting for an idle worker
   std::optional<Cache> cache_;  ///< the watched caches, when configured
+  Metrics metrics_;             ///< the metrics process, with --metrics-bind-address
 };
 
 Daemon::~Daemon() {
@@ -117,6 +121,10 @@ bool Daemon::configure_cache() {
   if (!*creds) return true;
   cache_.emplace(source::WatchSetup{std::move(**creds), o_.node_name});
   for (PodEvents* observer : o_.pod_observers) cache_->subscribe(observer);
+  cache_->on_request = [this](source::Watched kind, std::string_view verb, std::string_view outcome, double seconds) {
+    metrics_.api_request(kind == source::Watched::kPod ? "pods" : kind == source::Watched::kNad ? "nads" : "ipamclaims", verb,
+                         outcome, static_cast<int64_t>(seconds * 1e6));
+  };
   return true;
 }
 
@@ -169,7 +177,7 @@ bool Daemon::start() {
   for (int sig : {SIGCHLD, SIGTERM, SIGINT}) sigaddset(&set, sig);
   ::sigprocmask(SIG_BLOCK, &set, nullptr);
   signals_ = ::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
-  return signals_ >= 0;
+  return signals_ >= 0 && (o_.metrics_bind_address.empty() || metrics_.start(o_.metrics_bind_address));
 }
 
 /// Forks one worker that serves up to `max_requests` invocations; false (stderr says why) when
@@ -273,6 +281,7 @@ void Daemon::on_control(Worker& w) {
   const bool logged = w.conn >= 0;
   answer(w.conn, std::nullopt);  // no longer watched: the shim's end from now on is no early end
   if (!o_.usage_log.empty() && logged) log_usage(w.pid, "exit", done.exit_code, done.cpu_us, done.minflt, done.maxrss_kib);
+  if (logged && done.verb[0] != '\0') metrics_.invocation(std::string_view(done.verb, strnlen(done.verb, sizeof done.verb)), static_cast<unsigned>(done.cni_code), done.duration_us);
   if (done.more != 0) return;  // busy until its second Done
   w.busy = false;
   w.retiring = done.retiring != 0;
@@ -331,6 +340,23 @@ void Daemon::log_usage(pid_t pid, const char* end, int value, int64_t cpu_us, in
   ::close(fd);
 }
 
+/// Tells the metrics process (when there is one) the workers' and the caches' state.
+void Daemon::report_state() {
+  if (!metrics_.running()) return;
+  MetricsUpdate s;
+  int alive = 0;
+  for (const auto& w : workers_) {
+    s.busy += w.busy ? 1 : 0;
+    s.idle += !w.busy && !w.retiring && w.control >= 0 ? 1 : 0;
+    alive += w.retiring ? 0 : 1;
+  }
+  s.listening = listen_ >= 0 ? 1 : 0;
+  s.workers_up = alive >= o_.workers ? 1 : 0;
+  s.watching = cache_ ? 1 : 0;
+  s.synced = cache_ && cache_->synced() ? 1 : 0;
+  metrics_.state(s);
+}
+
 /// Stops accepting (the socket goes, if it is still this daemon's); the connections already
 /// accepted are still served.
 void Daemon::stop() {
@@ -365,6 +391,7 @@ void Daemon::run() {
     }
     // A cache process that ended is forked again within a second.
     const int timeout = cache_ && cache_fd < 0 && !stopping_ ? 1000 : -1;
+    report_state();
     if (::poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR) return;
     if (cache_fd >= 0 && fds[2].revents != 0) cache_->on_readable();
     for (size_t i = 3; i < fds.size(); ++i) {

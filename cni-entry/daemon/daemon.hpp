@@ -44,6 +44,9 @@ struct Options {
   /// for the pod jobs of the watched pods (hot-plug, the release of a deleted pod's addresses: pod_jobs.hpp).
   std::string cni_config = "/etc/cni/net.d/00-plumb.conflist";
   bool json_log = false;  ///< --log-format=json: the invocations' lines as JSON objects (else text)
+  /// --metrics-bind-address: "HOST:PORT" where /metrics, /healthz and /readyz are served
+  /// (metrics.hpp); "" = not served.
+  std::string metrics_bind_address;
   /// Observers of the node's pods as the watch sees them (pod_events.hpp; not owned), told on
   /// the daemon's thread; none without watched caches.
   std::vector<PodEvents*> pod_observers;
@@ -90,6 +93,9 @@ struct Done {
   int64_t maxrss_kib;  ///< the worker's peak RSS so far
   int64_t more;        ///< 1: the shim is answered, but the worker still works for the invocation
                        ///< (source/after_answer.hpp); a second Done with 0 follows
+  char verb[12];       ///< CNI_COMMAND of the invocation, NUL-terminated ("" when it noted no outcome)
+  int32_t cni_code;    ///< the CNI error code it ended with, 0 on success
+  int64_t duration_us; ///< how long the invocation ran, µs
 };
 
 /// User + system CPU time of `ru`, in µs.

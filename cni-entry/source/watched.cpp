@@ -34,6 +34,9 @@ class FrameSink final : public k8s::ReflectorSink {
     send({deleted ? WatchFrame::Op::kDeleted : WatchFrame::Op::kPut, kind_, key_of(object), json::dump(object)});
   }
   void failed(const Error& e) override { send({WatchFrame::Op::kFailed, kind_, {}, e.text()}); }
+  void requested(std::string_view verb, std::string_view outcome, std::chrono::duration<double> took) override {
+    send({WatchFrame::Op::kRequest, kind_, std::string(verb) + " " + std::string(outcome), std::to_string(took.count())});
+  }
 
  private:
   static std::string key_of(const json::Value& obj) {

@@ -51,6 +51,7 @@ struct WatchFrame {
     kDeleted = 'D',  ///< `key` was deleted (`json`: its last state)
     kSynced = 'S',   ///< the list of `kind` is complete
     kFailed = 'F',   ///< a list or watch of `kind` failed (`json`: the message); it is retried
+    kRequest = 'R',  ///< a list or watch of `kind` was made: `key` "verb outcome", `json` the seconds it took
   };
   Op op = Op::kPut;
   Watched kind = Watched::kPod;

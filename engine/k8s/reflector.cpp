@@ -76,7 +76,10 @@ void Reflector::run(const std::atomic<bool>& stop) {
   bool must_list = true;
   while (!stop.load()) {
     if (must_list) {
-      if (auto l = list(); !l) {
+      const auto listing = std::chrono::steady_clock::now();
+      auto l = list();
+      sink_.requested("list", l ? "ok" : "error", std::chrono::steady_clock::now() - listing);
+      if (!l) {
         back_off(l.error());
         continue;
       }
@@ -89,6 +92,7 @@ void Reflector::run(const std::atomic<bool>& stop) {
     }
     const auto began = std::chrono::steady_clock::now();
     auto w = watch(stop);
+    sink_.requested("watch", !w ? "error" : *w ? "expired" : "ok", std::chrono::steady_clock::now() - began);
     if (!w) {
       // Unreachable or overloaded (kTryAgainLater): a watch from the same version, as client-go;
       // refused otherwise: a list again.

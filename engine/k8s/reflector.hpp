@@ -28,6 +28,12 @@ class ReflectorSink {
   virtual void apply(bool deleted, const json::Value& object) = 0;
   /// A list or watch failed (the reflector backs off and tries again); `e` says why.
   virtual void failed(const Error& e) { (void)e; }
+  /// One request made: `verb` "list" or "watch"; `outcome` "ok", "expired" (a watch that ended
+  /// in 410 Gone or an ERROR event: a list follows) or "error" (failed: backed off); `took` from
+  /// the request to its answer (a watch: to its end).
+  virtual void requested(std::string_view verb, std::string_view outcome, std::chrono::duration<double> took) {
+    (void)verb, (void)outcome, (void)took;
+  }
 };
 
 /// The timing of a Reflector.
