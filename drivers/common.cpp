@@ -10,6 +10,7 @@
 
 #include "drivers/driver.hpp"
 #include "drivers/registry.hpp"
+#include "drivers/steps.hpp"
 #include "drivers/undo.hpp"
 #include "engine/devinfo/devinfo.hpp"
 #include "engine/kernel/addr.hpp"
@@ -241,8 +242,7 @@ Status masquerade_addresses(Context& ctx, const cni::CniResult& r) {
   subnets.reserve(r.ips.size());
   for (auto& ip : r.ips) subnets.push_back(ip.address.network());
   for (auto& ip : r.ips) {
-    PLUMB_TRY(undo::will(ctx, undo::MasqDel{ip.address.addr.str()}));
-    PLUMB_TRY(nft::add_masquerade(ctx.network, subnets, ip.address.addr));
+    PLUMB_TRY(steps::run(ctx, steps::AddMasquerade{ctx.network, subnets, ip.address.addr}));
   }
   return {};
 }

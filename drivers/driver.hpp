@@ -8,7 +8,9 @@
 //           of every attachment of a pod before the first change, so a bad key anywhere fails
 //           the ADD with nothing done.
 //   add     typed config + the chain's previous result -> this plugin's result. Every kernel
-//           change is announced first with will() (drivers/undo.hpp: the typed undo journal).
+//           change is a typed step (drivers/steps.hpp) whose executor records its inverse in
+//           the typed undo journal (drivers/undo.hpp) before making it; drivers not moved to
+//           steps yet announce it themselves with undo::will().
 //   check   typed config + the recorded result: does the kernel still match (CNI CHECK)?
 //   del     there is no per-driver DEL: DEL runs, newest first, the undo operations the ADD
 //           recorded (drivers/undo.hpp), so it works from the state record alone.
@@ -41,6 +43,9 @@ namespace plumb::drivers {
 
 namespace vf_attach {
 struct Backends;
+}
+namespace steps {
+class Executor;
 }
 
 /// CNI_ARGS as (key, value) pairs, in order.
@@ -100,6 +105,9 @@ struct Context {
   /// the record undone, where what an undo operation starts is recorded while it runs; null
   /// when it cannot be (a record of the legacy layout).
   txn::Journal* journal = nullptr;
+  /// What makes the drivers' steps (drivers/steps.hpp): null, the journal (write-ahead); tests
+  /// set a steps::RecordingExecutor.
+  steps::Executor* executor = nullptr;
   std::string device_info_file;       ///< CNIDeviceInfoFile for this attachment, "" if none
   std::string sysfs_root = "/sys";    ///< plumb config sysfsRoot: fake trees in tests
   std::string bpffs_dir = "/sys/fs/bpf/plumb";  ///< plumb config bpffsDir: node-wide BPF pins (ebpf/loader.hpp)

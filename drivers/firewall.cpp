@@ -71,7 +71,7 @@ undo::FirewallRemove remove_op(const nft::FirewallPod& p) {
   op.container_id = p.container_id;
   op.ifname = p.ifname;
   op.admin_chain = p.admin_chain;
-  for (auto& a : p.addresses) op.addresses.push_back(a.str());
+  op.addresses = p.addresses;
   return op;
 }
 
@@ -105,7 +105,7 @@ Status run_op(Context&, const FirewallRemove& op) {
   p.container_id = op.container_id;
   p.ifname = op.ifname;
   p.admin_chain = op.admin_chain;
-  for (auto& a : op.addresses) p.addresses.push_back(PLUMB_TRY(IpAddr::parse(a)));
+  p.addresses = op.addresses;
   auto removed = nft::firewall_remove(p);
   if (!removed) return std::unexpected(removed.error().within("undo"));
   return {};

@@ -212,7 +212,7 @@ undo::HostDeviceRestore restore_op(const link::LinkInfo& dev, const std::string&
   op.ifname = ifname;
   op.index = dev.index;
   op.mtu_bytes = dev.mtu_bytes;
-  if (dev.mac()) op.mac = dev.mac()->str();
+  op.mac = dev.mac();
   return op;
 }
 
@@ -297,8 +297,7 @@ const Driver kHostDevice = make_driver<HostDeviceConfig, parse_config, host_devi
 namespace undo {
 
 Status run_op(Context& ctx, const HostDeviceRestore& op) {
-  std::optional<Mac> mac;
-  if (op.mac) mac = PLUMB_TRY(Mac::parse(*op.mac));
+  const std::optional<Mac>& mac = op.mac;
   uint32_t mtu_bytes = op.mtu_bytes;
   const std::string what = "return " + op.ifname + " to the node namespace as " + op.name;
 

@@ -74,32 +74,12 @@ IpPrefix host_prefix(const IpAddr& a) { return IpPrefix{a, static_cast<uint8_t>(
 
 std::string rule_text(const IpPrefix& src, uint32_t table) { return src.str() + " " + std::to_string(table); }
 
-undo::SbrRoute to_undo(const route::Route& r) {
-  undo::SbrRoute u;
-  u.dst = r.dst.network().str();
-  if (r.gw) u.gw = r.gw->str();
-  if (r.prefsrc) u.prefsrc = r.prefsrc->str();
-  u.oif = r.oif;
-  u.table = r.table;
-  u.priority = r.priority;
-  u.scope = r.scope;
-  u.protocol = r.protocol;
-  u.type = r.type;
-  return u;
-}
-
-Result<route::Route> from_undo(const undo::SbrRoute& u) {
-  route::Route r;
-  r.dst = PLUMB_TRY(IpPrefix::parse(u.dst));
-  if (u.gw) r.gw = PLUMB_TRY(IpAddr::parse(*u.gw));
-  if (u.prefsrc) r.prefsrc = PLUMB_TRY(IpAddr::parse(*u.prefsrc));
-  r.oif = u.oif;
-  r.table = u.table;
-  r.priority = u.priority;
-  r.scope = static_cast<uint8_t>(u.scope);
-  r.protocol = static_cast<uint8_t>(u.protocol);
-  r.type = static_cast<uint8_t>(u.type);
-  return r;
+/// A main-table route as sbr.restore records it: its destination as a network (the recorded
+/// keys: undo.hpp; its MTU is not among them).
+route::Route recorded_route(const route::Route& r) {
+  route::Route out = r;
+  out.dst = r.dst.network();
+  return out;
 }
 
 /// What the pod namespace holds before sbr: every rule's table and every route's table.
@@ -209,7 +189,7 @@ Result<cni::CniResult> sbr_add(Context& ctx, const SbrConfig& c, const cni::CniR
   for (size_t i = 0; i < ips.size(); ++i) op.rules.push_back(rule_text(host_prefix(ips[i].address.addr), tables[i]));
   op.tables = tables;
   for (auto& r : used.link_routes) {
-    if (!(c.add_source_hints && r.scope == RT_SCOPE_LINK)) op.main_routes.push_back(to_undo(r));
+    if (!(c.add_source_hints && r.scope == RT_SCOPE_LINK)) op.main_routes.push_back(recorded_route(r));
   }
   PLUMB_TRY(undo::will(ctx, op));
   for (size_t i = 0; i < ips.size(); ++i) PLUMB_TRY(route_address(ctx, c, ips[i], l->index, tables[i], used.link_routes));
@@ -261,12 +241,10 @@ Status run_op(Context& ctx, const SbrRestore& op) {
       }
     }
   }
-  for (auto& u : op.main_routes) {
-    auto r = from_undo(u);
-    if (!r) return std::unexpected(r.error().within("undo sbr.restore"));
-    auto l = link::get(*ctx.pod, r->oif);
+  for (const auto& r : op.main_routes) {
+    auto l = link::get(*ctx.pod, r.oif);
     if (!l || !*l) continue;  // the interface is gone, and its routes with it
-    auto st = ensure_route(*ctx.pod, *r);
+    auto st = ensure_route(*ctx.pod, r);
     if (!st && st.error().sys_errno != ENETUNREACH) note(st);
   }
   if (first) return std::unexpected(*first);

@@ -178,7 +178,7 @@ undo::TuningRestore restore_op(const std::string& ifname, const std::vector<Sysc
   undo::TuningRestore op;
   op.ifname = ifname;
   for (auto& s : old_sysctls) op.sysctl[s.key] = s.value;
-  if (c.mac && l.mac()) op.mac = l.mac()->str();
+  if (c.mac && l.mac()) op.mac = *l.mac();
   if (c.mtu_bytes) op.mtu_bytes = l.mtu_bytes;
   if (c.promisc) op.promisc = (l.flags & IFF_PROMISC) != 0;
   if (c.allmulti) op.allmulti = (l.flags & IFF_ALLMULTI) != 0;
@@ -272,7 +272,7 @@ Status run_op(Context& ctx, const TuningRestore& op) {
   auto l = PLUMB_TRY(link::get(*ctx.pod, op.ifname));
   if (!l) return first ? std::unexpected(*first) : Status{};
   link::LinkChange ch;
-  if (op.mac) ch.mac = PLUMB_TRY(Mac::parse(*op.mac));
+  ch.mac = op.mac;
   if (op.mtu_bytes && *op.mtu_bytes != 0) ch.mtu_bytes = *op.mtu_bytes;
   ch.promisc = op.promisc;
   ch.allmulti = op.allmulti;

@@ -1,0 +1,142 @@
+// The typed steps' inverses and applies, the executors, and the undo operations that invert the
+// steps no driver file owns (drivers/steps.hpp).
+#include "drivers/steps.hpp"
+
+#include <cerrno>
+
+#include "engine/kernel/addr.hpp"
+#include "engine/kernel/sysctl.hpp"
+#include "engine/nft/macspoof.hpp"
+#include "engine/nft/nft.hpp"
+
+namespace plumb::drivers::steps {
+namespace {
+
+std::string step_name(const CreateBridge&) { return "create_bridge"; }
+std::string step_name(const AddNodeAddress&) { return "add_node_address"; }
+std::string step_name(const RemoveNodeAddress&) { return "remove_node_address"; }
+std::string step_name(const WriteNodeSysctl&) { return "write_node_sysctl"; }
+std::string step_name(const AddMacspoof&) { return "add_macspoof"; }
+std::string step_name(const AddMasquerade&) { return "add_masquerade"; }
+std::string step_name(const AddPortMappings&) { return "add_port_mappings"; }
+std::string step_name(const FlushConntrack&) { return "flush_conntrack"; }
+
+Result<std::optional<Inverse>> inverse(Context&, const CreateBridge& s) {
+  return Inverse{undo::BridgeDelIfUnused{s.spec.name}, true};
+}
+Result<std::optional<Inverse>> inverse(Context&, const AddNodeAddress& s) {
+  return Inverse{undo::AddrDel{s.ifname, s.prefix}, s.shared};
+}
+Result<std::optional<Inverse>> inverse(Context&, const RemoveNodeAddress& s) {
+  return Inverse{undo::AddrRestore{s.ifname, s.prefix}, true};
+}
+Result<std::optional<Inverse>> inverse(Context&, const WriteNodeSysctl& s) {
+  const std::string was = PLUMB_TRY(sysctl::read(s.key));
+  if (was == s.value) return std::optional<Inverse>{};
+  return Inverse{undo::SysctlRestore{s.key, was}, true};
+}
+Result<std::optional<Inverse>> inverse(Context&, const AddMacspoof& s) {
+  return Inverse{undo::MacspoofDel{s.port, s.mac}, false};
+}
+Result<std::optional<Inverse>> inverse(Context&, const AddMasquerade& s) {
+  return Inverse{undo::MasqDel{s.pod}, false};
+}
+
+Result<std::optional<Inverse>> inverse(Context&, const AddPortMappings& s) {
+  return Inverse{undo::PortmapRemove{s.mappings}, false};
+}
+
+Result<std::optional<Inverse>> inverse(Context&, const FlushConntrack&) { return std::optional<Inverse>{}; }
+
+Status apply(Context& ctx, const CreateBridge& s) {
+  auto st = link::create_bridge(*ctx.node, s.spec);
+  if (!st && st.error().sys_errno != EEXIST) return st;
+  return {};
+}
+Status apply(Context& ctx, const AddNodeAddress& s) {
+  auto st = addr::add(*ctx.node, s.index, s.prefix, s.nodad);
+  if (!st && st.error().sys_errno != EEXIST) return std::unexpected(st.error().within("add " + s.prefix.str() + " to " + s.ifname));
+  return {};
+}
+Status apply(Context& ctx, const RemoveNodeAddress& s) {
+  auto removed = addr::remove(*ctx.node, s.index, s.prefix);
+  if (!removed) return std::unexpected(removed.error().within("remove " + s.prefix.str() + " from " + s.ifname));
+  return {};
+}
+Status apply(Context&, const WriteNodeSysctl& s) { return sysctl::write(s.key, s.value); }
+Status apply(Context&, const AddMacspoof& s) { return nft::add_macspoof(s.port, s.mac, s.owner); }
+Status apply(Context&, const AddMasquerade& s) { return nft::add_masquerade(s.network, s.subnets, s.pod); }
+Status apply(Context&, const AddPortMappings& s) { return nft::add_port_mappings(s.mappings); }
+Status apply(Context&, const FlushConntrack& s) {
+  auto flushed = nft::conntrack::remove_matching(s.filters);
+  if (!flushed) return std::unexpected(flushed.error());
+  return {};
+}
+
+Status apply_step(Context& ctx, const Step& step) {
+  return std::visit([&](const auto& s) { return apply(ctx, s); }, step);
+}
+
+/// The node link `ifname`'s index, or nullopt when it is gone.
+Result<std::optional<int>> node_index(Context& ctx, const std::string& ifname) {
+  if (ctx.node == nullptr) return std::optional<int>{};
+  auto l = PLUMB_TRY(link::get(*ctx.node, ifname));
+  if (!l) return std::optional<int>{};
+  return std::optional<int>(l->index);
+}
+
+}  // namespace
+
+std::string name_of(const Step& step) {
+  return std::visit([](const auto& s) { return step_name(s); }, step);
+}
+
+Result<std::optional<Inverse>> inverse_of(Context& ctx, const Step& step) {
+  return std::visit([&](const auto& s) { return inverse(ctx, s); }, step);
+}
+
+Status JournalExecutor::make(Context& ctx, const Step& step, std::optional<Inverse> inv) {
+  if (inv) PLUMB_TRY(undo::will(ctx, std::move(inv->op), inv->rollback_only));
+  return apply_step(ctx, step);
+}
+
+Status RecordingExecutor::make(Context& ctx, const Step& step, std::optional<Inverse> inv) {
+  made_.push_back({name_of(step), std::move(inv)});
+  return apply_ ? apply_step(ctx, step) : Status{};
+}
+
+Status run(Context& ctx, const Step& step) {
+  auto inv = PLUMB_TRY(inverse_of(ctx, step));
+  if (ctx.executor != nullptr) return ctx.executor->make(ctx, step, std::move(inv));
+  JournalExecutor journal;
+  return journal.make(ctx, step, std::move(inv));
+}
+
+}  // namespace plumb::drivers::steps
+
+namespace plumb::drivers::undo {
+
+Status run_op(Context& ctx, const AddrDel& op) {
+  auto index = PLUMB_TRY(steps::node_index(ctx, op.ifname));
+  if (!index) return {};
+  auto removed = addr::remove(*ctx.node, *index, op.prefix);
+  if (!removed) return std::unexpected(removed.error().within("undo: remove " + op.prefix.str() + " from " + op.ifname));
+  return {};
+}
+
+Status run_op(Context& ctx, const AddrRestore& op) {
+  auto index = PLUMB_TRY(steps::node_index(ctx, op.ifname));
+  if (!index) return {};
+  auto st = addr::add(*ctx.node, *index, op.prefix, /*nodad=*/true);
+  if (!st && st.error().sys_errno != EEXIST) return std::unexpected(st.error().within("undo: put " + op.prefix.str() + " back on " + op.ifname));
+  return {};
+}
+
+Status run_op(Context&, const SysctlRestore& op) {
+  auto st = sysctl::write(op.key, op.value);
+  if (!st && st.error().sys_errno == ENOENT) return {};  // its interface is gone
+  if (!st) return std::unexpected(st.error().within("undo: restore " + op.key));
+  return {};
+}
+
+}  // namespace plumb::drivers::undo

@@ -1,0 +1,139 @@
+// Write-ahead by construction: a driver describes each kernel change as a typed step, and one
+// executor makes it. The journal executor (the default) persists the step's inverse (an undo
+// operation, drivers/undo.hpp) in the attachment's record and only then applies the step; the
+// recording executor keeps the steps and their inverses for tests (and applies them only when
+// asked), so a driver's steps can be asserted without reading the kernel back.
+//
+// A step's apply lives in steps.cpp alone: drivers reach the mutating engine calls of the steps
+// below only through run() (the ctest entry `layering/write_ahead` fails when a driver file calls
+// them or undo::will() itself; the drivers not yet moved to steps are listed there).
+//
+// Adding a kind of change: a struct here (its fields: everything apply and its inverse need), its
+// inverse() and apply() in steps.cpp, an undo operation in undo.hpp if none fits.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "drivers/driver.hpp"
+#include "drivers/undo.hpp"
+#include "engine/base/ip.hpp"
+#include "engine/kernel/link.hpp"
+#include "engine/nft/conntrack.hpp"
+#include "engine/nft/portmap.hpp"
+
+namespace plumb::drivers::steps {
+
+/// Creates bridge spec.name in the node (EEXIST: another ADD made it meanwhile, success).
+/// Inverse: bridge_del_if_unused, rollback only (a shared bridge stays once an ADD completed).
+struct CreateBridge {
+  link::BridgeSpec spec;
+};
+
+/// Adds `prefix` to link `ifname` (ifindex `index`) in the node (EEXIST is success). Inverse:
+/// addr_del; `shared` (the bridge's gateway address, which every pod of the bridge uses): rollback
+/// only.
+struct AddNodeAddress {
+  int index = 0;
+  std::string ifname;
+  IpPrefix prefix;
+  bool nodad = true;
+  bool shared = true;
+};
+
+/// Removes `prefix` from link `ifname` (ifindex `index`) in the node (bridge forceAddress).
+/// Inverse: addr_restore, rollback only (a completed ADD's replacement stays, as the reference).
+struct RemoveNodeAddress {
+  int index = 0;
+  std::string ifname;
+  IpPrefix prefix;
+};
+
+/// Writes node sysctl `key` ('/' separated under /proc/sys) = `value`. Inverse: sysctl_restore
+/// with the value read just before, rollback only; none when it already has `value`.
+struct WriteNodeSysctl {
+  std::string key;
+  std::string value;
+};
+
+/// Adds the MAC spoof check of bridge port `port` (the pod's `mac`, owner "<container>/<ifname>").
+/// Inverse: bridge.macspoof_del.
+struct AddMacspoof {
+  std::string port;
+  Mac mac;
+  std::string owner;
+};
+
+/// Masquerades traffic from `pod` leaving the node, but towards `subnets` (network `network`'s).
+/// Inverse: masq_del.
+struct AddMasquerade {
+  std::string network;
+  std::vector<IpPrefix> subnets;
+  IpAddr pod;
+};
+
+/// Adds an attachment's host port mappings to plumb's nftables maps. Inverse: portmap.remove.
+struct AddPortMappings {
+  nft::PodPortMappings mappings;
+};
+
+/// Deletes the conntrack entries matching `filters` (portmap: stale UDP flows through host ports
+/// just mapped). No inverse: a flow deleted is re-created by its next packet.
+struct FlushConntrack {
+  std::vector<nft::conntrack::Filter> filters;
+};
+
+using Step = std::variant<CreateBridge, AddNodeAddress, RemoveNodeAddress, WriteNodeSysctl, AddMacspoof, AddMasquerade,
+                          AddPortMappings, FlushConntrack>;
+
+/// A step's inverse as the journal records it: nullopt when the step changes nothing.
+struct Inverse {
+  undo::Op op;
+  bool rollback_only = false;
+};
+
+/// The step's name, for messages and recordings ("create_bridge", "add_node_address", ...).
+[[nodiscard]] std::string name_of(const Step& step);
+/// The inverse of `step` as it would be applied now (may read the kernel: a sysctl's previous
+/// value). nullopt: the step would change nothing. Errors: the kernel's, naming what was read.
+[[nodiscard]] Result<std::optional<Inverse>> inverse_of(Context& ctx, const Step& step);
+
+/// What makes a step: persists its inverse, then applies it.
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  /// Makes `step` with inverse `inv` (nullopt: nothing to record). Errors: the journal's write
+  /// (the step is then not applied) or the step's.
+  [[nodiscard]] virtual Status make(Context& ctx, const Step& step, std::optional<Inverse> inv) = 0;
+};
+
+/// The executor of every invocation: undo::will() with the inverse, then the step.
+class JournalExecutor final : public Executor {
+ public:
+  [[nodiscard]] Status make(Context& ctx, const Step& step, std::optional<Inverse> inv) override;
+};
+
+/// Tests: keeps every step with its encoded inverse; applies it (without a journal) only with
+/// `apply`.
+class RecordingExecutor final : public Executor {
+ public:
+  struct Made {
+    std::string step;              ///< name_of(step)
+    std::optional<Inverse> inverse;
+  };
+  explicit RecordingExecutor(bool apply = false) : apply_(apply) {}
+  [[nodiscard]] Status make(Context& ctx, const Step& step, std::optional<Inverse> inv) override;
+  [[nodiscard]] const std::vector<Made>& made() const { return made_; }
+
+ private:
+  bool apply_;
+  std::vector<Made> made_;
+};
+
+/// The one way a migrated driver changes the kernel: the step's inverse computed, then made by
+/// ctx.executor (null: a JournalExecutor). Errors: inverse_of's, the executor's.
+[[nodiscard]] Status run(Context& ctx, const Step& step);
+
+}  // namespace plumb::drivers::steps

@@ -1,0 +1,134 @@
+// The typed steps and their executors (drivers/steps.cpp): each step's inverse as the journal
+// records it (golden JSON, no kernel); a driver run with a RecordingExecutor: its steps and their
+// inverses asserted while the kernel is left untouched (a private node, read only); and the undo
+// operations that invert the steps, run against the kernel.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "drivers/steps.hpp"
+#include "drivers/undo.hpp"
+#include "engine/base/json.hpp"
+#include "engine/netlink/socket.hpp"
+#include "tests/support/driver_harness.hpp"
+#include "tests/support/pod_fixture.hpp"
+#include "tests/support/private_node.hpp"
+
+using namespace plumb;
+
+namespace {
+
+IpPrefix prefix(const char* text) {
+  auto p = IpPrefix::parse(text);
+  REQUIRE(p);
+  return *p;
+}
+
+/// The inverse of `step` as the journal would record it ("" when none), and whether it is
+/// rollback-only.
+std::pair<std::string, bool> recorded(drivers::Context& ctx, const drivers::steps::Step& step) {
+  auto inv = drivers::steps::inverse_of(ctx, step);
+  REQUIRE(inv);
+  if (!*inv) return {"", false};
+  return {json::dump(drivers::undo::encode((*inv)->op)), (*inv)->rollback_only};
+}
+
+}  // namespace
+
+TEST_CASE("each step's inverse: the operation the journal records, rollback-only where the change is shared") {
+  drivers::Context ctx;
+  CHECK(recorded(ctx, drivers::steps::AddNodeAddress{7, "brs", prefix("198.51.100.1/24"), true, true}) ==
+        std::pair<std::string, bool>{R"({"op":"addr_del","ifname":"brs","prefix":"198.51.100.1/24","ifUnknown":"skip"})", true});
+  CHECK(recorded(ctx, drivers::steps::AddNodeAddress{7, "brs", prefix("2001:db8::1/64"), true, false}) ==
+        std::pair<std::string, bool>{R"({"op":"addr_del","ifname":"brs","prefix":"2001:db8::1/64","ifUnknown":"skip"})", false});
+  CHECK(recorded(ctx, drivers::steps::RemoveNodeAddress{7, "brs", prefix("198.51.100.200/24")}) ==
+        std::pair<std::string, bool>{R"({"op":"addr_restore","ifname":"brs","prefix":"198.51.100.200/24","ifUnknown":"skip"})", true});
+  link::BridgeSpec br{"brs", 0, std::nullopt, false};
+  CHECK(recorded(ctx, drivers::steps::CreateBridge{br}) ==
+        std::pair<std::string, bool>{R"({"op":"bridge_del_if_unused","name":"brs"})", true});
+  CHECK(recorded(ctx, drivers::steps::FlushConntrack{}) == std::pair<std::string, bool>{"", false});
+}
+
+TEST_CASE("the undo operations of the steps read back what they wrote; a bad prefix is damage naming the field") {
+  for (const char* text : {R"({"op":"addr_del","ifname":"brs","prefix":"198.51.100.1/24","ifUnknown":"skip"})",
+                           R"({"op":"addr_restore","ifname":"brs","prefix":"2001:db8::1/64","ifUnknown":"skip"})",
+                           R"({"op":"sysctl_restore","key":"net/ipv4/conf/brs/route_localnet","value":"0","ifUnknown":"skip"})"}) {
+    CAPTURE(text);
+    auto v = json::parse(text, "test");
+    REQUIRE(v);
+    auto op = drivers::undo::decode(*v, "rec.json");
+    REQUIRE(op);
+    CHECK(json::dump(drivers::undo::encode(*op)) == text);
+  }
+  auto bad = json::parse(R"({"op":"addr_del","ifname":"brs","prefix":"198.51.100.1/33"})", "test");
+  REQUIRE(bad);
+  auto op = drivers::undo::decode(*bad, "rec.json");
+  REQUIRE_FALSE(op);
+  CHECK(op.error().cni_code == cni_code::kDecode);
+  CHECK(op.error().text().find("rec.json") != std::string::npos);
+  CHECK(op.error().text().find("\"prefix\"") != std::string::npos);
+}
+
+TEST_CASE("portmap with a RecordingExecutor: route_localnet, the mappings and the UDP flush as steps with their inverses; the node untouched") {
+  test::Node node;
+  REQUIRE(test::sh("ip link add brs type bridge && ip link set brs up").exit_code == 0);
+  auto nl = netlink::Socket::open();
+  REQUIRE(nl);
+  drivers::steps::RecordingExecutor rec;
+  drivers::Context ctx;
+  ctx.container_id = "ctr-rec";
+  ctx.ifname = "eth0";
+  ctx.network = "rec-net";
+  ctx.node = &*nl;
+  ctx.executor = &rec;
+  cni::CniResult prev;
+  prev.cni_version = "1.1.0";
+  prev.interfaces = {{"brs", "", std::nullopt, "", "", ""}, {"eth0", "", std::nullopt, "/run/netns/x", "", ""}};
+  prev.ips = {{prefix("198.51.100.5/24"), std::nullopt, 1}};
+  auto conf = json::parse(R"({"type": "portmap", "runtimeConfig": {"portMappings": [
+    {"hostPort": 8053, "containerPort": 53, "protocol": "udp"}]}})", "test");
+  REQUIRE(conf);
+  auto r = test::add_plugin(ctx, *conf, &prev);
+  REQUIRE_MESSAGE(r, r.error().text());
+
+  const auto& made = rec.made();
+  REQUIRE(made.size() == 3);
+  CHECK(made[0].step == "write_node_sysctl");
+  REQUIRE(made[0].inverse);
+  CHECK(json::dump(drivers::undo::encode(made[0].inverse->op)) ==
+        R"({"op":"sysctl_restore","key":"net/ipv4/conf/brs/route_localnet","value":"0","ifUnknown":"skip"})");
+  CHECK(made[0].inverse->rollback_only);
+  CHECK(made[1].step == "add_port_mappings");
+  REQUIRE(made[1].inverse);
+  CHECK(json::dump(drivers::undo::encode(made[1].inverse->op)) ==
+        R"({"op":"portmap.remove","containerID":"ctr-rec","ifname":"eth0","mappings":[{"protocol":"udp","hostPort":8053,)"
+        R"("podIP":"198.51.100.5","containerPort":53}],"snat":["198.51.100.5"],"masqAll":[]})");
+  CHECK_FALSE(made[1].inverse->rollback_only);
+  CHECK(made[2].step == "flush_conntrack");
+  CHECK_FALSE(made[2].inverse);
+  // Recorded, not applied.
+  CHECK(test::read_file("/proc/sys/net/ipv4/conf/brs/route_localnet") == "0\n");
+  CHECK(test::sh("nft list ruleset").out.empty());
+}
+
+TEST_CASE("addr_del, addr_restore and sysctl_restore against the kernel; a link gone is success") {
+  test::Node node;
+  REQUIRE(test::sh("ip link add brs type bridge && ip addr add 198.51.100.1/24 dev brs").exit_code == 0);
+  auto nl = netlink::Socket::open();
+  REQUIRE(nl);
+  drivers::Context ctx;
+  ctx.node = &*nl;
+  auto v4 = [] { return test::sh("ip -4 -o addr show dev brs | awk '{print $4}'").out; };
+  REQUIRE(drivers::undo::run(ctx, drivers::undo::AddrDel{"brs", prefix("198.51.100.1/24")}));
+  CHECK(v4().empty());
+  REQUIRE(drivers::undo::run(ctx, drivers::undo::AddrDel{"brs", prefix("198.51.100.1/24")}));  // gone: success
+  REQUIRE(drivers::undo::run(ctx, drivers::undo::AddrRestore{"brs", prefix("198.51.100.200/24")}));
+  REQUIRE(drivers::undo::run(ctx, drivers::undo::AddrRestore{"brs", prefix("198.51.100.200/24")}));  // there: success
+  CHECK(v4() == "198.51.100.200/24\n");
+  REQUIRE(drivers::undo::run(ctx, drivers::undo::SysctlRestore{"net/ipv4/conf/brs/route_localnet", "1"}));
+  CHECK(test::read_file("/proc/sys/net/ipv4/conf/brs/route_localnet") == "1\n");
+  REQUIRE(test::sh("ip link del brs").exit_code == 0);
+  CHECK(drivers::undo::run(ctx, drivers::undo::AddrRestore{"brs", prefix("198.51.100.200/24")}));
+  CHECK(drivers::undo::run(ctx, drivers::undo::SysctlRestore{"net/ipv4/conf/brs/route_localnet", "0"}));
+}
