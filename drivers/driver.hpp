@@ -51,6 +51,14 @@ class Executor;
 /// CNI_ARGS as (key, value) pairs, in order.
 using CniArgs = std::vector<std::pair<std::string, std::string>>;
 
+/// Settings of plumb's config that a driver's parse copies into its typed config (what its add
+/// reads; paths only: parse reads no file).
+struct DriverSettings {
+  /// plumb config tuningAllowlist: the reference tuning plugin's sysctl allowlist (one regular
+  /// expression a line; a missing file allows every net/ key)
+  std::string tuning_allowlist = "/etc/cni/tuning/allowlist.conf";
+};
+
 /// What parse may use besides the plugin's JSON (nothing from the kernel or the disk).
 struct ParseInput {
   std::string network;    ///< the network's CNI name: errors name keys as "<network>.<key>"
@@ -61,6 +69,7 @@ struct ParseInput {
   cni::PluginSearch plugin_search = {};
   /// How the cluster IPAM reaches whereabouts' pools in the Kubernetes API (plumb's credentials).
   ipam::ClusterAccess ipam_cluster = {};
+  DriverSettings settings = {};
 };
 
 /// A plugin's "ipam", parsed once with the rest of its config. Drivers hand it to run_ipam()
@@ -112,9 +121,6 @@ struct Context {
   std::string sysfs_root = "/sys";    ///< plumb config sysfsRoot: fake trees in tests
   std::string bpffs_dir = "/sys/fs/bpf/plumb";  ///< plumb config bpffsDir: node-wide BPF pins (ebpf/loader.hpp)
   std::string state_dir;              ///< plumb config stateDir (per-VF allocation records live under it)
-  /// plumb config tuningAllowlist: the reference tuning plugin's sysctl allowlist (one regular
-  /// expression a line; a missing file allows every net/ key)
-  std::string tuning_allowlist = "/etc/cni/tuning/allowlist.conf";
   /// IPAMClaims (spec 8): the owner the IPAM holds this attachment's addresses for instead of
   /// container+ifname ("" = the container), and the claim's status.ips to re-use.
   std::string ipam_owner;

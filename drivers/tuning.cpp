@@ -41,6 +41,7 @@ struct TuningConfig : Config {
   std::optional<bool> promisc;
   std::optional<bool> allmulti;
   std::optional<uint32_t> txqlen;
+  std::string allowlist;  ///< the sysctl allowlist file (DriverSettings::tuning_allowlist)
 };
 
 /// Normalises a sysctl key of the config: sysctl(8) separators ('.' form converted to '/'), the
@@ -109,6 +110,7 @@ Status parse_sysctls(const json::Value& sc, const std::string& where, const std:
 
 Result<TuningConfig> parse_config(const json::Value& conf, const ParseInput& in) {
   TuningConfig c;
+  c.allowlist = in.settings.tuning_allowlist;
   const std::string& where = in.network;
   if (const json::Value* sc = PLUMB_TRY(json::get_object(conf, "sysctl", where))) PLUMB_TRY(parse_sysctls(*sc, where, in.ifname, c.sysctls));
   PLUMB_TRY(parse_link_keys(conf, where, c));
@@ -190,7 +192,7 @@ Result<cni::CniResult> tuning_add(Context& ctx, const TuningConfig& c, const cni
   if (prev == nullptr) {
     return fail(cni_code::kInvalidConfig, ctx.network + ": tuning must be chained after a plugin that creates the interface (no prevResult)");
   }
-  PLUMB_TRY(check_allowlist(ctx.tuning_allowlist, ctx.network, c.sysctls));
+  PLUMB_TRY(check_allowlist(c.allowlist, ctx.network, c.sysctls));
   auto l = PLUMB_TRY(link::get(*ctx.pod, ctx.ifname));
   if (!l) return fail(cni_code::kKernel, ctx.network + ": tuning: interface " + ctx.ifname + " not found in " + ctx.netns_path);
 
