@@ -13,7 +13,6 @@
 // a veth "<bridge>.<vlan>" whose peer is a port of the bridge in that VLAN. A kernel without
 // bridge VLAN filtering fails such an ADD with kKernelFeature.
 #include <net/if.h>
-
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -25,10 +24,10 @@
 #include "engine/kernel/addr.hpp"
 #include "engine/kernel/bridge_port.hpp"
 #include "engine/kernel/link.hpp"
+#include "engine/kernel/netconf.hpp"
+#include "engine/kernel/route.hpp"
 #include "engine/nft/macspoof.hpp"
 #include "engine/nft/nft.hpp"
-#include "engine/kernel/route.hpp"
-#include "engine/kernel/netconf.hpp"
 
 namespace plumb::drivers {
 namespace {
@@ -284,7 +283,8 @@ Result<cni::CniResult> bridge_add(Context& ctx, const BridgeConfig& c, const cni
   PLUMB_TRY(setup_port(ctx, c, br, host_link, c.vlan, c.trunk_vids, true));
   if (c.macspoofchk) {
     if (!pod_link.mac()) return fail(cni_code::kKernel, "macspoofchk: " + ctx.ifname + " has no Ethernet MAC");
-    PLUMB_TRY(steps::run(ctx, steps::AddMacspoof{host_link.name, *pod_link.mac(), ctx.container_id + "/" + ctx.ifname}));
+    PLUMB_TRY(
+        steps::run(ctx, steps::AddMacspoof{host_link.name, *pod_link.mac(), ctx.container_id + "/" + ctx.ifname}));
   }
 
   cni::CniResult r = PLUMB_TRY(run_ipam(ctx, c.ipam, release_registered));

@@ -3,20 +3,19 @@
 #include <sys/random.h>
 #include <sys/socket.h>
 
-#include <cerrno>
-
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 
 #include "drivers/driver.hpp"
 #include "drivers/registry.hpp"
 #include "drivers/steps.hpp"
 #include "drivers/undo.hpp"
+#include "engine/base/netns.hpp"
 #include "engine/devinfo/devinfo.hpp"
 #include "engine/kernel/addr.hpp"
 #include "engine/kernel/announce.hpp"
 #include "engine/kernel/link.hpp"
-#include "engine/base/netns.hpp"
 #include "engine/kernel/route.hpp"
 #include "engine/kernel/sysctl.hpp"
 #include "engine/nft/nft.hpp"

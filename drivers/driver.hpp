@@ -120,7 +120,7 @@ struct Context {
   std::string device_info_file;       ///< CNIDeviceInfoFile for this attachment, "" if none
   std::string sysfs_root = "/sys";    ///< plumb config sysfsRoot: fake trees in tests
   std::string bpffs_dir = "/sys/fs/bpf/plumb";  ///< plumb config bpffsDir: node-wide BPF pins (ebpf/loader.hpp)
-  std::string state_dir;              ///< plumb config stateDir (per-VF allocation records live under it)
+  std::string state_dir;                        ///< plumb config stateDir (per-VF allocation records live under it)
   /// IPAMClaims (spec 8): the owner the IPAM holds this attachment's addresses for instead of
   /// container+ifname ("" = the container), and the claim's status.ips to re-use.
   std::string ipam_owner;

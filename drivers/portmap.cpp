@@ -38,6 +38,8 @@
 // UDP: after the mappings are installed, conntrack entries of UDP flows to the host ports are
 // flushed (they would keep their old binding); on removal, the pod's UDP flows through its host
 // ports are flushed.
+#include "engine/nft/portmap.hpp"
+
 #include <netinet/in.h>
 #include <strings.h>
 #include <sys/socket.h>
@@ -49,9 +51,8 @@
 #include "drivers/undo.hpp"
 #include "engine/kernel/addr.hpp"
 #include "engine/kernel/link.hpp"
-#include "engine/nft/conntrack.hpp"
-#include "engine/nft/portmap.hpp"
 #include "engine/kernel/sysctl.hpp"
+#include "engine/nft/conntrack.hpp"
 
 namespace plumb::drivers {
 namespace {

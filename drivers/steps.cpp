@@ -55,7 +55,8 @@ Status apply(Context& ctx, const CreateBridge& s) {
 }
 Status apply(Context& ctx, const AddNodeAddress& s) {
   auto st = addr::add(*ctx.node, s.index, s.prefix, s.nodad);
-  if (!st && st.error().sys_errno != EEXIST) return std::unexpected(st.error().within("add " + s.prefix.str() + " to " + s.ifname));
+  if (!st && st.error().sys_errno != EEXIST)
+    return std::unexpected(st.error().within("add " + s.prefix.str() + " to " + s.ifname));
   return {};
 }
 Status apply(Context& ctx, const RemoveNodeAddress& s) {
@@ -120,7 +121,8 @@ Status run_op(Context& ctx, const AddrDel& op) {
   auto index = PLUMB_TRY(steps::node_index(ctx, op.ifname));
   if (!index) return {};
   auto removed = addr::remove(*ctx.node, *index, op.prefix);
-  if (!removed) return std::unexpected(removed.error().within("undo: remove " + op.prefix.str() + " from " + op.ifname));
+  if (!removed)
+    return std::unexpected(removed.error().within("undo: remove " + op.prefix.str() + " from " + op.ifname));
   return {};
 }
 
@@ -128,7 +130,8 @@ Status run_op(Context& ctx, const AddrRestore& op) {
   auto index = PLUMB_TRY(steps::node_index(ctx, op.ifname));
   if (!index) return {};
   auto st = addr::add(*ctx.node, *index, op.prefix, /*nodad=*/true);
-  if (!st && st.error().sys_errno != EEXIST) return std::unexpected(st.error().within("undo: put " + op.prefix.str() + " back on " + op.ifname));
+  if (!st && st.error().sys_errno != EEXIST)
+    return std::unexpected(st.error().within("undo: put " + op.prefix.str() + " back on " + op.ifname));
   return {};
 }
 

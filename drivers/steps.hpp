@@ -120,7 +120,7 @@ class JournalExecutor final : public Executor {
 class RecordingExecutor final : public Executor {
  public:
   struct Made {
-    std::string step;              ///< name_of(step)
+    std::string step;  ///< name_of(step)
     std::optional<Inverse> inverse;
   };
   explicit RecordingExecutor(bool apply = false) : apply_(apply) {}

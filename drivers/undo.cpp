@@ -43,13 +43,24 @@ template <class V>
 void engine_fields(V& v, nft::PortMapping& m) {
   L4ProtoName proto{&m.l4proto};
   NonEmptyText conditions{&m.condition_class};
-  v("protocol", proto); v("hostIP", m.host_ip); v("hostPort", m.host_port); v("podIP", m.pod_ip);
-  v("containerPort", m.container_port); v("conditions", conditions);
+  v("protocol", proto);
+  v("hostIP", m.host_ip);
+  v("hostPort", m.host_port);
+  v("podIP", m.pod_ip);
+  v("containerPort", m.container_port);
+  v("conditions", conditions);
 }
 template <class V>
 void engine_fields(V& v, route::Route& r) {
-  v("dst", r.dst); v("gw", r.gw); v("prefsrc", r.prefsrc); v("oif", r.oif); v("table", r.table); v("priority", r.priority);
-  v("scope", r.scope); v("protocol", r.protocol); v("type", r.type);
+  v("dst", r.dst);
+  v("gw", r.gw);
+  v("prefsrc", r.prefsrc);
+  v("oif", r.oif);
+  v("table", r.table);
+  v("priority", r.priority);
+  v("scope", r.scope);
+  v("protocol", r.protocol);
+  v("type", r.type);
 }
 template <class T>
 concept EngineRecord = std::is_same_v<T, nft::PortMapping> || std::is_same_v<T, route::Route>;
@@ -167,10 +178,14 @@ class Reader {
     } else if constexpr (std::is_same_v<T, L4ProtoName>) {
       if (!v.IsString()) return bad(key, "a string");
       const std::string_view name(v.GetString(), v.GetStringLength());
-      if (name == "tcp") *out.value = IPPROTO_TCP;
-      else if (name == "udp") *out.value = IPPROTO_UDP;
-      else if (name == "sctp") *out.value = IPPROTO_SCTP;
-      else return bad(key, "\"tcp\", \"udp\" or \"sctp\"");
+      if (name == "tcp")
+        *out.value = IPPROTO_TCP;
+      else if (name == "udp")
+        *out.value = IPPROTO_UDP;
+      else if (name == "sctp")
+        *out.value = IPPROTO_SCTP;
+      else
+        return bad(key, "\"tcp\", \"udp\" or \"sctp\"");
     } else if constexpr (SmallUint<T>) {
       if (!v.IsUint() || v.GetUint() > std::numeric_limits<T>::max()) {
         return bad(key, "an integer in 0.." + std::to_string(std::numeric_limits<T>::max()));

@@ -108,7 +108,10 @@ struct PortmapRemove {
   static constexpr std::string_view kName = "portmap.remove";
   nft::PodPortMappings pm;
   template <class V> void fields(V& v) {
-    v("containerID", pm.container_id); v("ifname", pm.ifname); v("mappings", pm.mappings); v("snat", pm.snat_pods);
+    v("containerID", pm.container_id);
+    v("ifname", pm.ifname);
+    v("mappings", pm.mappings);
+    v("snat", pm.snat_pods);
     v("masqAll", pm.masq_all_pods);
   }
 };
@@ -141,9 +144,9 @@ struct BandwidthRemove {
 /// "table", "priority", "scope", "protocol", "type"}] (route::Route's fields).
 struct SbrRestore {
   static constexpr std::string_view kName = "sbr.restore";
-  std::vector<std::string> rules;          ///< "<src>/<len> <table>" of each rule added
-  std::vector<uint32_t> tables;            ///< tables sbr filled (emptied)
-  std::vector<route::Route> main_routes;   ///< routes removed from the main table
+  std::vector<std::string> rules;         ///< "<src>/<len> <table>" of each rule added
+  std::vector<uint32_t> tables;           ///< tables sbr filled (emptied)
+  std::vector<route::Route> main_routes;  ///< routes removed from the main table
   template <class V> void fields(V& v) { v("rules", rules); v("tables", tables); v("mainRoutes", main_routes); }
 };
 
@@ -183,7 +186,11 @@ struct AddrDel {
   static constexpr bool kSkipIfUnknown = true;  ///< depends on nothing recorded before it
   std::string ifname;
   IpPrefix prefix;
-  template <class V> void fields(V& v) { v("ifname", ifname); v("prefix", prefix); }
+  template <class V>
+  void fields(V& v) {
+    v("ifname", ifname);
+    v("prefix", prefix);
+  }
 };
 
 /// Put address `prefix` back on link `ifname` in the node (bridge forceAddress: the address an ADD
@@ -193,7 +200,11 @@ struct AddrRestore {
   static constexpr bool kSkipIfUnknown = true;
   std::string ifname;
   IpPrefix prefix;
-  template <class V> void fields(V& v) { v("ifname", ifname); v("prefix", prefix); }
+  template <class V>
+  void fields(V& v) {
+    v("ifname", ifname);
+    v("prefix", prefix);
+  }
 };
 
 /// Put node sysctl `key` ('/' separated under /proc/sys) back to `value` (portmap's
@@ -204,7 +215,11 @@ struct SysctlRestore {
   static constexpr bool kSkipIfUnknown = true;
   std::string key;
   std::string value;
-  template <class V> void fields(V& v) { v("key", key); v("value", value); }
+  template <class V>
+  void fields(V& v) {
+    v("key", key);
+    v("value", value);
+  }
 };
 
 /// The fields every VF operation carries: which driver and whose VF. The operation runs only
@@ -275,10 +290,10 @@ struct DelegateEndProcess {
   template <class V> void fields(V& v) { v("pid", pid); v("startTime", start_time); }
 };
 
-using Op = std::variant<LinkDel, BridgeDelIfUnused, IpamRelease, MasqDel, DevinfoRemove, TuningRestore, HostDeviceRestore,
-                        PortmapRemove, BandwidthRemove, VfRelease, VfRestore, VfReturnNetdev, RdmaReturn, SbrRestore,
-                        FirewallRemove, VrfRelease, MacspoofDel, DelegateDel, DelegateEndProcess, AddrDel, AddrRestore,
-                        SysctlRestore>;
+using Op = std::variant<LinkDel, BridgeDelIfUnused, IpamRelease, MasqDel, DevinfoRemove, TuningRestore,
+                        HostDeviceRestore, PortmapRemove, BandwidthRemove, VfRelease, VfRestore, VfReturnNetdev,
+                        RdmaReturn, SbrRestore, FirewallRemove, VrfRelease, MacspoofDel, DelegateDel,
+                        DelegateEndProcess, AddrDel, AddrRestore, SysctlRestore>;
 
 /// The operation's JSON name: kName, or "<driver>.<verb>" for VF operations.
 [[nodiscard]] std::string name_of(const Op& op);

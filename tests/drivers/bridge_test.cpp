@@ -5,10 +5,9 @@
 // preserveDefaultVlan with real VLAN filtering and the VLAN gateway interface (full-kernel tier).
 #include <doctest/doctest.h>
 
-#include <csignal>
-
 #include <algorithm>
 #include <array>
+#include <csignal>
 #include <tuple>
 #include <vector>
 
@@ -307,26 +306,31 @@ FULL_KERNEL_CASE("bridge vlan with isGateway: the gateway address is on <bridge>
   CHECK(no_records(fx));
 }
 
-TEST_CASE("bridge forceAddress and isGateway on a node's bridge: a SIGKILL after any intent, then DEL, leaves its addresses as they were") {
+TEST_CASE(
+    "bridge forceAddress and isGateway on a node's bridge: a SIGKILL after any intent, then DEL, leaves its addresses "
+    "as they were") {
   Node node;
   PodFixture fx(node);
-  REQUIRE(sh("ip link add brt type bridge && ip addr add 198.51.100.200/24 dev brt && ip link set brt up").exit_code == 0);
+  REQUIRE(sh("ip link add brt type bridge && ip addr add 198.51.100.200/24 dev brt && ip link set brt up").exit_code ==
+          0);
   auto v4_of_brt = [] {
     std::vector<std::string> out;
     auto d = ip_json("-4 addr show dev brt");
-    for (auto& a : d[0]["addr_info"].GetArray()) out.push_back(std::string(a["local"].GetString()) + "/" + std::to_string(a["prefixlen"].GetInt()));
+    for (auto& a : d[0]["addr_info"].GetArray())
+      out.push_back(std::string(a["local"].GetString()) + "/" + std::to_string(a["prefixlen"].GetInt()));
     return out;
   };
   const auto before = v4_of_brt();
   REQUIRE(before == std::vector<std::string>{"198.51.100.200/24"});
-  fx.add_nad("default", "kill-net", bridge_nad(R"("isGateway": true, "forceAddress": true, "ipMasq": true)", "198.51.100.5/24"));
+  fx.add_nad("default", "kill-net",
+             bridge_nad(R"("isGateway": true, "forceAddress": true, "ipMasq": true)", "198.51.100.5/24"));
   fx.add_pod("default", "kill", R"([{"name": "kill-net", "interface": "net1"}])");
   const std::string pod = node.add_netns("kill");
   unsigned killed = 0;
   for (unsigned step = 1; step < 20; ++step) {
     CAPTURE(step);
-    Proc add = fx.run_with(plumb_faulty_binary(), {{"PLUMB_FAULT_AFTER_STEP", std::to_string(step)}}, "ADD", "ctr-kill", pod,
-                           "default", "kill", fx.config());
+    Proc add = fx.run_with(plumb_faulty_binary(), {{"PLUMB_FAULT_AFTER_STEP", std::to_string(step)}}, "ADD", "ctr-kill",
+                           pod, "default", "kill", fx.config());
     if (add.exit_code == 0) {  // past the last intent: forceAddress replaced the address, which stays (shared bridge)
       CHECK(v4_of_brt() == std::vector<std::string>{"198.51.100.1/24"});
       REQUIRE(fx.run("DEL", "ctr-kill", pod, "default", "kill", fx.config()).exit_code == 0);

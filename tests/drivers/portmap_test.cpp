@@ -487,8 +487,8 @@ TEST_CASE("route_localnet on a node's bridge: a SIGKILL after any intent of the 
   unsigned killed = 0;
   for (unsigned step = 1; step < 30; ++step) {
     CAPTURE(step);
-    Proc add = fx.run_with(plumb::test::plumb_faulty_binary(), {{"PLUMB_FAULT_AFTER_STEP", std::to_string(step)}}, "ADD",
-                           "ctr-kill", pod, "default", "kill", conf);
+    Proc add = fx.run_with(plumb::test::plumb_faulty_binary(), {{"PLUMB_FAULT_AFTER_STEP", std::to_string(step)}},
+                           "ADD", "ctr-kill", pod, "default", "kill", conf);
     if (add.exit_code == 0) {  // past the last intent: a completed attachment keeps it (the bridge is shared)
       CHECK(plumb::test::read_file(localnet) == "1\n");
       REQUIRE(fx.run("DEL", "ctr-kill", pod, "default", "kill", conf).exit_code == 0);

@@ -2,12 +2,13 @@
 // records it (golden JSON, no kernel); a driver run with a RecordingExecutor: its steps and their
 // inverses asserted while the kernel is left untouched (a private node, read only); and the undo
 // operations that invert the steps, run against the kernel.
+#include "drivers/steps.hpp"
+
 #include <doctest/doctest.h>
 
 #include <string>
 #include <vector>
 
-#include "drivers/steps.hpp"
 #include "drivers/undo.hpp"
 #include "engine/base/json.hpp"
 #include "engine/netlink/socket.hpp"
@@ -39,11 +40,14 @@ std::pair<std::string, bool> recorded(drivers::Context& ctx, const drivers::step
 TEST_CASE("each step's inverse: the operation the journal records, rollback-only where the change is shared") {
   drivers::Context ctx;
   CHECK(recorded(ctx, drivers::steps::AddNodeAddress{7, "brs", prefix("198.51.100.1/24"), true, true}) ==
-        std::pair<std::string, bool>{R"({"op":"addr_del","ifname":"brs","prefix":"198.51.100.1/24","ifUnknown":"skip"})", true});
+        std::pair<std::string, bool>{
+            R"({"op":"addr_del","ifname":"brs","prefix":"198.51.100.1/24","ifUnknown":"skip"})", true});
   CHECK(recorded(ctx, drivers::steps::AddNodeAddress{7, "brs", prefix("2001:db8::1/64"), true, false}) ==
-        std::pair<std::string, bool>{R"({"op":"addr_del","ifname":"brs","prefix":"2001:db8::1/64","ifUnknown":"skip"})", false});
+        std::pair<std::string, bool>{R"({"op":"addr_del","ifname":"brs","prefix":"2001:db8::1/64","ifUnknown":"skip"})",
+                                     false});
   CHECK(recorded(ctx, drivers::steps::RemoveNodeAddress{7, "brs", prefix("198.51.100.200/24")}) ==
-        std::pair<std::string, bool>{R"({"op":"addr_restore","ifname":"brs","prefix":"198.51.100.200/24","ifUnknown":"skip"})", true});
+        std::pair<std::string, bool>{
+            R"({"op":"addr_restore","ifname":"brs","prefix":"198.51.100.200/24","ifUnknown":"skip"})", true});
   link::BridgeSpec br{"brs", 0, std::nullopt, false};
   CHECK(recorded(ctx, drivers::steps::CreateBridge{br}) ==
         std::pair<std::string, bool>{R"({"op":"bridge_del_if_unused","name":"brs"})", true});
@@ -51,9 +55,10 @@ TEST_CASE("each step's inverse: the operation the journal records, rollback-only
 }
 
 TEST_CASE("the undo operations of the steps read back what they wrote; a bad prefix is damage naming the field") {
-  for (const char* text : {R"({"op":"addr_del","ifname":"brs","prefix":"198.51.100.1/24","ifUnknown":"skip"})",
-                           R"({"op":"addr_restore","ifname":"brs","prefix":"2001:db8::1/64","ifUnknown":"skip"})",
-                           R"({"op":"sysctl_restore","key":"net/ipv4/conf/brs/route_localnet","value":"0","ifUnknown":"skip"})"}) {
+  for (const char* text :
+       {R"({"op":"addr_del","ifname":"brs","prefix":"198.51.100.1/24","ifUnknown":"skip"})",
+        R"({"op":"addr_restore","ifname":"brs","prefix":"2001:db8::1/64","ifUnknown":"skip"})",
+        R"({"op":"sysctl_restore","key":"net/ipv4/conf/brs/route_localnet","value":"0","ifUnknown":"skip"})"}) {
     CAPTURE(text);
     auto v = json::parse(text, "test");
     REQUIRE(v);
@@ -70,7 +75,9 @@ TEST_CASE("the undo operations of the steps read back what they wrote; a bad pre
   CHECK(op.error().text().find("\"prefix\"") != std::string::npos);
 }
 
-TEST_CASE("portmap with a RecordingExecutor: route_localnet, the mappings and the UDP flush as steps with their inverses; the node untouched") {
+TEST_CASE(
+    "portmap with a RecordingExecutor: route_localnet, the mappings and the UDP flush as steps with their inverses; "
+    "the node untouched") {
   test::Node node;
   REQUIRE(test::sh("ip link add brs type bridge && ip link set brs up").exit_code == 0);
   auto nl = netlink::Socket::open();
@@ -87,7 +94,8 @@ TEST_CASE("portmap with a RecordingExecutor: route_localnet, the mappings and th
   prev.interfaces = {{"brs", "", std::nullopt, "", "", ""}, {"eth0", "", std::nullopt, "/run/netns/x", "", ""}};
   prev.ips = {{prefix("198.51.100.5/24"), std::nullopt, 1}};
   auto conf = json::parse(R"({"type": "portmap", "runtimeConfig": {"portMappings": [
-    {"hostPort": 8053, "containerPort": 53, "protocol": "udp"}]}})", "test");
+    {"hostPort": 8053, "containerPort": 53, "protocol": "udp"}]}})",
+                          "test");
   REQUIRE(conf);
   auto r = test::add_plugin(ctx, *conf, &prev);
   REQUIRE_MESSAGE(r, r.error().text());
@@ -101,9 +109,10 @@ TEST_CASE("portmap with a RecordingExecutor: route_localnet, the mappings and th
   CHECK(made[0].inverse->rollback_only);
   CHECK(made[1].step == "add_port_mappings");
   REQUIRE(made[1].inverse);
-  CHECK(json::dump(drivers::undo::encode(made[1].inverse->op)) ==
-        R"({"op":"portmap.remove","containerID":"ctr-rec","ifname":"eth0","mappings":[{"protocol":"udp","hostPort":8053,)"
-        R"("podIP":"198.51.100.5","containerPort":53}],"snat":["198.51.100.5"],"masqAll":[]})");
+  CHECK(
+      json::dump(drivers::undo::encode(made[1].inverse->op)) ==
+      R"({"op":"portmap.remove","containerID":"ctr-rec","ifname":"eth0","mappings":[{"protocol":"udp","hostPort":8053,)"
+      R"("podIP":"198.51.100.5","containerPort":53}],"snat":["198.51.100.5"],"masqAll":[]})");
   CHECK_FALSE(made[1].inverse->rollback_only);
   CHECK(made[2].step == "flush_conntrack");
   CHECK_FALSE(made[2].inverse);

@@ -3,8 +3,11 @@
 // malformed one is damage (kDecode); both name the record file and the operation. And a link
 // deletion bound to a link group, against the kernel in a private node. Unwinding a record
 // (drivers/undo_run.cpp) keeps what a newer plumb wrote, as its "ifUnknown" says.
-#include <doctest/doctest.h>
+#include "drivers/undo.hpp"
 
+#include <doctest/doctest.h>
+#include <rapidjson/prettywriter.h>
+#include <rapidjson/stringbuffer.h>
 #include <stdlib.h>
 
 #include <filesystem>
@@ -13,10 +16,6 @@
 #include <string>
 #include <vector>
 
-#include <rapidjson/prettywriter.h>
-#include <rapidjson/stringbuffer.h>
-
-#include "drivers/undo.hpp"
 #include "engine/base/json.hpp"
 #include "engine/kernel/link.hpp"
 #include "engine/state/state.hpp"
@@ -183,7 +182,8 @@ using test::Proc;
 std::string v3_fixture(const std::string& rel) { return std::string(test::fixtures_dir()) + "/state-v3/" + rel; }
 
 std::string replace_all(std::string s, const std::string& from, const std::string& to) {
-  for (size_t pos = 0; (pos = s.find(from, pos)) != std::string::npos; pos += to.size()) s.replace(pos, from.size(), to);
+  for (size_t pos = 0; (pos = s.find(from, pos)) != std::string::npos; pos += to.size())
+    s.replace(pos, from.size(), to);
   return s;
 }
 
@@ -197,21 +197,28 @@ struct V3Pod {
     REQUIRE(test::sh("ip link add mst0 address 02:cc:00:00:00:01 type veth peer name mst0p").exit_code == 0);
     test::write_file(fx.default_conflist(), R"({"cniVersion": "1.0.0", "name": "default-net", "plugins": [
       {"type": "bridge", "bridge": "plumb0", "isGateway": true, "isDefaultGateway": true, "ipMasq": true, "hairpinMode": true,
-       "macspoofchk": true, "mac": "02:00:00:00:0d:01", "ipam": )" + ipam("203.0.113.0/24") + R"(},
+       "macspoofchk": true, "mac": "02:00:00:00:0d:01", "ipam": )" +
+                                                ipam("203.0.113.0/24") + R"(},
       {"type": "tuning", "sysctl": {"net.ipv4.conf.IFNAME.arp_filter": "1"}, "mtu": 1400, "promisc": true},
       {"type": "portmap", "capabilities": {"portMappings": true}},
       {"type": "bandwidth", "capabilities": {"bandwidth": true}},
       {"type": "firewall"}]})");
-    fx.add_nad("default", "pt", R"({"cniVersion": "1.0.0", "name": "pt", "plugins": [
-      {"type": "ptp", "ipMasq": true, "mac": "02:00:00:00:0d:02", "ipam": )" + ipam("198.51.100.0/25") + R"(},
+    fx.add_nad("default", "pt",
+               R"({"cniVersion": "1.0.0", "name": "pt", "plugins": [
+      {"type": "ptp", "ipMasq": true, "mac": "02:00:00:00:0d:02", "ipam": )" +
+                   ipam("198.51.100.0/25") + R"(},
       {"type": "sbr", "table": 4242}]})");
-    fx.add_nad("default", "mv", R"({"cniVersion": "1.0.0", "type": "macvlan", "master": "mst0", "mode": "bridge",
-      "mac": "02:00:00:00:0d:03", "ipam": )" + ipam("198.51.100.128/25") + "}");
-    fx.add_nad("default", "tp", R"({"cniVersion": "1.0.0", "type": "tap", "mac": "02:00:00:00:0d:04", "ipam": )" +
-                                    ipam("192.0.2.0/26") + "}");
+    fx.add_nad("default", "mv",
+               R"({"cniVersion": "1.0.0", "type": "macvlan", "master": "mst0", "mode": "bridge",
+      "mac": "02:00:00:00:0d:03", "ipam": )" +
+                   ipam("198.51.100.128/25") + "}");
+    fx.add_nad(
+        "default", "tp",
+        R"({"cniVersion": "1.0.0", "type": "tap", "mac": "02:00:00:00:0d:04", "ipam": )" + ipam("192.0.2.0/26") + "}");
   }
   std::string ipam(const std::string& subnet) const {
-    return R"({"type": "host-local", "dataDir": ")" + fx.ipam_dir() + R"(", "ranges": [[{"subnet": ")" + subnet + R"("}]]})";
+    return R"({"type": "host-local", "dataDir": ")" + fx.ipam_dir() + R"(", "ranges": [[{"subnet": ")" + subnet +
+           R"("}]]})";
   }
   std::string config() const {
     return fx.config(R"("runtimeConfig": {"portMappings": [{"hostPort": 8080, "containerPort": 80, "protocol": "tcp"}],
@@ -265,13 +272,16 @@ void install_v3_undo(const V3Pod& v) {
     const std::string path = v.records() + "/" + name;
     auto rec = state::decode(test::read_file(path), path);
     REQUIRE(rec);
-    auto old_undo = list(replace_all(test::read_file(v3_fixture("complete/" + name + ".undo")), "@NODE@", v.node.dir()));
+    auto old_undo =
+        list(replace_all(test::read_file(v3_fixture("complete/" + name + ".undo")), "@NODE@", v.node.dir()));
     const json::Value& fresh_undo = rec->undo;
     std::vector<bool> used(fresh_undo.Size(), false);
     for (rapidjson::SizeType i = 0; i < old_undo.Size(); ++i) {
       REQUIRE(drivers::undo::decode(old_undo[i], "fixture " + name));  // this plumb reads every operation
       rapidjson::SizeType j = 0;
-      while (j < fresh_undo.Size() && (used[j] || std::string(old_undo[i]["op"].GetString()) != fresh_undo[j]["op"].GetString())) ++j;
+      while (j < fresh_undo.Size() &&
+             (used[j] || std::string(old_undo[i]["op"].GetString()) != fresh_undo[j]["op"].GetString()))
+        ++j;
       INFO("record ", name, " operation ", old_undo[i]["op"].GetString());
       REQUIRE(j < fresh_undo.Size());
       used[j] = true;
