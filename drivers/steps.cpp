@@ -20,6 +20,8 @@ std::string step_name(const AddMacspoof&) { return "add_macspoof"; }
 std::string step_name(const AddMasquerade&) { return "add_masquerade"; }
 std::string step_name(const AddPortMappings&) { return "add_port_mappings"; }
 std::string step_name(const FlushConntrack&) { return "flush_conntrack"; }
+std::string step_name(const CreatePodLink&) { return "create_pod_link"; }
+std::string step_name(const WritePodSysctl&) { return "write_pod_sysctl"; }
 
 Result<std::optional<Inverse>> inverse(Context&, const CreateBridge& s) {
   return Inverse{undo::BridgeDelIfUnused{s.spec.name}, true};
@@ -47,6 +49,10 @@ Result<std::optional<Inverse>> inverse(Context&, const AddPortMappings& s) {
 }
 
 Result<std::optional<Inverse>> inverse(Context&, const FlushConntrack&) { return std::optional<Inverse>{}; }
+Result<std::optional<Inverse>> inverse(Context&, const CreatePodLink& s) {
+  return Inverse{undo::LinkDel{"pod", s.ifname, s.group}, false};
+}
+Result<std::optional<Inverse>> inverse(Context&, const WritePodSysctl&) { return std::optional<Inverse>{}; }
 
 Status apply(Context& ctx, const CreateBridge& s) {
   auto st = link::create_bridge(*ctx.node, s.spec);
@@ -72,6 +78,19 @@ Status apply(Context&, const FlushConntrack& s) {
   auto flushed = nft::conntrack::remove_matching(s.filters);
   if (!flushed) return std::unexpected(flushed.error());
   return {};
+}
+
+Status create_link(netlink::Socket& nl, const std::string& ifname, const DummyLink&) { return link::create_dummy(nl, ifname); }
+Status create_link(netlink::Socket& nl, const std::string&, const link::MacvlanSpec& spec) { return link::create_macvlan(nl, spec); }
+Status create_link(netlink::Socket& nl, const std::string&, const link::IpvlanSpec& spec) { return link::create_ipvlan(nl, spec); }
+Status create_link(netlink::Socket& nl, const std::string&, const link::VlanSpec& spec) { return link::create_vlan(nl, spec); }
+Status apply(Context& ctx, const CreatePodLink& s) {
+  netlink::Socket& nl = s.via_pod ? *ctx.pod : *ctx.node;
+  return std::visit([&](const auto& spec) { return create_link(nl, s.ifname, spec); }, s.spec);
+}
+Status apply(Context& ctx, const WritePodSysctl& s) {
+  auto guard = PLUMB_TRY(netns::Guard::enter(*ctx.pod_ns));
+  return sysctl::write(s.key, s.value);
 }
 
 Status apply_step(Context& ctx, const Step& step) {

@@ -85,8 +85,32 @@ struct FlushConntrack {
   std::vector<nft::conntrack::Filter> filters;
 };
 
+/// A dummy device (link::create_dummy), named by the step.
+struct DummyLink {};
+
+/// Creates link `ifname` born in the pod namespace: a dummy in it, or a macvlan, ipvlan or vlan
+/// on a master, the message sent through the pod's socket (`via_pod`: the master is there, or a
+/// dummy) or the node's (the spec's netns_fd moves it to the pod). The spec's name must be
+/// `ifname`. Inverse: link_del in the pod of `ifname`, limited to links of `group` when set (a
+/// spec made in link::kPodLinkGroup: never a link someone else made under that name). Errors: the
+/// kernel's, unprefixed (EEXIST: the name is taken; kKernelFeature: no such link kind).
+using PodLinkSpec = std::variant<DummyLink, link::MacvlanSpec, link::IpvlanSpec, link::VlanSpec>;
+struct CreatePodLink {
+  std::string ifname;
+  std::optional<uint32_t> group;
+  bool via_pod = true;
+  PodLinkSpec spec;
+};
+
+/// Writes sysctl `key` ('/' separated under /proc/sys) = `value` in the pod namespace, a setting
+/// of the pod's own interface (ndisc_notify). No inverse: it goes with the interface.
+struct WritePodSysctl {
+  std::string key;
+  std::string value;
+};
+
 using Step = std::variant<CreateBridge, AddNodeAddress, RemoveNodeAddress, WriteNodeSysctl, AddMacspoof, AddMasquerade,
-                          AddPortMappings, FlushConntrack>;
+                          AddPortMappings, FlushConntrack, CreatePodLink, WritePodSysctl>;
 
 /// A step's inverse as the journal records it: nullopt when the step changes nothing.
 struct Inverse {

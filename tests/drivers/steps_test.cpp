@@ -54,6 +54,19 @@ TEST_CASE("each step's inverse: the operation the journal records, rollback-only
   CHECK(recorded(ctx, drivers::steps::FlushConntrack{}) == std::pair<std::string, bool>{"", false});
 }
 
+TEST_CASE("a pod link's creation records its deletion in the pod, by group when made in one; a pod sysctl records none") {
+  drivers::Context ctx;
+  link::MacvlanSpec mv;
+  mv.name = "net1";
+  mv.group = link::kPodLinkGroup;
+  CHECK(recorded(ctx, drivers::steps::CreatePodLink{"net1", link::kPodLinkGroup, false, mv}) ==
+        std::pair<std::string, bool>{R"({"op":"link_del","where":"pod","name":"net1","group":1886154082})", false});
+  CHECK(recorded(ctx, drivers::steps::CreatePodLink{"net1", std::nullopt, true, drivers::steps::DummyLink{}}) ==
+        std::pair<std::string, bool>{R"({"op":"link_del","where":"pod","name":"net1"})", false});
+  CHECK(recorded(ctx, drivers::steps::WritePodSysctl{"net/ipv6/conf/net1/ndisc_notify", "1"}) ==
+        std::pair<std::string, bool>{"", false});
+}
+
 TEST_CASE("the undo operations of the steps read back what they wrote; a bad prefix is damage naming the field") {
   for (const char* text :
        {R"({"op":"addr_del","ifname":"brs","prefix":"198.51.100.1/24","ifUnknown":"skip"})",

@@ -24,17 +24,13 @@ PENDING = {
     "firewall.cpp": "its sets' elements, the bridge isolation of ingressPolicy \"isolated\"",
     "host_device.cpp": "the device moved into the pod",
     "ib_sriov.cpp": "the VF (shared with vf_attach)",
-    "ipvlan.cpp": "the ipvlan link",
     "loopback.cpp": "lo up in the pod",
-    "lower.cpp": "the lower links of macvlan, ipvlan, vlan",
-    "macvlan.cpp": "the macvlan link",
     "ptp.cpp": "host-side addresses and routes, forwarding",
     "rdma.cpp": "the RDMA device",
     "sbr.cpp": "rules and routes in the pod",
     "tap.cpp": "the tap device",
     "tuning.cpp": "pod sysctls and link attributes",
     "vf_attach.cpp": "VF settings, the VF netdev moved into the pod",
-    "vlan.cpp": "the vlan link",
     "vrf.cpp": "the VRF, its addresses and routes",
 }
 
