@@ -22,6 +22,8 @@ std::string step_name(const AddPortMappings&) { return "add_port_mappings"; }
 std::string step_name(const FlushConntrack&) { return "flush_conntrack"; }
 std::string step_name(const CreatePodLink&) { return "create_pod_link"; }
 std::string step_name(const WritePodSysctl&) { return "write_pod_sysctl"; }
+std::string step_name(const CreatePodTap&) { return "create_pod_tap"; }
+std::string step_name(const SetUpPodLink&) { return "set_up_pod_link"; }
 
 Result<std::optional<Inverse>> inverse(Context&, const CreateBridge& s) {
   return Inverse{undo::BridgeDelIfUnused{s.spec.name}, true};
@@ -53,6 +55,13 @@ Result<std::optional<Inverse>> inverse(Context&, const CreatePodLink& s) {
   return Inverse{undo::LinkDel{"pod", s.ifname, s.group}, false};
 }
 Result<std::optional<Inverse>> inverse(Context&, const WritePodSysctl&) { return std::optional<Inverse>{}; }
+Result<std::optional<Inverse>> inverse(Context&, const CreatePodTap& s) {
+  return Inverse{undo::LinkDel{"pod", s.spec.name, std::nullopt}, false};
+}
+Result<std::optional<Inverse>> inverse(Context&, const SetUpPodLink& s) {
+  if (!s.change.name) return std::optional<Inverse>{};
+  return Inverse{undo::LinkDel{"pod", *s.change.name, std::nullopt}, false};
+}
 
 Status apply(Context& ctx, const CreateBridge& s) {
   auto st = link::create_bridge(*ctx.node, s.spec);
@@ -92,6 +101,11 @@ Status apply(Context& ctx, const WritePodSysctl& s) {
   auto guard = PLUMB_TRY(netns::Guard::enter(*ctx.pod_ns));
   return sysctl::write(s.key, s.value);
 }
+Status apply(Context& ctx, const CreatePodTap& s) {
+  auto guard = PLUMB_TRY(netns::Guard::enter(*ctx.pod_ns));
+  return s.selinux_context.empty() ? tun::create_tap(s.spec) : tun::create_tap_labelled(s.spec, s.selinux_context);
+}
+Status apply(Context& ctx, const SetUpPodLink& s) { return link::modify(*ctx.pod, s.index, s.change); }
 
 Status apply_step(Context& ctx, const Step& step) {
   return std::visit([&](const auto& s) { return apply(ctx, s); }, step);

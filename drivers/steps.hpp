@@ -21,6 +21,7 @@
 #include "drivers/undo.hpp"
 #include "engine/base/ip.hpp"
 #include "engine/kernel/link.hpp"
+#include "engine/kernel/tun.hpp"
 #include "engine/nft/conntrack.hpp"
 #include "engine/nft/portmap.hpp"
 
@@ -109,8 +110,25 @@ struct WritePodSysctl {
   std::string value;
 };
 
+/// Creates tap device spec.name in the pod namespace, labelled with SELinux context
+/// `selinux_context` when not empty (tun::create_tap_labelled). Inverse: link_del in the pod of
+/// spec.name. Errors: the kernel's, unprefixed (kConflict: the name is taken).
+struct CreatePodTap {
+  tun::TapSpec spec;
+  std::string selinux_context;
+};
+
+/// Changes link `index` of the pod namespace, one this attachment created (its name, MTU, MAC,
+/// master, up, arp_notify). Inverse: when it renames the link, link_del in the pod of the new
+/// name (the deletion recorded under the old one no longer finds it); otherwise none: the
+/// settings go with the link.
+struct SetUpPodLink {
+  int index = 0;
+  link::LinkChange change;
+};
+
 using Step = std::variant<CreateBridge, AddNodeAddress, RemoveNodeAddress, WriteNodeSysctl, AddMacspoof, AddMasquerade,
-                          AddPortMappings, FlushConntrack, CreatePodLink, WritePodSysctl>;
+                          AddPortMappings, FlushConntrack, CreatePodLink, WritePodSysctl, CreatePodTap, SetUpPodLink>;
 
 /// A step's inverse as the journal records it: nullopt when the step changes nothing.
 struct Inverse {

@@ -67,6 +67,21 @@ TEST_CASE("a pod link's creation records its deletion in the pod, by group when 
         std::pair<std::string, bool>{"", false});
 }
 
+TEST_CASE("a pod tap's creation records its deletion; setting up a pod link records one only when it renames it") {
+  drivers::Context ctx;
+  CHECK(recorded(ctx, drivers::steps::CreatePodTap{tun::TapSpec{"tap1a2b3c4d", false, std::nullopt, std::nullopt}, ""}) ==
+        std::pair<std::string, bool>{R"({"op":"link_del","where":"pod","name":"tap1a2b3c4d"})", false});
+  link::LinkChange rename;
+  rename.name = "tap1";
+  rename.mtu_bytes = 1400;
+  CHECK(recorded(ctx, drivers::steps::SetUpPodLink{9, rename}) ==
+        std::pair<std::string, bool>{R"({"op":"link_del","where":"pod","name":"tap1"})", false});
+  link::LinkChange up;
+  up.up = true;
+  up.master_index = 3;
+  CHECK(recorded(ctx, drivers::steps::SetUpPodLink{9, up}) == std::pair<std::string, bool>{"", false});
+}
+
 TEST_CASE("the undo operations of the steps read back what they wrote; a bad prefix is damage naming the field") {
   for (const char* text :
        {R"({"op":"addr_del","ifname":"brs","prefix":"198.51.100.1/24","ifUnknown":"skip"})",
