@@ -2,6 +2,8 @@
 // steps no driver file owns (drivers/steps.hpp).
 #include "drivers/steps.hpp"
 
+#include <net/if.h>
+
 #include <cerrno>
 
 #include "engine/kernel/addr.hpp"
@@ -24,6 +26,7 @@ std::string step_name(const CreatePodLink&) { return "create_pod_link"; }
 std::string step_name(const WritePodSysctl&) { return "write_pod_sysctl"; }
 std::string step_name(const CreatePodTap&) { return "create_pod_tap"; }
 std::string step_name(const SetUpPodLink&) { return "set_up_pod_link"; }
+std::string step_name(const TunePodLink&) { return "tune_pod_link"; }
 
 Result<std::optional<Inverse>> inverse(Context&, const CreateBridge& s) {
   return Inverse{undo::BridgeDelIfUnused{s.spec.name}, true};
@@ -61,6 +64,29 @@ Result<std::optional<Inverse>> inverse(Context&, const CreatePodTap& s) {
 Result<std::optional<Inverse>> inverse(Context&, const SetUpPodLink& s) {
   if (!s.change.name) return std::optional<Inverse>{};
   return Inverse{undo::LinkDel{"pod", *s.change.name, std::nullopt}, false};
+}
+Result<std::optional<Inverse>> inverse(Context& ctx, const TunePodLink& s) {
+  undo::TuningRestore op;
+  op.ifname = s.ifname;
+  if (!s.sysctls.empty()) {
+    auto guard = PLUMB_TRY(netns::Guard::enter(*ctx.pod_ns));
+    for (const auto& [key, value] : s.sysctls) {
+      auto was = sysctl::read(key);
+      if (!was) return std::unexpected(was.error().within("sysctl \"" + key + "\""));
+      op.sysctl[key] = *was;
+    }
+  }
+  const link::LinkChange& ch = s.change;
+  if (ch.mac || ch.mtu_bytes || ch.promisc || ch.allmulti || ch.txqlen) {
+    auto l = PLUMB_TRY(link::get(*ctx.pod, s.index));
+    if (!l) return fail(cni_code::kKernel, "interface " + s.ifname + " vanished");
+    if (ch.mac && l->mac()) op.mac = *l->mac();
+    if (ch.mtu_bytes) op.mtu_bytes = l->mtu_bytes;
+    if (ch.promisc) op.promisc = (l->flags & IFF_PROMISC) != 0;
+    if (ch.allmulti) op.allmulti = (l->flags & IFF_ALLMULTI) != 0;
+    if (ch.txqlen) op.txqlen = l->txqlen;
+  }
+  return Inverse{std::move(op), false};
 }
 
 Status apply(Context& ctx, const CreateBridge& s) {
@@ -106,6 +132,18 @@ Status apply(Context& ctx, const CreatePodTap& s) {
   return s.selinux_context.empty() ? tun::create_tap(s.spec) : tun::create_tap_labelled(s.spec, s.selinux_context);
 }
 Status apply(Context& ctx, const SetUpPodLink& s) { return link::modify(*ctx.pod, s.index, s.change); }
+Status apply(Context& ctx, const TunePodLink& s) {
+  if (!s.sysctls.empty()) {
+    auto guard = PLUMB_TRY(netns::Guard::enter(*ctx.pod_ns));
+    for (const auto& [key, value] : s.sysctls) {
+      auto st = sysctl::write(key, value);
+      if (!st) return std::unexpected(st.error().within("sysctl \"" + key + "\""));
+    }
+  }
+  const link::LinkChange& ch = s.change;
+  if (ch.mac || ch.mtu_bytes || ch.promisc || ch.allmulti || ch.txqlen) PLUMB_TRY(link::modify(*ctx.pod, s.index, ch));
+  return {};
+}
 
 Status apply_step(Context& ctx, const Step& step) {
   return std::visit([&](const auto& s) { return apply(ctx, s); }, step);

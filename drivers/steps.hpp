@@ -14,6 +14,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -127,8 +128,20 @@ struct SetUpPodLink {
   link::LinkChange change;
 };
 
+/// Tunes pod link `ifname` (ifindex `index`), which an earlier plugin made: writes `sysctls` ('/'
+/// keys under /proc/sys of the pod namespace -> values, in order), then sets the link attributes
+/// `change` holds (MAC, MTU, promisc, allmulti, txqueuelen). Inverse: tuning.restore with the
+/// values read just before of exactly what it changes. Errors: a sysctl that cannot be read or
+/// written, naming it; the kernel's.
+struct TunePodLink {
+  int index = 0;
+  std::string ifname;
+  std::vector<std::pair<std::string, std::string>> sysctls;
+  link::LinkChange change;
+};
+
 using Step = std::variant<CreateBridge, AddNodeAddress, RemoveNodeAddress, WriteNodeSysctl, AddMacspoof, AddMasquerade,
-                          AddPortMappings, FlushConntrack, CreatePodLink, WritePodSysctl, CreatePodTap, SetUpPodLink>;
+                          AddPortMappings, FlushConntrack, CreatePodLink, WritePodSysctl, CreatePodTap, SetUpPodLink, TunePodLink>;
 
 /// A step's inverse as the journal records it: nullopt when the step changes nothing.
 struct Inverse {

@@ -20,6 +20,7 @@
 #include "engine/base/text.hpp"
 
 #include "drivers/registry.hpp"
+#include "drivers/steps.hpp"
 #include "drivers/undo.hpp"
 #include "engine/kernel/link.hpp"
 #include "engine/kernel/sysctl.hpp"
@@ -174,20 +175,6 @@ Status check_allowlist(const std::string& path, const std::string& network, cons
   return {};
 }
 
-/// The undo operation: the values to put back, only for what the config changes.
-undo::TuningRestore restore_op(const std::string& ifname, const std::vector<Sysctl>& old_sysctls, const link::LinkInfo& l,
-                               const TuningConfig& c) {
-  undo::TuningRestore op;
-  op.ifname = ifname;
-  for (auto& s : old_sysctls) op.sysctl[s.key] = s.value;
-  if (c.mac && l.mac()) op.mac = *l.mac();
-  if (c.mtu_bytes) op.mtu_bytes = l.mtu_bytes;
-  if (c.promisc) op.promisc = (l.flags & IFF_PROMISC) != 0;
-  if (c.allmulti) op.allmulti = (l.flags & IFF_ALLMULTI) != 0;
-  if (c.txqlen) op.txqlen = l.txqlen;
-  return op;
-}
-
 Result<cni::CniResult> tuning_add(Context& ctx, const TuningConfig& c, const cni::CniResult* prev) {
   if (prev == nullptr) {
     return fail(cni_code::kInvalidConfig, ctx.network + ": tuning must be chained after a plugin that creates the interface (no prevResult)");
@@ -196,34 +183,16 @@ Result<cni::CniResult> tuning_add(Context& ctx, const TuningConfig& c, const cni
   auto l = PLUMB_TRY(link::get(*ctx.pod, ctx.ifname));
   if (!l) return fail(cni_code::kKernel, ctx.network + ": tuning: interface " + ctx.ifname + " not found in " + ctx.netns_path);
 
-  // Previous values first, then the undo record, then the changes.
-  std::vector<Sysctl> old;
-  {
-    auto guard = PLUMB_TRY(netns::Guard::enter(*ctx.pod_ns));
-    for (auto& s : c.sysctls) {
-      auto v = sysctl::read(s.key);
-      if (!v) return std::unexpected(v.error().within(ctx.network + ".sysctl \"" + s.key + "\" in " + ctx.netns_path));
-      old.push_back({s.key, *v, s.raw});
-    }
-  }
-  PLUMB_TRY(undo::will(ctx, restore_op(ctx.ifname, old, *l, c)));
-  {
-    auto guard = PLUMB_TRY(netns::Guard::enter(*ctx.pod_ns));
-    for (auto& s : c.sysctls) {
-      auto st = sysctl::write(s.key, s.value);
-      if (!st) return std::unexpected(st.error().within(ctx.network + ".sysctl in " + ctx.netns_path));
-    }
-  }
-  link::LinkChange ch;
-  ch.mac = c.mac;
-  ch.mtu_bytes = c.mtu_bytes;
-  ch.promisc = c.promisc;
-  ch.allmulti = c.allmulti;
-  ch.txqlen = c.txqlen;
-  if (ch.mac || ch.mtu_bytes || ch.promisc || ch.allmulti || ch.txqlen) {
-    auto st = link::modify(*ctx.pod, l->index, ch);
-    if (!st) return std::unexpected(st.error().within(ctx.network + ": tuning " + ctx.ifname + " in " + ctx.netns_path));
-  }
+  // The step records the previous values of what it changes (tuning.restore), then changes them.
+  steps::TunePodLink tune{l->index, ctx.ifname, {}, {}};
+  for (auto& s : c.sysctls) tune.sysctls.emplace_back(s.key, s.value);
+  tune.change.mac = c.mac;
+  tune.change.mtu_bytes = c.mtu_bytes;
+  tune.change.promisc = c.promisc;
+  tune.change.allmulti = c.allmulti;
+  tune.change.txqlen = c.txqlen;
+  auto st = steps::run(ctx, tune);
+  if (!st) return std::unexpected(st.error().within(ctx.network + ": tuning " + ctx.ifname + " in " + ctx.netns_path));
 
   cni::CniResult r = *prev;
   auto now = PLUMB_TRY(link::get(*ctx.pod, l->index));

@@ -11,6 +11,9 @@
 
 #include "drivers/undo.hpp"
 #include "engine/base/json.hpp"
+#include "engine/base/netns.hpp"
+#include "engine/kernel/link.hpp"
+#include "engine/kernel/tun.hpp"
 #include "engine/netlink/socket.hpp"
 #include "tests/support/driver_harness.hpp"
 #include "tests/support/pod_fixture.hpp"
@@ -147,6 +150,35 @@ TEST_CASE(
   // Recorded, not applied.
   CHECK(test::read_file("/proc/sys/net/ipv4/conf/brs/route_localnet") == "0\n");
   CHECK(test::sh("nft list ruleset").out.empty());
+}
+
+TEST_CASE("tuning a pod link records the previous values of exactly what it changes; recorded, not applied") {
+  test::Node node;
+  REQUIRE(test::sh("ip link add brs type bridge").exit_code == 0);
+  auto nl = netlink::Socket::open();
+  REQUIRE(nl);
+  auto self = netns::Netns::open("/proc/self/ns/net");
+  REQUIRE(self);
+  auto brs = link::get(*nl, "brs");
+  REQUIRE(brs);
+  REQUIRE(*brs);
+  drivers::steps::RecordingExecutor rec;
+  drivers::Context ctx;
+  ctx.pod = &*nl;  // the private node stands for the pod: the step reads and writes there only
+  ctx.pod_ns = &*self;
+  ctx.executor = &rec;
+  drivers::steps::TunePodLink tune{(*brs)->index, "brs", {{"net/ipv4/conf/brs/arp_filter", "1"}}, {}};
+  tune.change.mtu_bytes = 1400;
+  tune.change.promisc = true;
+  REQUIRE(drivers::steps::run(ctx, tune));
+  REQUIRE(rec.made().size() == 1);
+  CHECK(rec.made()[0].step == "tune_pod_link");
+  REQUIRE(rec.made()[0].inverse);
+  CHECK(json::dump(drivers::undo::encode(rec.made()[0].inverse->op)) ==
+        R"({"op":"tuning.restore","ifname":"brs","sysctl":{"net/ipv4/conf/brs/arp_filter":"0"},"mtu":1500,"promisc":false})");
+  CHECK_FALSE(rec.made()[0].inverse->rollback_only);
+  CHECK(test::read_file("/proc/sys/net/ipv4/conf/brs/arp_filter") == "0\n");
+  CHECK(test::sh("ip -o link show brs").out.find("mtu 1500") != std::string::npos);
 }
 
 TEST_CASE("addr_del, addr_restore and sysctl_restore against the kernel; a link gone is success") {

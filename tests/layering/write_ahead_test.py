@@ -27,7 +27,6 @@ PENDING = {
     "ptp.cpp": "host-side addresses and routes, forwarding",
     "rdma.cpp": "the RDMA device",
     "sbr.cpp": "rules and routes in the pod",
-    "tuning.cpp": "pod sysctls and link attributes",
     "vf_attach.cpp": "VF settings, the VF netdev moved into the pod",
     "vrf.cpp": "the VRF, its addresses and routes",
 }
