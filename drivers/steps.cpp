@@ -5,8 +5,10 @@
 #include <net/if.h>
 
 #include <cerrno>
+#include <type_traits>
 
 #include "engine/kernel/addr.hpp"
+#include "engine/kernel/netconf.hpp"
 #include "engine/kernel/sysctl.hpp"
 #include "engine/nft/macspoof.hpp"
 #include "engine/nft/nft.hpp"
@@ -27,6 +29,20 @@ std::string step_name(const WritePodSysctl&) { return "write_pod_sysctl"; }
 std::string step_name(const CreatePodTap&) { return "create_pod_tap"; }
 std::string step_name(const SetUpPodLink&) { return "set_up_pod_link"; }
 std::string step_name(const TunePodLink&) { return "tune_pod_link"; }
+std::string step_name(const SetUpNodeLink&) { return "set_up_node_link"; }
+std::string step_name(const AddOwnLinkAddress&) { return "add_own_link_address"; }
+std::string step_name(const AddOwnLinkRoute&) { return "add_own_link_route"; }
+std::string step_name(const RemoveOwnLinkRoute&) { return "remove_own_link_route"; }
+std::string step_name(const WriteNodeLinkSysctl&) { return "write_node_link_sysctl"; }
+std::string step_name(const EnableForwarding&) { return "enable_forwarding"; }
+
+/// Steps whose change goes with a link this attachment created, or that nothing undoes.
+template <class S>
+  requires std::is_same_v<S, SetUpNodeLink> || std::is_same_v<S, AddOwnLinkAddress> || std::is_same_v<S, AddOwnLinkRoute> ||
+           std::is_same_v<S, RemoveOwnLinkRoute> || std::is_same_v<S, WriteNodeLinkSysctl> || std::is_same_v<S, EnableForwarding>
+Result<std::optional<Inverse>> inverse(Context&, const S&) {
+  return std::optional<Inverse>{};
+}
 
 Result<std::optional<Inverse>> inverse(Context&, const CreateBridge& s) {
   return Inverse{undo::BridgeDelIfUnused{s.spec.name}, true};
@@ -144,6 +160,25 @@ Status apply(Context& ctx, const TunePodLink& s) {
   if (ch.mac || ch.mtu_bytes || ch.promisc || ch.allmulti || ch.txqlen) PLUMB_TRY(link::modify(*ctx.pod, s.index, ch));
   return {};
 }
+netlink::Socket& socket_of(Context& ctx, Ns ns) { return ns == Ns::kPod ? *ctx.pod : *ctx.node; }
+Status apply(Context& ctx, const SetUpNodeLink& s) { return link::modify(*ctx.node, s.index, s.change); }
+Status apply(Context& ctx, const AddOwnLinkAddress& s) {
+  auto st = addr::add(socket_of(ctx, s.ns), s.index, s.prefix, s.nodad);
+  if (!st && st.error().sys_errno != EEXIST) return st;
+  return {};
+}
+Status apply(Context& ctx, const AddOwnLinkRoute& s) {
+  auto st = route::add(socket_of(ctx, s.ns), s.route);
+  if (!st && !(s.exist_ok && st.error().sys_errno == EEXIST)) return st;
+  return {};
+}
+Status apply(Context& ctx, const RemoveOwnLinkRoute& s) {
+  auto removed = route::remove(socket_of(ctx, s.ns), s.route);
+  if (!removed) return std::unexpected(removed.error());
+  return {};
+}
+Status apply(Context&, const WriteNodeLinkSysctl& s) { return sysctl::write(s.key, s.value); }
+Status apply(Context& ctx, const EnableForwarding& s) { return netconf::ensure_forwarding(*ctx.node, s.family); }
 
 Status apply_step(Context& ctx, const Step& step) {
   return std::visit([&](const auto& s) { return apply(ctx, s); }, step);

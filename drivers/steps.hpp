@@ -22,6 +22,7 @@
 #include "drivers/undo.hpp"
 #include "engine/base/ip.hpp"
 #include "engine/kernel/link.hpp"
+#include "engine/kernel/route.hpp"
 #include "engine/kernel/tun.hpp"
 #include "engine/nft/conntrack.hpp"
 #include "engine/nft/portmap.hpp"
@@ -140,8 +141,58 @@ struct TunePodLink {
   link::LinkChange change;
 };
 
+/// The namespace a step on an attachment's own link acts in.
+enum class Ns { kNode, kPod };
+
+/// Changes link `index` of the node namespace, one this attachment created (a veth's host end:
+/// up). No inverse: the settings go with the link, deleted by the operation its creation recorded.
+struct SetUpNodeLink {
+  int index = 0;
+  link::LinkChange change;
+};
+
+/// Adds `prefix` to link `index` in `ns`, one this attachment created (EEXIST is success). No
+/// inverse: the address goes with the link.
+struct AddOwnLinkAddress {
+  Ns ns = Ns::kPod;
+  int index = 0;
+  IpPrefix prefix;
+  bool nodad = true;
+};
+
+/// Adds `route` in `ns` through a link this attachment created (`exist_ok`: an identical route
+/// already there is success). No inverse: the route goes with the link.
+struct AddOwnLinkRoute {
+  Ns ns = Ns::kPod;
+  route::Route route;
+  bool exist_ok = false;
+};
+
+/// Removes `route` in `ns` through a link this attachment created (gone already: success). No
+/// inverse: the link it belonged to is deleted with the attachment.
+struct RemoveOwnLinkRoute {
+  Ns ns = Ns::kPod;
+  route::Route route;
+};
+
+/// Writes node sysctl `key` = `value` of a link this attachment created (its host veth's
+/// accept_ra). No inverse: the setting goes with the link.
+struct WriteNodeLinkSysctl {
+  std::string key;
+  std::string value;
+};
+
+/// Turns on IP forwarding of `family` in the node (netconf::ensure_forwarding: nothing written
+/// when on). No inverse: node-wide, other attachments rely on it, and the reference plugins never
+/// turn it off.
+struct EnableForwarding {
+  int family = 0;
+};
+
 using Step = std::variant<CreateBridge, AddNodeAddress, RemoveNodeAddress, WriteNodeSysctl, AddMacspoof, AddMasquerade,
-                          AddPortMappings, FlushConntrack, CreatePodLink, WritePodSysctl, CreatePodTap, SetUpPodLink, TunePodLink>;
+                          AddPortMappings, FlushConntrack, CreatePodLink, WritePodSysctl, CreatePodTap, SetUpPodLink, TunePodLink,
+                          SetUpNodeLink, AddOwnLinkAddress, AddOwnLinkRoute, RemoveOwnLinkRoute, WriteNodeLinkSysctl,
+                          EnableForwarding>;
 
 /// A step's inverse as the journal records it: nullopt when the step changes nothing.
 struct Inverse {

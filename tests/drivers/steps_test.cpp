@@ -5,6 +5,7 @@
 #include "drivers/steps.hpp"
 
 #include <doctest/doctest.h>
+#include <sys/socket.h>
 
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "engine/base/json.hpp"
 #include "engine/base/netns.hpp"
 #include "engine/kernel/link.hpp"
+#include "engine/kernel/route.hpp"
 #include "engine/kernel/tun.hpp"
 #include "engine/netlink/socket.hpp"
 #include "tests/support/driver_harness.hpp"
@@ -83,6 +85,26 @@ TEST_CASE("a pod tap's creation records its deletion; setting up a pod link reco
   up.up = true;
   up.master_index = 3;
   CHECK(recorded(ctx, drivers::steps::SetUpPodLink{9, up}) == std::pair<std::string, bool>{"", false});
+}
+
+TEST_CASE("steps on an attachment's own links and node forwarding record nothing: the link's deletion covers them") {
+  drivers::Context ctx;
+  using drivers::steps::Ns;
+  route::Route r;
+  r.dst = prefix("198.51.100.5/32");
+  r.oif = 4;
+  link::LinkChange up;
+  up.up = true;
+  for (const drivers::steps::Step& step :
+       std::vector<drivers::steps::Step>{drivers::steps::SetUpNodeLink{4, up},
+                                         drivers::steps::AddOwnLinkAddress{Ns::kNode, 4, prefix("198.51.100.1/32"), true},
+                                         drivers::steps::AddOwnLinkRoute{Ns::kNode, r, true},
+                                         drivers::steps::RemoveOwnLinkRoute{Ns::kPod, r},
+                                         drivers::steps::WriteNodeLinkSysctl{"net/ipv6/conf/veth1/accept_ra", "0"},
+                                         drivers::steps::EnableForwarding{AF_INET}}) {
+    CAPTURE(drivers::steps::name_of(step));
+    CHECK(recorded(ctx, step) == std::pair<std::string, bool>{"", false});
+  }
 }
 
 TEST_CASE("the undo operations of the steps read back what they wrote; a bad prefix is damage naming the field") {

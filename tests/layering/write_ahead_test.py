@@ -24,7 +24,6 @@ PENDING = {
     "host_device.cpp": "the device moved into the pod",
     "ib_sriov.cpp": "the VF (shared with vf_attach)",
     "loopback.cpp": "lo up in the pod",
-    "ptp.cpp": "host-side addresses and routes, forwarding",
     "rdma.cpp": "the RDMA device",
     "sbr.cpp": "rules and routes in the pod",
     "vf_attach.cpp": "VF settings, the VF netdev moved into the pod",
