@@ -15,6 +15,7 @@
 #include <set>
 
 #include "drivers/registry.hpp"
+#include "drivers/steps.hpp"
 #include "drivers/undo.hpp"
 #include "engine/kernel/link.hpp"
 #include "engine/kernel/route.hpp"
@@ -105,21 +106,9 @@ uint32_t next_free(const std::set<uint32_t>& used, uint32_t from) {
   return from;
 }
 
-/// Adds a route, an identical one already there being success (the reference's RouteReplace).
-Status ensure_route(netlink::Socket& pod, const route::Route& r) {
-  auto st = route::add(pod, r);
-  if (!st && st.error().sys_errno != EEXIST) return st;
-  return {};
-}
-
-/// One address: its rule, its table's default route and the copies of its routes.
+/// One address's table: its default route and the copies of its routes (its rule: AddSourceRules).
 Status route_address(Context& ctx, const SbrConfig& c, const cni::IpConfig& ip, int index, uint32_t table,
                      const std::vector<route::Route>& link_routes) {
-  rule::Rule rl;
-  rl.src = host_prefix(ip.address.addr);
-  rl.table = table;
-  auto st = rule::add(*ctx.pod, rl);
-  if (!st) return std::unexpected(st.error().within(ctx.network + " sbr"));
   const std::optional<IpAddr>& fixed = ip.address.addr.is_v4() ? c.gw4 : c.gw6;
   std::optional<IpAddr> gw = fixed ? fixed : ip.gateway;
   if (gw) {
@@ -128,7 +117,7 @@ Status route_address(Context& ctx, const SbrConfig& c, const cni::IpConfig& ip, 
     def.gw = gw;
     def.oif = index;
     def.table = table;
-    st = route::add(*ctx.pod, def);
+    auto st = steps::run(ctx, steps::AddOwnLinkRoute{steps::Ns::kPod, def, false});
     if (!st) return std::unexpected(st.error().within(ctx.network + " sbr: add default route to " + gw->str()));
   }
   const IpPrefix subnet = ip.address.network();
@@ -136,17 +125,16 @@ Status route_address(Context& ctx, const SbrConfig& c, const cni::IpConfig& ip, 
     bool mine = (r.prefsrc && subnet.contains(*r.prefsrc)) || (r.gw && subnet.contains(*r.gw)) || (!r.prefsrc && !r.gw);
     if (!mine) continue;
     r.table = table;
-    st = ensure_route(*ctx.pod, r);
+    auto st = steps::run(ctx, steps::AddOwnLinkRoute{steps::Ns::kPod, r, true});
     if (!st) return std::unexpected(st.error().within(ctx.network + " sbr: copy route to table " + std::to_string(table)));
   }
   return {};
 }
 
 /// The main table after the copies: subnet routes with a source hint kept (addSourceHints) or
-/// every route of the interface removed. Returns the routes removed.
-Result<std::vector<route::Route>> trim_main(Context& ctx, const SbrConfig& c, const std::vector<cni::IpConfig>& ips, int index,
-                                            const std::vector<route::Route>& link_routes) {
-  std::vector<route::Route> removed;
+/// every route of the interface removed.
+Status trim_main(Context& ctx, const SbrConfig& c, const std::vector<cni::IpConfig>& ips, int index,
+                 const std::vector<route::Route>& link_routes) {
   if (c.add_source_hints) {
     for (auto& ip : ips) {
       route::Route hint;
@@ -154,16 +142,15 @@ Result<std::vector<route::Route>> trim_main(Context& ctx, const SbrConfig& c, co
       hint.oif = index;
       hint.prefsrc = ip.address.addr;
       hint.scope = RT_SCOPE_LINK;
-      (void)ensure_route(*ctx.pod, hint);  // as the reference: a warning, not a failure
+      (void)steps::run(ctx, steps::AddOwnLinkRoute{steps::Ns::kPod, hint, true});  // as the reference: a warning, not a failure
     }
   }
   for (auto& r : link_routes) {
     if (c.add_source_hints && r.scope == RT_SCOPE_LINK) continue;
-    auto gone = route::remove(*ctx.pod, r);
+    auto gone = steps::run(ctx, steps::RemoveOwnLinkRoute{steps::Ns::kPod, r});
     if (!gone) return std::unexpected(gone.error().within(ctx.network + " sbr: remove route from the main table"));
-    if (*gone) removed.push_back(r);
   }
-  return removed;
+  return {};
 }
 
 Result<cni::CniResult> sbr_add(Context& ctx, const SbrConfig& c, const cni::CniResult* prev) {
@@ -172,28 +159,28 @@ Result<cni::CniResult> sbr_add(Context& ctx, const SbrConfig& c, const cni::CniR
   std::vector<cni::IpConfig> ips = ip_configs(*prev, ctx.ifname);
   auto l = PLUMB_TRY(link::get(*ctx.pod, ctx.ifname));
   if (!l) return fail(cni_code::kKernel, ctx.network + " sbr: cannot find network interface " + ctx.ifname + " in " + ctx.netns_path);
+  std::vector<route::Route> link_routes;  // the interface's main-table routes (not with a fixed table)
 
-  undo::SbrRestore op;
+  steps::AddSourceRules rules;
   if (c.table) {
-    for (auto& ip : ips) op.rules.push_back(rule_text(host_prefix(ip.address.addr), *c.table));
-    PLUMB_TRY(undo::will(ctx, op));
-    for (auto& ip : ips) {
-      auto st = rule::add(*ctx.pod, rule::Rule{host_prefix(ip.address.addr), *c.table});
-      if (!st) return std::unexpected(st.error().within(ctx.network + " sbr"));
+    for (auto& ip : ips) rules.rules.push_back(rule::Rule{host_prefix(ip.address.addr), *c.table});
+  } else {
+    Used used = PLUMB_TRY(survey(*ctx.pod, l->index));
+    for (uint32_t t = next_free(used.tables, kFirstTable); rules.restore.tables.size() < ips.size(); t = next_free(used.tables, t + 1)) {
+      rules.restore.tables.push_back(t);
     }
-    return *prev;
+    for (size_t i = 0; i < ips.size(); ++i) rules.rules.push_back(rule::Rule{host_prefix(ips[i].address.addr), rules.restore.tables[i]});
+    for (auto& r : used.link_routes) {
+      if (!(c.add_source_hints && r.scope == RT_SCOPE_LINK)) rules.restore.main_routes.push_back(recorded_route(r));
+    }
+    link_routes = std::move(used.link_routes);
   }
-  Used used = PLUMB_TRY(survey(*ctx.pod, l->index));
-  std::vector<uint32_t> tables;
-  for (uint32_t t = next_free(used.tables, kFirstTable); tables.size() < ips.size(); t = next_free(used.tables, t + 1)) tables.push_back(t);
-  for (size_t i = 0; i < ips.size(); ++i) op.rules.push_back(rule_text(host_prefix(ips[i].address.addr), tables[i]));
-  op.tables = tables;
-  for (auto& r : used.link_routes) {
-    if (!(c.add_source_hints && r.scope == RT_SCOPE_LINK)) op.main_routes.push_back(recorded_route(r));
-  }
-  PLUMB_TRY(undo::will(ctx, op));
-  for (size_t i = 0; i < ips.size(); ++i) PLUMB_TRY(route_address(ctx, c, ips[i], l->index, tables[i], used.link_routes));
-  PLUMB_TRY(trim_main(ctx, c, ips, l->index, used.link_routes));
+  for (auto& r : rules.rules) rules.restore.rules.push_back(rule_text(r.src, r.table));
+  auto st = steps::run(ctx, rules);
+  if (!st) return std::unexpected(st.error().within(ctx.network + " sbr"));
+  if (c.table) return *prev;
+  for (size_t i = 0; i < ips.size(); ++i) PLUMB_TRY(route_address(ctx, c, ips[i], l->index, rules.restore.tables[i], link_routes));
+  PLUMB_TRY(trim_main(ctx, c, ips, l->index, link_routes));
   return *prev;
 }
 
@@ -214,6 +201,16 @@ Status sbr_check(Context& ctx, const SbrConfig& c, const cni::CniResult& prev) {
 const Driver kSbr = make_driver<SbrConfig, parse_config, sbr_add, sbr_check>("sbr");
 
 namespace undo {
+namespace {
+
+/// Adds a route, an identical one already there being success (the reference's RouteReplace).
+Status ensure_route(netlink::Socket& pod, const route::Route& r) {
+  auto st = route::add(pod, r);
+  if (!st && st.error().sys_errno != EEXIST) return st;
+  return {};
+}
+
+}  // namespace
 
 Status run_op(Context& ctx, const SbrRestore& op) {
   if (ctx.pod == nullptr) return {};  // the namespace, its rules and tables are gone

@@ -35,6 +35,8 @@ std::string step_name(const AddOwnLinkRoute&) { return "add_own_link_route"; }
 std::string step_name(const RemoveOwnLinkRoute&) { return "remove_own_link_route"; }
 std::string step_name(const WriteNodeLinkSysctl&) { return "write_node_link_sysctl"; }
 std::string step_name(const EnableForwarding&) { return "enable_forwarding"; }
+std::string step_name(const AddSourceRules&) { return "add_source_rules"; }
+Result<std::optional<Inverse>> inverse(Context&, const AddSourceRules& s) { return Inverse{s.restore, false}; }
 
 /// Steps whose change goes with a link this attachment created, or that nothing undoes.
 template <class S>
@@ -179,6 +181,10 @@ Status apply(Context& ctx, const RemoveOwnLinkRoute& s) {
 }
 Status apply(Context&, const WriteNodeLinkSysctl& s) { return sysctl::write(s.key, s.value); }
 Status apply(Context& ctx, const EnableForwarding& s) { return netconf::ensure_forwarding(*ctx.node, s.family); }
+Status apply(Context& ctx, const AddSourceRules& s) {
+  for (const auto& r : s.rules) PLUMB_TRY(rule::add(*ctx.pod, r));
+  return {};
+}
 
 Status apply_step(Context& ctx, const Step& step) {
   return std::visit([&](const auto& s) { return apply(ctx, s); }, step);

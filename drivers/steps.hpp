@@ -23,6 +23,7 @@
 #include "engine/base/ip.hpp"
 #include "engine/kernel/link.hpp"
 #include "engine/kernel/route.hpp"
+#include "engine/kernel/rule.hpp"
 #include "engine/kernel/tun.hpp"
 #include "engine/nft/conntrack.hpp"
 #include "engine/nft/portmap.hpp"
@@ -160,8 +161,9 @@ struct AddOwnLinkAddress {
   bool nodad = true;
 };
 
-/// Adds `route` in `ns` through a link this attachment created (`exist_ok`: an identical route
-/// already there is success). No inverse: the route goes with the link.
+/// Adds `route` in `ns` through a link this attachment created or an earlier plugin of its chain
+/// made (`exist_ok`: an identical route already there is success). No inverse: the route goes
+/// with the link, or an earlier step's inverse takes it back (sbr's tables: AddSourceRules).
 struct AddOwnLinkRoute {
   Ns ns = Ns::kPod;
   route::Route route;
@@ -169,7 +171,8 @@ struct AddOwnLinkRoute {
 };
 
 /// Removes `route` in `ns` through a link this attachment created (gone already: success). No
-/// inverse: the link it belonged to is deleted with the attachment.
+/// inverse: the link it belonged to is deleted with the attachment, or an earlier step's inverse
+/// puts it back (sbr's main-table routes: AddSourceRules).
 struct RemoveOwnLinkRoute {
   Ns ns = Ns::kPod;
   route::Route route;
@@ -189,10 +192,19 @@ struct EnableForwarding {
   int family = 0;
 };
 
+/// Routes the pod's traffic by source (sbr): adds `rules` in the pod namespace (an identical rule
+/// there is an error). Inverse: `restore` (sbr.restore): these rules, and the tables and
+/// main-table routes sbr's route steps after this one fill and remove, so that one operation,
+/// recorded before any of sbr's changes, takes them all back.
+struct AddSourceRules {
+  std::vector<rule::Rule> rules;
+  undo::SbrRestore restore;
+};
+
 using Step = std::variant<CreateBridge, AddNodeAddress, RemoveNodeAddress, WriteNodeSysctl, AddMacspoof, AddMasquerade,
                           AddPortMappings, FlushConntrack, CreatePodLink, WritePodSysctl, CreatePodTap, SetUpPodLink, TunePodLink,
                           SetUpNodeLink, AddOwnLinkAddress, AddOwnLinkRoute, RemoveOwnLinkRoute, WriteNodeLinkSysctl,
-                          EnableForwarding>;
+                          EnableForwarding, AddSourceRules>;
 
 /// A step's inverse as the journal records it: nullopt when the step changes nothing.
 struct Inverse {

@@ -15,6 +15,7 @@
 #include "engine/base/netns.hpp"
 #include "engine/kernel/link.hpp"
 #include "engine/kernel/route.hpp"
+#include "engine/kernel/rule.hpp"
 #include "engine/kernel/tun.hpp"
 #include "engine/netlink/socket.hpp"
 #include "tests/support/driver_harness.hpp"
@@ -105,6 +106,15 @@ TEST_CASE("steps on an attachment's own links and node forwarding record nothing
     CAPTURE(drivers::steps::name_of(step));
     CHECK(recorded(ctx, step) == std::pair<std::string, bool>{"", false});
   }
+}
+
+TEST_CASE("sbr's source rules record the one sbr.restore the caller built, covering its later route steps") {
+  drivers::Context ctx;
+  drivers::steps::AddSourceRules rules;
+  rules.rules = {rule::Rule{prefix("198.51.100.3/32"), 4242}};
+  rules.restore.rules = {"198.51.100.3/32 4242"};
+  CHECK(recorded(ctx, rules) ==
+        std::pair<std::string, bool>{R"({"op":"sbr.restore","rules":["198.51.100.3/32 4242"],"tables":[],"mainRoutes":[]})", false});
 }
 
 TEST_CASE("the undo operations of the steps read back what they wrote; a bad prefix is damage naming the field") {

@@ -25,7 +25,6 @@ PENDING = {
     "ib_sriov.cpp": "the VF (shared with vf_attach)",
     "loopback.cpp": "lo up in the pod",
     "rdma.cpp": "the RDMA device",
-    "sbr.cpp": "rules and routes in the pod",
     "vf_attach.cpp": "VF settings, the VF netdev moved into the pod",
     "vrf.cpp": "the VRF, its addresses and routes",
 }
