@@ -37,6 +37,10 @@ std::string step_name(const WriteNodeLinkSysctl&) { return "write_node_link_sysc
 std::string step_name(const EnableForwarding&) { return "enable_forwarding"; }
 std::string step_name(const AddSourceRules&) { return "add_source_rules"; }
 Result<std::optional<Inverse>> inverse(Context&, const AddSourceRules& s) { return Inverse{s.restore, false}; }
+std::string step_name(const MoveLinkIntoPod&) { return "move_link_into_pod"; }
+Result<std::optional<Inverse>> inverse(Context&, const MoveLinkIntoPod& s) {
+  return Inverse{undo::HostDeviceRestore{s.dev.name, s.ifname, s.dev.index, s.dev.mtu_bytes, s.dev.mac()}, false};
+}
 
 /// Steps whose change goes with a link this attachment created, or that nothing undoes.
 template <class S>
@@ -184,6 +188,12 @@ Status apply(Context& ctx, const EnableForwarding& s) { return netconf::ensure_f
 Status apply(Context& ctx, const AddSourceRules& s) {
   for (const auto& r : s.rules) PLUMB_TRY(rule::add(*ctx.pod, r));
   return {};
+}
+Status apply(Context& ctx, const MoveLinkIntoPod& s) {
+  link::LinkChange move;
+  move.netns_fd = ctx.pod_ns->fd();
+  move.name = s.ifname;  // renamed in the pod namespace after the move
+  return link::modify(*ctx.node, s.dev.index, move);
 }
 
 Status apply_step(Context& ctx, const Step& step) {

@@ -201,10 +201,17 @@ struct AddSourceRules {
   undo::SbrRestore restore;
 };
 
+/// Moves node device `dev` into the pod namespace, renamed `ifname` there (host-device). Inverse:
+/// host-device.restore with its node name, ifindex, MTU and MAC as `dev` has them.
+struct MoveLinkIntoPod {
+  link::LinkInfo dev;
+  std::string ifname;
+};
+
 using Step = std::variant<CreateBridge, AddNodeAddress, RemoveNodeAddress, WriteNodeSysctl, AddMacspoof, AddMasquerade,
                           AddPortMappings, FlushConntrack, CreatePodLink, WritePodSysctl, CreatePodTap, SetUpPodLink, TunePodLink,
                           SetUpNodeLink, AddOwnLinkAddress, AddOwnLinkRoute, RemoveOwnLinkRoute, WriteNodeLinkSysctl,
-                          EnableForwarding, AddSourceRules>;
+                          EnableForwarding, AddSourceRules, MoveLinkIntoPod>;
 
 /// A step's inverse as the journal records it: nullopt when the step changes nothing.
 struct Inverse {

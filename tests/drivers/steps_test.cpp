@@ -117,6 +117,18 @@ TEST_CASE("sbr's source rules record the one sbr.restore the caller built, cover
         std::pair<std::string, bool>{R"({"op":"sbr.restore","rules":["198.51.100.3/32 4242"],"tables":[],"mainRoutes":[]})", false});
 }
 
+TEST_CASE("moving a node device into the pod records its restore with its node name, index, MTU and MAC") {
+  drivers::Context ctx;
+  link::LinkInfo dev;
+  dev.index = 11;
+  dev.name = "hd0";
+  dev.hwaddr = {0x02, 0xdd, 0, 0, 0, 0x01};
+  dev.mtu_bytes = 1500;
+  CHECK(recorded(ctx, drivers::steps::MoveLinkIntoPod{dev, "net2"}) ==
+        std::pair<std::string, bool>{
+            R"({"op":"host-device.restore","name":"hd0","ifname":"net2","index":11,"mtu":1500,"mac":"02:dd:00:00:00:01"})", false});
+}
+
 TEST_CASE("the undo operations of the steps read back what they wrote; a bad prefix is damage naming the field") {
   for (const char* text :
        {R"({"op":"addr_del","ifname":"brs","prefix":"198.51.100.1/24","ifUnknown":"skip"})",
