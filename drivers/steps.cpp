@@ -38,6 +38,12 @@ std::string step_name(const EnableForwarding&) { return "enable_forwarding"; }
 std::string step_name(const AddSourceRules&) { return "add_source_rules"; }
 Result<std::optional<Inverse>> inverse(Context&, const AddSourceRules& s) { return Inverse{s.restore, false}; }
 std::string step_name(const MoveLinkIntoPod&) { return "move_link_into_pod"; }
+std::string step_name(const AddFirewallPod&) { return "add_firewall_pod"; }
+std::string step_name(const IsolateBridge&) { return "isolate_bridge"; }
+Result<std::optional<Inverse>> inverse(Context&, const AddFirewallPod& s) {
+  return Inverse{undo::FirewallRemove{s.pod.container_id, s.pod.ifname, s.pod.addresses, s.pod.admin_chain}, false};
+}
+Result<std::optional<Inverse>> inverse(Context&, const IsolateBridge&) { return std::optional<Inverse>{}; }
 Result<std::optional<Inverse>> inverse(Context&, const MoveLinkIntoPod& s) {
   return Inverse{undo::HostDeviceRestore{s.dev.name, s.ifname, s.dev.index, s.dev.mtu_bytes, s.dev.mac()}, false};
 }
@@ -195,6 +201,8 @@ Status apply(Context& ctx, const MoveLinkIntoPod& s) {
   move.name = s.ifname;  // renamed in the pod namespace after the move
   return link::modify(*ctx.node, s.dev.index, move);
 }
+Status apply(Context&, const AddFirewallPod& s) { return nft::firewall_add(s.pod); }
+Status apply(Context&, const IsolateBridge& s) { return nft::firewall_isolate_bridge(s.bridge, s.isolated); }
 
 Status apply_step(Context& ctx, const Step& step) {
   return std::visit([&](const auto& s) { return apply(ctx, s); }, step);

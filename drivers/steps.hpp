@@ -26,6 +26,7 @@
 #include "engine/kernel/rule.hpp"
 #include "engine/kernel/tun.hpp"
 #include "engine/nft/conntrack.hpp"
+#include "engine/nft/firewall.hpp"
 #include "engine/nft/portmap.hpp"
 
 namespace plumb::drivers::steps {
@@ -208,10 +209,23 @@ struct MoveLinkIntoPod {
   std::string ifname;
 };
 
+/// Admits an attachment's addresses in plumb's firewall sets (the firewall plugin). Inverse:
+/// firewall.remove of exactly those.
+struct AddFirewallPod {
+  nft::FirewallPod pod;
+};
+
+/// Adds bridge `bridge` to the isolation sets (ingressPolicy same-bridge, or `isolated`). No
+/// inverse: every pod of the bridge relies on it, and the reference never removes it.
+struct IsolateBridge {
+  std::string bridge;
+  bool isolated = false;
+};
+
 using Step = std::variant<CreateBridge, AddNodeAddress, RemoveNodeAddress, WriteNodeSysctl, AddMacspoof, AddMasquerade,
                           AddPortMappings, FlushConntrack, CreatePodLink, WritePodSysctl, CreatePodTap, SetUpPodLink, TunePodLink,
                           SetUpNodeLink, AddOwnLinkAddress, AddOwnLinkRoute, RemoveOwnLinkRoute, WriteNodeLinkSysctl,
-                          EnableForwarding, AddSourceRules, MoveLinkIntoPod>;
+                          EnableForwarding, AddSourceRules, MoveLinkIntoPod, AddFirewallPod, IsolateBridge>;
 
 /// A step's inverse as the journal records it: nullopt when the step changes nothing.
 struct Inverse {

@@ -129,6 +129,20 @@ TEST_CASE("moving a node device into the pod records its restore with its node n
             R"({"op":"host-device.restore","name":"hd0","ifname":"net2","index":11,"mtu":1500,"mac":"02:dd:00:00:00:01"})", false});
 }
 
+TEST_CASE("admitting a pod in the firewall records its removal; isolating a bridge records nothing (shared, as the reference)") {
+  drivers::Context ctx;
+  nft::FirewallPod pod;
+  pod.container_id = "ctr-v3";
+  pod.ifname = "eth0";
+  pod.admin_chain = "CNI-ADMIN";
+  pod.addresses = {IpAddr::parse("203.0.113.3").value()};
+  CHECK(recorded(ctx, drivers::steps::AddFirewallPod{pod}) ==
+        std::pair<std::string, bool>{
+            R"({"op":"firewall.remove","containerID":"ctr-v3","ifname":"eth0","addresses":["203.0.113.3"],"adminChain":"CNI-ADMIN"})",
+            false});
+  CHECK(recorded(ctx, drivers::steps::IsolateBridge{"brs", true}) == std::pair<std::string, bool>{"", false});
+}
+
 TEST_CASE("the undo operations of the steps read back what they wrote; a bad prefix is damage naming the field") {
   for (const char* text :
        {R"({"op":"addr_del","ifname":"brs","prefix":"198.51.100.1/24","ifUnknown":"skip"})",

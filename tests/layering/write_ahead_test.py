@@ -20,7 +20,6 @@ PENDING = {
     "bridge.cpp": "its veth port's master/up, hairpin, isolation and VLANs; the VLAN gateway veth; forwarding",
     "common.cpp": "the pod veth pair, IPAM release, delegated plugins, pod addresses and routes, device-info",
     "delegate.cpp": "delegated plugins' DEL and processes",
-    "firewall.cpp": "its sets' elements, the bridge isolation of ingressPolicy \"isolated\"",
     "ib_sriov.cpp": "the VF (shared with vf_attach)",
     "loopback.cpp": "lo up in the pod",
     "rdma.cpp": "the RDMA device",
