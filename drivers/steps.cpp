@@ -40,6 +40,8 @@ Result<std::optional<Inverse>> inverse(Context&, const AddSourceRules& s) { retu
 std::string step_name(const MoveLinkIntoPod&) { return "move_link_into_pod"; }
 std::string step_name(const AddFirewallPod&) { return "add_firewall_pod"; }
 std::string step_name(const IsolateBridge&) { return "isolate_bridge"; }
+std::string step_name(const JoinPodVrf&) { return "join_pod_vrf"; }
+Result<std::optional<Inverse>> inverse(Context&, const JoinPodVrf& s) { return Inverse{undo::VrfRelease{s.vrf, s.ifname}, false}; }
 Result<std::optional<Inverse>> inverse(Context&, const AddFirewallPod& s) {
   return Inverse{undo::FirewallRemove{s.pod.container_id, s.pod.ifname, s.pod.addresses, s.pod.admin_chain}, false};
 }
@@ -203,6 +205,24 @@ Status apply(Context& ctx, const MoveLinkIntoPod& s) {
 }
 Status apply(Context&, const AddFirewallPod& s) { return nft::firewall_add(s.pod); }
 Status apply(Context&, const IsolateBridge& s) { return nft::firewall_isolate_bridge(s.bridge, s.isolated); }
+Status apply(Context& ctx, const JoinPodVrf& s) {
+  if (s.create_table) {
+    auto st = link::create_vrf(*ctx.pod, s.vrf, *s.create_table);
+    if (!st) return std::unexpected(st.error().within("create VRF " + s.vrf));
+  }
+  auto vrf = PLUMB_TRY(link::get(*ctx.pod, s.vrf));
+  if (!vrf) return fail(cni_code::kKernel, "VRF " + s.vrf + " not found in the pod namespace");
+  if (s.create_table) {
+    link::LinkChange up;
+    up.up = true;
+    PLUMB_TRY(link::modify(*ctx.pod, vrf->index, up));
+  }
+  link::LinkChange enslave;
+  enslave.master_index = vrf->index;
+  auto st = link::modify(*ctx.pod, s.index, enslave);
+  if (!st) return std::unexpected(st.error().within("could not set VRF " + s.vrf + " as master of " + s.ifname));
+  return {};
+}
 
 Status apply_step(Context& ctx, const Step& step) {
   return std::visit([&](const auto& s) { return apply(ctx, s); }, step);

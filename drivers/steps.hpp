@@ -222,10 +222,21 @@ struct IsolateBridge {
   bool isolated = false;
 };
 
+/// Makes pod link `ifname` (ifindex `index`) a port of VRF `vrf` in the pod namespace, creating
+/// the VRF on table `create_table` first (up) when set. Inverse: vrf.release (the link out of the
+/// VRF, the VRF deleted once it has no port left). Errors: the kernel's (kKernelFeature: no VRF
+/// support), naming the VRF.
+struct JoinPodVrf {
+  std::string vrf;
+  std::optional<uint32_t> create_table;
+  int index = 0;
+  std::string ifname;
+};
+
 using Step = std::variant<CreateBridge, AddNodeAddress, RemoveNodeAddress, WriteNodeSysctl, AddMacspoof, AddMasquerade,
                           AddPortMappings, FlushConntrack, CreatePodLink, WritePodSysctl, CreatePodTap, SetUpPodLink, TunePodLink,
                           SetUpNodeLink, AddOwnLinkAddress, AddOwnLinkRoute, RemoveOwnLinkRoute, WriteNodeLinkSysctl,
-                          EnableForwarding, AddSourceRules, MoveLinkIntoPod, AddFirewallPod, IsolateBridge>;
+                          EnableForwarding, AddSourceRules, MoveLinkIntoPod, AddFirewallPod, IsolateBridge, JoinPodVrf>;
 
 /// A step's inverse as the journal records it: nullopt when the step changes nothing.
 struct Inverse {

@@ -143,6 +143,14 @@ TEST_CASE("admitting a pod in the firewall records its removal; isolating a brid
   CHECK(recorded(ctx, drivers::steps::IsolateBridge{"brs", true}) == std::pair<std::string, bool>{"", false});
 }
 
+TEST_CASE("joining a VRF records its release, whether the step creates the VRF or finds it") {
+  drivers::Context ctx;
+  for (std::optional<uint32_t> table : {std::optional<uint32_t>{}, std::optional<uint32_t>{100}}) {
+    CHECK(recorded(ctx, drivers::steps::JoinPodVrf{"red", table, 5, "net1"}) ==
+          std::pair<std::string, bool>{R"({"op":"vrf.release","vrf":"red","ifname":"net1"})", false});
+  }
+}
+
 TEST_CASE("the undo operations of the steps read back what they wrote; a bad prefix is damage naming the field") {
   for (const char* text :
        {R"({"op":"addr_del","ifname":"brs","prefix":"198.51.100.1/24","ifUnknown":"skip"})",

@@ -24,7 +24,6 @@ PENDING = {
     "loopback.cpp": "lo up in the pod",
     "rdma.cpp": "the RDMA device",
     "vf_attach.cpp": "VF settings, the VF netdev moved into the pod",
-    "vrf.cpp": "the VRF, its addresses and routes",
 }
 
 WILL = re.compile(r"\bundo::will(_later)?\s*\(")
