@@ -122,8 +122,8 @@ struct CreatePodTap {
   std::string selinux_context;
 };
 
-/// Changes link `index` of the pod namespace, one this attachment created (its name, MTU, MAC,
-/// master, up, arp_notify). Inverse: when it renames the link, link_del in the pod of the new
+/// Changes link `index` of the pod namespace, one this attachment created or the namespace's own
+/// lo (its name, MTU, MAC, master, up, arp_notify). Inverse: when it renames the link, link_del in the pod of the new
 /// name (the deletion recorded under the old one no longer finds it); otherwise none: the
 /// settings go with the link.
 struct SetUpPodLink {

@@ -21,7 +21,6 @@ PENDING = {
     "common.cpp": "the pod veth pair, IPAM release, delegated plugins, pod addresses and routes, device-info",
     "delegate.cpp": "delegated plugins' DEL and processes",
     "ib_sriov.cpp": "the VF (shared with vf_attach)",
-    "loopback.cpp": "lo up in the pod",
     "rdma.cpp": "the RDMA device",
     "vf_attach.cpp": "VF settings, the VF netdev moved into the pod",
 }
