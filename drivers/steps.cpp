@@ -41,6 +41,11 @@ std::string step_name(const MoveLinkIntoPod&) { return "move_link_into_pod"; }
 std::string step_name(const AddFirewallPod&) { return "add_firewall_pod"; }
 std::string step_name(const IsolateBridge&) { return "isolate_bridge"; }
 std::string step_name(const JoinPodVrf&) { return "join_pod_vrf"; }
+std::string step_name(const WriteBandwidthEntries&) { return "write_bandwidth_entries"; }
+std::string step_name(const AddClsact&) { return "add_clsact"; }
+std::string step_name(const AttachShapingFilter&) { return "attach_shaping_filter"; }
+std::string step_name(const SetRootFq&) { return "set_root_fq"; }
+Result<std::optional<Inverse>> inverse(Context&, const WriteBandwidthEntries& s) { return Inverse{s.remove, false}; }
 Result<std::optional<Inverse>> inverse(Context&, const JoinPodVrf& s) { return Inverse{undo::VrfRelease{s.vrf, s.ifname}, false}; }
 Result<std::optional<Inverse>> inverse(Context&, const AddFirewallPod& s) {
   return Inverse{undo::FirewallRemove{s.pod.container_id, s.pod.ifname, s.pod.addresses, s.pod.admin_chain}, false};
@@ -53,7 +58,8 @@ Result<std::optional<Inverse>> inverse(Context&, const MoveLinkIntoPod& s) {
 /// Steps whose change goes with a link this attachment created, or that nothing undoes.
 template <class S>
   requires std::is_same_v<S, SetUpNodeLink> || std::is_same_v<S, AddOwnLinkAddress> || std::is_same_v<S, AddOwnLinkRoute> ||
-           std::is_same_v<S, RemoveOwnLinkRoute> || std::is_same_v<S, WriteNodeLinkSysctl> || std::is_same_v<S, EnableForwarding>
+           std::is_same_v<S, RemoveOwnLinkRoute> || std::is_same_v<S, WriteNodeLinkSysctl> || std::is_same_v<S, EnableForwarding> ||
+           std::is_same_v<S, AddClsact> || std::is_same_v<S, AttachShapingFilter> || std::is_same_v<S, SetRootFq>
 Result<std::optional<Inverse>> inverse(Context&, const S&) {
   return std::optional<Inverse>{};
 }
@@ -223,6 +229,24 @@ Status apply(Context& ctx, const JoinPodVrf& s) {
   if (!st) return std::unexpected(st.error().within("could not set VRF " + s.vrf + " as master of " + s.ifname));
   return {};
 }
+Status apply(Context&, const WriteBandwidthEntries& s) {
+  std::vector<plumb_bw_key> written;
+  for (const auto& [key, limit] : s.entries) {
+    auto st = s.progs->configure(key, limit, s.owner, s.exclusive);
+    if (st) {
+      written.push_back(key);
+      continue;
+    }
+    for (const auto& k : written) (void)s.progs->remove(k, s.owner);
+    return st;
+  }
+  return {};
+}
+Status apply(Context& ctx, const AddClsact& s) { return tc::add_clsact(socket_of(ctx, s.ns), s.index); }
+Status apply(Context& ctx, const AttachShapingFilter& s) {
+  return tc::attach(socket_of(ctx, s.ns), s.index, s.hook, s.prog_fd, s.prog_name, s.classid);
+}
+Status apply(Context& ctx, const SetRootFq& s) { return tc::set_root_fq(socket_of(ctx, s.ns), s.index); }
 
 Status apply_step(Context& ctx, const Step& step) {
   return std::visit([&](const auto& s) { return apply(ctx, s); }, step);

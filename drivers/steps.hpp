@@ -20,10 +20,12 @@
 
 #include "drivers/driver.hpp"
 #include "drivers/undo.hpp"
+#include "ebpf/loader.hpp"
 #include "engine/base/ip.hpp"
 #include "engine/kernel/link.hpp"
 #include "engine/kernel/route.hpp"
 #include "engine/kernel/rule.hpp"
+#include "engine/kernel/tc.hpp"
 #include "engine/kernel/tun.hpp"
 #include "engine/nft/conntrack.hpp"
 #include "engine/nft/firewall.hpp"
@@ -233,10 +235,49 @@ struct JoinPodVrf {
   std::string ifname;
 };
 
+/// Writes an attachment's limits into the shaping programs' maps (bandwidth): each of `entries`
+/// under `owner`, claimed with BPF_NOEXIST when `exclusive` (a pod-side id). Inverse: `remove`
+/// (bandwidth.remove: these entries, and the clsact, filters and fq of the shaping steps after
+/// this one, so one operation recorded before any of them takes them all back). Errors: the
+/// maps' (kConflict: a key another attachment holds; the entries written are removed again).
+struct WriteBandwidthEntries {
+  const ebpf::Programs* progs = nullptr;
+  std::vector<std::pair<plumb_bw_key, ebpf::Limit>> entries;
+  uint64_t owner = 0;
+  bool exclusive = false;
+  undo::BandwidthRemove remove;
+};
+
+/// Adds the clsact qdisc to link `index` in `ns` (EEXIST returned: the caller decides). No
+/// inverse: bandwidth.remove (WriteBandwidthEntries) deletes it when `remove.clsact` says so.
+struct AddClsact {
+  Ns ns = Ns::kNode;
+  int index = 0;
+};
+
+/// Attaches program `prog_fd` (`prog_name`) at `hook` of link `index` in `ns`, for traffic class
+/// `classid` (0: host side). No inverse: bandwidth.remove detaches it.
+struct AttachShapingFilter {
+  Ns ns = Ns::kNode;
+  int index = 0;
+  tc::Hook hook{};
+  int prog_fd = -1;
+  std::string prog_name;
+  uint32_t classid = 0;
+};
+
+/// Makes fq the root qdisc of link `index` in `ns` (EDT shaping). No inverse: bandwidth.remove
+/// deletes it when `remove.fq` says so.
+struct SetRootFq {
+  Ns ns = Ns::kNode;
+  int index = 0;
+};
+
 using Step = std::variant<CreateBridge, AddNodeAddress, RemoveNodeAddress, WriteNodeSysctl, AddMacspoof, AddMasquerade,
                           AddPortMappings, FlushConntrack, CreatePodLink, WritePodSysctl, CreatePodTap, SetUpPodLink, TunePodLink,
                           SetUpNodeLink, AddOwnLinkAddress, AddOwnLinkRoute, RemoveOwnLinkRoute, WriteNodeLinkSysctl,
-                          EnableForwarding, AddSourceRules, MoveLinkIntoPod, AddFirewallPod, IsolateBridge, JoinPodVrf>;
+                          EnableForwarding, AddSourceRules, MoveLinkIntoPod, AddFirewallPod, IsolateBridge, JoinPodVrf,
+                          WriteBandwidthEntries, AddClsact, AttachShapingFilter, SetRootFq>;
 
 /// A step's inverse as the journal records it: nullopt when the step changes nothing.
 struct Inverse {

@@ -151,6 +151,29 @@ TEST_CASE("joining a VRF records its release, whether the step creates the VRF o
   }
 }
 
+TEST_CASE("bandwidth's map entries record the one bandwidth.remove; its clsact, filters and fq record nothing more") {
+  drivers::Context ctx;
+  drivers::undo::BandwidthRemove remove;
+  remove.bpffs_dir = "/sys/fs/bpf/plumb";
+  remove.host = "veth4ba7bfd8";
+  remove.ifindex = 7;
+  remove.owner = 11849446052501764177U;
+  remove.hooks = {"host-ingress", "host-egress"};
+  remove.clsact = true;
+  remove.abi = 2;
+  remove.pins = "/sys/fs/bpf/plumb/bandwidth_v2";
+  CHECK(recorded(ctx, drivers::steps::WriteBandwidthEntries{nullptr, {}, remove.owner, false, remove}) ==
+        std::pair<std::string, bool>{R"({"op":"bandwidth.remove","bpffsDir":"/sys/fs/bpf/plumb","host":"veth4ba7bfd8","ifindex":7,)"
+                                     R"("owner":11849446052501764177,"hooks":["host-ingress","host-egress"],"clsact":true,"fq":false,)"
+                                     R"("abi":2,"pins":"/sys/fs/bpf/plumb/bandwidth_v2"})",
+                                     false});
+  using drivers::steps::Ns;
+  CHECK(recorded(ctx, drivers::steps::AddClsact{Ns::kNode, 7}) == std::pair<std::string, bool>{"", false});
+  CHECK(recorded(ctx, drivers::steps::AttachShapingFilter{Ns::kNode, 7, tc::Hook::Ingress, 3, "plumb_bw", 0}) ==
+        std::pair<std::string, bool>{"", false});
+  CHECK(recorded(ctx, drivers::steps::SetRootFq{Ns::kPod, 2}) == std::pair<std::string, bool>{"", false});
+}
+
 TEST_CASE("the undo operations of the steps read back what they wrote; a bad prefix is damage naming the field") {
   for (const char* text :
        {R"({"op":"addr_del","ifname":"brs","prefix":"198.51.100.1/24","ifUnknown":"skip"})",
