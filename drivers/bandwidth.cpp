@@ -25,8 +25,8 @@
 #include "drivers/steps.hpp"
 #include "drivers/undo.hpp"
 #include "ebpf/loader.hpp"
-#include "engine/kernel/tc.hpp"
 #include "engine/kernel/link.hpp"
+#include "engine/kernel/tc.hpp"
 
 namespace plumb::drivers {
 namespace {
@@ -171,10 +171,12 @@ Result<uint16_t> configure_entries(Context& ctx, const ebpf::Programs& progs, co
                                    uint64_t owner, bool clsact, bool fq) {
   for (int attempt = 0;; ++attempt) {
     uint16_t id = sd.pod_side ? PLUMB_TRY(random_classid()) : 0;
-    steps::WriteBandwidthEntries write{&progs, {}, owner, sd.pod_side, remove_op(ctx.bpffs_dir, progs, sd, owner, c, clsact, fq, id)};
+    steps::WriteBandwidthEntries write{
+        &progs, {}, owner, sd.pod_side, remove_op(ctx.bpffs_dir, progs, sd, owner, c, clsact, fq, id)};
     for (Hook h : {Hook::HostIngress, Hook::HostEgress}) {
       const auto& limit = limit_at(c, h, sd.pod_side);
-      if (limit) write.entries.emplace_back(sd.pod_side ? ebpf::pod_key(id, h) : ebpf::host_key(sd.dev.index, h), *limit);
+      if (limit)
+        write.entries.emplace_back(sd.pod_side ? ebpf::pod_key(id, h) : ebpf::host_key(sd.dev.index, h), *limit);
     }
     auto st = steps::run(ctx, write);
     if (st) return id;
@@ -206,7 +208,8 @@ Result<cni::CniResult> bandwidth_add(Context& ctx, const BandwidthConfig& c, con
   }
   for (Hook h : {Hook::HostIngress, Hook::HostEgress}) {
     if (!limit_at(c, h, sd.pod_side)) continue;
-    auto st = steps::run(ctx, steps::AttachShapingFilter{ns, idx, ebpf::clsact_hook(h), progs.prog_fd(h), progs.prog_name(h), id});
+    auto st = steps::run(
+        ctx, steps::AttachShapingFilter{ns, idx, ebpf::clsact_hook(h), progs.prog_fd(h), progs.prog_name(h), id});
     if (!st) {
       return std::unexpected(st.error().within("bandwidth on " + ctx.ifname + " (" + (sd.pod_side ? "pod side " : "host side ") +
                                                sd.dev.name + ")"));

@@ -65,7 +65,8 @@ Result<link::LinkInfo> resolve_master(const Context& ctx, const Keys& k, const s
 Result<link::LinkInfo> create_in_pod(Context& ctx, const std::string& what, const Keys& k, steps::PodLinkSpec spec) {
   // No look-up first: the kernel refuses a taken name (EEXIST), and the deletion recorded by the
   // step leaves a link of another group alone.
-  auto st = steps::run(ctx, steps::CreatePodLink{ctx.ifname, link::kPodLinkGroup, k.link_in_container, std::move(spec)});
+  auto st =
+      steps::run(ctx, steps::CreatePodLink{ctx.ifname, link::kPodLinkGroup, k.link_in_container, std::move(spec)});
   if (!st && st.error().sys_errno == EEXIST) {
     return fail(cni_code::kConflict, "interface " + ctx.ifname + " already exists in " + ctx.netns_path);
   }

@@ -83,8 +83,8 @@ Result<cni::CniResult> macvlan_add(Context& ctx, const MacvlanConfig& c, const c
   spec.netns_fd = c.keys.link_in_container ? -1 : ctx.pod_ns->fd();
   spec.bc_queue_len = c.bc_queue_len;
   spec.group = link::kPodLinkGroup;
-  link::LinkInfo pod_link = PLUMB_TRY(lower::create_in_pod(
-      ctx, "create macvlan (mode " + c.mode_name + ") on master " + master.name, c.keys, spec));
+  link::LinkInfo pod_link = PLUMB_TRY(
+      lower::create_in_pod(ctx, "create macvlan (mode " + c.mode_name + ") on master " + master.name, c.keys, spec));
   if (c.bc_queue_len != 0 && pod_link.macvlan_bc_queue_len != c.bc_queue_len) {
     return fail(cni_code::kKernelFeature, ctx.network + ".bcqueuelen " + std::to_string(c.bc_queue_len) +
                                               ": this kernel does not support the macvlan broadcast queue length "

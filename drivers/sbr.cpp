@@ -142,7 +142,8 @@ Status trim_main(Context& ctx, const SbrConfig& c, const std::vector<cni::IpConf
       hint.oif = index;
       hint.prefsrc = ip.address.addr;
       hint.scope = RT_SCOPE_LINK;
-      (void)steps::run(ctx, steps::AddOwnLinkRoute{steps::Ns::kPod, hint, true});  // as the reference: a warning, not a failure
+      (void)steps::run(
+          ctx, steps::AddOwnLinkRoute{steps::Ns::kPod, hint, true});  // as the reference: a warning, not a failure
     }
   }
   for (auto& r : link_routes) {
@@ -166,10 +167,12 @@ Result<cni::CniResult> sbr_add(Context& ctx, const SbrConfig& c, const cni::CniR
     for (auto& ip : ips) rules.rules.push_back(rule::Rule{host_prefix(ip.address.addr), *c.table});
   } else {
     Used used = PLUMB_TRY(survey(*ctx.pod, l->index));
-    for (uint32_t t = next_free(used.tables, kFirstTable); rules.restore.tables.size() < ips.size(); t = next_free(used.tables, t + 1)) {
+    for (uint32_t t = next_free(used.tables, kFirstTable); rules.restore.tables.size() < ips.size();
+         t = next_free(used.tables, t + 1)) {
       rules.restore.tables.push_back(t);
     }
-    for (size_t i = 0; i < ips.size(); ++i) rules.rules.push_back(rule::Rule{host_prefix(ips[i].address.addr), rules.restore.tables[i]});
+    for (size_t i = 0; i < ips.size(); ++i)
+      rules.rules.push_back(rule::Rule{host_prefix(ips[i].address.addr), rules.restore.tables[i]});
     for (auto& r : used.link_routes) {
       if (!(c.add_source_hints && r.scope == RT_SCOPE_LINK)) rules.restore.main_routes.push_back(recorded_route(r));
     }
@@ -179,7 +182,8 @@ Result<cni::CniResult> sbr_add(Context& ctx, const SbrConfig& c, const cni::CniR
   auto st = steps::run(ctx, rules);
   if (!st) return std::unexpected(st.error().within(ctx.network + " sbr"));
   if (c.table) return *prev;
-  for (size_t i = 0; i < ips.size(); ++i) PLUMB_TRY(route_address(ctx, c, ips[i], l->index, rules.restore.tables[i], link_routes));
+  for (size_t i = 0; i < ips.size(); ++i)
+    PLUMB_TRY(route_address(ctx, c, ips[i], l->index, rules.restore.tables[i], link_routes));
   PLUMB_TRY(trim_main(ctx, c, ips, l->index, link_routes));
   return *prev;
 }

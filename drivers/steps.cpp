@@ -46,7 +46,9 @@ std::string step_name(const AddClsact&) { return "add_clsact"; }
 std::string step_name(const AttachShapingFilter&) { return "attach_shaping_filter"; }
 std::string step_name(const SetRootFq&) { return "set_root_fq"; }
 Result<std::optional<Inverse>> inverse(Context&, const WriteBandwidthEntries& s) { return Inverse{s.remove, false}; }
-Result<std::optional<Inverse>> inverse(Context&, const JoinPodVrf& s) { return Inverse{undo::VrfRelease{s.vrf, s.ifname}, false}; }
+Result<std::optional<Inverse>> inverse(Context&, const JoinPodVrf& s) {
+  return Inverse{undo::VrfRelease{s.vrf, s.ifname}, false};
+}
 Result<std::optional<Inverse>> inverse(Context&, const AddFirewallPod& s) {
   return Inverse{undo::FirewallRemove{s.pod.container_id, s.pod.ifname, s.pod.addresses, s.pod.admin_chain}, false};
 }
@@ -57,8 +59,9 @@ Result<std::optional<Inverse>> inverse(Context&, const MoveLinkIntoPod& s) {
 
 /// Steps whose change goes with a link this attachment created, or that nothing undoes.
 template <class S>
-  requires std::is_same_v<S, SetUpNodeLink> || std::is_same_v<S, AddOwnLinkAddress> || std::is_same_v<S, AddOwnLinkRoute> ||
-           std::is_same_v<S, RemoveOwnLinkRoute> || std::is_same_v<S, WriteNodeLinkSysctl> || std::is_same_v<S, EnableForwarding> ||
+  requires std::is_same_v<S, SetUpNodeLink> || std::is_same_v<S, AddOwnLinkAddress> ||
+           std::is_same_v<S, AddOwnLinkRoute> || std::is_same_v<S, RemoveOwnLinkRoute> ||
+           std::is_same_v<S, WriteNodeLinkSysctl> || std::is_same_v<S, EnableForwarding> ||
            std::is_same_v<S, AddClsact> || std::is_same_v<S, AttachShapingFilter> || std::is_same_v<S, SetRootFq>
 Result<std::optional<Inverse>> inverse(Context&, const S&) {
   return std::optional<Inverse>{};
@@ -151,10 +154,18 @@ Status apply(Context&, const FlushConntrack& s) {
   return {};
 }
 
-Status create_link(netlink::Socket& nl, const std::string& ifname, const DummyLink&) { return link::create_dummy(nl, ifname); }
-Status create_link(netlink::Socket& nl, const std::string&, const link::MacvlanSpec& spec) { return link::create_macvlan(nl, spec); }
-Status create_link(netlink::Socket& nl, const std::string&, const link::IpvlanSpec& spec) { return link::create_ipvlan(nl, spec); }
-Status create_link(netlink::Socket& nl, const std::string&, const link::VlanSpec& spec) { return link::create_vlan(nl, spec); }
+Status create_link(netlink::Socket& nl, const std::string& ifname, const DummyLink&) {
+  return link::create_dummy(nl, ifname);
+}
+Status create_link(netlink::Socket& nl, const std::string&, const link::MacvlanSpec& spec) {
+  return link::create_macvlan(nl, spec);
+}
+Status create_link(netlink::Socket& nl, const std::string&, const link::IpvlanSpec& spec) {
+  return link::create_ipvlan(nl, spec);
+}
+Status create_link(netlink::Socket& nl, const std::string&, const link::VlanSpec& spec) {
+  return link::create_vlan(nl, spec);
+}
 Status apply(Context& ctx, const CreatePodLink& s) {
   netlink::Socket& nl = s.via_pod ? *ctx.pod : *ctx.node;
   return std::visit([&](const auto& spec) { return create_link(nl, s.ifname, spec); }, s.spec);

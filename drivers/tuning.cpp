@@ -16,12 +16,11 @@
 #include <algorithm>
 #include <regex>
 
-#include "engine/base/file.hpp"
-#include "engine/base/text.hpp"
-
 #include "drivers/registry.hpp"
 #include "drivers/steps.hpp"
 #include "drivers/undo.hpp"
+#include "engine/base/file.hpp"
+#include "engine/base/text.hpp"
 #include "engine/kernel/link.hpp"
 #include "engine/kernel/sysctl.hpp"
 

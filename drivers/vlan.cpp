@@ -40,7 +40,11 @@ Result<cni::CniResult> vlan_add(Context& ctx, const VlanConfig& c, const cni::Cn
   link::LinkInfo master = PLUMB_TRY(lower::resolve_master(ctx, c.keys, c.keys.master));
   const std::string what = "create vlan " + std::to_string(c.vlan_id) + " on master " + master.name;
   const bool release_registered = ipam_release_ahead(ctx, c.ipam);  // announced with the link
-  link::VlanSpec spec{ctx.ifname, master.index, c.vlan_id, c.keys.mtu_bytes.value_or(0), c.keys.link_in_container ? -1 : ctx.pod_ns->fd(),
+  link::VlanSpec spec{ctx.ifname,
+                      master.index,
+                      c.vlan_id,
+                      c.keys.mtu_bytes.value_or(0),
+                      c.keys.link_in_container ? -1 : ctx.pod_ns->fd(),
                       link::kPodLinkGroup};
   auto created = lower::create_in_pod(ctx, what, c.keys, spec);
   if (!created && created.error().cni_code == cni_code::kKernelFeature) {

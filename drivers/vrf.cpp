@@ -119,7 +119,8 @@ Result<cni::CniResult> vrf_add(Context& ctx, const VrfConfig& c, const cni::CniR
   if (!existing) join.create_table = c.table != 0 ? c.table : PLUMB_TRY(free_table(*ctx.pod));
   auto st = steps::run(ctx, join);
   if (!st && st.error().cni_code == cni_code::kKernelFeature) {
-    return fail(cni_code::kKernelFeature, ctx.network + ": this kernel has no VRF support (CONFIG_NET_VRF, module vrf)", st.error().text());
+    return fail(cni_code::kKernelFeature, ctx.network + ": this kernel has no VRF support (CONFIG_NET_VRF, module vrf)",
+                st.error().text());
   }
   if (!st) return std::unexpected(st.error().within(ctx.network));
   auto vrf = PLUMB_TRY(link::get(*ctx.pod, c.vrf));

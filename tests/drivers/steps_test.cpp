@@ -60,7 +60,8 @@ TEST_CASE("each step's inverse: the operation the journal records, rollback-only
   CHECK(recorded(ctx, drivers::steps::FlushConntrack{}) == std::pair<std::string, bool>{"", false});
 }
 
-TEST_CASE("a pod link's creation records its deletion in the pod, by group when made in one; a pod sysctl records none") {
+TEST_CASE(
+    "a pod link's creation records its deletion in the pod, by group when made in one; a pod sysctl records none") {
   drivers::Context ctx;
   link::MacvlanSpec mv;
   mv.name = "net1";
@@ -75,8 +76,9 @@ TEST_CASE("a pod link's creation records its deletion in the pod, by group when 
 
 TEST_CASE("a pod tap's creation records its deletion; setting up a pod link records one only when it renames it") {
   drivers::Context ctx;
-  CHECK(recorded(ctx, drivers::steps::CreatePodTap{tun::TapSpec{"tap1a2b3c4d", false, std::nullopt, std::nullopt}, ""}) ==
-        std::pair<std::string, bool>{R"({"op":"link_del","where":"pod","name":"tap1a2b3c4d"})", false});
+  CHECK(
+      recorded(ctx, drivers::steps::CreatePodTap{tun::TapSpec{"tap1a2b3c4d", false, std::nullopt, std::nullopt}, ""}) ==
+      std::pair<std::string, bool>{R"({"op":"link_del","where":"pod","name":"tap1a2b3c4d"})", false});
   link::LinkChange rename;
   rename.name = "tap1";
   rename.mtu_bytes = 1400;
@@ -96,13 +98,12 @@ TEST_CASE("steps on an attachment's own links and node forwarding record nothing
   r.oif = 4;
   link::LinkChange up;
   up.up = true;
-  for (const drivers::steps::Step& step :
-       std::vector<drivers::steps::Step>{drivers::steps::SetUpNodeLink{4, up},
-                                         drivers::steps::AddOwnLinkAddress{Ns::kNode, 4, prefix("198.51.100.1/32"), true},
-                                         drivers::steps::AddOwnLinkRoute{Ns::kNode, r, true},
-                                         drivers::steps::RemoveOwnLinkRoute{Ns::kPod, r},
-                                         drivers::steps::WriteNodeLinkSysctl{"net/ipv6/conf/veth1/accept_ra", "0"},
-                                         drivers::steps::EnableForwarding{AF_INET}}) {
+  for (const drivers::steps::Step& step : std::vector<drivers::steps::Step>{
+           drivers::steps::SetUpNodeLink{4, up},
+           drivers::steps::AddOwnLinkAddress{Ns::kNode, 4, prefix("198.51.100.1/32"), true},
+           drivers::steps::AddOwnLinkRoute{Ns::kNode, r, true}, drivers::steps::RemoveOwnLinkRoute{Ns::kPod, r},
+           drivers::steps::WriteNodeLinkSysctl{"net/ipv6/conf/veth1/accept_ra", "0"},
+           drivers::steps::EnableForwarding{AF_INET}}) {
     CAPTURE(drivers::steps::name_of(step));
     CHECK(recorded(ctx, step) == std::pair<std::string, bool>{"", false});
   }
@@ -114,7 +115,8 @@ TEST_CASE("sbr's source rules record the one sbr.restore the caller built, cover
   rules.rules = {rule::Rule{prefix("198.51.100.3/32"), 4242}};
   rules.restore.rules = {"198.51.100.3/32 4242"};
   CHECK(recorded(ctx, rules) ==
-        std::pair<std::string, bool>{R"({"op":"sbr.restore","rules":["198.51.100.3/32 4242"],"tables":[],"mainRoutes":[]})", false});
+        std::pair<std::string, bool>{
+            R"({"op":"sbr.restore","rules":["198.51.100.3/32 4242"],"tables":[],"mainRoutes":[]})", false});
 }
 
 TEST_CASE("moving a node device into the pod records its restore with its node name, index, MTU and MAC") {
@@ -124,22 +126,27 @@ TEST_CASE("moving a node device into the pod records its restore with its node n
   dev.name = "hd0";
   dev.hwaddr = {0x02, 0xdd, 0, 0, 0, 0x01};
   dev.mtu_bytes = 1500;
-  CHECK(recorded(ctx, drivers::steps::MoveLinkIntoPod{dev, "net2"}) ==
-        std::pair<std::string, bool>{
-            R"({"op":"host-device.restore","name":"hd0","ifname":"net2","index":11,"mtu":1500,"mac":"02:dd:00:00:00:01"})", false});
+  CHECK(
+      recorded(ctx, drivers::steps::MoveLinkIntoPod{dev, "net2"}) ==
+      std::pair<std::string, bool>{
+          R"({"op":"host-device.restore","name":"hd0","ifname":"net2","index":11,"mtu":1500,"mac":"02:dd:00:00:00:01"})",
+          false});
 }
 
-TEST_CASE("admitting a pod in the firewall records its removal; isolating a bridge records nothing (shared, as the reference)") {
+TEST_CASE(
+    "admitting a pod in the firewall records its removal; isolating a bridge records nothing (shared, as the "
+    "reference)") {
   drivers::Context ctx;
   nft::FirewallPod pod;
   pod.container_id = "ctr-v3";
   pod.ifname = "eth0";
   pod.admin_chain = "CNI-ADMIN";
   pod.addresses = {IpAddr::parse("203.0.113.3").value()};
-  CHECK(recorded(ctx, drivers::steps::AddFirewallPod{pod}) ==
-        std::pair<std::string, bool>{
-            R"({"op":"firewall.remove","containerID":"ctr-v3","ifname":"eth0","addresses":["203.0.113.3"],"adminChain":"CNI-ADMIN"})",
-            false});
+  CHECK(
+      recorded(ctx, drivers::steps::AddFirewallPod{pod}) ==
+      std::pair<std::string, bool>{
+          R"({"op":"firewall.remove","containerID":"ctr-v3","ifname":"eth0","addresses":["203.0.113.3"],"adminChain":"CNI-ADMIN"})",
+          false});
   CHECK(recorded(ctx, drivers::steps::IsolateBridge{"brs", true}) == std::pair<std::string, bool>{"", false});
 }
 
@@ -163,10 +170,11 @@ TEST_CASE("bandwidth's map entries record the one bandwidth.remove; its clsact, 
   remove.abi = 2;
   remove.pins = "/sys/fs/bpf/plumb/bandwidth_v2";
   CHECK(recorded(ctx, drivers::steps::WriteBandwidthEntries{nullptr, {}, remove.owner, false, remove}) ==
-        std::pair<std::string, bool>{R"({"op":"bandwidth.remove","bpffsDir":"/sys/fs/bpf/plumb","host":"veth4ba7bfd8","ifindex":7,)"
-                                     R"("owner":11849446052501764177,"hooks":["host-ingress","host-egress"],"clsact":true,"fq":false,)"
-                                     R"("abi":2,"pins":"/sys/fs/bpf/plumb/bandwidth_v2"})",
-                                     false});
+        std::pair<std::string, bool>{
+            R"({"op":"bandwidth.remove","bpffsDir":"/sys/fs/bpf/plumb","host":"veth4ba7bfd8","ifindex":7,)"
+            R"("owner":11849446052501764177,"hooks":["host-ingress","host-egress"],"clsact":true,"fq":false,)"
+            R"("abi":2,"pins":"/sys/fs/bpf/plumb/bandwidth_v2"})",
+            false});
   using drivers::steps::Ns;
   CHECK(recorded(ctx, drivers::steps::AddClsact{Ns::kNode, 7}) == std::pair<std::string, bool>{"", false});
   CHECK(recorded(ctx, drivers::steps::AttachShapingFilter{Ns::kNode, 7, tc::Hook::Ingress, 3, "plumb_bw", 0}) ==
@@ -263,8 +271,9 @@ TEST_CASE("tuning a pod link records the previous values of exactly what it chan
   REQUIRE(rec.made().size() == 1);
   CHECK(rec.made()[0].step == "tune_pod_link");
   REQUIRE(rec.made()[0].inverse);
-  CHECK(json::dump(drivers::undo::encode(rec.made()[0].inverse->op)) ==
-        R"({"op":"tuning.restore","ifname":"brs","sysctl":{"net/ipv4/conf/brs/arp_filter":"0"},"mtu":1500,"promisc":false})");
+  CHECK(
+      json::dump(drivers::undo::encode(rec.made()[0].inverse->op)) ==
+      R"({"op":"tuning.restore","ifname":"brs","sysctl":{"net/ipv4/conf/brs/arp_filter":"0"},"mtu":1500,"promisc":false})");
   CHECK_FALSE(rec.made()[0].inverse->rollback_only);
   CHECK(test::read_file("/proc/sys/net/ipv4/conf/brs/arp_filter") == "0\n");
   CHECK(test::sh("ip -o link show brs").out.find("mtu 1500") != std::string::npos);
