@@ -279,6 +279,41 @@ TEST_CASE("tuning a pod link records the previous values of exactly what it chan
   CHECK(test::sh("ip -o link show brs").out.find("mtu 1500") != std::string::npos);
 }
 
+TEST_CASE("tuning with a RecordingExecutor: its one step and tuning.restore recorded; the interface untouched") {
+  test::Node node;
+  REQUIRE(test::sh("ip link add brs type bridge").exit_code == 0);
+  auto nl = netlink::Socket::open();
+  REQUIRE(nl);
+  auto self = netns::Netns::open("/proc/self/ns/net");
+  REQUIRE(self);
+  drivers::steps::RecordingExecutor rec;
+  drivers::Context ctx;
+  ctx.container_id = "ctr-rec";
+  ctx.ifname = "brs";  // the private node stands for the pod
+  ctx.network = "rec-net";
+  ctx.node = &*nl;
+  ctx.pod = &*nl;
+  ctx.pod_ns = &*self;
+  ctx.executor = &rec;
+  cni::CniResult prev;
+  prev.cni_version = "1.1.0";
+  prev.interfaces = {{"brs", "", std::nullopt, "/proc/self/ns/net", "", ""}};
+  auto conf = json::parse(R"({"type": "tuning", "mtu": 1400, "promisc": true,
+    "sysctl": {"net.ipv4.conf.IFNAME.arp_filter": "1"}})",
+                          "test");
+  REQUIRE(conf);
+  auto r = test::add_plugin(ctx, *conf, &prev);
+  REQUIRE_MESSAGE(r, r.error().text());
+  REQUIRE(rec.made().size() == 1);
+  CHECK(rec.made()[0].step == "tune_pod_link");
+  REQUIRE(rec.made()[0].inverse);
+  CHECK(
+      json::dump(drivers::undo::encode(rec.made()[0].inverse->op)) ==
+      R"({"op":"tuning.restore","ifname":"brs","sysctl":{"net/ipv4/conf/brs/arp_filter":"0"},"mtu":1500,"promisc":false})");
+  CHECK(test::read_file("/proc/sys/net/ipv4/conf/brs/arp_filter") == "0\n");
+  CHECK(test::sh("ip -o link show brs").out.find("mtu 1500") != std::string::npos);
+}
+
 TEST_CASE("addr_del, addr_restore and sysctl_restore against the kernel; a link gone is success") {
   test::Node node;
   REQUIRE(test::sh("ip link add brs type bridge && ip addr add 198.51.100.1/24 dev brs").exit_code == 0);
