@@ -22,10 +22,11 @@
 #include <optional>
 
 #include "drivers/registry.hpp"
+#include "drivers/steps.hpp"
 #include "drivers/undo.hpp"
 #include "ebpf/loader.hpp"
-#include "engine/kernel/tc.hpp"
 #include "engine/kernel/link.hpp"
+#include "engine/kernel/tc.hpp"
 
 namespace plumb::drivers {
 namespace {
@@ -164,24 +165,21 @@ Result<uint16_t> random_classid() {
 }
 
 /// Writes the map entries (pod side: under an id no other attachment holds, claimed with
-/// BPF_NOEXIST; a taken id is given up and another drawn). Registers the undo op first. Returns
+/// BPF_NOEXIST; a taken id is given up and another drawn), their removal recorded first. Returns
 /// the id (0 on the host side).
 Result<uint16_t> configure_entries(Context& ctx, const ebpf::Programs& progs, const Shaped& sd, const BandwidthConfig& c,
                                    uint64_t owner, bool clsact, bool fq) {
   for (int attempt = 0;; ++attempt) {
     uint16_t id = sd.pod_side ? PLUMB_TRY(random_classid()) : 0;
-    PLUMB_TRY(undo::will(ctx, remove_op(ctx.bpffs_dir, progs, sd, owner, c, clsact, fq, id)));
-    std::vector<plumb_bw_key> written;
-    Status st;
+    steps::WriteBandwidthEntries write{
+        &progs, {}, owner, sd.pod_side, remove_op(ctx.bpffs_dir, progs, sd, owner, c, clsact, fq, id)};
     for (Hook h : {Hook::HostIngress, Hook::HostEgress}) {
       const auto& limit = limit_at(c, h, sd.pod_side);
-      if (!limit || !st) continue;
-      plumb_bw_key key = sd.pod_side ? ebpf::pod_key(id, h) : ebpf::host_key(sd.dev.index, h);
-      st = progs.configure(key, *limit, owner, sd.pod_side);
-      if (st) written.push_back(key);
+      if (limit)
+        write.entries.emplace_back(sd.pod_side ? ebpf::pod_key(id, h) : ebpf::host_key(sd.dev.index, h), *limit);
     }
+    auto st = steps::run(ctx, write);
     if (st) return id;
-    for (auto& k : written) (void)progs.remove(k, owner);
     if (st.error().cni_code != cni_code::kConflict || attempt >= 8) return std::unexpected(st.error().within("bandwidth on " + ctx.ifname));
   }
 }
@@ -194,6 +192,7 @@ Result<cni::CniResult> bandwidth_add(Context& ctx, const BandwidthConfig& c, con
   }
   Shaped sd = PLUMB_TRY(shaped_device(ctx, *prev));
   netlink::Socket& nl = sd.pod_side ? *ctx.pod : *ctx.node;
+  const steps::Ns ns = sd.pod_side ? steps::Ns::kPod : steps::Ns::kNode;
   const int idx = sd.dev.index;
   auto progs = PLUMB_TRY(ebpf::Programs::load_or_open(ctx.bpffs_dir));
   uint64_t owner = PLUMB_TRY(ebpf::random_owner());
@@ -203,20 +202,21 @@ Result<cni::CniResult> bandwidth_add(Context& ctx, const BandwidthConfig& c, con
   // Map entries first: a program that finds no entry lets everything through.
   uint16_t id = PLUMB_TRY(configure_entries(ctx, progs, sd, c, owner, create_clsact, use_fq));
   if (create_clsact) {
-    auto st = tc::add_clsact(nl, idx);
+    auto st = steps::run(ctx, steps::AddClsact{ns, idx});
     if (!st && st.error().sys_errno != EEXIST) return std::unexpected(st.error().within("bandwidth on " + ctx.ifname));
     if (!st) (void)PLUMB_TRY(has_clsact(nl, ctx, sd));  // added meanwhile: a clsact is as good as ours
   }
   for (Hook h : {Hook::HostIngress, Hook::HostEgress}) {
     if (!limit_at(c, h, sd.pod_side)) continue;
-    auto st = tc::attach(nl, idx, ebpf::clsact_hook(h), progs.prog_fd(h), progs.prog_name(h), id);
+    auto st = steps::run(
+        ctx, steps::AttachShapingFilter{ns, idx, ebpf::clsact_hook(h), progs.prog_fd(h), progs.prog_name(h), id});
     if (!st) {
       return std::unexpected(st.error().within("bandwidth on " + ctx.ifname + " (" + (sd.pod_side ? "pod side " : "host side ") +
                                                sd.dev.name + ")"));
     }
   }
   if (use_fq) {
-    auto st = tc::set_root_fq(nl, idx);
+    auto st = steps::run(ctx, steps::SetRootFq{ns, idx});
     if (!st) return std::unexpected(st.error().within("bandwidth on " + ctx.ifname + " (EDT mode)"));
   }
   return *prev;

@@ -13,21 +13,21 @@
 // a veth "<bridge>.<vlan>" whose peer is a port of the bridge in that VLAN. A kernel without
 // bridge VLAN filtering fails such an ADD with kKernelFeature.
 #include <net/if.h>
-
 #include <sys/socket.h>
 
 #include <algorithm>
 #include <set>
 
 #include "drivers/registry.hpp"
+#include "drivers/steps.hpp"
 #include "drivers/undo.hpp"
 #include "engine/kernel/addr.hpp"
 #include "engine/kernel/bridge_port.hpp"
 #include "engine/kernel/link.hpp"
+#include "engine/kernel/netconf.hpp"
+#include "engine/kernel/route.hpp"
 #include "engine/nft/macspoof.hpp"
 #include "engine/nft/nft.hpp"
-#include "engine/kernel/route.hpp"
-#include "engine/kernel/netconf.hpp"
 
 namespace plumb::drivers {
 namespace {
@@ -163,10 +163,9 @@ Mac random_local_mac() {
 Result<link::LinkInfo> ensure_bridge(Context& ctx, const BridgeConfig& c) {
   auto br = PLUMB_TRY(link::get(*ctx.node, c.bridge));
   if (!br) {
-    PLUMB_TRY(undo::will(ctx, undo::BridgeDelIfUnused{c.bridge}, /*rollback_only=*/true));
     link::BridgeSpec spec{c.bridge, c.mtu_bytes, random_local_mac(), c.vlan_filtering()};
-    auto st = link::create_bridge(*ctx.node, spec);
-    if (!st && st.error().sys_errno != EEXIST) {
+    auto st = steps::run(ctx, steps::CreateBridge{spec});
+    if (!st) {
       if (spec.vlan_filtering && st.error().cni_code == cni_code::kKernelFeature) {
         return fail(cni_code::kKernelFeature, vlan_feature_text(c), st.error().text());
       }
@@ -199,11 +198,11 @@ Status ensure_gateway_addr(Context& ctx, const link::LinkInfo& br, const IpPrefi
         return fail(cni_code::kConflict, "bridge " + br.name + " already has an IP address " + a.prefix.str() +
                                               " different from " + gw.str() + " (set forceAddress to replace it)");
       }
-      PLUMB_TRY(addr::remove(*ctx.node, br.index, a.prefix));
+      PLUMB_TRY(steps::run(ctx, steps::RemoveNodeAddress{br.index, br.name, a.prefix}));
     }
   }
-  auto st = addr::add(*ctx.node, br.index, gw, /*nodad=*/true);
-  if (!st && st.error().sys_errno != EEXIST) return std::unexpected(st.error().within("add gateway " + gw.str() + " to " + br.name));
+  auto st = steps::run(ctx, steps::AddNodeAddress{br.index, br.name, gw, /*nodad=*/true, /*shared=*/true});
+  if (!st) return std::unexpected(st.error().within("gateway"));
   return {};
 }
 
@@ -284,8 +283,8 @@ Result<cni::CniResult> bridge_add(Context& ctx, const BridgeConfig& c, const cni
   PLUMB_TRY(setup_port(ctx, c, br, host_link, c.vlan, c.trunk_vids, true));
   if (c.macspoofchk) {
     if (!pod_link.mac()) return fail(cni_code::kKernel, "macspoofchk: " + ctx.ifname + " has no Ethernet MAC");
-    PLUMB_TRY(undo::will(ctx, undo::MacspoofDel{host_link.name, pod_link.mac()->str()}));
-    PLUMB_TRY(nft::add_macspoof(host_link.name, *pod_link.mac(), ctx.container_id + "/" + ctx.ifname));
+    PLUMB_TRY(
+        steps::run(ctx, steps::AddMacspoof{host_link.name, *pod_link.mac(), ctx.container_id + "/" + ctx.ifname}));
   }
 
   cni::CniResult r = PLUMB_TRY(run_ipam(ctx, c.ipam, release_registered));
@@ -302,17 +301,7 @@ Result<cni::CniResult> bridge_add(Context& ctx, const BridgeConfig& c, const cni
   // up tells the gateway and the other pods the address's new MAC.
   if (!c.disable_container_interface) PLUMB_TRY(configure_pod_interface(ctx, pod_link.index, r, c.enable_dad, c.ipam.ipam != nullptr));
 
-  if (c.ip_masq) {
-    // The network chain is rewritten on every add: give it every subnet of the network (dual
-    // stack), not just this address's.
-    std::vector<IpPrefix> subnets;
-    subnets.reserve(r.ips.size());
-    for (auto& ip : r.ips) subnets.push_back(ip.address.network());
-    for (auto& ip : r.ips) {
-      PLUMB_TRY(undo::will(ctx, undo::MasqDel{ip.address.addr.str()}));
-      PLUMB_TRY(nft::add_masquerade(ctx.network, subnets, ip.address.addr));
-    }
-  }
+  if (c.ip_masq) PLUMB_TRY(masquerade_addresses(ctx, r));
   return r;
 }
 
@@ -375,17 +364,14 @@ Status run_op(Context& ctx, const BridgeDelIfUnused& op) {
 }
 
 Status run_op(Context&, const MacspoofDel& op) {
-  auto mac = Mac::parse(op.mac);
-  if (!mac) return fail(cni_code::kDecode, "undo bridge.macspoof_del: invalid MAC \"" + op.mac + "\"");
-  auto removed = nft::del_macspoof(op.port, *mac);
+  auto removed = nft::del_macspoof(op.port, op.mac);
   if (!removed) return std::unexpected(removed.error().within("undo: remove the MAC spoof check of " + op.port));
   return {};
 }
 
 Status run_op(Context&, const MasqDel& op) {
-  auto ip = PLUMB_TRY(IpAddr::parse(op.ip));
-  auto removed = nft::del_masquerade(ip);
-  if (!removed) return std::unexpected(removed.error().within("undo: remove masquerade of " + ip.str()));
+  auto removed = nft::del_masquerade(op.ip);
+  if (!removed) return std::unexpected(removed.error().within("undo: remove masquerade of " + op.ip.str()));
   return {};
 }
 

@@ -3,19 +3,19 @@
 #include <sys/random.h>
 #include <sys/socket.h>
 
-#include <cerrno>
-
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 
 #include "drivers/driver.hpp"
 #include "drivers/registry.hpp"
+#include "drivers/steps.hpp"
 #include "drivers/undo.hpp"
+#include "engine/base/netns.hpp"
 #include "engine/devinfo/devinfo.hpp"
 #include "engine/kernel/addr.hpp"
 #include "engine/kernel/announce.hpp"
 #include "engine/kernel/link.hpp"
-#include "engine/base/netns.hpp"
 #include "engine/kernel/route.hpp"
 #include "engine/kernel/sysctl.hpp"
 #include "engine/nft/nft.hpp"
@@ -247,8 +247,7 @@ Status masquerade_addresses(Context& ctx, const cni::CniResult& r) {
   subnets.reserve(r.ips.size());
   for (auto& ip : r.ips) subnets.push_back(ip.address.network());
   for (auto& ip : r.ips) {
-    PLUMB_TRY(undo::will(ctx, undo::MasqDel{ip.address.addr.str()}));
-    PLUMB_TRY(nft::add_masquerade(ctx.network, subnets, ip.address.addr));
+    PLUMB_TRY(steps::run(ctx, steps::AddMasquerade{ctx.network, subnets, ip.address.addr}));
   }
   return {};
 }

@@ -8,7 +8,9 @@
 //           of every attachment of a pod before the first change, so a bad key anywhere fails
 //           the ADD with nothing done.
 //   add     typed config + the chain's previous result -> this plugin's result. Every kernel
-//           change is announced first with will() (drivers/undo.hpp: the typed undo journal).
+//           change is a typed step (drivers/steps.hpp) whose executor records its inverse in
+//           the typed undo journal (drivers/undo.hpp) before making it; drivers not moved to
+//           steps yet announce it themselves with undo::will().
 //   check   typed config + the recorded result: does the kernel still match (CNI CHECK)?
 //   del     there is no per-driver DEL: DEL runs, newest first, the undo operations the ADD
 //           recorded (drivers/undo.hpp), so it works from the state record alone.
@@ -42,9 +44,20 @@ namespace plumb::drivers {
 namespace vf_attach {
 struct Backends;
 }
+namespace steps {
+class Executor;
+}
 
 /// CNI_ARGS as (key, value) pairs, in order.
 using CniArgs = std::vector<std::pair<std::string, std::string>>;
+
+/// Settings of plumb's config that a driver's parse copies into its typed config (what its add
+/// reads; paths only: parse reads no file).
+struct DriverSettings {
+  /// plumb config tuningAllowlist: the reference tuning plugin's sysctl allowlist (one regular
+  /// expression a line; a missing file allows every net/ key)
+  std::string tuning_allowlist = "/etc/cni/tuning/allowlist.conf";
+};
 
 /// What parse may use besides the plugin's JSON (nothing from the kernel or the disk).
 struct ParseInput {
@@ -56,6 +69,7 @@ struct ParseInput {
   cni::PluginSearch plugin_search = {};
   /// How the cluster IPAM reaches whereabouts' pools in the Kubernetes API (plumb's credentials).
   ipam::ClusterAccess ipam_cluster = {};
+  DriverSettings settings = {};
 };
 
 /// A plugin's "ipam", parsed once with the rest of its config. Drivers hand it to run_ipam()
@@ -100,13 +114,13 @@ struct Context {
   /// the record undone, where what an undo operation starts is recorded while it runs; null
   /// when it cannot be (a record of the legacy layout).
   txn::Journal* journal = nullptr;
+  /// What makes the drivers' steps (drivers/steps.hpp): null, the journal (write-ahead); tests
+  /// set a steps::RecordingExecutor.
+  steps::Executor* executor = nullptr;
   std::string device_info_file;       ///< CNIDeviceInfoFile for this attachment, "" if none
   std::string sysfs_root = "/sys";    ///< plumb config sysfsRoot: fake trees in tests
   std::string bpffs_dir = "/sys/fs/bpf/plumb";  ///< plumb config bpffsDir: node-wide BPF pins (ebpf/loader.hpp)
-  std::string state_dir;              ///< plumb config stateDir (per-VF allocation records live under it)
-  /// plumb config tuningAllowlist: the reference tuning plugin's sysctl allowlist (one regular
-  /// expression a line; a missing file allows every net/ key)
-  std::string tuning_allowlist = "/etc/cni/tuning/allowlist.conf";
+  std::string state_dir;                        ///< plumb config stateDir (per-VF allocation records live under it)
   /// IPAMClaims (spec 8): the owner the IPAM holds this attachment's addresses for instead of
   /// container+ifname ("" = the container), and the claim's status.ips to re-use.
   std::string ipam_owner;

@@ -4,7 +4,7 @@
 // configuration", as the reference). A kernel without dummy devices (CONFIG_DUMMY) fails the ADD
 // with kKernelFeature naming it.
 #include "drivers/registry.hpp"
-#include "drivers/undo.hpp"
+#include "drivers/steps.hpp"
 
 namespace plumb::drivers {
 namespace {
@@ -24,8 +24,7 @@ Result<cni::CniResult> dummy_add(Context& ctx, const DummyConfig& c, const cni::
   if (PLUMB_TRY(link::get(*ctx.pod, ctx.ifname))) {
     return fail(cni_code::kConflict, "interface " + ctx.ifname + " already exists in " + ctx.netns_path);
   }
-  PLUMB_TRY(undo::will(ctx, undo::LinkDel{"pod", ctx.ifname, std::nullopt}));
-  auto st = link::create_dummy(*ctx.pod, ctx.ifname);
+  auto st = steps::run(ctx, steps::CreatePodLink{ctx.ifname, std::nullopt, /*via_pod=*/true, steps::DummyLink{}});
   if (!st && st.error().cni_code == cni_code::kKernelFeature) {
     return fail(cni_code::kKernelFeature, ctx.network + ": this kernel has no dummy devices (CONFIG_DUMMY, module dummy)",
                 st.error().text());

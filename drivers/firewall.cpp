@@ -16,6 +16,7 @@
 //                           br_netfilter). Bridges stay isolated after DEL (other pods may use
 //                           them), as the reference.
 #include "drivers/registry.hpp"
+#include "drivers/steps.hpp"
 #include "drivers/undo.hpp"
 #include "engine/nft/firewall.hpp"
 
@@ -66,15 +67,6 @@ nft::FirewallPod pod_of(const Context& ctx, const FirewallConfig& c, const cni::
   return p;
 }
 
-undo::FirewallRemove remove_op(const nft::FirewallPod& p) {
-  undo::FirewallRemove op;
-  op.container_id = p.container_id;
-  op.ifname = p.ifname;
-  op.admin_chain = p.admin_chain;
-  for (auto& a : p.addresses) op.addresses.push_back(a.str());
-  return op;
-}
-
 Result<cni::CniResult> firewall_add(Context& ctx, const FirewallConfig& c, const cni::CniResult* prev) {
   if (prev == nullptr) return fail(cni_code::kInvalidConfig, ctx.network + " firewall: missing prevResult from earlier plugin");
   if (c.ingress_policy != "open") {
@@ -82,11 +74,9 @@ Result<cni::CniResult> firewall_add(Context& ctx, const FirewallConfig& c, const
       return fail(cni_code::kInvalidConfig, ctx.network + " firewall: interface needs to be set for ingress policy \"" +
                                                 c.ingress_policy + "\", make sure to chain \"firewall\" plugin with \"bridge\"");
     }
-    PLUMB_TRY(nft::firewall_isolate_bridge(prev->interfaces[0].name, c.ingress_policy == "isolated"));
+    PLUMB_TRY(steps::run(ctx, steps::IsolateBridge{prev->interfaces[0].name, c.ingress_policy == "isolated"}));
   }
-  nft::FirewallPod p = pod_of(ctx, c, *prev);
-  PLUMB_TRY(undo::will(ctx, remove_op(p)));
-  PLUMB_TRY(nft::firewall_add(p));
+  PLUMB_TRY(steps::run(ctx, steps::AddFirewallPod{pod_of(ctx, c, *prev)}));
   return *prev;
 }
 
@@ -105,7 +95,7 @@ Status run_op(Context&, const FirewallRemove& op) {
   p.container_id = op.container_id;
   p.ifname = op.ifname;
   p.admin_chain = op.admin_chain;
-  for (auto& a : op.addresses) p.addresses.push_back(PLUMB_TRY(IpAddr::parse(a)));
+  p.addresses = op.addresses;
   auto removed = nft::firewall_remove(p);
   if (!removed) return std::unexpected(removed.error().within("undo"));
   return {};

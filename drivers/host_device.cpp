@@ -27,6 +27,7 @@
 #include <cstring>
 
 #include "drivers/registry.hpp"
+#include "drivers/steps.hpp"
 #include "drivers/undo.hpp"
 #include "engine/base/file.hpp"
 #include "engine/devinfo/devinfo.hpp"
@@ -206,26 +207,12 @@ Result<Found> find_device(Context& ctx, const HostDeviceConfig& c) {
                                             ctx.sysfs_root + "/bus)");
 }
 
-undo::HostDeviceRestore restore_op(const link::LinkInfo& dev, const std::string& ifname) {
-  undo::HostDeviceRestore op;
-  op.name = dev.name;
-  op.ifname = ifname;
-  op.index = dev.index;
-  op.mtu_bytes = dev.mtu_bytes;
-  if (dev.mac()) op.mac = dev.mac()->str();
-  return op;
-}
-
-/// Moves the netdev into the pod under ifname (the restore registered first).
+/// Moves the netdev into the pod under ifname (its restore recorded first).
 Result<link::LinkInfo> move_in(Context& ctx, const HostDeviceConfig& c, const link::LinkInfo& dev) {
   if (dev.index == 1 || (dev.flags & IFF_LOOPBACK)) {
     return fail(cni_code::kInvalidConfig, ctx.network + ": " + c.selector + " selects the loopback device " + dev.name);
   }
-  PLUMB_TRY(undo::will(ctx, restore_op(dev, ctx.ifname)));
-  link::LinkChange move;
-  move.netns_fd = ctx.pod_ns->fd();
-  move.name = ctx.ifname;  // renamed in the pod namespace after the move
-  auto st = link::modify(*ctx.node, dev.index, move);
+  auto st = steps::run(ctx, steps::MoveLinkIntoPod{dev, ctx.ifname});
   if (!st) return std::unexpected(st.error().within(ctx.network + ": move " + dev.name + " into " + ctx.netns_path + " as " + ctx.ifname));
   auto pod_link = PLUMB_TRY(link::get(*ctx.pod, ctx.ifname));
   if (!pod_link) return fail(cni_code::kKernel, ctx.ifname + " not found in " + ctx.netns_path + " after moving " + dev.name);
@@ -297,8 +284,7 @@ const Driver kHostDevice = make_driver<HostDeviceConfig, parse_config, host_devi
 namespace undo {
 
 Status run_op(Context& ctx, const HostDeviceRestore& op) {
-  std::optional<Mac> mac;
-  if (op.mac) mac = PLUMB_TRY(Mac::parse(*op.mac));
+  const std::optional<Mac>& mac = op.mac;
   uint32_t mtu_bytes = op.mtu_bytes;
   const std::string what = "return " + op.ifname + " to the node namespace as " + op.name;
 

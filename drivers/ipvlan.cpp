@@ -64,12 +64,14 @@ Result<cni::CniResult> ipvlan_add(Context& ctx, const IpvlanConfig& c, const cni
     return fail(cni_code::kInvalidConfig, ctx.network + ": ipvlan needs addresses: an \"ipam\", or a previous result with IPs");
   }
   const bool release_registered = !use_prev_ips && ipam_release_ahead(ctx, c.ipam);  // announced with the link
-  auto created = lower::create_in_pod(
-      ctx, "create ipvlan (mode " + c.mode_name + ") on master " + master.name, [&](const std::string& ifname) {
-        link::IpvlanSpec spec{ifname, master.index, c.mode, c.keys.mtu_bytes.value_or(0), c.keys.link_in_container ? -1 : ctx.pod_ns->fd(),
-                              link::kPodLinkGroup};
-        return link::create_ipvlan(lower::master_socket(ctx, c.keys), spec);
-      });
+  link::IpvlanSpec spec{ctx.ifname,
+                        master.index,
+                        c.mode,
+                        c.keys.mtu_bytes.value_or(0),
+                        c.keys.link_in_container ? -1 : ctx.pod_ns->fd(),
+                        link::kPodLinkGroup};
+  auto created =
+      lower::create_in_pod(ctx, "create ipvlan (mode " + c.mode_name + ") on master " + master.name, c.keys, spec);
   if (!created && created.error().cni_code == cni_code::kKernelFeature) {
     return fail(cni_code::kKernelFeature, ctx.network + ": this kernel has no ipvlan support (CONFIG_IPVLAN, module ipvlan)",
                 created.error().text());

@@ -1,5 +1,6 @@
 // The reference "loopback" plugin: brings lo up in the pod namespace.
 #include "drivers/registry.hpp"
+#include "drivers/steps.hpp"
 #include "engine/kernel/link.hpp"
 
 namespace plumb::drivers {
@@ -15,8 +16,7 @@ Result<cni::CniResult> loopback_add(Context& ctx, const LoopbackConfig&, const c
   if (!lo) return fail(cni_code::kKernel, "no loopback device in " + ctx.netns_path);
   link::LinkChange up;
   up.up = true;
-  PLUMB_TRY(link::modify(*ctx.pod, lo->index, up));
-  // Nothing to undo: lo belongs to the pod namespace and dies with it.
+  PLUMB_TRY(steps::run(ctx, steps::SetUpPodLink{lo->index, up}));  // nothing recorded: lo dies with the pod namespace
   // Chained after another plugin, loopback passes the previous result through (as the reference).
   if (prev != nullptr) return *prev;
   cni::CniResult r;

@@ -6,9 +6,7 @@
 #include <algorithm>
 #include <chrono>
 
-#include "drivers/undo.hpp"
 #include "engine/kernel/route.hpp"
-#include "engine/kernel/sysctl.hpp"
 
 namespace plumb::drivers::lower {
 
@@ -64,11 +62,11 @@ Result<link::LinkInfo> resolve_master(const Context& ctx, const Keys& k, const s
   return master;
 }
 
-Result<link::LinkInfo> create_in_pod(Context& ctx, const std::string& what, const std::function<Status(const std::string& name)>& create) {
-  // No look-up first: the kernel refuses a taken name (EEXIST), and the deletion registered here
-  // leaves a link of another group alone.
-  PLUMB_TRY(undo::will(ctx, undo::LinkDel{"pod", ctx.ifname, link::kPodLinkGroup}));
-  auto st = create(ctx.ifname);
+Result<link::LinkInfo> create_in_pod(Context& ctx, const std::string& what, const Keys& k, steps::PodLinkSpec spec) {
+  // No look-up first: the kernel refuses a taken name (EEXIST), and the deletion recorded by the
+  // step leaves a link of another group alone.
+  auto st =
+      steps::run(ctx, steps::CreatePodLink{ctx.ifname, link::kPodLinkGroup, k.link_in_container, std::move(spec)});
   if (!st && st.error().sys_errno == EEXIST) {
     return fail(cni_code::kConflict, "interface " + ctx.ifname + " already exists in " + ctx.netns_path);
   }
@@ -78,12 +76,11 @@ Result<link::LinkInfo> create_in_pod(Context& ctx, const std::string& what, cons
   return *made;
 }
 
-Status notify_neighbours(const Context& ctx, int index, const cni::CniResult& r) {
+Status notify_neighbours(Context& ctx, int index, const cni::CniResult& r) {
   PLUMB_TRY(enable_arp_notify(ctx, index));
   bool v6 = std::any_of(r.ips.begin(), r.ips.end(), [](const cni::IpConfig& ip) { return !ip.address.addr.is_v4(); });
   if (!v6) return {};
-  auto guard = PLUMB_TRY(netns::Guard::enter(*ctx.pod_ns));
-  return sysctl::write("net/ipv6/conf/" + ctx.ifname + "/ndisc_notify", "1");
+  return steps::run(ctx, steps::WritePodSysctl{"net/ipv6/conf/" + ctx.ifname + "/ndisc_notify", "1"});
 }
 
 void announce(Context& ctx, const link::LinkInfo& pod_link, const cni::CniResult& r) {

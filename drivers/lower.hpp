@@ -5,12 +5,12 @@
 // the node namespace cannot collide with it).
 #pragma once
 
-#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
 
 #include "drivers/driver.hpp"
+#include "drivers/steps.hpp"
 #include "engine/kernel/link.hpp"
 
 namespace plumb::drivers::lower {
@@ -40,21 +40,22 @@ struct Keys {
 [[nodiscard]] Result<link::LinkInfo> find_master(netlink::Socket& nl, const std::string& name, const std::string& where_ns,
                                                  const std::string& network);
 
-/// Makes the pod interface: registers its deletion (by name, only within link::kPodLinkGroup:
-/// never a link someone else made under that name) and calls `create(name)` with name =
-/// ctx.ifname; `create` must make the link in link::kPodLinkGroup so that it is born in the pod
-/// namespace under its final name (no rename: a rename re-registers the device's IPv4, IPv6 and
-/// neighbour sysctl tables, about as costly as the creation). Returns the link as the pod sees
-/// it. Errors: kConflict when ctx.ifname already exists in the pod (the kernel's EEXIST);
-/// create's others prefixed with `what` ("create ipvlan (mode l2) on master eth0").
-[[nodiscard]] Result<link::LinkInfo> create_in_pod(Context& ctx, const std::string& what,
-                                                   const std::function<Status(const std::string& name)>& create);
+/// Makes the pod interface `spec` through the step CreatePodLink (drivers/steps.hpp: its deletion recorded
+/// first, by name, only within link::kPodLinkGroup: never a link someone else made under that
+/// name); its spec must make the link in link::kPodLinkGroup, named ctx.ifname, so that it is born
+/// in the pod namespace under its final name (no rename: a rename re-registers the device's IPv4,
+/// IPv6 and neighbour sysctl tables, about as costly as the creation). The step's ifname, group and
+/// socket are set from ctx and `k`. Returns the link as the pod sees it. Errors: kConflict
+/// when ctx.ifname already exists in the pod (the kernel's EEXIST); the step's others prefixed
+/// with `what` ("create ipvlan (mode l2) on master eth0").
+[[nodiscard]] Result<link::LinkInfo> create_in_pod(Context& ctx, const std::string& what, const Keys& k,
+                                                   steps::PodLinkSpec spec);
 
 /// Sets arp_notify on the pod interface `index` (ctx.ifname), and ndisc_notify when `r` has an
 /// IPv6 address, so neighbours learn the interface's MAC when it comes up (what the reference
 /// macvlan/ipvlan plugins set): arp_notify over rtnetlink, ndisc_notify (which rtnetlink cannot
 /// set) through /proc/sys in the pod namespace. Errors: the kernel's, naming the key.
-[[nodiscard]] Status notify_neighbours(const Context& ctx, int index, const cni::CniResult& r);
+[[nodiscard]] Status notify_neighbours(Context& ctx, int index, const cni::CniResult& r);
 
 /// Once `pod_link` is up with `r`'s addresses: a gratuitous ARP per IPv4 address (IPv6 addresses
 /// are still in DAD), as the reference macvlan plugin and sriov-cni do, so switches and neighbours

@@ -74,19 +74,17 @@ Result<cni::CniResult> macvlan_add(Context& ctx, const MacvlanConfig& c, const c
   link::LinkInfo master = PLUMB_TRY(lower::resolve_master(ctx, c.keys, c.keys.master));
   // Born in the pod namespace under its final name; the IPAM's release announced with it.
   const bool release_registered = ipam_release_ahead(ctx, c.ipam);
-  link::LinkInfo pod_link = PLUMB_TRY(lower::create_in_pod(
-      ctx, "create macvlan (mode " + c.mode_name + ") on master " + master.name, [&](const std::string& name) {
-        link::MacvlanSpec spec;
-        spec.name = name;
-        spec.master_index = master.index;
-        spec.mode = c.mode;
-        spec.mtu_bytes = c.keys.mtu_bytes.value_or(0);
-        spec.mac = c.mac;
-        spec.netns_fd = c.keys.link_in_container ? -1 : ctx.pod_ns->fd();
-        spec.bc_queue_len = c.bc_queue_len;
-        spec.group = link::kPodLinkGroup;
-        return link::create_macvlan(lower::master_socket(ctx, c.keys), spec);
-      }));
+  link::MacvlanSpec spec;
+  spec.name = ctx.ifname;
+  spec.master_index = master.index;
+  spec.mode = c.mode;
+  spec.mtu_bytes = c.keys.mtu_bytes.value_or(0);
+  spec.mac = c.mac;
+  spec.netns_fd = c.keys.link_in_container ? -1 : ctx.pod_ns->fd();
+  spec.bc_queue_len = c.bc_queue_len;
+  spec.group = link::kPodLinkGroup;
+  link::LinkInfo pod_link = PLUMB_TRY(
+      lower::create_in_pod(ctx, "create macvlan (mode " + c.mode_name + ") on master " + master.name, c.keys, spec));
   if (c.bc_queue_len != 0 && pod_link.macvlan_bc_queue_len != c.bc_queue_len) {
     return fail(cni_code::kKernelFeature, ctx.network + ".bcqueuelen " + std::to_string(c.bc_queue_len) +
                                               ": this kernel does not support the macvlan broadcast queue length "

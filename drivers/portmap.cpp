@@ -38,6 +38,8 @@
 // UDP: after the mappings are installed, conntrack entries of UDP flows to the host ports are
 // flushed (they would keep their old binding); on removal, the pod's UDP flows through its host
 // ports are flushed.
+#include "engine/nft/portmap.hpp"
+
 #include <netinet/in.h>
 #include <strings.h>
 #include <sys/socket.h>
@@ -45,12 +47,12 @@
 #include <algorithm>
 
 #include "drivers/registry.hpp"
+#include "drivers/steps.hpp"
 #include "drivers/undo.hpp"
 #include "engine/kernel/addr.hpp"
 #include "engine/kernel/link.hpp"
-#include "engine/nft/conntrack.hpp"
-#include "engine/nft/portmap.hpp"
 #include "engine/kernel/sysctl.hpp"
+#include "engine/nft/conntrack.hpp"
 
 namespace plumb::drivers {
 namespace {
@@ -211,59 +213,16 @@ nft::PodPortMappings plan(const Context& ctx, const PortmapConfig& c, const std:
   return pm;
 }
 
-// The undo operation records the plan itself, so DEL needs neither the config nor prevResult.
-undo::PortmapRemove remove_op(const nft::PodPortMappings& pm) {
-  undo::PortmapRemove op;
-  op.container_id = pm.container_id;
-  op.ifname = pm.ifname;
-  for (const auto& m : pm.mappings) {
-    undo::PortMapping u;
-    u.protocol = nft::l4proto_name(m.l4proto);
-    if (m.host_ip) u.host_ip = m.host_ip->str();
-    u.host_port = m.host_port;
-    u.pod_ip = m.pod_ip.str();
-    u.container_port = m.container_port;
-    if (!m.condition_class.empty()) u.condition_class = m.condition_class;
-    op.mappings.push_back(std::move(u));
-  }
-  for (const auto& ip : pm.snat_pods) op.snat.push_back(ip.str());
-  for (const auto& ip : pm.masq_all_pods) op.masq_all.push_back(ip.str());
-  return op;
-}
-
-/// The engine's form of a recorded remove operation. Errors: kDecode naming a bad address or port.
-Result<nft::PodPortMappings> mappings_of(const undo::PortmapRemove& op) {
-  nft::PodPortMappings pm;
-  pm.container_id = op.container_id;
-  pm.ifname = op.ifname;
-  auto port = [](int p, const char* what) -> Result<uint16_t> {
-    if (p < 0 || p > 65535) return fail(cni_code::kDecode, std::string("undo portmap.remove: ") + what + " " + std::to_string(p));
-    return static_cast<uint16_t>(p);
-  };
-  for (const auto& u : op.mappings) {
-    nft::PortMapping m;
-    m.l4proto = u.protocol == "udp" ? IPPROTO_UDP : u.protocol == "sctp" ? IPPROTO_SCTP : IPPROTO_TCP;
-    if (u.host_ip) m.host_ip = PLUMB_TRY(IpAddr::parse(*u.host_ip));
-    m.host_port = PLUMB_TRY(port(u.host_port, "hostPort"));
-    m.pod_ip = PLUMB_TRY(IpAddr::parse(u.pod_ip));
-    m.container_port = PLUMB_TRY(port(u.container_port, "containerPort"));
-    m.condition_class = u.condition_class.value_or("");
-    pm.mappings.push_back(m);
-  }
-  for (const auto& s : op.snat) pm.snat_pods.push_back(PLUMB_TRY(IpAddr::parse(s)));
-  for (const auto& s : op.masq_all) pm.masq_all_pods.push_back(PLUMB_TRY(IpAddr::parse(s)));
-  return pm;
-}
-
 /// route_localnet=1 on the attachment's host-side interfaces (those of prevResult without a
-/// sandbox that exist in the node): DNATed 127.0.0.1 traffic leaves through them. Not undone:
-/// the bridge is shared, the veth dies with the attachment.
+/// sandbox that exist in the node): DNATed 127.0.0.1 traffic leaves through them. Its previous
+/// value comes back only when the ADD is rolled back: a completed attachment's bridge is shared,
+/// its veth dies with it.
 Status enable_localnet(Context& ctx, const cni::CniResult& prev) {
   for (const auto& i : prev.interfaces) {
     if (!i.sandbox.empty() || i.name.empty()) continue;
     auto l = PLUMB_TRY(link::get(*ctx.node, i.name));
     if (!l) continue;
-    auto st = sysctl::write("net/ipv4/conf/" + i.name + "/route_localnet", "1");
+    auto st = steps::run(ctx, steps::WriteNodeSysctl{"net/ipv4/conf/" + i.name + "/route_localnet", "1"});
     if (!st) return std::unexpected(st.error().within("portmap: allow 127.0.0.1 host ports through " + i.name));
   }
   return {};
@@ -326,11 +285,10 @@ Result<cni::CniResult> portmap_add(Context& ctx, const PortmapConfig& c, const c
     PLUMB_TRY(enable_localnet(ctx, *prev));
   }
   auto filters = PLUMB_TRY(stale_udp_filters(ctx, pm));
-  PLUMB_TRY(undo::will(ctx, remove_op(pm)));
-  PLUMB_TRY(nft::add_port_mappings(pm));
+  PLUMB_TRY(steps::run(ctx, steps::AddPortMappings{pm}));
   // Flows that reached these UDP ports before (the node itself, a previous owner) would keep
   // their old binding: flush them now that new flows are DNATed.
-  auto flushed = nft::conntrack::remove_matching(filters);
+  auto flushed = steps::run(ctx, steps::FlushConntrack{std::move(filters)});
   if (!flushed) return std::unexpected(flushed.error().within(ctx.network + " portmap: flush stale UDP flows"));
   return *prev;
 }
@@ -348,7 +306,7 @@ const Driver kPortmap = make_driver<PortmapConfig, parse_config, portmap_add, po
 namespace undo {
 
 Status run_op(Context&, const PortmapRemove& op) {
-  nft::PodPortMappings pm = PLUMB_TRY(mappings_of(op));
+  const nft::PodPortMappings& pm = op.pm;
   auto removed = nft::remove_port_mappings(pm);
   if (!removed) return std::unexpected(removed.error().within("undo"));
   // The pod's UDP flows through its host ports (only those DNATed to this pod's address: another

@@ -22,12 +22,9 @@
 #include <algorithm>
 
 #include "drivers/registry.hpp"
-#include "drivers/undo.hpp"
-#include "engine/kernel/addr.hpp"
+#include "drivers/steps.hpp"
 #include "engine/kernel/link.hpp"
-#include "engine/kernel/netconf.hpp"
 #include "engine/kernel/route.hpp"
-#include "engine/kernel/sysctl.hpp"
 
 namespace plumb::drivers {
 namespace {
@@ -62,42 +59,42 @@ Status pod_routes(Context& ctx, int index, const cni::IpConfig& ip) {
   route::Route connected;
   connected.dst = ip.address.network();
   connected.oif = index;
-  auto removed = route::remove(*ctx.pod, connected);
+  auto removed = steps::run(ctx, steps::RemoveOwnLinkRoute{steps::Ns::kPod, connected});
   if (!removed) return std::unexpected(removed.error().within(ctx.network + ": ptp"));
   route::Route to_gw;
   to_gw.dst = host_prefix(gw);
   to_gw.oif = index;
   to_gw.scope = RT_SCOPE_LINK;
   to_gw.prefsrc = ip.address.addr;
-  PLUMB_TRY(route::add(*ctx.pod, to_gw));
+  PLUMB_TRY(steps::run(ctx, steps::AddOwnLinkRoute{steps::Ns::kPod, to_gw, false}));
   route::Route subnet;
   subnet.dst = ip.address.network();
   subnet.gw = gw;
   subnet.oif = index;
   subnet.prefsrc = ip.address.addr;
-  return route::add(*ctx.pod, subnet);
+  return steps::run(ctx, steps::AddOwnLinkRoute{steps::Ns::kPod, subnet, false});
 }
 
 /// The host end: up, accept_ra off, the gateway addresses, a host route to each pod address.
 Status host_side(Context& ctx, const link::LinkInfo& host, const cni::CniResult& r) {
   link::LinkChange up;
   up.up = true;
-  PLUMB_TRY(link::modify(*ctx.node, host.index, up));
+  PLUMB_TRY(steps::run(ctx, steps::SetUpNodeLink{host.index, up}));
   bool v4 = false, v6 = false;
   for (auto& ip : r.ips) (ip.address.addr.is_v4() ? v4 : v6) = true;
-  if (v6) PLUMB_TRY(sysctl::write("net/ipv6/conf/" + host.name + "/accept_ra", "0"));
+  if (v6) PLUMB_TRY(steps::run(ctx, steps::WriteNodeLinkSysctl{"net/ipv6/conf/" + host.name + "/accept_ra", "0"}));
   for (auto& ip : r.ips) {
-    auto st = addr::add(*ctx.node, host.index, host_prefix(*ip.gateway), /*nodad=*/true);
-    if (!st && st.error().sys_errno != EEXIST) return std::unexpected(st.error().within(ctx.network + ": ptp host side " + host.name));
+    auto st = steps::run(ctx, steps::AddOwnLinkAddress{steps::Ns::kNode, host.index, host_prefix(*ip.gateway), true});
+    if (!st) return std::unexpected(st.error().within(ctx.network + ": ptp host side " + host.name));
     route::Route to_pod;
     to_pod.dst = host_prefix(ip.address.addr);
     to_pod.oif = host.index;
     to_pod.scope = RT_SCOPE_HOST;
-    st = route::add(*ctx.node, to_pod);
-    if (!st && st.error().sys_errno != EEXIST) return std::unexpected(st.error().within(ctx.network + ": ptp host route"));
+    st = steps::run(ctx, steps::AddOwnLinkRoute{steps::Ns::kNode, to_pod, true});
+    if (!st) return std::unexpected(st.error().within(ctx.network + ": ptp host route"));
   }
-  if (v4) PLUMB_TRY(netconf::ensure_forwarding(*ctx.node, AF_INET));
-  if (v6) PLUMB_TRY(netconf::ensure_forwarding(*ctx.node, AF_INET6));
+  if (v4) PLUMB_TRY(steps::run(ctx, steps::EnableForwarding{AF_INET}));
+  if (v6) PLUMB_TRY(steps::run(ctx, steps::EnableForwarding{AF_INET6}));
   return {};
 }
 

@@ -15,6 +15,7 @@
 #include <set>
 
 #include "drivers/registry.hpp"
+#include "drivers/steps.hpp"
 #include "drivers/undo.hpp"
 #include "engine/kernel/link.hpp"
 #include "engine/kernel/route.hpp"
@@ -74,32 +75,12 @@ IpPrefix host_prefix(const IpAddr& a) { return IpPrefix{a, static_cast<uint8_t>(
 
 std::string rule_text(const IpPrefix& src, uint32_t table) { return src.str() + " " + std::to_string(table); }
 
-undo::SbrRoute to_undo(const route::Route& r) {
-  undo::SbrRoute u;
-  u.dst = r.dst.network().str();
-  if (r.gw) u.gw = r.gw->str();
-  if (r.prefsrc) u.prefsrc = r.prefsrc->str();
-  u.oif = r.oif;
-  u.table = r.table;
-  u.priority = r.priority;
-  u.scope = r.scope;
-  u.protocol = r.protocol;
-  u.type = r.type;
-  return u;
-}
-
-Result<route::Route> from_undo(const undo::SbrRoute& u) {
-  route::Route r;
-  r.dst = PLUMB_TRY(IpPrefix::parse(u.dst));
-  if (u.gw) r.gw = PLUMB_TRY(IpAddr::parse(*u.gw));
-  if (u.prefsrc) r.prefsrc = PLUMB_TRY(IpAddr::parse(*u.prefsrc));
-  r.oif = u.oif;
-  r.table = u.table;
-  r.priority = u.priority;
-  r.scope = static_cast<uint8_t>(u.scope);
-  r.protocol = static_cast<uint8_t>(u.protocol);
-  r.type = static_cast<uint8_t>(u.type);
-  return r;
+/// A main-table route as sbr.restore records it: its destination as a network (the recorded
+/// keys: undo.hpp; its MTU is not among them).
+route::Route recorded_route(const route::Route& r) {
+  route::Route out = r;
+  out.dst = r.dst.network();
+  return out;
 }
 
 /// What the pod namespace holds before sbr: every rule's table and every route's table.
@@ -125,21 +106,9 @@ uint32_t next_free(const std::set<uint32_t>& used, uint32_t from) {
   return from;
 }
 
-/// Adds a route, an identical one already there being success (the reference's RouteReplace).
-Status ensure_route(netlink::Socket& pod, const route::Route& r) {
-  auto st = route::add(pod, r);
-  if (!st && st.error().sys_errno != EEXIST) return st;
-  return {};
-}
-
-/// One address: its rule, its table's default route and the copies of its routes.
+/// One address's table: its default route and the copies of its routes (its rule: AddSourceRules).
 Status route_address(Context& ctx, const SbrConfig& c, const cni::IpConfig& ip, int index, uint32_t table,
                      const std::vector<route::Route>& link_routes) {
-  rule::Rule rl;
-  rl.src = host_prefix(ip.address.addr);
-  rl.table = table;
-  auto st = rule::add(*ctx.pod, rl);
-  if (!st) return std::unexpected(st.error().within(ctx.network + " sbr"));
   const std::optional<IpAddr>& fixed = ip.address.addr.is_v4() ? c.gw4 : c.gw6;
   std::optional<IpAddr> gw = fixed ? fixed : ip.gateway;
   if (gw) {
@@ -148,7 +117,7 @@ Status route_address(Context& ctx, const SbrConfig& c, const cni::IpConfig& ip, 
     def.gw = gw;
     def.oif = index;
     def.table = table;
-    st = route::add(*ctx.pod, def);
+    auto st = steps::run(ctx, steps::AddOwnLinkRoute{steps::Ns::kPod, def, false});
     if (!st) return std::unexpected(st.error().within(ctx.network + " sbr: add default route to " + gw->str()));
   }
   const IpPrefix subnet = ip.address.network();
@@ -156,17 +125,16 @@ Status route_address(Context& ctx, const SbrConfig& c, const cni::IpConfig& ip, 
     bool mine = (r.prefsrc && subnet.contains(*r.prefsrc)) || (r.gw && subnet.contains(*r.gw)) || (!r.prefsrc && !r.gw);
     if (!mine) continue;
     r.table = table;
-    st = ensure_route(*ctx.pod, r);
+    auto st = steps::run(ctx, steps::AddOwnLinkRoute{steps::Ns::kPod, r, true});
     if (!st) return std::unexpected(st.error().within(ctx.network + " sbr: copy route to table " + std::to_string(table)));
   }
   return {};
 }
 
 /// The main table after the copies: subnet routes with a source hint kept (addSourceHints) or
-/// every route of the interface removed. Returns the routes removed.
-Result<std::vector<route::Route>> trim_main(Context& ctx, const SbrConfig& c, const std::vector<cni::IpConfig>& ips, int index,
-                                            const std::vector<route::Route>& link_routes) {
-  std::vector<route::Route> removed;
+/// every route of the interface removed.
+Status trim_main(Context& ctx, const SbrConfig& c, const std::vector<cni::IpConfig>& ips, int index,
+                 const std::vector<route::Route>& link_routes) {
   if (c.add_source_hints) {
     for (auto& ip : ips) {
       route::Route hint;
@@ -174,16 +142,16 @@ Result<std::vector<route::Route>> trim_main(Context& ctx, const SbrConfig& c, co
       hint.oif = index;
       hint.prefsrc = ip.address.addr;
       hint.scope = RT_SCOPE_LINK;
-      (void)ensure_route(*ctx.pod, hint);  // as the reference: a warning, not a failure
+      (void)steps::run(
+          ctx, steps::AddOwnLinkRoute{steps::Ns::kPod, hint, true});  // as the reference: a warning, not a failure
     }
   }
   for (auto& r : link_routes) {
     if (c.add_source_hints && r.scope == RT_SCOPE_LINK) continue;
-    auto gone = route::remove(*ctx.pod, r);
+    auto gone = steps::run(ctx, steps::RemoveOwnLinkRoute{steps::Ns::kPod, r});
     if (!gone) return std::unexpected(gone.error().within(ctx.network + " sbr: remove route from the main table"));
-    if (*gone) removed.push_back(r);
   }
-  return removed;
+  return {};
 }
 
 Result<cni::CniResult> sbr_add(Context& ctx, const SbrConfig& c, const cni::CniResult* prev) {
@@ -192,28 +160,31 @@ Result<cni::CniResult> sbr_add(Context& ctx, const SbrConfig& c, const cni::CniR
   std::vector<cni::IpConfig> ips = ip_configs(*prev, ctx.ifname);
   auto l = PLUMB_TRY(link::get(*ctx.pod, ctx.ifname));
   if (!l) return fail(cni_code::kKernel, ctx.network + " sbr: cannot find network interface " + ctx.ifname + " in " + ctx.netns_path);
+  std::vector<route::Route> link_routes;  // the interface's main-table routes (not with a fixed table)
 
-  undo::SbrRestore op;
+  steps::AddSourceRules rules;
   if (c.table) {
-    for (auto& ip : ips) op.rules.push_back(rule_text(host_prefix(ip.address.addr), *c.table));
-    PLUMB_TRY(undo::will(ctx, op));
-    for (auto& ip : ips) {
-      auto st = rule::add(*ctx.pod, rule::Rule{host_prefix(ip.address.addr), *c.table});
-      if (!st) return std::unexpected(st.error().within(ctx.network + " sbr"));
+    for (auto& ip : ips) rules.rules.push_back(rule::Rule{host_prefix(ip.address.addr), *c.table});
+  } else {
+    Used used = PLUMB_TRY(survey(*ctx.pod, l->index));
+    for (uint32_t t = next_free(used.tables, kFirstTable); rules.restore.tables.size() < ips.size();
+         t = next_free(used.tables, t + 1)) {
+      rules.restore.tables.push_back(t);
     }
-    return *prev;
+    for (size_t i = 0; i < ips.size(); ++i)
+      rules.rules.push_back(rule::Rule{host_prefix(ips[i].address.addr), rules.restore.tables[i]});
+    for (auto& r : used.link_routes) {
+      if (!(c.add_source_hints && r.scope == RT_SCOPE_LINK)) rules.restore.main_routes.push_back(recorded_route(r));
+    }
+    link_routes = std::move(used.link_routes);
   }
-  Used used = PLUMB_TRY(survey(*ctx.pod, l->index));
-  std::vector<uint32_t> tables;
-  for (uint32_t t = next_free(used.tables, kFirstTable); tables.size() < ips.size(); t = next_free(used.tables, t + 1)) tables.push_back(t);
-  for (size_t i = 0; i < ips.size(); ++i) op.rules.push_back(rule_text(host_prefix(ips[i].address.addr), tables[i]));
-  op.tables = tables;
-  for (auto& r : used.link_routes) {
-    if (!(c.add_source_hints && r.scope == RT_SCOPE_LINK)) op.main_routes.push_back(to_undo(r));
-  }
-  PLUMB_TRY(undo::will(ctx, op));
-  for (size_t i = 0; i < ips.size(); ++i) PLUMB_TRY(route_address(ctx, c, ips[i], l->index, tables[i], used.link_routes));
-  PLUMB_TRY(trim_main(ctx, c, ips, l->index, used.link_routes));
+  for (auto& r : rules.rules) rules.restore.rules.push_back(rule_text(r.src, r.table));
+  auto st = steps::run(ctx, rules);
+  if (!st) return std::unexpected(st.error().within(ctx.network + " sbr"));
+  if (c.table) return *prev;
+  for (size_t i = 0; i < ips.size(); ++i)
+    PLUMB_TRY(route_address(ctx, c, ips[i], l->index, rules.restore.tables[i], link_routes));
+  PLUMB_TRY(trim_main(ctx, c, ips, l->index, link_routes));
   return *prev;
 }
 
@@ -234,6 +205,16 @@ Status sbr_check(Context& ctx, const SbrConfig& c, const cni::CniResult& prev) {
 const Driver kSbr = make_driver<SbrConfig, parse_config, sbr_add, sbr_check>("sbr");
 
 namespace undo {
+namespace {
+
+/// Adds a route, an identical one already there being success (the reference's RouteReplace).
+Status ensure_route(netlink::Socket& pod, const route::Route& r) {
+  auto st = route::add(pod, r);
+  if (!st && st.error().sys_errno != EEXIST) return st;
+  return {};
+}
+
+}  // namespace
 
 Status run_op(Context& ctx, const SbrRestore& op) {
   if (ctx.pod == nullptr) return {};  // the namespace, its rules and tables are gone
@@ -261,12 +242,10 @@ Status run_op(Context& ctx, const SbrRestore& op) {
       }
     }
   }
-  for (auto& u : op.main_routes) {
-    auto r = from_undo(u);
-    if (!r) return std::unexpected(r.error().within("undo sbr.restore"));
-    auto l = link::get(*ctx.pod, r->oif);
+  for (const auto& r : op.main_routes) {
+    auto l = link::get(*ctx.pod, r.oif);
     if (!l || !*l) continue;  // the interface is gone, and its routes with it
-    auto st = ensure_route(*ctx.pod, *r);
+    auto st = ensure_route(*ctx.pod, r);
     if (!st && st.error().sys_errno != ENETUNREACH) note(st);
   }
   if (first) return std::unexpected(*first);

@@ -16,7 +16,7 @@
 #include <algorithm>
 
 #include "drivers/registry.hpp"
-#include "drivers/undo.hpp"
+#include "drivers/steps.hpp"
 #include "engine/kernel/link.hpp"
 #include "engine/kernel/tun.hpp"
 
@@ -68,9 +68,7 @@ Result<std::string> create_device(Context& ctx, const TapConfig& c) {
   }
   for (int attempt = 0;; ++attempt) {
     tun::TapSpec spec{random_ifname("tap"), c.multi_queue, c.owner, c.group};
-    PLUMB_TRY(undo::will(ctx, undo::LinkDel{"pod", spec.name, std::nullopt}));
-    auto guard = PLUMB_TRY(netns::Guard::enter(*ctx.pod_ns));
-    auto st = c.selinux_context.empty() ? tun::create_tap(spec) : tun::create_tap_labelled(spec, c.selinux_context);
+    auto st = steps::run(ctx, steps::CreatePodTap{spec, c.selinux_context});
     if (st) return spec.name;
     if (st.error().cni_code == cni_code::kConflict && attempt < 4) continue;  // temporary name taken
     return std::unexpected(st.error().within(ctx.network + ": tap " + ctx.ifname + " in " + ctx.netns_path));
@@ -81,12 +79,11 @@ Result<std::string> create_device(Context& ctx, const TapConfig& c) {
 Result<link::LinkInfo> finish_device(Context& ctx, const TapConfig& c, const std::string& tmp) {
   auto tmp_link = PLUMB_TRY(link::get(*ctx.pod, tmp));
   if (!tmp_link) return fail(cni_code::kKernel, "tap " + tmp + " not found in " + ctx.netns_path + " after creation");
-  PLUMB_TRY(undo::will(ctx, undo::LinkDel{"pod", ctx.ifname, std::nullopt}));
   link::LinkChange ch;
   ch.name = ctx.ifname;
   ch.mtu_bytes = c.mtu_bytes;
   ch.mac = c.mac;
-  auto st = link::modify(*ctx.pod, tmp_link->index, ch);
+  auto st = steps::run(ctx, steps::SetUpPodLink{tmp_link->index, ch});
   if (!st) return std::unexpected(st.error().within(ctx.network + ": rename tap " + tmp + " to " + ctx.ifname));
   link::LinkChange up;
   up.up = true;
@@ -95,7 +92,7 @@ Result<link::LinkInfo> finish_device(Context& ctx, const TapConfig& c, const std
     if (!br) return fail(cni_code::kInvalidConfig, ctx.network + ".bridge \"" + c.bridge + "\" not found in " + ctx.netns_path);
     up.master_index = br->index;
   }
-  st = link::modify(*ctx.pod, tmp_link->index, up);
+  st = steps::run(ctx, steps::SetUpPodLink{tmp_link->index, up});
   if (!st) {
     return std::unexpected(st.error().within(ctx.network + ": bring up tap " + ctx.ifname +
                                              (c.bridge.empty() ? std::string() : " as a port of bridge " + c.bridge)));

@@ -16,11 +16,11 @@
 #include <algorithm>
 #include <regex>
 
+#include "drivers/registry.hpp"
+#include "drivers/steps.hpp"
+#include "drivers/undo.hpp"
 #include "engine/base/file.hpp"
 #include "engine/base/text.hpp"
-
-#include "drivers/registry.hpp"
-#include "drivers/undo.hpp"
 #include "engine/kernel/link.hpp"
 #include "engine/kernel/sysctl.hpp"
 
@@ -41,6 +41,7 @@ struct TuningConfig : Config {
   std::optional<bool> promisc;
   std::optional<bool> allmulti;
   std::optional<uint32_t> txqlen;
+  std::string allowlist;  ///< the sysctl allowlist file (DriverSettings::tuning_allowlist)
 };
 
 /// Normalises a sysctl key of the config: sysctl(8) separators ('.' form converted to '/'), the
@@ -109,6 +110,7 @@ Status parse_sysctls(const json::Value& sc, const std::string& where, const std:
 
 Result<TuningConfig> parse_config(const json::Value& conf, const ParseInput& in) {
   TuningConfig c;
+  c.allowlist = in.settings.tuning_allowlist;
   const std::string& where = in.network;
   if (const json::Value* sc = PLUMB_TRY(json::get_object(conf, "sysctl", where))) PLUMB_TRY(parse_sysctls(*sc, where, in.ifname, c.sysctls));
   PLUMB_TRY(parse_link_keys(conf, where, c));
@@ -172,56 +174,24 @@ Status check_allowlist(const std::string& path, const std::string& network, cons
   return {};
 }
 
-/// The undo operation: the values to put back, only for what the config changes.
-undo::TuningRestore restore_op(const std::string& ifname, const std::vector<Sysctl>& old_sysctls, const link::LinkInfo& l,
-                               const TuningConfig& c) {
-  undo::TuningRestore op;
-  op.ifname = ifname;
-  for (auto& s : old_sysctls) op.sysctl[s.key] = s.value;
-  if (c.mac && l.mac()) op.mac = l.mac()->str();
-  if (c.mtu_bytes) op.mtu_bytes = l.mtu_bytes;
-  if (c.promisc) op.promisc = (l.flags & IFF_PROMISC) != 0;
-  if (c.allmulti) op.allmulti = (l.flags & IFF_ALLMULTI) != 0;
-  if (c.txqlen) op.txqlen = l.txqlen;
-  return op;
-}
-
 Result<cni::CniResult> tuning_add(Context& ctx, const TuningConfig& c, const cni::CniResult* prev) {
   if (prev == nullptr) {
     return fail(cni_code::kInvalidConfig, ctx.network + ": tuning must be chained after a plugin that creates the interface (no prevResult)");
   }
-  PLUMB_TRY(check_allowlist(ctx.tuning_allowlist, ctx.network, c.sysctls));
+  PLUMB_TRY(check_allowlist(c.allowlist, ctx.network, c.sysctls));
   auto l = PLUMB_TRY(link::get(*ctx.pod, ctx.ifname));
   if (!l) return fail(cni_code::kKernel, ctx.network + ": tuning: interface " + ctx.ifname + " not found in " + ctx.netns_path);
 
-  // Previous values first, then the undo record, then the changes.
-  std::vector<Sysctl> old;
-  {
-    auto guard = PLUMB_TRY(netns::Guard::enter(*ctx.pod_ns));
-    for (auto& s : c.sysctls) {
-      auto v = sysctl::read(s.key);
-      if (!v) return std::unexpected(v.error().within(ctx.network + ".sysctl \"" + s.key + "\" in " + ctx.netns_path));
-      old.push_back({s.key, *v, s.raw});
-    }
-  }
-  PLUMB_TRY(undo::will(ctx, restore_op(ctx.ifname, old, *l, c)));
-  {
-    auto guard = PLUMB_TRY(netns::Guard::enter(*ctx.pod_ns));
-    for (auto& s : c.sysctls) {
-      auto st = sysctl::write(s.key, s.value);
-      if (!st) return std::unexpected(st.error().within(ctx.network + ".sysctl in " + ctx.netns_path));
-    }
-  }
-  link::LinkChange ch;
-  ch.mac = c.mac;
-  ch.mtu_bytes = c.mtu_bytes;
-  ch.promisc = c.promisc;
-  ch.allmulti = c.allmulti;
-  ch.txqlen = c.txqlen;
-  if (ch.mac || ch.mtu_bytes || ch.promisc || ch.allmulti || ch.txqlen) {
-    auto st = link::modify(*ctx.pod, l->index, ch);
-    if (!st) return std::unexpected(st.error().within(ctx.network + ": tuning " + ctx.ifname + " in " + ctx.netns_path));
-  }
+  // The step records the previous values of what it changes (tuning.restore), then changes them.
+  steps::TunePodLink tune{l->index, ctx.ifname, {}, {}};
+  for (auto& s : c.sysctls) tune.sysctls.emplace_back(s.key, s.value);
+  tune.change.mac = c.mac;
+  tune.change.mtu_bytes = c.mtu_bytes;
+  tune.change.promisc = c.promisc;
+  tune.change.allmulti = c.allmulti;
+  tune.change.txqlen = c.txqlen;
+  auto st = steps::run(ctx, tune);
+  if (!st) return std::unexpected(st.error().within(ctx.network + ": tuning " + ctx.ifname + " in " + ctx.netns_path));
 
   cni::CniResult r = *prev;
   auto now = PLUMB_TRY(link::get(*ctx.pod, l->index));
@@ -272,7 +242,7 @@ Status run_op(Context& ctx, const TuningRestore& op) {
   auto l = PLUMB_TRY(link::get(*ctx.pod, op.ifname));
   if (!l) return first ? std::unexpected(*first) : Status{};
   link::LinkChange ch;
-  if (op.mac) ch.mac = PLUMB_TRY(Mac::parse(*op.mac));
+  ch.mac = op.mac;
   if (op.mtu_bytes && *op.mtu_bytes != 0) ch.mtu_bytes = *op.mtu_bytes;
   ch.promisc = op.promisc;
   ch.allmulti = op.allmulti;

@@ -2,6 +2,9 @@
 // operations is in undo_run.cpp, so the fuzzers can link the reader alone.
 #include "drivers/undo.hpp"
 
+#include <netinet/in.h>
+
+#include <limits>
 #include <type_traits>
 
 namespace plumb::drivers::undo {
@@ -18,6 +21,49 @@ struct is_vector<std::vector<T>> : std::true_type {};
 
 template <class T>
 concept VfOp = std::is_base_of_v<VfOwner, T>;
+/// An engine value written as its text (str()) and read back with its parse().
+template <class T>
+concept TextValue = std::is_same_v<T, IpAddr> || std::is_same_v<T, IpPrefix> || std::is_same_v<T, Mac>;
+template <class T>
+concept SkipIfUnknown = T::kSkipIfUnknown;
+template <class T>
+concept SmallUint = std::is_same_v<T, uint8_t> || std::is_same_v<T, uint16_t>;
+
+/// An L4 protocol number recorded by name ("tcp", "udp", "sctp"), as portmap always wrote it.
+struct L4ProtoName {
+  uint8_t* value;
+};
+/// A string recorded only when not empty (absent: "").
+struct NonEmptyText {
+  std::string* value;
+};
+
+/// The keys of the engine structures operations record, one list for the writer and the reader.
+template <class V>
+void engine_fields(V& v, nft::PortMapping& m) {
+  L4ProtoName proto{&m.l4proto};
+  NonEmptyText conditions{&m.condition_class};
+  v("protocol", proto);
+  v("hostIP", m.host_ip);
+  v("hostPort", m.host_port);
+  v("podIP", m.pod_ip);
+  v("containerPort", m.container_port);
+  v("conditions", conditions);
+}
+template <class V>
+void engine_fields(V& v, route::Route& r) {
+  v("dst", r.dst);
+  v("gw", r.gw);
+  v("prefsrc", r.prefsrc);
+  v("oif", r.oif);
+  v("table", r.table);
+  v("priority", r.priority);
+  v("scope", r.scope);
+  v("protocol", r.protocol);
+  v("type", r.type);
+}
+template <class T>
+concept EngineRecord = std::is_same_v<T, nft::PortMapping> || std::is_same_v<T, route::Route>;
 
 /// Writes the fields of one value into a JSON object.
 class Writer {
@@ -28,6 +74,8 @@ class Writer {
   void operator()(std::string_view key, const T& value) {
     if constexpr (is_optional<T>::value) {
       if (value) (*this)(key, *value);
+    } else if constexpr (std::is_same_v<T, NonEmptyText>) {
+      if (!value.value->empty()) (*this)(key, *value.value);
     } else {
       json::set(obj_, key, to_value(value), a_);
     }
@@ -38,6 +86,12 @@ class Writer {
   json::Value to_value(const T& v) {
     if constexpr (std::is_same_v<T, std::string>) {
       return json::Value(v.c_str(), static_cast<rapidjson::SizeType>(v.size()), a_);
+    } else if constexpr (TextValue<T>) {
+      return to_value(v.str());
+    } else if constexpr (std::is_same_v<T, L4ProtoName>) {
+      return to_value(nft::l4proto_name(*v.value));
+    } else if constexpr (SmallUint<T>) {
+      return json::Value(static_cast<unsigned>(v));
     } else if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, int> || std::is_same_v<T, uint32_t> ||
                          std::is_same_v<T, uint64_t>) {
       return json::Value(v);
@@ -54,6 +108,11 @@ class Writer {
     } else if constexpr (is_vector<T>::value) {
       json::Value out(rapidjson::kArrayType);
       for (const auto& item : v) out.PushBack(to_value(item), a_);
+      return out;
+    } else if constexpr (EngineRecord<T>) {
+      json::Value out(rapidjson::kObjectType);
+      Writer nested(out, a_);
+      engine_fields(nested, const_cast<T&>(v));  // only reads through a Writer
       return out;
     } else {
       json::Value out(rapidjson::kObjectType);
@@ -76,7 +135,10 @@ class Reader {
   void operator()(std::string_view key, T& out) {
     if (!status_) return;
     const json::Value* v = json::find(obj_, key);
-    if constexpr (is_optional<T>::value) {
+    if constexpr (std::is_same_v<T, NonEmptyText>) {
+      out.value->clear();
+      if (v != nullptr) read(*v, *out.value, key);
+    } else if constexpr (is_optional<T>::value) {
       if (v == nullptr) {
         out.reset();
         return;
@@ -105,6 +167,30 @@ class Reader {
     if constexpr (std::is_same_v<T, std::string>) {
       if (!v.IsString()) return bad(key, "a string");
       out.assign(v.GetString(), v.GetStringLength());
+    } else if constexpr (TextValue<T>) {
+      if (!v.IsString()) return bad(key, "a string");
+      auto parsed = T::parse(std::string_view(v.GetString(), v.GetStringLength()));
+      if (!parsed) {
+        status_ = fail(cni_code::kDecode, where_ + ": \"" + std::string(key) + "\" " + parsed.error().text());
+        return false;
+      }
+      out = *parsed;
+    } else if constexpr (std::is_same_v<T, L4ProtoName>) {
+      if (!v.IsString()) return bad(key, "a string");
+      const std::string_view name(v.GetString(), v.GetStringLength());
+      if (name == "tcp")
+        *out.value = IPPROTO_TCP;
+      else if (name == "udp")
+        *out.value = IPPROTO_UDP;
+      else if (name == "sctp")
+        *out.value = IPPROTO_SCTP;
+      else
+        return bad(key, "\"tcp\", \"udp\" or \"sctp\"");
+    } else if constexpr (SmallUint<T>) {
+      if (!v.IsUint() || v.GetUint() > std::numeric_limits<T>::max()) {
+        return bad(key, "an integer in 0.." + std::to_string(std::numeric_limits<T>::max()));
+      }
+      out = static_cast<T>(v.GetUint());
     } else if constexpr (std::is_same_v<T, bool>) {
       if (!v.IsBool()) return bad(key, "a boolean");
       out = v.GetBool();
@@ -143,7 +229,11 @@ class Reader {
     } else {
       if (!v.IsObject()) return bad(key, "an object");
       Reader nested(v, where_ + "." + std::string(key));
-      out.fields(nested);
+      if constexpr (EngineRecord<T>) {
+        engine_fields(nested, out);
+      } else {
+        out.fields(nested);
+      }
       if (!nested.status()) {
         status_ = nested.status();
         return false;
@@ -207,7 +297,13 @@ json::Document encode(const Op& op) {
   auto& a = d.GetAllocator();
   json::set_string(d, "op", name_of(op), a);
   Writer w(d, a);
-  std::visit([&](const auto& o) { const_cast<std::remove_cvref_t<decltype(o)>&>(o).fields(w); }, op);
+  std::visit(
+      [&](const auto& o) {
+        using T = std::remove_cvref_t<decltype(o)>;
+        const_cast<T&>(o).fields(w);
+        if constexpr (SkipIfUnknown<T>) json::set_string(d, "ifUnknown", "skip", a);
+      },
+      op);
   return d;
 }
 

@@ -21,9 +21,12 @@
 #include <vector>
 
 #include "drivers/driver.hpp"
+#include "engine/base/ip.hpp"
 #include "engine/base/json.hpp"
 #include "engine/base/result.hpp"
+#include "engine/kernel/route.hpp"
 #include "engine/kernel/vf.hpp"
+#include "engine/nft/portmap.hpp"
 
 namespace plumb::drivers::undo {
 
@@ -59,7 +62,7 @@ struct IpamRelease {
 /// Remove the masquerade element of pod address `ip` from plumb's nftables table.
 struct MasqDel {
   static constexpr std::string_view kName = "masq_del";
-  std::string ip;
+  IpAddr ip;
   template <class V> void fields(V& v) { v("ip", ip); }
 };
 
@@ -75,7 +78,7 @@ struct TuningRestore {
   static constexpr std::string_view kName = "tuning.restore";
   std::string ifname;
   std::map<std::string, std::string> sysctl;  ///< '/' key under /proc/sys -> previous value
-  std::optional<std::string> mac;
+  std::optional<Mac> mac;
   std::optional<uint32_t> mtu_bytes;
   std::optional<bool> promisc;
   std::optional<bool> allmulti;
@@ -93,34 +96,23 @@ struct HostDeviceRestore {
   std::string ifname;  ///< its name in the pod
   int index = 0;       ///< its ifindex (kept across namespaces for physical devices)
   uint32_t mtu_bytes = 0;
-  std::optional<std::string> mac;
+  std::optional<Mac> mac;
   template <class V> void fields(V& v) { v("name", name); v("ifname", ifname); v("index", index); v("mtu", mtu_bytes); v("mac", mac); }
 };
 
-/// One host port mapping of a pod, as portmap installed it.
-struct PortMapping {
-  std::string protocol;              ///< "tcp", "udp", "sctp"
-  std::optional<std::string> host_ip;
-  int host_port = 0;
-  std::string pod_ip;
-  int container_port = 0;
-  std::optional<std::string> condition_class;  ///< the map's condition class (conditionsV4/V6), absent: none
-  template <class V> void fields(V& v) {
-    v("protocol", protocol); v("hostIP", host_ip); v("hostPort", host_port); v("podIP", pod_ip); v("containerPort", container_port);
-    v("conditions", condition_class);
-  }
-};
-
-/// portmap: the pod's mappings and SNAT entries out of plumb's nftables maps.
+/// portmap: the pod's mappings and SNAT entries out of plumb's nftables maps. The mappings as the
+/// engine takes them (their condition classes' expressions are not needed to remove them).
+/// JSON: {"containerID", "ifname", "mappings": [{"protocol": "tcp"|"udp"|"sctp", "hostIP"?,
+/// "hostPort", "podIP", "containerPort", "conditions"?}], "snat": [address], "masqAll": [address]}.
 struct PortmapRemove {
   static constexpr std::string_view kName = "portmap.remove";
-  std::string container_id;
-  std::string ifname;
-  std::vector<PortMapping> mappings;
-  std::vector<std::string> snat;      ///< pod addresses of the hairpin SNAT set
-  std::vector<std::string> masq_all;  ///< pod addresses of the masquerade-all set
+  nft::PodPortMappings pm;
   template <class V> void fields(V& v) {
-    v("containerID", container_id); v("ifname", ifname); v("mappings", mappings); v("snat", snat); v("masqAll", masq_all);
+    v("containerID", pm.container_id);
+    v("ifname", pm.ifname);
+    v("mappings", pm.mappings);
+    v("snat", pm.snat_pods);
+    v("masqAll", pm.masq_all_pods);
   }
 };
 
@@ -147,30 +139,14 @@ struct BandwidthRemove {
   }
 };
 
-/// One route as sbr moved it (route::Route's fields; addresses as text).
-struct SbrRoute {
-  std::string dst;                 ///< "198.51.100.0/24"
-  std::optional<std::string> gw;
-  std::optional<std::string> prefsrc;
-  int oif = 0;
-  uint32_t table = 0;
-  uint32_t priority = 0;
-  uint32_t scope = 0;
-  uint32_t protocol = 0;
-  uint32_t type = 0;
-  template <class V> void fields(V& v) {
-    v("dst", dst); v("gw", gw); v("prefsrc", prefsrc); v("oif", oif); v("table", table); v("priority", priority);
-    v("scope", scope); v("protocol", protocol); v("type", type);
-  }
-};
-
 /// sbr: its source rules out of the pod namespace, its routing tables emptied, the routes it
-/// took out of the main table put back.
+/// took out of the main table put back. JSON "mainRoutes": [{"dst", "gw"?, "prefsrc"?, "oif",
+/// "table", "priority", "scope", "protocol", "type"}] (route::Route's fields).
 struct SbrRestore {
   static constexpr std::string_view kName = "sbr.restore";
-  std::vector<std::string> rules;      ///< "<src>/<len> <table>" of each rule added
-  std::vector<uint32_t> tables;        ///< tables sbr filled (emptied)
-  std::vector<SbrRoute> main_routes;   ///< routes removed from the main table
+  std::vector<std::string> rules;         ///< "<src>/<len> <table>" of each rule added
+  std::vector<uint32_t> tables;           ///< tables sbr filled (emptied)
+  std::vector<route::Route> main_routes;  ///< routes removed from the main table
   template <class V> void fields(V& v) { v("rules", rules); v("tables", tables); v("mainRoutes", main_routes); }
 };
 
@@ -179,7 +155,7 @@ struct FirewallRemove {
   static constexpr std::string_view kName = "firewall.remove";
   std::string container_id;
   std::string ifname;
-  std::vector<std::string> addresses;
+  std::vector<IpAddr> addresses;
   std::string admin_chain;
   template <class V> void fields(V& v) {
     v("containerID", container_id); v("ifname", ifname); v("addresses", addresses); v("adminChain", admin_chain);
@@ -199,8 +175,51 @@ struct VrfRelease {
 struct MacspoofDel {
   static constexpr std::string_view kName = "bridge.macspoof_del";
   std::string port;  ///< host end of the pod's veth
-  std::string mac;   ///< the pod's MAC
+  Mac mac;           ///< the pod's MAC
   template <class V> void fields(V& v) { v("port", port); v("mac", mac); }
+};
+
+/// Delete address `prefix` from link `ifname` in the node (bridge: the gateway address an ADD
+/// added; rollback only, as the bridge is shared). A missing link or address is success.
+struct AddrDel {
+  static constexpr std::string_view kName = "addr_del";
+  static constexpr bool kSkipIfUnknown = true;  ///< depends on nothing recorded before it
+  std::string ifname;
+  IpPrefix prefix;
+  template <class V>
+  void fields(V& v) {
+    v("ifname", ifname);
+    v("prefix", prefix);
+  }
+};
+
+/// Put address `prefix` back on link `ifname` in the node (bridge forceAddress: the address an ADD
+/// removed; rollback only). A missing link, or the address already there, is success.
+struct AddrRestore {
+  static constexpr std::string_view kName = "addr_restore";
+  static constexpr bool kSkipIfUnknown = true;
+  std::string ifname;
+  IpPrefix prefix;
+  template <class V>
+  void fields(V& v) {
+    v("ifname", ifname);
+    v("prefix", prefix);
+  }
+};
+
+/// Put node sysctl `key` ('/' separated under /proc/sys) back to `value` (portmap's
+/// route_localnet on the attachment's host-side interfaces; rollback only). A key that no longer
+/// exists (its interface is gone) is success.
+struct SysctlRestore {
+  static constexpr std::string_view kName = "sysctl_restore";
+  static constexpr bool kSkipIfUnknown = true;
+  std::string key;
+  std::string value;
+  template <class V>
+  void fields(V& v) {
+    v("key", key);
+    v("value", value);
+  }
 };
 
 /// The fields every VF operation carries: which driver and whose VF. The operation runs only
@@ -271,13 +290,17 @@ struct DelegateEndProcess {
   template <class V> void fields(V& v) { v("pid", pid); v("startTime", start_time); }
 };
 
-using Op = std::variant<LinkDel, BridgeDelIfUnused, IpamRelease, MasqDel, DevinfoRemove, TuningRestore, HostDeviceRestore,
-                        PortmapRemove, BandwidthRemove, VfRelease, VfRestore, VfReturnNetdev, RdmaReturn, SbrRestore,
-                        FirewallRemove, VrfRelease, MacspoofDel, DelegateDel, DelegateEndProcess>;
+using Op = std::variant<LinkDel, BridgeDelIfUnused, IpamRelease, MasqDel, DevinfoRemove, TuningRestore,
+                        HostDeviceRestore, PortmapRemove, BandwidthRemove, VfRelease, VfRestore, VfReturnNetdev,
+                        RdmaReturn, SbrRestore, FirewallRemove, VrfRelease, MacspoofDel, DelegateDel,
+                        DelegateEndProcess, AddrDel, AddrRestore, SysctlRestore>;
 
 /// The operation's JSON name: kName, or "<driver>.<verb>" for VF operations.
 [[nodiscard]] std::string name_of(const Op& op);
-/// The one writer: {"op": name, <fields>...}.
+/// The one writer: {"op": name, <fields>...}, and "ifUnknown": "skip" for an operation whose
+/// kSkipIfUnknown is true (engine/state/journal.hpp txn::skippable_if_unknown). Engine values
+/// (IpAddr, IpPrefix, Mac) are written as their text; nft::PortMapping and route::Route with the keys
+/// above.
 [[nodiscard]] json::Document encode(const Op& op);
 /// The one reader. `origin` (the record's path) is named in errors. Errors: kDecode naming the
 /// origin, the operation and the missing or mistyped field; an unknown "op" is kNewerRecord
@@ -340,5 +363,8 @@ struct Kept {
 [[nodiscard]] Status run_op(Context& ctx, const MacspoofDel& op);        // bridge.cpp
 [[nodiscard]] Status run_op(Context& ctx, const DelegateDel& op);        // delegate.cpp
 [[nodiscard]] Status run_op(Context& ctx, const DelegateEndProcess& op); // delegate.cpp
+[[nodiscard]] Status run_op(Context& ctx, const AddrDel& op);            // steps.cpp
+[[nodiscard]] Status run_op(Context& ctx, const AddrRestore& op);        // steps.cpp
+[[nodiscard]] Status run_op(Context& ctx, const SysctlRestore& op);      // steps.cpp
 
 }  // namespace plumb::drivers::undo

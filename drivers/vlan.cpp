@@ -40,11 +40,13 @@ Result<cni::CniResult> vlan_add(Context& ctx, const VlanConfig& c, const cni::Cn
   link::LinkInfo master = PLUMB_TRY(lower::resolve_master(ctx, c.keys, c.keys.master));
   const std::string what = "create vlan " + std::to_string(c.vlan_id) + " on master " + master.name;
   const bool release_registered = ipam_release_ahead(ctx, c.ipam);  // announced with the link
-  auto created = lower::create_in_pod(ctx, what, [&](const std::string& name) {
-    link::VlanSpec spec{name, master.index, c.vlan_id, c.keys.mtu_bytes.value_or(0), c.keys.link_in_container ? -1 : ctx.pod_ns->fd(),
-                            link::kPodLinkGroup};
-    return link::create_vlan(lower::master_socket(ctx, c.keys), spec);
-  });
+  link::VlanSpec spec{ctx.ifname,
+                      master.index,
+                      c.vlan_id,
+                      c.keys.mtu_bytes.value_or(0),
+                      c.keys.link_in_container ? -1 : ctx.pod_ns->fd(),
+                      link::kPodLinkGroup};
+  auto created = lower::create_in_pod(ctx, what, c.keys, spec);
   if (!created && created.error().cni_code == cni_code::kKernelFeature) {
     return fail(cni_code::kKernelFeature, ctx.network + ": this kernel has no 802.1Q VLAN support (CONFIG_VLAN_8021Q, module 8021q)",
                 created.error().text());

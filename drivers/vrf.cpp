@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "drivers/registry.hpp"
+#include "drivers/steps.hpp"
 #include "drivers/undo.hpp"
 #include "engine/kernel/addr.hpp"
 #include "engine/kernel/route.hpp"
@@ -66,22 +67,6 @@ Result<std::optional<link::LinkInfo>> existing_vrf(Context& ctx, const VrfConfig
   return vrf;
 }
 
-/// A new VRF `c.vrf` in the pod (on c.table, or the lowest free one), up.
-Result<link::LinkInfo> create_vrf(Context& ctx, const VrfConfig& c) {
-  uint32_t table = c.table != 0 ? c.table : PLUMB_TRY(free_table(*ctx.pod));
-  auto st = link::create_vrf(*ctx.pod, c.vrf, table);
-  if (!st && st.error().cni_code == cni_code::kKernelFeature) {
-    return fail(cni_code::kKernelFeature, ctx.network + ": this kernel has no VRF support (CONFIG_NET_VRF, module vrf)", st.error().text());
-  }
-  if (!st) return std::unexpected(st.error().within(ctx.network));
-  auto vrf = PLUMB_TRY(link::get(*ctx.pod, c.vrf));
-  if (!vrf) return fail(cni_code::kKernel, "VRF " + c.vrf + " not found in " + ctx.netns_path + " after creation");
-  link::LinkChange up;
-  up.up = true;
-  PLUMB_TRY(link::modify(*ctx.pod, vrf->index, up));
-  return *vrf;
-}
-
 /// Global (scope universe) routes through `index` in the pod's main table, both families.
 Result<std::vector<route::Route>> global_routes(netlink::Socket& pod, int index) {
   std::vector<route::Route> out;
@@ -107,8 +92,8 @@ Status restore_v6(Context& ctx, const link::LinkInfo& itf, const std::vector<IpP
   auto after = PLUMB_TRY(global_v6(*ctx.pod, itf.index));
   for (auto& p : before) {
     if (std::find(after.begin(), after.end(), p) != after.end()) continue;
-    auto st = addr::add(*ctx.pod, itf.index, p, /*nodad=*/true);
-    if (!st && st.error().sys_errno != EEXIST) return std::unexpected(st.error().within("restore " + p.str() + " on " + itf.name));
+    auto st = steps::run(ctx, steps::AddOwnLinkAddress{steps::Ns::kPod, itf.index, p, true});
+    if (!st) return std::unexpected(st.error().within("restore " + p.str() + " on " + itf.name));
     bool seen = false;
     for (int attempt = 0; attempt <= 8 && !seen; ++attempt) {
       for (auto& r : PLUMB_TRY(route::list(*ctx.pod, AF_INET6, table))) seen |= r.dst.len == 128 && r.dst.addr == p.addr;
@@ -128,20 +113,23 @@ Result<cni::CniResult> vrf_add(Context& ctx, const VrfConfig& c, const cni::CniR
     return fail(cni_code::kConflict, "interface " + ctx.ifname + " has already a master set: " + (master ? master->name : std::string("?")));
   }
   auto existing = PLUMB_TRY(existing_vrf(ctx, c));  // checked before the first change
-  PLUMB_TRY(undo::will(ctx, undo::VrfRelease{c.vrf, ctx.ifname}));
-  link::LinkInfo vrf = existing ? *existing : PLUMB_TRY(create_vrf(ctx, c));
-
   auto v6 = PLUMB_TRY(global_v6(*ctx.pod, itf->index));
   auto routes = PLUMB_TRY(global_routes(*ctx.pod, itf->index));
-  link::LinkChange enslave;
-  enslave.master_index = vrf.index;
-  auto st = link::modify(*ctx.pod, itf->index, enslave);
-  if (!st) return std::unexpected(st.error().within("could not set VRF " + c.vrf + " as master of " + ctx.ifname));
-  PLUMB_TRY(restore_v6(ctx, *itf, v6, vrf.vrf_table));
+  steps::JoinPodVrf join{c.vrf, std::nullopt, itf->index, ctx.ifname};
+  if (!existing) join.create_table = c.table != 0 ? c.table : PLUMB_TRY(free_table(*ctx.pod));
+  auto st = steps::run(ctx, join);
+  if (!st && st.error().cni_code == cni_code::kKernelFeature) {
+    return fail(cni_code::kKernelFeature, ctx.network + ": this kernel has no VRF support (CONFIG_NET_VRF, module vrf)",
+                st.error().text());
+  }
+  if (!st) return std::unexpected(st.error().within(ctx.network));
+  auto vrf = PLUMB_TRY(link::get(*ctx.pod, c.vrf));
+  if (!vrf) return fail(cni_code::kKernel, "VRF " + c.vrf + " not found in " + ctx.netns_path + " after joining it");
+  PLUMB_TRY(restore_v6(ctx, *itf, v6, vrf->vrf_table));
   for (auto r : routes) {
-    r.table = vrf.vrf_table;
-    auto added = route::add(*ctx.pod, r);
-    if (!added && added.error().sys_errno != EEXIST) return std::unexpected(added.error().within("move a route of " + ctx.ifname + " to VRF " + c.vrf));
+    r.table = vrf->vrf_table;
+    auto added = steps::run(ctx, steps::AddOwnLinkRoute{steps::Ns::kPod, r, true});
+    if (!added) return std::unexpected(added.error().within("move a route of " + ctx.ifname + " to VRF " + c.vrf));
   }
   return *prev;
 }

@@ -66,7 +66,6 @@ drivers::Context make_context(const cni::Env& env, const PlumbConfig& conf, Kern
   ctx.sysfs_root = conf.sysfs_root;
   ctx.state_dir = conf.state_dir;
   ctx.bpffs_dir = conf.bpffs_dir;
-  ctx.tuning_allowlist = conf.tuning_allowlist;
   ctx.container_id = env.container_id;
   ctx.ifname = ifname;
   ctx.network = network;

@@ -196,7 +196,8 @@ Status complete(Attachment& att, const cni::Env& env, const PlumbConfig& conf, s
   PLUMB_TRY(devinfo::plan(att.plugins, att.device_info, conf.device_info_dir, env.container_id, att.ifname));
   drivers::CniArgs args = env.args;
   args.insert(args.end(), att.add_args.begin(), att.add_args.end());
-  auto parsed = parse_plugins(att.plugins, att.net.name, att.ifname, args, plugin_search(conf, env.path), ipam_cluster(conf));
+  auto parsed = parse_plugins(att.plugins, att.net.name, att.ifname, args, plugin_search(conf, env.path),
+                              ipam_cluster(conf), drivers::DriverSettings{conf.tuning_allowlist});
   if (!parsed) return std::unexpected(parsed.error().within(att.where()));
   att.parsed = std::move(*parsed);
   // IPAMClaims (spec 8): the claim's owner for the IPAM, recorded for GC.
@@ -212,9 +213,11 @@ std::string Attachment::where() const {
 
 Result<std::vector<drivers::ParsedPlugin>> parse_plugins(const json::Value& plugins, const std::string& network,
                                                          const std::string& ifname, const drivers::CniArgs& cni_args,
-                                                         const cni::PluginSearch& search, const ipam::ClusterAccess& cluster) {
+                                                         const cni::PluginSearch& search,
+                                                         const ipam::ClusterAccess& cluster,
+                                                         const drivers::DriverSettings& settings) {
   if (!plugins.IsArray()) return fail(cni_code::kInvalidConfig, "network " + network + ": the plugin list is not a list");
-  drivers::ParseInput in{network, ifname, cni_args, search, cluster};
+  drivers::ParseInput in{network, ifname, cni_args, search, cluster, settings};
   std::vector<drivers::ParsedPlugin> out;
   for (const auto& p : plugins.GetArray()) out.push_back(PLUMB_TRY(drivers::parse_plugin(p, in)));
   return out;

@@ -56,11 +56,12 @@ struct PodPlan {
 
 /// Parses the plugins of one attachment (a JSON array of plugin configs: planned at ADD, or
 /// recorded for CHECK); types plumb does not implement are delegated through `search`; the
-/// cluster IPAM reaches the Kubernetes API through `cluster`.
+/// cluster IPAM reaches the Kubernetes API through `cluster`; `settings` are plumb's per-driver
+/// settings (defaults for CHECK, which reads none of them).
 /// Errors: the drivers' parse errors naming the network.
-[[nodiscard]] Result<std::vector<drivers::ParsedPlugin>> parse_plugins(const json::Value& plugins, const std::string& network,
-                                                                       const std::string& ifname, const drivers::CniArgs& cni_args,
-                                                                       const cni::PluginSearch& search,
-                                                                       const ipam::ClusterAccess& cluster = {});
+[[nodiscard]] Result<std::vector<drivers::ParsedPlugin>> parse_plugins(
+    const json::Value& plugins, const std::string& network, const std::string& ifname, const drivers::CniArgs& cni_args,
+    const cni::PluginSearch& search, const ipam::ClusterAccess& cluster = {},
+    const drivers::DriverSettings& settings = {});
 
 }  // namespace plumb::pod

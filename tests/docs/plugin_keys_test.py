@@ -19,7 +19,7 @@ import re
 import sys
 
 # Files of drivers/ that are not drivers: shared steps and the orchestration around drivers.
-HELPERS = {"common", "delegate", "lower", "registry", "undo", "undo_run", "vf_attach"}
+HELPERS = {"common", "delegate", "lower", "registry", "steps", "undo", "undo_run", "vf_attach"}
 # Keys parsed for every driver (drivers/common.cpp: parse_ipam, parse_dns, the capabilities).
 EVERY_DRIVER = {"type", "ipam", "dns", "args", "cni", "runtimeConfig"}
 # Keys read by a shared helper, and the calls that read them (the helper's doc comment names them).

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <array>
+#include <csignal>
 #include <tuple>
 #include <vector>
 
@@ -303,4 +304,45 @@ FULL_KERNEL_CASE("bridge vlan with isGateway: the gateway address is on <bridge>
   CHECK(del_pod(fx, "gwb").exit_code == 0);
   CHECK(link_names("").count("brt.100") == 1);  // shared by the VLAN's pods, as the reference leaves it
   CHECK(no_records(fx));
+}
+
+TEST_CASE(
+    "bridge forceAddress and isGateway on a node's bridge: a SIGKILL after any intent, then DEL, leaves its addresses "
+    "as they were") {
+  Node node;
+  PodFixture fx(node);
+  REQUIRE(sh("ip link add brt type bridge && ip addr add 198.51.100.200/24 dev brt && ip link set brt up").exit_code ==
+          0);
+  auto v4_of_brt = [] {
+    std::vector<std::string> out;
+    auto d = ip_json("-4 addr show dev brt");
+    for (auto& a : d[0]["addr_info"].GetArray())
+      out.push_back(std::string(a["local"].GetString()) + "/" + std::to_string(a["prefixlen"].GetInt()));
+    return out;
+  };
+  const auto before = v4_of_brt();
+  REQUIRE(before == std::vector<std::string>{"198.51.100.200/24"});
+  fx.add_nad("default", "kill-net",
+             bridge_nad(R"("isGateway": true, "forceAddress": true, "ipMasq": true)", "198.51.100.5/24"));
+  fx.add_pod("default", "kill", R"([{"name": "kill-net", "interface": "net1"}])");
+  const std::string pod = node.add_netns("kill");
+  unsigned killed = 0;
+  for (unsigned step = 1; step < 20; ++step) {
+    CAPTURE(step);
+    Proc add = fx.run_with(plumb_faulty_binary(), {{"PLUMB_FAULT_AFTER_STEP", std::to_string(step)}}, "ADD", "ctr-kill",
+                           pod, "default", "kill", fx.config());
+    if (add.exit_code == 0) {  // past the last intent: forceAddress replaced the address, which stays (shared bridge)
+      CHECK(v4_of_brt() == std::vector<std::string>{"198.51.100.1/24"});
+      REQUIRE(fx.run("DEL", "ctr-kill", pod, "default", "kill", fx.config()).exit_code == 0);
+      CHECK(v4_of_brt() == std::vector<std::string>{"198.51.100.1/24"});
+      break;
+    }
+    REQUIRE_MESSAGE(add.exit_code == 128 + SIGKILL, add.out << add.err);
+    ++killed;
+    Proc del = fx.run("DEL", "ctr-kill", pod, "default", "kill", fx.config());
+    REQUIRE_MESSAGE(del.exit_code == 0, del.out << del.err);
+    CHECK(v4_of_brt() == before);
+  }
+  // veth (+ its release), the address put back, the gateway's removal, masquerade: killed after each.
+  CHECK(killed >= 4);
 }

@@ -8,6 +8,8 @@
 // (the probes and read-backs: tests/support/portmap_probe.hpp).
 #include <doctest/doctest.h>
 
+#include <csignal>
+
 #include "tests/support/full_kernel.hpp"
 #include "tests/support/pod_fixture.hpp"
 #include "tests/support/portmap_probe.hpp"
@@ -470,4 +472,33 @@ FULL_KERNEL_CASE("sctp host ports carry real SCTP associations from a client, v4
   Sock l = listener("", AF_INET, SOCK_STREAM, 9001, IPPROTO_SCTP);  // unrelated listener: the probe needs one
   CHECK_FALSE(tcp_probe(client, kNodeV4, 9000, l, 0, IPPROTO_SCTP, kWaitMs).ok);
   CHECK(nft_text().find("sctp . 9000") == std::string::npos);
+}
+
+TEST_CASE("route_localnet on a node's bridge: a SIGKILL after any intent of the ADD, then DEL, puts its value back") {
+  Node node;
+  PodFixture fx(node);
+  write_default_network(fx);
+  REQUIRE(plumb::test::sh("ip link add plumb0 type bridge && ip link set plumb0 up").exit_code == 0);
+  const std::string localnet = "/proc/sys/net/ipv4/conf/plumb0/route_localnet";
+  REQUIRE(plumb::test::read_file(localnet) == "0\n");
+  const std::string pod = node.add_netns("kill");
+  fx.add_pod("default", "kill", "");
+  const std::string conf = config_with(fx, {mapping_json(8080, 80, "tcp")});
+  unsigned killed = 0;
+  for (unsigned step = 1; step < 30; ++step) {
+    CAPTURE(step);
+    Proc add = fx.run_with(plumb::test::plumb_faulty_binary(), {{"PLUMB_FAULT_AFTER_STEP", std::to_string(step)}},
+                           "ADD", "ctr-kill", pod, "default", "kill", conf);
+    if (add.exit_code == 0) {  // past the last intent: a completed attachment keeps it (the bridge is shared)
+      CHECK(plumb::test::read_file(localnet) == "1\n");
+      REQUIRE(fx.run("DEL", "ctr-kill", pod, "default", "kill", conf).exit_code == 0);
+      break;
+    }
+    REQUIRE_MESSAGE(add.exit_code == 128 + SIGKILL, add.out << add.err);
+    ++killed;
+    Proc del = fx.run("DEL", "ctr-kill", pod, "default", "kill", conf);
+    REQUIRE_MESSAGE(del.exit_code == 0, del.out << del.err);
+    CHECK(plumb::test::read_file(localnet) == "0\n");
+  }
+  CHECK(killed >= 5);  // veth, gateways, masquerade, route_localnet's restore, the mappings' removal
 }

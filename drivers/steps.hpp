@@ -1,0 +1,330 @@
+// Write-ahead by construction: a driver describes each kernel change as a typed step, and one
+// executor makes it. The journal executor (the default) persists the step's inverse (an undo
+// operation, drivers/undo.hpp) in the attachment's record and only then applies the step; the
+// recording executor keeps the steps and their inverses for tests (and applies them only when
+// asked), so a driver's steps can be asserted without reading the kernel back.
+//
+// A step's apply lives in steps.cpp alone: drivers reach the mutating engine calls of the steps
+// below only through run() (the ctest entry `layering/write_ahead` fails when a driver file calls
+// them or undo::will() itself; the drivers not yet moved to steps are listed there).
+//
+// Adding a kind of change: a struct here (its fields: everything apply and its inverse need), its
+// inverse() and apply() in steps.cpp, an undo operation in undo.hpp if none fits.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "drivers/driver.hpp"
+#include "drivers/undo.hpp"
+#include "ebpf/loader.hpp"
+#include "engine/base/ip.hpp"
+#include "engine/kernel/link.hpp"
+#include "engine/kernel/route.hpp"
+#include "engine/kernel/rule.hpp"
+#include "engine/kernel/tc.hpp"
+#include "engine/kernel/tun.hpp"
+#include "engine/nft/conntrack.hpp"
+#include "engine/nft/firewall.hpp"
+#include "engine/nft/portmap.hpp"
+
+namespace plumb::drivers::steps {
+
+/// Creates bridge spec.name in the node (EEXIST: another ADD made it meanwhile, success).
+/// Inverse: bridge_del_if_unused, rollback only (a shared bridge stays once an ADD completed).
+struct CreateBridge {
+  link::BridgeSpec spec;
+};
+
+/// Adds `prefix` to link `ifname` (ifindex `index`) in the node (EEXIST is success). Inverse:
+/// addr_del; `shared` (the bridge's gateway address, which every pod of the bridge uses): rollback
+/// only.
+struct AddNodeAddress {
+  int index = 0;
+  std::string ifname;
+  IpPrefix prefix;
+  bool nodad = true;
+  bool shared = true;
+};
+
+/// Removes `prefix` from link `ifname` (ifindex `index`) in the node (bridge forceAddress).
+/// Inverse: addr_restore, rollback only (a completed ADD's replacement stays, as the reference).
+struct RemoveNodeAddress {
+  int index = 0;
+  std::string ifname;
+  IpPrefix prefix;
+};
+
+/// Writes node sysctl `key` ('/' separated under /proc/sys) = `value`. Inverse: sysctl_restore
+/// with the value read just before, rollback only; none when it already has `value`.
+struct WriteNodeSysctl {
+  std::string key;
+  std::string value;
+};
+
+/// Adds the MAC spoof check of bridge port `port` (the pod's `mac`, owner "<container>/<ifname>").
+/// Inverse: bridge.macspoof_del.
+struct AddMacspoof {
+  std::string port;
+  Mac mac;
+  std::string owner;
+};
+
+/// Masquerades traffic from `pod` leaving the node, but towards `subnets` (network `network`'s).
+/// Inverse: masq_del.
+struct AddMasquerade {
+  std::string network;
+  std::vector<IpPrefix> subnets;
+  IpAddr pod;
+};
+
+/// Adds an attachment's host port mappings to plumb's nftables maps. Inverse: portmap.remove.
+struct AddPortMappings {
+  nft::PodPortMappings mappings;
+};
+
+/// Deletes the conntrack entries matching `filters` (portmap: stale UDP flows through host ports
+/// just mapped). No inverse: a flow deleted is re-created by its next packet.
+struct FlushConntrack {
+  std::vector<nft::conntrack::Filter> filters;
+};
+
+/// A dummy device (link::create_dummy), named by the step.
+struct DummyLink {};
+
+/// Creates link `ifname` born in the pod namespace: a dummy in it, or a macvlan, ipvlan or vlan
+/// on a master, the message sent through the pod's socket (`via_pod`: the master is there, or a
+/// dummy) or the node's (the spec's netns_fd moves it to the pod). The spec's name must be
+/// `ifname`. Inverse: link_del in the pod of `ifname`, limited to links of `group` when set (a
+/// spec made in link::kPodLinkGroup: never a link someone else made under that name). Errors: the
+/// kernel's, unprefixed (EEXIST: the name is taken; kKernelFeature: no such link kind).
+using PodLinkSpec = std::variant<DummyLink, link::MacvlanSpec, link::IpvlanSpec, link::VlanSpec>;
+struct CreatePodLink {
+  std::string ifname;
+  std::optional<uint32_t> group;
+  bool via_pod = true;
+  PodLinkSpec spec;
+};
+
+/// Writes sysctl `key` ('/' separated under /proc/sys) = `value` in the pod namespace, a setting
+/// of the pod's own interface (ndisc_notify). No inverse: it goes with the interface.
+struct WritePodSysctl {
+  std::string key;
+  std::string value;
+};
+
+/// Creates tap device spec.name in the pod namespace, labelled with SELinux context
+/// `selinux_context` when not empty (tun::create_tap_labelled). Inverse: link_del in the pod of
+/// spec.name. Errors: the kernel's, unprefixed (kConflict: the name is taken).
+struct CreatePodTap {
+  tun::TapSpec spec;
+  std::string selinux_context;
+};
+
+/// Changes link `index` of the pod namespace, one this attachment created or the namespace's own
+/// lo (its name, MTU, MAC, master, up, arp_notify). Inverse: when it renames the link, link_del in the pod of the new
+/// name (the deletion recorded under the old one no longer finds it); otherwise none: the
+/// settings go with the link.
+struct SetUpPodLink {
+  int index = 0;
+  link::LinkChange change;
+};
+
+/// Tunes pod link `ifname` (ifindex `index`), which an earlier plugin made: writes `sysctls` ('/'
+/// keys under /proc/sys of the pod namespace -> values, in order), then sets the link attributes
+/// `change` holds (MAC, MTU, promisc, allmulti, txqueuelen). Inverse: tuning.restore with the
+/// values read just before of exactly what it changes. Errors: a sysctl that cannot be read or
+/// written, naming it; the kernel's.
+struct TunePodLink {
+  int index = 0;
+  std::string ifname;
+  std::vector<std::pair<std::string, std::string>> sysctls;
+  link::LinkChange change;
+};
+
+/// The namespace a step on an attachment's own link acts in.
+enum class Ns { kNode, kPod };
+
+/// Changes link `index` of the node namespace, one this attachment created (a veth's host end:
+/// up). No inverse: the settings go with the link, deleted by the operation its creation recorded.
+struct SetUpNodeLink {
+  int index = 0;
+  link::LinkChange change;
+};
+
+/// Adds `prefix` to link `index` in `ns`, one this attachment created (EEXIST is success). No
+/// inverse: the address goes with the link.
+struct AddOwnLinkAddress {
+  Ns ns = Ns::kPod;
+  int index = 0;
+  IpPrefix prefix;
+  bool nodad = true;
+};
+
+/// Adds `route` in `ns` through a link this attachment created or an earlier plugin of its chain
+/// made (`exist_ok`: an identical route already there is success). No inverse: the route goes
+/// with the link, or an earlier step's inverse takes it back (sbr's tables: AddSourceRules).
+struct AddOwnLinkRoute {
+  Ns ns = Ns::kPod;
+  route::Route route;
+  bool exist_ok = false;
+};
+
+/// Removes `route` in `ns` through a link this attachment created (gone already: success). No
+/// inverse: the link it belonged to is deleted with the attachment, or an earlier step's inverse
+/// puts it back (sbr's main-table routes: AddSourceRules).
+struct RemoveOwnLinkRoute {
+  Ns ns = Ns::kPod;
+  route::Route route;
+};
+
+/// Writes node sysctl `key` = `value` of a link this attachment created (its host veth's
+/// accept_ra). No inverse: the setting goes with the link.
+struct WriteNodeLinkSysctl {
+  std::string key;
+  std::string value;
+};
+
+/// Turns on IP forwarding of `family` in the node (netconf::ensure_forwarding: nothing written
+/// when on). No inverse: node-wide, other attachments rely on it, and the reference plugins never
+/// turn it off.
+struct EnableForwarding {
+  int family = 0;
+};
+
+/// Routes the pod's traffic by source (sbr): adds `rules` in the pod namespace (an identical rule
+/// there is an error). Inverse: `restore` (sbr.restore): these rules, and the tables and
+/// main-table routes sbr's route steps after this one fill and remove, so that one operation,
+/// recorded before any of sbr's changes, takes them all back.
+struct AddSourceRules {
+  std::vector<rule::Rule> rules;
+  undo::SbrRestore restore;
+};
+
+/// Moves node device `dev` into the pod namespace, renamed `ifname` there (host-device). Inverse:
+/// host-device.restore with its node name, ifindex, MTU and MAC as `dev` has them.
+struct MoveLinkIntoPod {
+  link::LinkInfo dev;
+  std::string ifname;
+};
+
+/// Admits an attachment's addresses in plumb's firewall sets (the firewall plugin). Inverse:
+/// firewall.remove of exactly those.
+struct AddFirewallPod {
+  nft::FirewallPod pod;
+};
+
+/// Adds bridge `bridge` to the isolation sets (ingressPolicy same-bridge, or `isolated`). No
+/// inverse: every pod of the bridge relies on it, and the reference never removes it.
+struct IsolateBridge {
+  std::string bridge;
+  bool isolated = false;
+};
+
+/// Makes pod link `ifname` (ifindex `index`) a port of VRF `vrf` in the pod namespace, creating
+/// the VRF on table `create_table` first (up) when set. Inverse: vrf.release (the link out of the
+/// VRF, the VRF deleted once it has no port left). Errors: the kernel's (kKernelFeature: no VRF
+/// support), naming the VRF.
+struct JoinPodVrf {
+  std::string vrf;
+  std::optional<uint32_t> create_table;
+  int index = 0;
+  std::string ifname;
+};
+
+/// Writes an attachment's limits into the shaping programs' maps (bandwidth): each of `entries`
+/// under `owner`, claimed with BPF_NOEXIST when `exclusive` (a pod-side id). Inverse: `remove`
+/// (bandwidth.remove: these entries, and the clsact, filters and fq of the shaping steps after
+/// this one, so one operation recorded before any of them takes them all back). Errors: the
+/// maps' (kConflict: a key another attachment holds; the entries written are removed again).
+struct WriteBandwidthEntries {
+  const ebpf::Programs* progs = nullptr;
+  std::vector<std::pair<plumb_bw_key, ebpf::Limit>> entries;
+  uint64_t owner = 0;
+  bool exclusive = false;
+  undo::BandwidthRemove remove;
+};
+
+/// Adds the clsact qdisc to link `index` in `ns` (EEXIST returned: the caller decides). No
+/// inverse: bandwidth.remove (WriteBandwidthEntries) deletes it when `remove.clsact` says so.
+struct AddClsact {
+  Ns ns = Ns::kNode;
+  int index = 0;
+};
+
+/// Attaches program `prog_fd` (`prog_name`) at `hook` of link `index` in `ns`, for traffic class
+/// `classid` (0: host side). No inverse: bandwidth.remove detaches it.
+struct AttachShapingFilter {
+  Ns ns = Ns::kNode;
+  int index = 0;
+  tc::Hook hook{};
+  int prog_fd = -1;
+  std::string prog_name;
+  uint32_t classid = 0;
+};
+
+/// Makes fq the root qdisc of link `index` in `ns` (EDT shaping). No inverse: bandwidth.remove
+/// deletes it when `remove.fq` says so.
+struct SetRootFq {
+  Ns ns = Ns::kNode;
+  int index = 0;
+};
+
+using Step = std::variant<CreateBridge, AddNodeAddress, RemoveNodeAddress, WriteNodeSysctl, AddMacspoof, AddMasquerade,
+                          AddPortMappings, FlushConntrack, CreatePodLink, WritePodSysctl, CreatePodTap, SetUpPodLink, TunePodLink,
+                          SetUpNodeLink, AddOwnLinkAddress, AddOwnLinkRoute, RemoveOwnLinkRoute, WriteNodeLinkSysctl,
+                          EnableForwarding, AddSourceRules, MoveLinkIntoPod, AddFirewallPod, IsolateBridge, JoinPodVrf,
+                          WriteBandwidthEntries, AddClsact, AttachShapingFilter, SetRootFq>;
+
+/// A step's inverse as the journal records it: nullopt when the step changes nothing.
+struct Inverse {
+  undo::Op op;
+  bool rollback_only = false;
+};
+
+/// The step's name, for messages and recordings ("create_bridge", "add_node_address", ...).
+[[nodiscard]] std::string name_of(const Step& step);
+/// The inverse of `step` as it would be applied now (may read the kernel: a sysctl's previous
+/// value). nullopt: the step would change nothing. Errors: the kernel's, naming what was read.
+[[nodiscard]] Result<std::optional<Inverse>> inverse_of(Context& ctx, const Step& step);
+
+/// What makes a step: persists its inverse, then applies it.
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  /// Makes `step` with inverse `inv` (nullopt: nothing to record). Errors: the journal's write
+  /// (the step is then not applied) or the step's.
+  [[nodiscard]] virtual Status make(Context& ctx, const Step& step, std::optional<Inverse> inv) = 0;
+};
+
+/// The executor of every invocation: undo::will() with the inverse, then the step.
+class JournalExecutor final : public Executor {
+ public:
+  [[nodiscard]] Status make(Context& ctx, const Step& step, std::optional<Inverse> inv) override;
+};
+
+/// Tests: keeps every step with its encoded inverse; applies it (without a journal) only with
+/// `apply`.
+class RecordingExecutor final : public Executor {
+ public:
+  struct Made {
+    std::string step;  ///< name_of(step)
+    std::optional<Inverse> inverse;
+  };
+  explicit RecordingExecutor(bool apply = false) : apply_(apply) {}
+  [[nodiscard]] Status make(Context& ctx, const Step& step, std::optional<Inverse> inv) override;
+  [[nodiscard]] const std::vector<Made>& made() const { return made_; }
+
+ private:
+  bool apply_;
+  std::vector<Made> made_;
+};
+
+/// The one way a migrated driver changes the kernel: the step's inverse computed, then made by
+/// ctx.executor (null: a JournalExecutor). Errors: inverse_of's, the executor's.
+[[nodiscard]] Status run(Context& ctx, const Step& step);
+
+}  // namespace plumb::drivers::steps

@@ -1,0 +1,336 @@
+// The typed steps and their executors (drivers/steps.cpp): each step's inverse as the journal
+// records it (golden JSON, no kernel); a driver run with a RecordingExecutor: its steps and their
+// inverses asserted while the kernel is left untouched (a private node, read only); and the undo
+// operations that invert the steps, run against the kernel.
+#include "drivers/steps.hpp"
+
+#include <doctest/doctest.h>
+#include <sys/socket.h>
+
+#include <string>
+#include <vector>
+
+#include "drivers/undo.hpp"
+#include "engine/base/json.hpp"
+#include "engine/base/netns.hpp"
+#include "engine/kernel/link.hpp"
+#include "engine/kernel/route.hpp"
+#include "engine/kernel/rule.hpp"
+#include "engine/kernel/tun.hpp"
+#include "engine/netlink/socket.hpp"
+#include "tests/support/driver_harness.hpp"
+#include "tests/support/pod_fixture.hpp"
+#include "tests/support/private_node.hpp"
+
+using namespace plumb;
+
+namespace {
+
+IpPrefix prefix(const char* text) {
+  auto p = IpPrefix::parse(text);
+  REQUIRE(p);
+  return *p;
+}
+
+/// The inverse of `step` as the journal would record it ("" when none), and whether it is
+/// rollback-only.
+std::pair<std::string, bool> recorded(drivers::Context& ctx, const drivers::steps::Step& step) {
+  auto inv = drivers::steps::inverse_of(ctx, step);
+  REQUIRE(inv);
+  if (!*inv) return {"", false};
+  return {json::dump(drivers::undo::encode((*inv)->op)), (*inv)->rollback_only};
+}
+
+}  // namespace
+
+TEST_CASE("each step's inverse: the operation the journal records, rollback-only where the change is shared") {
+  drivers::Context ctx;
+  CHECK(recorded(ctx, drivers::steps::AddNodeAddress{7, "brs", prefix("198.51.100.1/24"), true, true}) ==
+        std::pair<std::string, bool>{
+            R"({"op":"addr_del","ifname":"brs","prefix":"198.51.100.1/24","ifUnknown":"skip"})", true});
+  CHECK(recorded(ctx, drivers::steps::AddNodeAddress{7, "brs", prefix("2001:db8::1/64"), true, false}) ==
+        std::pair<std::string, bool>{R"({"op":"addr_del","ifname":"brs","prefix":"2001:db8::1/64","ifUnknown":"skip"})",
+                                     false});
+  CHECK(recorded(ctx, drivers::steps::RemoveNodeAddress{7, "brs", prefix("198.51.100.200/24")}) ==
+        std::pair<std::string, bool>{
+            R"({"op":"addr_restore","ifname":"brs","prefix":"198.51.100.200/24","ifUnknown":"skip"})", true});
+  link::BridgeSpec br{"brs", 0, std::nullopt, false};
+  CHECK(recorded(ctx, drivers::steps::CreateBridge{br}) ==
+        std::pair<std::string, bool>{R"({"op":"bridge_del_if_unused","name":"brs"})", true});
+  CHECK(recorded(ctx, drivers::steps::FlushConntrack{}) == std::pair<std::string, bool>{"", false});
+}
+
+TEST_CASE(
+    "a pod link's creation records its deletion in the pod, by group when made in one; a pod sysctl records none") {
+  drivers::Context ctx;
+  link::MacvlanSpec mv;
+  mv.name = "net1";
+  mv.group = link::kPodLinkGroup;
+  CHECK(recorded(ctx, drivers::steps::CreatePodLink{"net1", link::kPodLinkGroup, false, mv}) ==
+        std::pair<std::string, bool>{R"({"op":"link_del","where":"pod","name":"net1","group":1886154082})", false});
+  CHECK(recorded(ctx, drivers::steps::CreatePodLink{"net1", std::nullopt, true, drivers::steps::DummyLink{}}) ==
+        std::pair<std::string, bool>{R"({"op":"link_del","where":"pod","name":"net1"})", false});
+  CHECK(recorded(ctx, drivers::steps::WritePodSysctl{"net/ipv6/conf/net1/ndisc_notify", "1"}) ==
+        std::pair<std::string, bool>{"", false});
+}
+
+TEST_CASE("a pod tap's creation records its deletion; setting up a pod link records one only when it renames it") {
+  drivers::Context ctx;
+  CHECK(
+      recorded(ctx, drivers::steps::CreatePodTap{tun::TapSpec{"tap1a2b3c4d", false, std::nullopt, std::nullopt}, ""}) ==
+      std::pair<std::string, bool>{R"({"op":"link_del","where":"pod","name":"tap1a2b3c4d"})", false});
+  link::LinkChange rename;
+  rename.name = "tap1";
+  rename.mtu_bytes = 1400;
+  CHECK(recorded(ctx, drivers::steps::SetUpPodLink{9, rename}) ==
+        std::pair<std::string, bool>{R"({"op":"link_del","where":"pod","name":"tap1"})", false});
+  link::LinkChange up;
+  up.up = true;
+  up.master_index = 3;
+  CHECK(recorded(ctx, drivers::steps::SetUpPodLink{9, up}) == std::pair<std::string, bool>{"", false});
+}
+
+TEST_CASE("steps on an attachment's own links and node forwarding record nothing: the link's deletion covers them") {
+  drivers::Context ctx;
+  using drivers::steps::Ns;
+  route::Route r;
+  r.dst = prefix("198.51.100.5/32");
+  r.oif = 4;
+  link::LinkChange up;
+  up.up = true;
+  for (const drivers::steps::Step& step : std::vector<drivers::steps::Step>{
+           drivers::steps::SetUpNodeLink{4, up},
+           drivers::steps::AddOwnLinkAddress{Ns::kNode, 4, prefix("198.51.100.1/32"), true},
+           drivers::steps::AddOwnLinkRoute{Ns::kNode, r, true}, drivers::steps::RemoveOwnLinkRoute{Ns::kPod, r},
+           drivers::steps::WriteNodeLinkSysctl{"net/ipv6/conf/veth1/accept_ra", "0"},
+           drivers::steps::EnableForwarding{AF_INET}}) {
+    CAPTURE(drivers::steps::name_of(step));
+    CHECK(recorded(ctx, step) == std::pair<std::string, bool>{"", false});
+  }
+}
+
+TEST_CASE("sbr's source rules record the one sbr.restore the caller built, covering its later route steps") {
+  drivers::Context ctx;
+  drivers::steps::AddSourceRules rules;
+  rules.rules = {rule::Rule{prefix("198.51.100.3/32"), 4242}};
+  rules.restore.rules = {"198.51.100.3/32 4242"};
+  CHECK(recorded(ctx, rules) ==
+        std::pair<std::string, bool>{
+            R"({"op":"sbr.restore","rules":["198.51.100.3/32 4242"],"tables":[],"mainRoutes":[]})", false});
+}
+
+TEST_CASE("moving a node device into the pod records its restore with its node name, index, MTU and MAC") {
+  drivers::Context ctx;
+  link::LinkInfo dev;
+  dev.index = 11;
+  dev.name = "hd0";
+  dev.hwaddr = {0x02, 0xdd, 0, 0, 0, 0x01};
+  dev.mtu_bytes = 1500;
+  CHECK(
+      recorded(ctx, drivers::steps::MoveLinkIntoPod{dev, "net2"}) ==
+      std::pair<std::string, bool>{
+          R"({"op":"host-device.restore","name":"hd0","ifname":"net2","index":11,"mtu":1500,"mac":"02:dd:00:00:00:01"})",
+          false});
+}
+
+TEST_CASE(
+    "admitting a pod in the firewall records its removal; isolating a bridge records nothing (shared, as the "
+    "reference)") {
+  drivers::Context ctx;
+  nft::FirewallPod pod;
+  pod.container_id = "ctr-v3";
+  pod.ifname = "eth0";
+  pod.admin_chain = "CNI-ADMIN";
+  pod.addresses = {IpAddr::parse("203.0.113.3").value()};
+  CHECK(
+      recorded(ctx, drivers::steps::AddFirewallPod{pod}) ==
+      std::pair<std::string, bool>{
+          R"({"op":"firewall.remove","containerID":"ctr-v3","ifname":"eth0","addresses":["203.0.113.3"],"adminChain":"CNI-ADMIN"})",
+          false});
+  CHECK(recorded(ctx, drivers::steps::IsolateBridge{"brs", true}) == std::pair<std::string, bool>{"", false});
+}
+
+TEST_CASE("joining a VRF records its release, whether the step creates the VRF or finds it") {
+  drivers::Context ctx;
+  for (std::optional<uint32_t> table : {std::optional<uint32_t>{}, std::optional<uint32_t>{100}}) {
+    CHECK(recorded(ctx, drivers::steps::JoinPodVrf{"red", table, 5, "net1"}) ==
+          std::pair<std::string, bool>{R"({"op":"vrf.release","vrf":"red","ifname":"net1"})", false});
+  }
+}
+
+TEST_CASE("bandwidth's map entries record the one bandwidth.remove; its clsact, filters and fq record nothing more") {
+  drivers::Context ctx;
+  drivers::undo::BandwidthRemove remove;
+  remove.bpffs_dir = "/sys/fs/bpf/plumb";
+  remove.host = "veth4ba7bfd8";
+  remove.ifindex = 7;
+  remove.owner = 11849446052501764177U;
+  remove.hooks = {"host-ingress", "host-egress"};
+  remove.clsact = true;
+  remove.abi = 2;
+  remove.pins = "/sys/fs/bpf/plumb/bandwidth_v2";
+  CHECK(recorded(ctx, drivers::steps::WriteBandwidthEntries{nullptr, {}, remove.owner, false, remove}) ==
+        std::pair<std::string, bool>{
+            R"({"op":"bandwidth.remove","bpffsDir":"/sys/fs/bpf/plumb","host":"veth4ba7bfd8","ifindex":7,)"
+            R"("owner":11849446052501764177,"hooks":["host-ingress","host-egress"],"clsact":true,"fq":false,)"
+            R"("abi":2,"pins":"/sys/fs/bpf/plumb/bandwidth_v2"})",
+            false});
+  using drivers::steps::Ns;
+  CHECK(recorded(ctx, drivers::steps::AddClsact{Ns::kNode, 7}) == std::pair<std::string, bool>{"", false});
+  CHECK(recorded(ctx, drivers::steps::AttachShapingFilter{Ns::kNode, 7, tc::Hook::Ingress, 3, "plumb_bw", 0}) ==
+        std::pair<std::string, bool>{"", false});
+  CHECK(recorded(ctx, drivers::steps::SetRootFq{Ns::kPod, 2}) == std::pair<std::string, bool>{"", false});
+}
+
+TEST_CASE("the undo operations of the steps read back what they wrote; a bad prefix is damage naming the field") {
+  for (const char* text :
+       {R"({"op":"addr_del","ifname":"brs","prefix":"198.51.100.1/24","ifUnknown":"skip"})",
+        R"({"op":"addr_restore","ifname":"brs","prefix":"2001:db8::1/64","ifUnknown":"skip"})",
+        R"({"op":"sysctl_restore","key":"net/ipv4/conf/brs/route_localnet","value":"0","ifUnknown":"skip"})"}) {
+    CAPTURE(text);
+    auto v = json::parse(text, "test");
+    REQUIRE(v);
+    auto op = drivers::undo::decode(*v, "rec.json");
+    REQUIRE(op);
+    CHECK(json::dump(drivers::undo::encode(*op)) == text);
+  }
+  auto bad = json::parse(R"({"op":"addr_del","ifname":"brs","prefix":"198.51.100.1/33"})", "test");
+  REQUIRE(bad);
+  auto op = drivers::undo::decode(*bad, "rec.json");
+  REQUIRE_FALSE(op);
+  CHECK(op.error().cni_code == cni_code::kDecode);
+  CHECK(op.error().text().find("rec.json") != std::string::npos);
+  CHECK(op.error().text().find("\"prefix\"") != std::string::npos);
+}
+
+TEST_CASE(
+    "portmap with a RecordingExecutor: route_localnet, the mappings and the UDP flush as steps with their inverses; "
+    "the node untouched") {
+  test::Node node;
+  REQUIRE(test::sh("ip link add brs type bridge && ip link set brs up").exit_code == 0);
+  auto nl = netlink::Socket::open();
+  REQUIRE(nl);
+  drivers::steps::RecordingExecutor rec;
+  drivers::Context ctx;
+  ctx.container_id = "ctr-rec";
+  ctx.ifname = "eth0";
+  ctx.network = "rec-net";
+  ctx.node = &*nl;
+  ctx.executor = &rec;
+  cni::CniResult prev;
+  prev.cni_version = "1.1.0";
+  prev.interfaces = {{"brs", "", std::nullopt, "", "", ""}, {"eth0", "", std::nullopt, "/run/netns/x", "", ""}};
+  prev.ips = {{prefix("198.51.100.5/24"), std::nullopt, 1}};
+  auto conf = json::parse(R"({"type": "portmap", "runtimeConfig": {"portMappings": [
+    {"hostPort": 8053, "containerPort": 53, "protocol": "udp"}]}})",
+                          "test");
+  REQUIRE(conf);
+  auto r = test::add_plugin(ctx, *conf, &prev);
+  REQUIRE_MESSAGE(r, r.error().text());
+
+  const auto& made = rec.made();
+  REQUIRE(made.size() == 3);
+  CHECK(made[0].step == "write_node_sysctl");
+  REQUIRE(made[0].inverse);
+  CHECK(json::dump(drivers::undo::encode(made[0].inverse->op)) ==
+        R"({"op":"sysctl_restore","key":"net/ipv4/conf/brs/route_localnet","value":"0","ifUnknown":"skip"})");
+  CHECK(made[0].inverse->rollback_only);
+  CHECK(made[1].step == "add_port_mappings");
+  REQUIRE(made[1].inverse);
+  CHECK(
+      json::dump(drivers::undo::encode(made[1].inverse->op)) ==
+      R"({"op":"portmap.remove","containerID":"ctr-rec","ifname":"eth0","mappings":[{"protocol":"udp","hostPort":8053,)"
+      R"("podIP":"198.51.100.5","containerPort":53}],"snat":["198.51.100.5"],"masqAll":[]})");
+  CHECK_FALSE(made[1].inverse->rollback_only);
+  CHECK(made[2].step == "flush_conntrack");
+  CHECK_FALSE(made[2].inverse);
+  // Recorded, not applied.
+  CHECK(test::read_file("/proc/sys/net/ipv4/conf/brs/route_localnet") == "0\n");
+  CHECK(test::sh("nft list ruleset").out.empty());
+}
+
+TEST_CASE("tuning a pod link records the previous values of exactly what it changes; recorded, not applied") {
+  test::Node node;
+  REQUIRE(test::sh("ip link add brs type bridge").exit_code == 0);
+  auto nl = netlink::Socket::open();
+  REQUIRE(nl);
+  auto self = netns::Netns::open("/proc/self/ns/net");
+  REQUIRE(self);
+  auto brs = link::get(*nl, "brs");
+  REQUIRE(brs);
+  REQUIRE(*brs);
+  drivers::steps::RecordingExecutor rec;
+  drivers::Context ctx;
+  ctx.pod = &*nl;  // the private node stands for the pod: the step reads and writes there only
+  ctx.pod_ns = &*self;
+  ctx.executor = &rec;
+  drivers::steps::TunePodLink tune{(*brs)->index, "brs", {{"net/ipv4/conf/brs/arp_filter", "1"}}, {}};
+  tune.change.mtu_bytes = 1400;
+  tune.change.promisc = true;
+  REQUIRE(drivers::steps::run(ctx, tune));
+  REQUIRE(rec.made().size() == 1);
+  CHECK(rec.made()[0].step == "tune_pod_link");
+  REQUIRE(rec.made()[0].inverse);
+  CHECK(
+      json::dump(drivers::undo::encode(rec.made()[0].inverse->op)) ==
+      R"({"op":"tuning.restore","ifname":"brs","sysctl":{"net/ipv4/conf/brs/arp_filter":"0"},"mtu":1500,"promisc":false})");
+  CHECK_FALSE(rec.made()[0].inverse->rollback_only);
+  CHECK(test::read_file("/proc/sys/net/ipv4/conf/brs/arp_filter") == "0\n");
+  CHECK(test::sh("ip -o link show brs").out.find("mtu 1500") != std::string::npos);
+}
+
+TEST_CASE("tuning with a RecordingExecutor: its one step and tuning.restore recorded; the interface untouched") {
+  test::Node node;
+  REQUIRE(test::sh("ip link add brs type bridge").exit_code == 0);
+  auto nl = netlink::Socket::open();
+  REQUIRE(nl);
+  auto self = netns::Netns::open("/proc/self/ns/net");
+  REQUIRE(self);
+  drivers::steps::RecordingExecutor rec;
+  drivers::Context ctx;
+  ctx.container_id = "ctr-rec";
+  ctx.ifname = "brs";  // the private node stands for the pod
+  ctx.network = "rec-net";
+  ctx.node = &*nl;
+  ctx.pod = &*nl;
+  ctx.pod_ns = &*self;
+  ctx.executor = &rec;
+  cni::CniResult prev;
+  prev.cni_version = "1.1.0";
+  prev.interfaces = {{"brs", "", std::nullopt, "/proc/self/ns/net", "", ""}};
+  auto conf = json::parse(R"({"type": "tuning", "mtu": 1400, "promisc": true,
+    "sysctl": {"net.ipv4.conf.IFNAME.arp_filter": "1"}})",
+                          "test");
+  REQUIRE(conf);
+  auto r = test::add_plugin(ctx, *conf, &prev);
+  REQUIRE_MESSAGE(r, r.error().text());
+  REQUIRE(rec.made().size() == 1);
+  CHECK(rec.made()[0].step == "tune_pod_link");
+  REQUIRE(rec.made()[0].inverse);
+  CHECK(
+      json::dump(drivers::undo::encode(rec.made()[0].inverse->op)) ==
+      R"({"op":"tuning.restore","ifname":"brs","sysctl":{"net/ipv4/conf/brs/arp_filter":"0"},"mtu":1500,"promisc":false})");
+  CHECK(test::read_file("/proc/sys/net/ipv4/conf/brs/arp_filter") == "0\n");
+  CHECK(test::sh("ip -o link show brs").out.find("mtu 1500") != std::string::npos);
+}
+
+TEST_CASE("addr_del, addr_restore and sysctl_restore against the kernel; a link gone is success") {
+  test::Node node;
+  REQUIRE(test::sh("ip link add brs type bridge && ip addr add 198.51.100.1/24 dev brs").exit_code == 0);
+  auto nl = netlink::Socket::open();
+  REQUIRE(nl);
+  drivers::Context ctx;
+  ctx.node = &*nl;
+  auto v4 = [] { return test::sh("ip -4 -o addr show dev brs | awk '{print $4}'").out; };
+  REQUIRE(drivers::undo::run(ctx, drivers::undo::AddrDel{"brs", prefix("198.51.100.1/24")}));
+  CHECK(v4().empty());
+  REQUIRE(drivers::undo::run(ctx, drivers::undo::AddrDel{"brs", prefix("198.51.100.1/24")}));  // gone: success
+  REQUIRE(drivers::undo::run(ctx, drivers::undo::AddrRestore{"brs", prefix("198.51.100.200/24")}));
+  REQUIRE(drivers::undo::run(ctx, drivers::undo::AddrRestore{"brs", prefix("198.51.100.200/24")}));  // there: success
+  CHECK(v4() == "198.51.100.200/24\n");
+  REQUIRE(drivers::undo::run(ctx, drivers::undo::SysctlRestore{"net/ipv4/conf/brs/route_localnet", "1"}));
+  CHECK(test::read_file("/proc/sys/net/ipv4/conf/brs/route_localnet") == "1\n");
+  REQUIRE(test::sh("ip link del brs").exit_code == 0);
+  CHECK(drivers::undo::run(ctx, drivers::undo::AddrRestore{"brs", prefix("198.51.100.200/24")}));
+  CHECK(drivers::undo::run(ctx, drivers::undo::SysctlRestore{"net/ipv4/conf/brs/route_localnet", "0"}));
+}

@@ -1,0 +1,63 @@
+#!/usr/bin/env python3
+"""Write-ahead by construction: a driver changes the kernel only through drivers/steps.hpp.
+
+Every drivers/*.cpp but the executor (steps.cpp) and the journal's own files (undo.cpp,
+undo_run.cpp) must not call undo::will / undo::will_later, nor an engine function that changes the
+node (MUTATING below), outside its `namespace undo { ... }` blocks (the undo operations' executors,
+which run inverses). The files not moved to steps yet are listed in PENDING with what still calls
+the engine directly; a listed file that no longer does fails too, so the list only shrinks. A new
+driver file is checked from its first line. Usage: write_ahead_test.py SOURCE_DIR
+"""
+import pathlib
+import re
+import sys
+
+EXEMPT = {"steps.cpp", "undo.cpp", "undo_run.cpp"}
+
+# Files still calling undo::will or a mutating engine function directly, and what does.
+PENDING = {
+    "bridge.cpp": "its veth port's master/up, hairpin, isolation and VLANs; the VLAN gateway veth; forwarding",
+    "common.cpp": "the pod veth pair, IPAM release, delegated plugins, pod addresses and routes, device-info",
+    "delegate.cpp": "delegated plugins' DEL and processes",
+    "ib_sriov.cpp": "the VF (shared with vf_attach)",
+    "rdma.cpp": "the RDMA device",
+    "vf_attach.cpp": "VF settings, the VF netdev moved into the pod",
+}
+
+WILL = re.compile(r"\bundo::will(_later)?\s*\(")
+MUTATING = re.compile(
+    r"\b(link::(create_\w+|modify|set_\w+)|addr::add|route::add|rule::add|sysctl::write|tc::(add_\w+|attach|set_\w+)"
+    r"|tun::create_\w+|nft::(add_\w+|firewall_add|firewall_isolate_bridge)|conntrack::remove_matching"
+    r"|bridge_port::(add_vlan|del_vlan|set_\w+)|netconf::ensure_forwarding|rdma::ensure_\w+|vf::apply\w*)\s*\("
+)
+UNDO_BLOCK = re.compile(r"^namespace undo \{$.*?^\}  // namespace undo$", re.M | re.S)
+
+
+def direct_changes(text: str) -> list[str]:
+    """The direct calls of a driver file, outside its undo operations' executors."""
+    text = UNDO_BLOCK.sub("", text)
+    return sorted({m.group(0).rstrip("( ") for m in WILL.finditer(text)} |
+                  {m.group(0).rstrip("( ") for m in MUTATING.finditer(text)})
+
+
+def main() -> int:
+    drivers = pathlib.Path(sys.argv[1]) / "drivers"
+    errors = []
+    for path in sorted(drivers.glob("*.cpp")):
+        if path.name in EXEMPT:
+            continue
+        calls = direct_changes(path.read_text())
+        if calls and path.name not in PENDING:
+            errors.append(f"drivers/{path.name} changes the node without a step (drivers/steps.hpp): {', '.join(calls)}")
+        if not calls and path.name in PENDING:
+            errors.append(f"drivers/{path.name} makes every change through steps: remove it from PENDING")
+    for name in PENDING:
+        if not (drivers / name).exists():
+            errors.append(f"PENDING names drivers/{name}, which does not exist")
+    for e in errors:
+        print(e)
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
