@@ -65,10 +65,14 @@ plumb_apt_source(curl curl=${plumb_curl_version} plumb_curl_src)
 
 # HTTP and HTTPS only, static, position-independent (it also goes into the test executables).
 # plumb compiles against Debian's headers of the same version and links the archive in the build tree.
-set(plumb_curl_archive ${plumb_deps}/curl-build/lib/libcurl.a)
+# Its build directory is named after the source tree, so a new curl version (or a build directory
+# of an older layout) configures afresh instead of meeting another source's CMakeCache.
+get_filename_component(plumb_curl_tree_name ${plumb_curl_src} NAME)
+set(plumb_curl_build ${plumb_deps}/${plumb_curl_tree_name}-build)
+set(plumb_curl_archive ${plumb_curl_build}/lib/libcurl.a)
 ExternalProject_Add(plumb_static_curl
   SOURCE_DIR ${plumb_curl_src}
-  BINARY_DIR ${plumb_deps}/curl-build
+  BINARY_DIR ${plumb_curl_build}
   CMAKE_ARGS -DCMAKE_BUILD_TYPE=Release
              -DCMAKE_C_COMPILER=${CMAKE_C_COMPILER} -DCMAKE_C_COMPILER_LAUNCHER=${CMAKE_C_COMPILER_LAUNCHER}
              -DCMAKE_POSITION_INDEPENDENT_CODE=ON -DBUILD_SHARED_LIBS=OFF -DBUILD_CURL_EXE=OFF -DBUILD_TESTING=OFF
