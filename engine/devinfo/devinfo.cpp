@@ -1,5 +1,4 @@
 #include "engine/devinfo/devinfo.hpp"
-#include "engine/base/file.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -8,6 +7,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <filesystem>
+
+#include "engine/base/file.hpp"
 
 namespace plumb::devinfo {
 namespace {
