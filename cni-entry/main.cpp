@@ -10,13 +10,13 @@
 #include <string>
 #include <string_view>
 
+#include "engine/cni/cni.hpp"
+#include "engine/kernel/tun.hpp"
 #include "cni-entry/cli/cli.hpp"
 #include "cni-entry/daemon/daemon.hpp"
 #include "cni-entry/pod/config.hpp"
 #include "cni-entry/pod/log.hpp"
 #include "cni-entry/pod/pod.hpp"
-#include "engine/cni/cni.hpp"
-#include "engine/kernel/tun.hpp"
 #include "plumb/version.hpp"
 
 namespace {

@@ -15,11 +15,10 @@
 //                           from that bridge to itself (seen in the forward hook only with
 //                           br_netfilter). Bridges stay isolated after DEL (other pods may use
 //                           them), as the reference.
-#include "engine/nft/firewall.hpp"
-
 #include "drivers/registry.hpp"
 #include "drivers/steps.hpp"
 #include "drivers/undo.hpp"
+#include "engine/nft/firewall.hpp"
 
 namespace plumb::drivers {
 namespace {

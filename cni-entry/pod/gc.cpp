@@ -10,9 +10,9 @@
 #include "cni-entry/pod/default_network.hpp"
 #include "cni-entry/pod/multus_adopt.hpp"
 #include "cni-entry/pod/verbs.hpp"
+#include "engine/state/state.hpp"
 #include "drivers/driver.hpp"
 #include "engine/cni/delegate.hpp"
-#include "engine/state/state.hpp"
 #include "ipam/ipam.hpp"
 
 namespace plumb::pod {
@@ -195,7 +195,7 @@ Result<std::string> do_gc(const cni::Env& env, const PlumbConfig& conf, Log& log
   IpamConfigs ipams;  // [cluster ipam]
   DelegatedGcs delegated;
   for (auto& key : keys) gc_key(env, conf, state, key, ipams, delegated, log, errors);
-  multus::gc(env, conf, log, errors);                 // the sandboxes Multus attached before plumb took the node over
+  multus::gc(env, conf, log, errors);  // the sandboxes Multus attached before plumb took the node over
   if (auto st = gc_ipams(conf, state, ipams); !st) {  // [cluster ipam]
     log.error("GC: " + st.error().text());
     errors.add(st);

@@ -1,4 +1,5 @@
 #include "engine/devinfo/devinfo.hpp"
+#include "engine/base/file.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -7,8 +8,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <filesystem>
-
-#include "engine/base/file.hpp"
 
 namespace plumb::devinfo {
 namespace {

@@ -4,8 +4,6 @@
 // DEL of the sandbox then removes everything, hot-plugged or not. A hot-plug SIGKILLed after
 // each write-ahead step (the journal's fault hook, in a forked child) leaves nothing the DEL
 // cannot finish, and the next hot-plug completes what the killed one began.
-#include "cni-entry/pod/hotplug.hpp"
-
 #include <doctest/doctest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -15,6 +13,7 @@
 #include <string>
 
 #include "cni-entry/pod/config.hpp"
+#include "cni-entry/pod/hotplug.hpp"
 #include "engine/state/journal.hpp"
 #include "tests/support/node_snapshot.hpp"
 #include "tests/support/pod_fixture.hpp"
@@ -29,9 +28,8 @@ namespace hp = plumb::pod::hotplug;
 namespace {
 
 std::string bridge_nad(const std::string& bridge, const std::string& subnet, const std::string& ipam_dir) {
-  return R"({"cniVersion": "0.4.0", "type": "bridge", "bridge": ")" + bridge +
-         R"(", "ipam": {"type": "host-local", "dataDir": ")" + ipam_dir + R"(", "ranges": [[{"subnet": ")" + subnet +
-         R"("}]]}})";
+  return R"({"cniVersion": "0.4.0", "type": "bridge", "bridge": ")" + bridge + R"(", "ipam": {"type": "host-local", "dataDir": ")" +
+         ipam_dir + R"(", "ranges": [[{"subnet": ")" + subnet + R"("}]]}})";
 }
 
 /// A node with NADs default/blue and default/green, pod default/web ADDed as container c1 in
@@ -84,8 +82,7 @@ TEST_CASE("hot-plug attaches added selection elements, detaches removed ones, an
   REQUIRE_MESSAGE(add.exit_code == 0, add.err);
   CHECK(link_names("p1") == names({"lo", "eth0", "blue1"}));
 
-  n.fx.add_pod("default", "web",
-               R"([{"name": "blue", "interface": "blue1"}, {"name": "green", "interface": "green1"}])");
+  n.fx.add_pod("default", "web", R"([{"name": "blue", "interface": "blue1"}, {"name": "green", "interface": "green1"}])");
   auto out = n.hotplug();
   CHECK(out.sandbox == "c1:eth0");
   REQUIRE(out.changes.size() == 1);
@@ -114,9 +111,7 @@ TEST_CASE("hot-plug attaches added selection elements, detaches removed ones, an
   PLUMB_CHECK_UNCHANGED(before, NodeSnapshot::take(n.node.dir(), {"p1"}));
 }
 
-TEST_CASE(
-    "a hot-plug SIGKILLed after any write-ahead step leaves nothing DEL cannot finish, and the next hot-plug completes "
-    "it") {
+TEST_CASE("a hot-plug SIGKILLed after any write-ahead step leaves nothing DEL cannot finish, and the next hot-plug completes it") {
   bool finished = false;
   for (unsigned step = 1; step <= 40 && !finished; ++step) {
     CAPTURE(step);
