@@ -104,8 +104,9 @@ void Bench::find_versions() {
   rapidjson::Document net;
   net.Parse(reference_default_conflist(o_.scenarios.back()).c_str());
   std::string type = "bridge";
-  if (!net.HasParseError() && net.IsObject() && net.HasMember("plugins") && net["plugins"].IsArray() && !net["plugins"].Empty() &&
-      net["plugins"][0].IsObject() && net["plugins"][0].HasMember("type") && net["plugins"][0]["type"].IsString()) {
+  if (!net.HasParseError() && net.IsObject() && net.HasMember("plugins") && net["plugins"].IsArray() &&
+      !net["plugins"].Empty() && net["plugins"][0].IsObject() && net["plugins"][0].HasMember("type") &&
+      net["plugins"][0]["type"].IsString()) {
     type = net["plugins"][0]["type"].GetString();
   } else if (!net.HasParseError() && net.IsObject() && net.HasMember("type") && net["type"].IsString()) {
     type = net["type"].GetString();
@@ -391,7 +392,8 @@ void Bench::phase_fill() {
 void Bench::phase_startup() {
   const int64_t t0 = now_ns();
   // The reference plugins of the richest scenario's default network (or of the user's conflist).
-  std::vector<std::pair<std::string, std::string>> bins = {{"plumb", o_.thick ? o_.shim : o_.plumb}, {"floor", o_.floor}};
+  std::vector<std::pair<std::string, std::string>> bins = {{"plumb", o_.thick ? o_.shim : o_.plumb},
+                                                           {"floor", o_.floor}};
   rapidjson::Document net;
   net.Parse(reference_default_conflist(o_.scenarios.back()).c_str());
   if (!net.HasParseError() && net.IsObject() && net.HasMember("plugins") && net["plugins"].IsArray()) {

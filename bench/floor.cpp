@@ -98,7 +98,6 @@ constexpr uint64_t kOwnerBase = 0xf100000000000000ull;  // bandwidth map owner: 
 /// An operation failed: main prints it and exits 1, the server writes it to the shim's stderr.
 [[noreturn]] void die(const std::string& what) { throw std::runtime_error(what); }
 
-
 template <class T>
 T must(Result<T> r, const char* what) {
   if (!r) die(std::string(what) + ": " + r.error().text());
@@ -234,7 +233,8 @@ void bandwidth_add(netlink::Socket& node, const Args& a, int host_index, ebpf::P
   must(plumb::tc::add_clsact(node, host_index), "add clsact");
   for (ebpf::Hook h : {ebpf::Hook::HostIngress, ebpf::Hook::HostEgress}) {
     must(progs.configure(host_index, h, limit, kOwnerBase + a.slot), "configure bandwidth state");
-    must(plumb::tc::attach(node, host_index, ebpf::clsact_hook(h), progs.prog_fd(h), progs.prog_name(h)), "attach bandwidth filter");
+    must(plumb::tc::attach(node, host_index, ebpf::clsact_hook(h), progs.prog_fd(h), progs.prog_name(h)),
+         "attach bandwidth filter");
   }
   // EDT mode (the kernel has sch_fq): the pod's ingress limit also needs fq as root qdisc.
   if (progs.mode() == ebpf::Mode::EdtFq) must(plumb::tc::set_root_fq(node, host_index), "set fq root qdisc");
@@ -259,12 +259,15 @@ unsigned long number(const std::string& what, const std::string& s, unsigned lon
   char* end = nullptr;
   errno = 0;
   const unsigned long v = std::strtoul(s.c_str(), &end, 10);
-  if (s.empty() || *end != '\0' || errno != 0 || v >= below) die(what + " must be a number below " + std::to_string(below) + ", not \"" + s + "\"");
+  if (s.empty() || *end != '\0' || errno != 0 || v >= below)
+    die(what + " must be a number below " + std::to_string(below) + ", not \"" + s + "\"");
   return v;
 }
 
 Args parse_args(int argc, char** argv) {
-  if (argc != 7) die("usage: plumb-floor ADD|DEL|DEL-NAIVE a|b|c <pod netns> <slot> <host port> <bpffs dir> | serve <socket> <bpffs dir>");
+  if (argc != 7)
+    die("usage: plumb-floor ADD|DEL|DEL-NAIVE a|b|c <pod netns> <slot> <host port> <bpffs dir> | serve <socket> <bpffs "
+        "dir>");
   Args a;
   set_verb_scenario(a, argv[1], argv[2]);
   a.netns = argv[3];
@@ -354,7 +357,8 @@ void serve_one(int conn, Warm& w) {
   }
   int code = 0;
   try {
-    if (n < static_cast<ssize_t>(sizeof wire::kRequestMagic) || std::memcmp(body.data(), wire::kRequestMagic, sizeof wire::kRequestMagic) != 0) {
+    if (n < static_cast<ssize_t>(sizeof wire::kRequestMagic) ||
+        std::memcmp(body.data(), wire::kRequestMagic, sizeof wire::kRequestMagic) != 0) {
       die("not a plumb-shim request");
     }
     std::string verb, netns, args;
@@ -363,9 +367,12 @@ void serve_one(int conn, Warm& w) {
       pos += kv.size() + 1;
       const size_t eq = kv.find('=');
       const std::string k = kv.substr(0, eq), v = eq == std::string::npos ? "" : kv.substr(eq + 1);
-      if (k == "CNI_COMMAND") verb = v;
-      else if (k == "CNI_NETNS") netns = v;
-      else if (k == "CNI_ARGS") args = v;
+      if (k == "CNI_COMMAND")
+        verb = v;
+      else if (k == "CNI_NETNS")
+        netns = v;
+      else if (k == "CNI_ARGS")
+        args = v;
     }
     Args a;
     set_verb_scenario(a, verb, cni_arg(args, "FLOOR_SCENARIO"));

@@ -230,7 +230,8 @@ int64_t Background::cpu_ns(bool all_threads) const {
   if (!all_threads) return std::strtoll(read_text(proc + "/schedstat").c_str(), nullptr, 10);
   int64_t sum = 0;
   std::error_code ec;
-  for (auto it = std::filesystem::directory_iterator(proc + "/task", ec); !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+  for (auto it = std::filesystem::directory_iterator(proc + "/task", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
     sum += std::strtoll(read_text(it->path().string() + "/schedstat").c_str(), nullptr, 10);
   }
   return sum;

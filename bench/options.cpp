@@ -20,7 +20,8 @@ namespace {
                "                   [--out DIR] [--plumb PATH] [--floor PATH] [--cni-path DIR] [--scratch DIR]\n"
                "                   [--thin | --thick [--shim PATH]]   (plumb exec'd per verb, or (default)\n"
                "                                                      `plumb daemon` + plumb-shim)\n"
-               "                   [--conflist FILE [--conflist FILE2]]   (your CNI network against plumb and the floor, or two\n"
+               "                   [--conflist FILE [--conflist FILE2]]   (your CNI network against plumb and the "
+               "floor, or two\n"
                "                                                       networks side by side; bench/README.md)\n"
                "Runs as root; creates its own private network and mount namespaces. See bench/README.md.\n");
   std::exit(code);
@@ -71,16 +72,25 @@ Options parse_options(int argc, char** argv) {
     const std::string& k = a[i];
     if (k == "--quick") continue;
     if (k == "-h" || k == "--help") usage(0);
-    if (k == "--samples") o.samples = number(k, next());
-    else if (k == "--warmup") o.warmup = number(k, next());
+    if (k == "--samples")
+      o.samples = number(k, next());
+    else if (k == "--warmup")
+      o.warmup = number(k, next());
     else if (k == "--scenarios") o.scenarios = next();
-    else if (k == "--fill") o.fill_levels = int_list(k, next());
-    else if (k == "--fill-samples") o.fill_samples = number(k, next());
-    else if (k == "--fill-workers") o.fill_workers = number(k, next());
-    else if (k == "--fill-reference-max") o.fill_reference_max = number(k, next());
-    else if (k == "--workers") o.workers = int_list(k, next());
-    else if (k == "--tput-pods") o.tput_pods = number(k, next());
-    else if (k == "--tput-rounds") o.tput_rounds = number(k, next());
+    else if (k == "--fill")
+      o.fill_levels = int_list(k, next());
+    else if (k == "--fill-samples")
+      o.fill_samples = number(k, next());
+    else if (k == "--fill-workers")
+      o.fill_workers = number(k, next());
+    else if (k == "--fill-reference-max")
+      o.fill_reference_max = number(k, next());
+    else if (k == "--workers")
+      o.workers = int_list(k, next());
+    else if (k == "--tput-pods")
+      o.tput_pods = number(k, next());
+    else if (k == "--tput-rounds")
+      o.tput_rounds = number(k, next());
     else if (k == "--out") o.out_dir = next();
     else if (k == "--plumb") o.plumb = next();
     else if (k == "--floor") o.floor = next();
@@ -89,10 +99,12 @@ Options parse_options(int argc, char** argv) {
     else if (k == "--shim") o.shim = next();
     else if (k == "--cni-path") o.cni_path = next();
     else if (k == "--scratch") o.scratch_parent = next();
-    else if (k == "--conflist") o.conflists.push_back(next());
+    else if (k == "--conflist")
+      o.conflists.push_back(next());
     else usage(2);
   }
-  if (o.conflists.size() > 2) throw std::runtime_error("--conflist is given once (your network) or twice (two networks side by side)");
+  if (o.conflists.size() > 2)
+    throw std::runtime_error("--conflist is given once (your network) or twice (two networks side by side)");
   if (!o.conflists.empty()) {
     // The user's networks are scenarios x and y; a/b/c are plumb's own and not run with them.
     for (auto& c : o.conflists) {
@@ -101,8 +113,10 @@ Options parse_options(int argc, char** argv) {
     o.scenarios = o.conflists.size() == 2 ? "xy" : "x";
   }
   for (char c : o.scenarios) {
-    if (c != 'a' && c != 'b' && c != 'c' && !is_user_scenario(c)) throw std::runtime_error(std::string("unknown scenario '") + c + "' (a, b, c)");
-    if (is_user_scenario(c) && o.conflists.empty()) throw std::runtime_error("scenarios x and y are the networks of --conflist FILE");
+    if (c != 'a' && c != 'b' && c != 'c' && !is_user_scenario(c))
+      throw std::runtime_error(std::string("unknown scenario '") + c + "' (a, b, c)");
+    if (is_user_scenario(c) && o.conflists.empty())
+      throw std::runtime_error("scenarios x and y are the networks of --conflist FILE");
   }
   if (o.samples < 1 || o.warmup < 0 || o.fill_samples < 1 || o.fill_workers < 1 || o.tput_pods < 1 || o.tput_rounds < 1) {
     throw std::runtime_error("sample counts and worker counts must be positive");

@@ -134,7 +134,7 @@ class Report {
   rj::Document doc_;
   rj::Document::AllocatorType& al_;
   std::ostringstream md_;
-  std::map<char, std::map<std::string, double>> med_;  // per scenario: ratio medians by their JSON key
+  std::map<char, std::map<std::string, double>> med_;      // per scenario: ratio medians by their JSON key
   std::map<int, std::map<std::string, double>> fill_med_;  // per fill level: the same
   std::map<Way, std::map<int, double>> tput_pps_;      // per way and worker count: pods/s
   std::map<Way, std::map<int, double>> fill_p50_;      // per way and fill level: p50 ADD ms
@@ -226,7 +226,8 @@ void Report::header(const std::string& load_end) {
       << filesystem_text(o_.scratch_parent) << ".\n"
       << "plumb " << (r_.versions.count("plumb") ? r_.versions.at("plumb") : "?") << "; reference plugins ("
       << o_.cni_path << "): " << (r_.versions.count("reference") ? r_.versions.at("reference") : "?") << ".\n"
-      << "Milliseconds of wall time per CNI invocation (posix_spawn to wait4), warm-up discarded; ratios are medians of "
+      << "Milliseconds of wall time per CNI invocation (posix_spawn to wait4), warm-up discarded; ratios are medians "
+         "of "
          "per-pair ratios (the samples of one iteration). IPv6 pods, DAD off in pod namespaces.\n\n";
   if (o_.thick) {
     md_ << "**plumb runs thick** (the default; `--thin` for the plumb binary exec'd per verb): `plumb daemon` in its "
@@ -237,7 +238,8 @@ void Report::header(const std::string& load_end) {
     md_ << "**plumb runs thin** (`--thin`): `" << o_.plumb << "` executed per verb, its process start-up included.\n\n";
   }
   for (size_t i = 0; i < o_.conflists.size(); ++i) {
-    md_ << "**Scenario " << "xy"[i] << ": the pod's default network is `" << o_.conflists[i] << "`** (plugins from `" << o_.cni_path
+    md_ << "**Scenario "
+        << "xy"[i] << ": the pod's default network is `" << o_.conflists[i] << "`** (plugins from `" << o_.cni_path
         << "`). \"reference\" is that network run as a runtime runs it (each plugin executed, prevResult chained, "
            "capabilities as runtimeConfig); plumb runs the same network (its own drivers where it has them, the plugin "
            "executed otherwise; host-local's dataDir moved to its node's directory); the floor is scenario a's "
@@ -301,12 +303,16 @@ rj::Value Report::latency() {
 rj::Value Report::ratios() {
   rj::Value ratios(rj::kArrayType);
   md_ << "\n## Ratios (median of pair-by-pair ratios, [p10, p90])\n\n"
-      << "floor: plumb-floor linked statically and executed per verb (the yardstick of thin plumb); floor-warm: the same "
-         "operations in a running process that plumb-shim, executed per verb, wakes and waits for (the yardstick of thick "
+      << "floor: plumb-floor linked statically and executed per verb (the yardstick of thin plumb); floor-warm: the "
+         "same "
+         "operations in a running process that plumb-shim, executed per verb, wakes and waits for (the yardstick of "
+         "thick "
          "plumb). Both delete the pod's devices with one RTM_DELLINK, as plumb does; floor-naive: one RTM_DELLINK per "
          "device, as the reference plugins do (the kernel synchronises once per message).\n\n"
-      << "| scenario | ADD reference/plumb | DEL reference/plumb | ADD plumb/floor-warm | DEL plumb/floor-warm | ADD plumb/floor | "
-         "DEL plumb/floor | DEL plumb/floor-naive | DEL floor-naive/floor | ADD floor/floor-warm |\n|---|---|---|---|---|---|---|---|---|---|\n";
+      << "| scenario | ADD reference/plumb | DEL reference/plumb | ADD plumb/floor-warm | DEL plumb/floor-warm | ADD "
+         "plumb/floor | "
+         "DEL plumb/floor | DEL plumb/floor-naive | DEL floor-naive/floor | ADD floor/floor-warm "
+         "|\n|---|---|---|---|---|---|---|---|---|---|\n";
   for (char s : o_.scenarios) {
     md_ << "| " << s;
     rj::Value o(rj::kObjectType);
@@ -476,7 +482,8 @@ void Report::goals() {
       const double v = med_[s]["del_plumb_over_floor_warm"];
       goal(std::string("scenario ") + s + " DEL plumb/floor-warm ≤ 1.0× at 0 pods", v, v <= 1.0);
     }
-    const double add_hi = fill_med_[hi]["add_plumb_over_floor_warm"], del_hi = fill_med_[hi]["del_plumb_over_floor_warm"];
+    const double add_hi = fill_med_[hi]["add_plumb_over_floor_warm"],
+                 del_hi = fill_med_[hi]["del_plumb_over_floor_warm"];
     goal("ADD plumb/floor-warm ≤ 1.1×" + at_hi, add_hi, add_hi <= 1.1);
     goal("DEL plumb/floor-warm ≤ 1.0×" + at_hi, del_hi, del_hi <= 1.0);
     const int w = o_.workers.back();
@@ -533,7 +540,8 @@ void Report::plot() {
                    "set xlabel 'pods already on the node'\nset ylabel 'p50 ADD latency (ms, log scale)'\n"
                    "set logscale y\nset grid\nset key top left\nset xtics (";
   for (size_t i = 0; i < o_.fill_levels.size(); ++i) gp += (i ? "," : "") + std::to_string(o_.fill_levels[i]);
-  gp += ")\nplot '" + o_.out_dir + "/latency_vs_pods.dat' using 1:3 with linespoints lw 2 title 'reference chain', \\\n"
+  gp += ")\nplot '" + o_.out_dir +
+        "/latency_vs_pods.dat' using 1:3 with linespoints lw 2 title 'reference chain', \\\n"
         "     '' using 1:2 with linespoints lw 2 title 'plumb', \\\n"
         "     '' using 1:4 with linespoints lw 2 title 'floor (static, exec per verb)', \\\n"
         "     '' using 1:5 with linespoints lw 2 title 'floor-warm (running, woken by a static shim)'\n";
@@ -546,8 +554,11 @@ void Report::plot() {
 rj::Value Report::startup() {
   rj::Value out(rj::kArrayType);
   if (r_.startup.empty()) return out;
-  md_ << "\n## Process start-up (CNI VERSION: start, library loading, exit; the floor: plumb-floor started to exit at once; " << o_.samples
-      << " interleaved samples each)\n\n| binary | wall p50 ms | wall p90 ms | CPU p50 ms | peak RSS MiB |\n|---|---|---|---|---|\n";
+  md_ << "\n## Process start-up (CNI VERSION: start, library loading, exit; the floor: plumb-floor started to exit at "
+         "once; "
+      << o_.samples
+      << " interleaved samples each)\n\n| binary | wall p50 ms | wall p90 ms | CPU p50 ms | peak RSS MiB "
+         "|\n|---|---|---|---|---|\n";
   std::vector<std::string> names;
   for (const auto& s : r_.startup) {
     if (std::find(names.begin(), names.end(), s.binary) == names.end()) names.push_back(s.binary);

@@ -14,7 +14,8 @@ const char* way_name(Way w) {
     case Way::Reference: return "reference";
     case Way::Floor: return "floor";
     case Way::FloorNaive: return "floor-naive";
-    case Way::FloorWarm: return "floor-warm";
+    case Way::FloorWarm:
+      return "floor-warm";
   }
   return "?";
 }

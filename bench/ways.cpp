@@ -53,7 +53,8 @@ Cost Bench::add(Pod& p) {
     case Way::Reference: return add_reference(p);
     case Way::Floor:
     case Way::FloorNaive:
-    case Way::FloorWarm: return add_floor(p);
+    case Way::FloorWarm:
+      return add_floor(p);
   }
   return {};
 }
@@ -64,7 +65,8 @@ Cost Bench::del(Pod& p) {
     case Way::Reference: return del_reference(p);
     case Way::Floor:
     case Way::FloorNaive:
-    case Way::FloorWarm: return del_floor(p);
+    case Way::FloorWarm:
+      return del_floor(p);
   }
   return {};
 }
@@ -145,7 +147,8 @@ Proc Bench::run_plumb(const std::vector<std::string>& env, const std::string& co
   c.add(r);
   if (!r.ok()) {
     const std::string log = read_text(plumb_.dir + "/daemon/log");
-    r.err += "\n  plumb daemon's log (" + plumb_.dir + "/daemon/log, its end): " + log.substr(log.size() > 3000 ? log.size() - 3000 : 0);
+    r.err += "\n  plumb daemon's log (" + plumb_.dir +
+             "/daemon/log, its end): " + log.substr(log.size() > 3000 ? log.size() - 3000 : 0);
   }
   const auto [worker_us, worker_rss] = take_invocation_usage();
   c.cpu_us += worker_us + (daemon_.cpu_ns() - daemon0) / 1000;
@@ -331,11 +334,13 @@ void Bench::start_floor_server() {
   fs::create_directories(plumb_.dir + "/floor");
   {
     InNetns in(*plumb_.ns);
-    floor_server_.start({o_.floor, "serve", floor_socket_, bpffs_}, {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}, plumb_.dir + "/floor/log");
+    floor_server_.start({o_.floor, "serve", floor_socket_, bpffs_}, {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"},
+                        plumb_.dir + "/floor/log");
   }
   for (int i = 0; i < 500 && !fs::exists(floor_socket_); ++i) ::usleep(10'000);
   if (!fs::exists(floor_socket_)) {
-    throw std::runtime_error(o_.floor + " serve did not listen on " + floor_socket_ + " within 5 s: " + read_text(plumb_.dir + "/floor/log"));
+    throw std::runtime_error(o_.floor + " serve did not listen on " + floor_socket_ +
+                             " within 5 s: " + read_text(plumb_.dir + "/floor/log"));
   }
 }
 
@@ -343,10 +348,11 @@ Proc Bench::run_floor(const std::string& verb, const Pod& p, Cost& c) {
   Proc r;
   if (p.way == Way::FloorWarm) {
     const int64_t server0 = floor_server_.cpu_ns(true);
-    r = spawn({o_.shim}, {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "PLUMB_DAEMON_SOCKET=" + floor_socket_, "CNI_COMMAND=" + verb,
-                          "CNI_CONTAINERID=" + p.cid, "CNI_NETNS=/run/netns/" + p.netns, "CNI_IFNAME=eth0",
-                          "CNI_ARGS=FLOOR_SCENARIO=" + std::string(1, floor_scenario(p.scenario)) +
-                              ";FLOOR_SLOT=" + std::to_string(p.slot) + ";FLOOR_PORT=" + std::to_string(p.host_port)},
+    r = spawn({o_.shim},
+              {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "PLUMB_DAEMON_SOCKET=" + floor_socket_, "CNI_COMMAND=" + verb,
+               "CNI_CONTAINERID=" + p.cid, "CNI_NETNS=/run/netns/" + p.netns, "CNI_IFNAME=eth0",
+               "CNI_ARGS=FLOOR_SCENARIO=" + std::string(1, floor_scenario(p.scenario)) +
+                   ";FLOOR_SLOT=" + std::to_string(p.slot) + ";FLOOR_PORT=" + std::to_string(p.host_port)},
               "");
     c.add(r);
     c.cpu_us += (floor_server_.cpu_ns(true) - server0) / 1000;  // the server's threads (sequential phases: this one's)
@@ -357,8 +363,8 @@ Proc Bench::run_floor(const std::string& verb, const Pod& p, Cost& c) {
   if (!r.ok()) {
     const std::string cmd = p.way == Way::FloorWarm ? o_.shim + " (CNI_COMMAND=" + verb + ", to " + o_.floor + " serve)"
                                                     : o_.floor + " " + verb;
-    throw std::runtime_error(std::string(way_name(p.way)) + " " + verb + " of " + p.cid + " (scenario " + p.scenario + ") failed: " + cmd +
-                             ": " + r.describe());
+    throw std::runtime_error(std::string(way_name(p.way)) + " " + verb + " of " + p.cid + " (scenario " + p.scenario +
+                             ") failed: " + cmd + ": " + r.describe());
   }
   return r;
 }
@@ -394,7 +400,8 @@ void Bench::verify_added(const Pod& p) {
   for (auto& w : want) {
     // A user's conflist (scenario x) may give eth0 no address (no IPAM): then only its presence is checked.
     if (is_user_scenario(p.scenario) && expect.count(w) == 0) expect[w] = {};
-    if (!is_user_scenario(p.scenario) && (expect.count(w) == 0 || expect.at(w).empty())) throw std::runtime_error(who + ": no address reported for " + w);
+    if (!is_user_scenario(p.scenario) && (expect.count(w) == 0 || expect.at(w).empty()))
+      throw std::runtime_error(who + ": no address reported for " + w);
   }
   for (auto& [ifname, ips] : expect) {
     auto l = std::find_if(links.begin(), links.end(), [&](const plumb::link::LinkInfo& li) { return li.name == ifname; });

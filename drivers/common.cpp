@@ -155,7 +155,8 @@ Status configure_pod_interface(const Context& ctx, int index, const cni::CniResu
   // usable at once (IFA_F_NODAD: what the kernel's queued work would make of them) and nothing is
   // waited for: the wait would only measure that work queue, whose latency grows with the
   // devices on the node.
-  const bool v6 = std::any_of(r.ips.begin(), r.ips.end(), [](const cni::IpConfig& ip) { return !ip.address.addr.is_v4(); });
+  const bool v6 =
+      std::any_of(r.ips.begin(), r.ips.end(), [](const cni::IpConfig& ip) { return !ip.address.addr.is_v4(); });
   if (dad && v6 && ctx.pod_ns != nullptr && PLUMB_TRY(addr::dad_skipped(pod, *ctx.pod_ns, index))) dad = false;
   bool v6_gateway = false;
   for (auto& ip : r.ips) {

@@ -274,10 +274,10 @@ struct SetRootFq {
 };
 
 using Step = std::variant<CreateBridge, AddNodeAddress, RemoveNodeAddress, WriteNodeSysctl, AddMacspoof, AddMasquerade,
-                          AddPortMappings, FlushConntrack, CreatePodLink, WritePodSysctl, CreatePodTap, SetUpPodLink, TunePodLink,
-                          SetUpNodeLink, AddOwnLinkAddress, AddOwnLinkRoute, RemoveOwnLinkRoute, WriteNodeLinkSysctl,
-                          EnableForwarding, AddSourceRules, MoveLinkIntoPod, AddFirewallPod, IsolateBridge, JoinPodVrf,
-                          WriteBandwidthEntries, AddClsact, AttachShapingFilter, SetRootFq>;
+                          AddPortMappings, FlushConntrack, CreatePodLink, WritePodSysctl, CreatePodTap, SetUpPodLink,
+                          TunePodLink, SetUpNodeLink, AddOwnLinkAddress, AddOwnLinkRoute, RemoveOwnLinkRoute,
+                          WriteNodeLinkSysctl, EnableForwarding, AddSourceRules, MoveLinkIntoPod, AddFirewallPod,
+                          IsolateBridge, JoinPodVrf, WriteBandwidthEntries, AddClsact, AttachShapingFilter, SetRootFq>;
 
 /// A step's inverse as the journal records it: nullopt when the step changes nothing.
 struct Inverse {

@@ -33,7 +33,8 @@ std::string named_key(const std::string& name) { return "vdpa:" + name; }
 /// True when the config or its runtimeConfig carries a non-empty deviceID.
 Result<bool> has_device_id(const json::Value& conf, const std::string& where) {
   if (const json::Value* rc = PLUMB_TRY(json::get_object(conf, "runtimeConfig", where))) {
-    if (auto id = PLUMB_TRY(json::get_string(*rc, "deviceID", where + ".runtimeConfig", true)); id && !id->empty()) return true;
+    if (auto id = PLUMB_TRY(json::get_string(*rc, "deviceID", where + ".runtimeConfig", true)); id && !id->empty())
+      return true;
   }
   auto id = PLUMB_TRY(json::get_string(conf, "deviceID", where));
   return id && !id->empty();
@@ -44,13 +45,15 @@ Result<VdpaConfig> parse_config(const json::Value& conf, const ParseInput& in) {
   const std::string& where = in.network;
   if (auto named = PLUMB_TRY(json::get_string(conf, "vdpaDevice", where))) {
     if (!vdpa::valid_device_name(*named)) {
-      return fail(cni_code::kInvalidConfig, where + ".vdpaDevice \"" + *named +
-                                                "\" is not a vDPA device name (1-64 characters of A-Z a-z 0-9 . _ : -)");
+      return fail(
+          cni_code::kInvalidConfig,
+          where + ".vdpaDevice \"" + *named + "\" is not a vDPA device name (1-64 characters of A-Z a-z 0-9 . _ : -)");
     }
     if (PLUMB_TRY(has_device_id(conf, where))) {
       return fail(cni_code::kInvalidConfig,
-                  where + ": set either vdpaDevice (the vDPA device) or a deviceID (the VF whose vDPA device to use, "
-                          "also from the NAD's resourceName), not both");
+                  where +
+                      ": set either vdpaDevice (the vDPA device) or a deviceID (the VF whose vDPA device to use, "
+                      "also from the NAD's resourceName), not both");
     }
     c.vdpa_device = *named;
   } else {

@@ -143,11 +143,15 @@ void Cache::apply(WatchFrame f) {
     }
     case WatchFrame::Op::kRequest:
       if (const size_t space = f.key.find(' '); on_request && space != std::string::npos)
-        on_request(f.kind, std::string_view(f.key).substr(0, space), std::string_view(f.key).substr(space + 1), std::atof(f.json.c_str()));
+        on_request(f.kind, std::string_view(f.key).substr(0, space), std::string_view(f.key).substr(space + 1),
+                   std::atof(f.json.c_str()));
       break;
     case WatchFrame::Op::kFailed:
       std::fprintf(stderr, "plumb daemon: watch of %s: %s (retried)\n",
-                   f.kind == Watched::kPod ? "pods" : f.kind == Watched::kNad ? "NADs" : "IPAMClaims", f.json.c_str());
+                   f.kind == Watched::kPod   ? "pods"
+                   : f.kind == Watched::kNad ? "NADs"
+                                             : "IPAMClaims",
+                   f.json.c_str());
       break;
   }
 }

@@ -122,8 +122,10 @@ bool Daemon::configure_cache() {
   cache_.emplace(source::WatchSetup{std::move(**creds), o_.node_name});
   for (PodEvents* observer : o_.pod_observers) cache_->subscribe(observer);
   cache_->on_request = [this](source::Watched kind, std::string_view verb, std::string_view outcome, double seconds) {
-    metrics_.api_request(kind == source::Watched::kPod ? "pods" : kind == source::Watched::kNad ? "nads" : "ipamclaims", verb,
-                         outcome, static_cast<int64_t>(seconds * 1e6));
+    metrics_.api_request(kind == source::Watched::kPod   ? "pods"
+                         : kind == source::Watched::kNad ? "nads"
+                                                         : "ipamclaims",
+                         verb, outcome, static_cast<int64_t>(seconds * 1e6));
   };
   return true;
 }
@@ -281,7 +283,9 @@ void Daemon::on_control(Worker& w) {
   const bool logged = w.conn >= 0;
   answer(w.conn, std::nullopt);  // no longer watched: the shim's end from now on is no early end
   if (!o_.usage_log.empty() && logged) log_usage(w.pid, "exit", done.exit_code, done.cpu_us, done.minflt, done.maxrss_kib);
-  if (logged && done.verb[0] != '\0') metrics_.invocation(std::string_view(done.verb, strnlen(done.verb, sizeof done.verb)), static_cast<unsigned>(done.cni_code), done.duration_us);
+  if (logged && done.verb[0] != '\0')
+    metrics_.invocation(std::string_view(done.verb, strnlen(done.verb, sizeof done.verb)),
+                        static_cast<unsigned>(done.cni_code), done.duration_us);
   if (done.more != 0) return;  // busy until its second Done
   w.busy = false;
   w.retiring = done.retiring != 0;

@@ -95,7 +95,7 @@ struct Done {
                        ///< (source/after_answer.hpp); a second Done with 0 follows
   char verb[12];       ///< CNI_COMMAND of the invocation, NUL-terminated ("" when it noted no outcome)
   int32_t cni_code;    ///< the CNI error code it ended with, 0 on success
-  int64_t duration_us; ///< how long the invocation ran, µs
+  int64_t duration_us;  ///< how long the invocation ran, µs
 };
 
 /// User + system CPU time of `ru`, in µs.

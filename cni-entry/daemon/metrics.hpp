@@ -19,17 +19,17 @@ namespace plumb::daemon {
 struct MetricsUpdate {
   enum Kind : int32_t { kInvocation = 1, kState = 2, kApiRequest = 3 };
   Kind kind = kState;
-  char verb[12] = {};        ///< kInvocation: CNI_COMMAND ("ADD"); kApiRequest: "list", "watch". NUL-terminated
-  char resource[16] = {};    ///< kApiRequest: "pods", "nads", "ipamclaims"
-  char outcome[12] = {};     ///< kApiRequest: "ok", "expired", "error"
-  int32_t code = 0;          ///< kInvocation: the CNI error code, 0 on success
-  int64_t duration_us = 0;   ///< kInvocation: how long the worker ran it; kApiRequest: the request; µs
-  int32_t busy = 0;          ///< kState: workers serving an invocation
-  int32_t idle = 0;          ///< kState: warm workers waiting for one
-  int32_t listening = 0;     ///< kState: 1 while the daemon accepts connections on its socket
-  int32_t workers_up = 0;    ///< kState: 1 when the daemon has all its warm workers
-  int32_t watching = 0;      ///< kState: 1 when the daemon keeps watched caches
-  int32_t synced = 0;        ///< kState: 1 when every watched collection has been listed
+  char verb[12] = {};       ///< kInvocation: CNI_COMMAND ("ADD"); kApiRequest: "list", "watch". NUL-terminated
+  char resource[16] = {};   ///< kApiRequest: "pods", "nads", "ipamclaims"
+  char outcome[12] = {};    ///< kApiRequest: "ok", "expired", "error"
+  int32_t code = 0;         ///< kInvocation: the CNI error code, 0 on success
+  int64_t duration_us = 0;  ///< kInvocation: how long the worker ran it; kApiRequest: the request; µs
+  int32_t busy = 0;         ///< kState: workers serving an invocation
+  int32_t idle = 0;         ///< kState: warm workers waiting for one
+  int32_t listening = 0;    ///< kState: 1 while the daemon accepts connections on its socket
+  int32_t workers_up = 0;   ///< kState: 1 when the daemon has all its warm workers
+  int32_t watching = 0;     ///< kState: 1 when the daemon keeps watched caches
+  int32_t synced = 0;       ///< kState: 1 when every watched collection has been listed
 };
 
 /// The daemon's end of its metrics process.

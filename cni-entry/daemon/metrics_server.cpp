@@ -45,7 +45,8 @@ class MetricsHandler final : public CivetHandler {
  public:
   explicit MetricsHandler(prometheus::Registry& registry) : registry_(registry) {}
   bool handleGet(CivetServer*, mg_connection* conn) override {
-    reply(conn, 200, prometheus::TextSerializer().Serialize(registry_.Collect()), "text/plain; version=0.0.4; charset=utf-8");
+    reply(conn, 200, prometheus::TextSerializer().Serialize(registry_.Collect()),
+          "text/plain; version=0.0.4; charset=utf-8");
     return true;
   }
 
@@ -85,7 +86,10 @@ class Feed {
                        .Name("plumb_daemon_invocation_duration_seconds")
                        .Help("How long a worker took to run a CNI invocation, by verb")
                        .Register(r)),
-        workers_(prometheus::BuildGauge().Name("plumb_daemon_workers").Help("The daemon's workers, busy or idle").Register(r)),
+        workers_(prometheus::BuildGauge()
+                     .Name("plumb_daemon_workers")
+                     .Help("The daemon's workers, busy or idle")
+                     .Register(r)),
         cache_(prometheus::BuildGauge()
                    .Name("plumb_daemon_cache_synced")
                    .Help("1 when the watched caches (the node's pods, the NADs, the IPAMClaims) have all been listed")
@@ -94,10 +98,11 @@ class Feed {
                       .Name("plumb_daemon_api_requests_total")
                       .Help("The watched caches' lists and watches of the API server, by resource, verb and outcome")
                       .Register(r)),
-        request_durations_(prometheus::BuildHistogram()
-                               .Name("plumb_daemon_api_request_duration_seconds")
-                               .Help("How long the watched caches' lists took (watches: until they ended), by resource and verb")
-                               .Register(r)),
+        request_durations_(
+            prometheus::BuildHistogram()
+                .Name("plumb_daemon_api_request_duration_seconds")
+                .Help("How long the watched caches' lists took (watches: until they ended), by resource and verb")
+                .Register(r)),
         busy_(workers_.Add({{"state", "busy"}})),
         idle_(workers_.Add({{"state", "idle"}})),
         synced_(cache_.Add({})) {}
@@ -114,7 +119,10 @@ class Feed {
     }
     if (m.kind == MetricsUpdate::kApiRequest) {
       const std::string resource(m.resource, strnlen(m.resource, sizeof m.resource));
-      requests_.Add({{"resource", resource}, {"verb", verb}, {"outcome", std::string(m.outcome, strnlen(m.outcome, sizeof m.outcome))}})
+      requests_
+          .Add({{"resource", resource},
+                {"verb", verb},
+                {"outcome", std::string(m.outcome, strnlen(m.outcome, sizeof m.outcome))}})
           .Increment();
       request_durations_.Add({{"resource", resource}, {"verb", verb}}, kBuckets).Observe(seconds);
       return;

@@ -50,7 +50,8 @@ std::string outcome_line(const Outcome& o, double ms, bool json) {
     std::string line = "plumb daemon: " + o.verb + " " + (o.pod.empty() ? "-" : o.pod) + " container=" + o.container +
                        " ifname=" + o.ifname + " networks=" + (networks.empty() ? "-" : networks) +
                        " code=" + std::to_string(o.code) + " duration_ms=" + duration;
-    if (!o.error.empty()) line += " error=" + json::dump(json::Value(rapidjson::StringRef(o.error.data(), o.error.size())));
+    if (!o.error.empty())
+      line += " error=" + json::dump(json::Value(rapidjson::StringRef(o.error.data(), o.error.size())));
     return line + "\n";
   }
   json::Document d(rapidjson::kObjectType);

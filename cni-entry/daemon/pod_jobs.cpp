@@ -64,9 +64,12 @@ int run_hotplug(const Job& job, const pod::PlumbConfig& conf, source::PodSource&
   }
   int rc = 0;
   for (const auto& c : out->changes) {
-    const std::string action = c.added ? (c.error ? "failed adding" : "added") : (c.error ? "failed removing" : "removed");
-    std::string message = "pod [" + who + "]: " + action + " interface " + c.ifname + (c.added ? " to" : " from") + " network: " + c.network;
-    const char* reason = c.added ? (c.error ? "FailedAddingInterface" : "AddedInterface") : (c.error ? "FailedRemovingInterface" : "RemovedInterface");
+    const std::string action =
+        c.added ? (c.error ? "failed adding" : "added") : (c.error ? "failed removing" : "removed");
+    std::string message = "pod [" + who + "]: " + action + " interface " + c.ifname + (c.added ? " to" : " from") +
+                          " network: " + c.network;
+    const char* reason = c.added ? (c.error ? "FailedAddingInterface" : "AddedInterface")
+                                 : (c.error ? "FailedRemovingInterface" : "RemovedInterface");
     if (c.error) {
       message += ": " + c.error->text();
       log.error("hot-plug (" + out->sandbox + "): " + message);
@@ -91,12 +94,14 @@ int run_release(const Job& job, const pod::PlumbConfig& conf, pod::Log& log, Eve
   if (ns.empty()) ns = ipam::cluster::kDefaultPoolNamespace;
   k8s::Client client(std::move(**creds), pod::api_options(conf));
   const state::StateDir state(conf.state_dir);
-  auto report = reconcile::release_deleted_pod(client, ns, job.ns, job.name, [&](const std::string& id) { return state.has_records(id); });
+  auto report = reconcile::release_deleted_pod(client, ns, job.ns, job.name,
+                                               [&](const std::string& id) { return state.has_records(id); });
   for (const auto& act : report.actions) {
     log.info("released " + act.what + ": " + act.reason);
     events.push_back({false, "AddressReleased", "ReleaseAddress", "released " + act.what + ": " + act.reason});
   }
-  for (const auto& e : report.errors) log.error("release of the addresses of deleted pod " + job.ns + "/" + job.name + ": " + e.text());
+  for (const auto& e : report.errors)
+    log.error("release of the addresses of deleted pod " + job.ns + "/" + job.name + ": " + e.text());
   return report.errors.empty() ? 0 : 1;
 }
 
@@ -120,7 +125,8 @@ int run(const Job& job, const pod::PlumbConfig& conf, pod::Log& log, EventFn on_
     return 1;
   }
   Events events;
-  const int rc = job.kind == Job::Kind::Hotplug ? run_hotplug(job, conf, **store, log, events) : run_release(job, conf, log, events);
+  const int rc = job.kind == Job::Kind::Hotplug ? run_hotplug(job, conf, **store, log, events)
+                                                : run_release(job, conf, log, events);
   if (events.empty()) return rc;
   for (const auto& e : events) {
     if (on_event != nullptr) on_event(ctx, job, e.warning ? "Warning" : "Normal", e.reason, e.note);
@@ -174,7 +180,9 @@ void Starter::pod_deleted(std::string_view last_json) {
 void Starter::launch(const Job& job) const {
   const pid_t pid = ::fork();
   if (pid != 0) {
-    if (pid < 0) std::fprintf(stderr, "plumb daemon: fork for pod %s/%s: %s\n", job.ns.c_str(), job.name.c_str(), std::strerror(errno));
+    if (pid < 0)
+      std::fprintf(stderr, "plumb daemon: fork for pod %s/%s: %s\n", job.ns.c_str(), job.name.c_str(),
+                   std::strerror(errno));
     return;
   }
   pod::Log log;

@@ -41,12 +41,15 @@ struct Job {
 /// FailedAddingInterface, FailedRemovingInterface; AddressReleased for a release), which
 /// `on_event` (may be null) also gets (type "Normal" or "Warning", reason, message). Returns 0, or
 /// 1 when anything failed.
-using EventFn = void (*)(void* ctx, const Job& job, const std::string& type, const std::string& reason, const std::string& message);
-[[nodiscard]] int run(const Job& job, const pod::PlumbConfig& conf, pod::Log& log, EventFn on_event = nullptr, void* ctx = nullptr);
+using EventFn = void (*)(void* ctx, const Job& job, const std::string& type, const std::string& reason,
+                         const std::string& message);
+[[nodiscard]] int run(const Job& job, const pod::PlumbConfig& conf, pod::Log& log, EventFn on_event = nullptr,
+                      void* ctx = nullptr);
 
 /// Forks a process that runs `job` (run()) and exits with its status; the daemon reaps it as any
 /// child. Returns its pid, or -1 when fork() failed (errno set).
-[[nodiscard]] pid_t start(const Job& job, const pod::PlumbConfig& conf, pod::Log& log, EventFn on_event = nullptr, void* ctx = nullptr);
+[[nodiscard]] pid_t start(const Job& job, const pod::PlumbConfig& conf, pod::Log& log, EventFn on_event = nullptr,
+                          void* ctx = nullptr);
 
 /// plumb's configuration as the runtime hands it to plumb: the "plumb-shim" (or "plumb") plugin of
 /// the conflist at `path` (what `plumb install` writes, 00-plumb.conflist), with the list's name

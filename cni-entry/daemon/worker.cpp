@@ -203,8 +203,15 @@ void worker_main(int control, int log, int max_requests, CniMain cni_main, bool 
     ::getrusage(RUSAGE_SELF, &before);
     const Served s = serve(conn, log, cni_main);
     ::getrusage(RUSAGE_SELF, &after);
-    Done done{s.code, served >= max_requests || s.retire ? 1 : 0, cpu_us(after) - cpu_us(before), after.ru_minflt - before.ru_minflt,
-              after.ru_maxrss, later.empty() ? 0 : 1, {}, 0, static_cast<int64_t>(s.ms * 1000)};
+    Done done{s.code,
+              served >= max_requests || s.retire ? 1 : 0,
+              cpu_us(after) - cpu_us(before),
+              after.ru_minflt - before.ru_minflt,
+              after.ru_maxrss,
+              later.empty() ? 0 : 1,
+              {},
+              0,
+              static_cast<int64_t>(s.ms * 1000)};
     if (s.outcome) {
       s.outcome->verb.copy(done.verb, sizeof done.verb - 1);
       done.cni_code = static_cast<int32_t>(s.outcome->code);

@@ -214,7 +214,8 @@ std::vector<source::PodEvent> events_of(const AddRun& run, const Result<std::str
     }
   } else {
     const std::string network = run.started > 0 ? atts[run.started - 1].status_name : std::string();
-    std::string note = network.empty() ? "error adding container: " : "error adding container to network \"" + network + "\": ";
+    std::string note =
+        network.empty() ? "error adding container: " : "error adding container to network \"" + network + "\": ";
     events.push_back({true, "ErrorAddingInterface", "AddInterface", note + outcome.error().text()});
   }
   return events;
@@ -259,7 +260,8 @@ Result<std::string> add_with(AddRun& run) {
     undo_published(run);
     return std::unexpected(st.error());
   }
-  run.log.info("ADD " + env.container_id + ": " + std::to_string(run.plan.attachments.size()) + " attachment(s) (" + env.ifname + ")");
+  run.log.info("ADD " + env.container_id + ": " + std::to_string(run.plan.attachments.size()) + " attachment(s) (" +
+               env.ifname + ")");
   return encode_for_runtime(run.records.front().result, run.conf.cni_version);
 }
 
@@ -271,10 +273,21 @@ Result<std::string> do_add(const cni::Env& env, const PlumbConfig& conf, Log& lo
   // every plugin parsed).
   auto store = PLUMB_TRY(make_source(conf));
   PLUMB_TRY(await_readiness(conf));  // Multus: the default network must be ready first
-  AddRun run{env, conf, log, *store, pod_ref(env), {}, state::StateDir(conf.state_dir), state::Key{env.container_id, env.ifname},
-             {}, {}, {}, 0};
+  AddRun run{env,
+             conf,
+             log,
+             *store,
+             pod_ref(env),
+             {},
+             state::StateDir(conf.state_dir),
+             state::Key{env.container_id, env.ifname},
+             {},
+             {},
+             {},
+             0};
   auto out = add_with(run);
-  if (!out || run.results.size() == run.plan.attachments.size()) post_events(run, out, std::move(store));  // not for a repeated ADD
+  if (!out || run.results.size() == run.plan.attachments.size())
+    post_events(run, out, std::move(store));  // not for a repeated ADD
   return out;
 }
 

@@ -83,7 +83,8 @@ struct PlumbConfig {
 /// Multus's keys besides those parse_config reads itself (config_multus.cpp): binDir, cniDir
 /// (stateDir's Multus name), delegates, readinessindicatorfile, logToStderr, retryDeleteOnError,
 /// chrootDir (an absolute path), auxiliaryCNIChainName and logOptions; plus plumb's delegateTimeoutSeconds,
-/// readinessTimeoutSeconds and multusCacheDir (an absolute path or ""). Errors: kInvalidConfig naming the key and value.
+/// readinessTimeoutSeconds and multusCacheDir (an absolute path or ""). Errors: kInvalidConfig naming the key and
+/// value.
 [[nodiscard]] Status parse_multus_keys(const json::Value& d, PlumbConfig& c);
 
 /// The API request options plumb's config asks for (apiTimeoutSeconds, apiRetries).

@@ -94,7 +94,8 @@ Status parse_multus_keys(const json::Value& d, PlumbConfig& c) {
   }
   PLUMB_TRY(parse_cni_dir(d, c));
   if (auto v = PLUMB_TRY(json::get_string(d, "multusCacheDir", kWhere))) {
-    if (!v->empty() && v->front() != '/') return fail(cni_code::kInvalidConfig, kWhere + ".multusCacheDir \"" + *v + "\" must be an absolute path or \"\"");
+    if (!v->empty() && v->front() != '/')
+      return fail(cni_code::kInvalidConfig, kWhere + ".multusCacheDir \"" + *v + "\" must be an absolute path or \"\"");
     c.multus_cache_dir = *v;
   }
   if (auto v = PLUMB_TRY(json::get_string(d, "chrootDir", kWhere))) {

@@ -195,7 +195,7 @@ Result<std::string> do_gc(const cni::Env& env, const PlumbConfig& conf, Log& log
   IpamConfigs ipams;  // [cluster ipam]
   DelegatedGcs delegated;
   for (auto& key : keys) gc_key(env, conf, state, key, ipams, delegated, log, errors);
-  multus::gc(env, conf, log, errors);  // the sandboxes Multus attached before plumb took the node over
+  multus::gc(env, conf, log, errors);                 // the sandboxes Multus attached before plumb took the node over
   if (auto st = gc_ipams(conf, state, ipams); !st) {  // [cluster ipam]
     log.error("GC: " + st.error().text());
     errors.add(st);

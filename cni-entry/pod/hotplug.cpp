@@ -24,7 +24,8 @@ Result<std::optional<state::Key>> sandbox_of(const state::StateDir& state, const
     auto recs = state.read(key);
     if (!recs || recs->records.empty()) continue;
     const auto& head = recs->records.front();
-    if (!head.is_default || head.phase != "ready" || head.pod_namespace != pod.namespace_ || head.pod_name != pod.name) continue;
+    if (!head.is_default || head.phase != "ready" || head.pod_namespace != pod.namespace_ || head.pod_name != pod.name)
+      continue;
     if (!found || ::access(head.netns.c_str(), F_OK) == 0) found = key;
   }
   return found;
@@ -37,7 +38,9 @@ cni::Env sandbox_env(const state::Key& key, const state::AttachmentRecord& head)
   env.container_id = key.container_id;
   env.ifname = key.ifname;
   env.netns = head.netns;
-  env.args = {{"K8S_POD_NAMESPACE", head.pod_namespace}, {"K8S_POD_NAME", head.pod_name}, {"K8S_POD_INFRA_CONTAINER_ID", key.container_id}};
+  env.args = {{"K8S_POD_NAMESPACE", head.pod_namespace},
+              {"K8S_POD_NAME", head.pod_name},
+              {"K8S_POD_INFRA_CONTAINER_ID", key.container_id}};
   for (const auto& [k, v] : env.args) env.args_raw += (env.args_raw.empty() ? "" : ";") + k + "=" + v;
   return env;
 }
@@ -90,19 +93,21 @@ Status attach_one(const cni::Env& env, const PlumbConfig& conf, Kernel& k, const
 std::string status_of(const state::Records& recs) {
   json::Document list(rapidjson::kArrayType);
   for (const auto& r : recs.records) {
-    if (r.phase == "ready" && r.status.IsObject()) list.PushBack(json::Value(r.status, list.GetAllocator()), list.GetAllocator());
+    if (r.phase == "ready" && r.status.IsObject())
+      list.PushBack(json::Value(r.status, list.GetAllocator()), list.GetAllocator());
   }
   return json::dump(list);
 }
 
 /// Under the key's lock: rolls back what a killed hot-plug left, detaches, attaches. Returns the
 /// network-status to publish.
-Result<std::string> change_locked(const PlumbConfig& conf, const state::StateDir& state, const state::Key& key, PodPlan& planned,
-                                  Outcome& out) {
+Result<std::string> change_locked(const PlumbConfig& conf, const state::StateDir& state, const state::Key& key,
+                                  PodPlan& planned, Outcome& out) {
   auto recs = PLUMB_TRY(state.read(key));
   screen(recs);
   if (!recs.damaged.empty()) return std::unexpected(recs.damaged.front().error.within("hot-plug"));
-  if (recs.records.empty() || !recs.records.front().is_default) return fail(cni_code::kUnknownContainer, "hot-plug: " + key.describe() + " is gone");
+  if (recs.records.empty() || !recs.records.front().is_default)
+    return fail(cni_code::kUnknownContainer, "hot-plug: " + key.describe() + " is gone");
   const state::AttachmentRecord head = std::move(recs.records.front());
   recs.records.erase(recs.records.begin());
   const cni::Env env = sandbox_env(key, head);
@@ -122,7 +127,9 @@ Result<std::string> change_locked(const PlumbConfig& conf, const state::StateDir
   }
   for (auto& att : planned.attachments) {
     if (att.element == nullptr) continue;  // clusterNetwork and defaultNetworks: never hot-plugged
-    if (std::any_of(recs.records.begin(), recs.records.end(), [&](const auto& r) { return r.phase == "ready" && same(r, att); })) continue;
+    if (std::any_of(recs.records.begin(), recs.records.end(),
+                    [&](const auto& r) { return r.phase == "ready" && same(r, att); }))
+      continue;
     Change c{att.selection, att.ifname, true, std::nullopt};
     if (auto st = attach_one(env, conf, k, state, head, att, ++next); !st) c.error = st.error();
     out.changes.push_back(std::move(c));
@@ -150,7 +157,8 @@ Result<Outcome> apply(const PlumbConfig& conf, source::PodSource& store, const s
   }
   if (out.changes.empty() || is_system_namespace(conf, pod.namespace_)) return out;
   if (auto st = store.write_network_status(pod, status_json, key->name()); !st) {
-    log.error("hot-plug of pod " + pod.namespace_ + "/" + pod.name + ": network-status not written: " + st.error().text());
+    log.error("hot-plug of pod " + pod.namespace_ + "/" + pod.name +
+              ": network-status not written: " + st.error().text());
   }
   return out;
 }

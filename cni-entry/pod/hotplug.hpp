@@ -25,9 +25,9 @@ namespace plumb::pod::hotplug {
 
 /// One attachment added or removed, or that failed to be.
 struct Change {
-  std::string network;   ///< the NAD, "namespace/name"
-  std::string ifname;    ///< the pod-side interface
-  bool added = false;    ///< added (true) or removed (false)
+  std::string network;         ///< the NAD, "namespace/name"
+  std::string ifname;          ///< the pod-side interface
+  bool added = false;          ///< added (true) or removed (false)
   std::optional<Error> error;  ///< set when it failed (an add rolled back, a removal kept for DEL)
 };
 
@@ -41,6 +41,7 @@ struct Outcome {
 /// `store`, as an ADD reads it). Errors: planning errors (a bad annotation or NAD: nothing is
 /// changed), the lock and records' errors; each attachment's own failure is in its Change, the
 /// others still done. network-status failures are logged.
-[[nodiscard]] Result<Outcome> apply(const PlumbConfig& conf, source::PodSource& store, const source::PodRef& pod, Log& log);
+[[nodiscard]] Result<Outcome> apply(const PlumbConfig& conf, source::PodSource& store, const source::PodRef& pod,
+                                    Log& log);
 
 }  // namespace plumb::pod::hotplug

@@ -38,8 +38,8 @@ json::Document element_requests(const json::Value& d) {
   return r;
 }
 
-Result<Delegate> read_delegate(const json::Value& d, size_t index, const std::string& where, const std::string& master_ifname,
-                               const std::string& cni_version) {
+Result<Delegate> read_delegate(const json::Value& d, size_t index, const std::string& where,
+                               const std::string& master_ifname, const std::string& cni_version) {
   if (!d.IsObject()) return fail(cni_code::kDecode, where + " is not an object");
   Delegate out;
   out.name = string_member(d, "Name");
@@ -53,15 +53,18 @@ Result<Delegate> read_delegate(const json::Value& d, size_t index, const std::st
   out.conflist = plugins != nullptr && plugins->IsArray() && !plugins->Empty();
   if (out.conflist) {
     const json::Value* p = json::find(out.config, "plugins");
-    if (p == nullptr || !p->IsArray()) return fail(cni_code::kDecode, where + ".Bytes is a conflist without \"plugins\"");
+    if (p == nullptr || !p->IsArray())
+      return fail(cni_code::kDecode, where + ".Bytes is a conflist without \"plugins\"");
     if (string_member(out.config, "cniVersion").empty() && !cni_version.empty()) {
       json::set_string(out.config, "cniVersion", cni_version, out.config.GetAllocator());
     }
   }
   const std::string requested = string_member(d, "ifnameRequest");
   out.ifname = !requested.empty() ? requested : index == 0 ? master_ifname : "net" + std::to_string(index);
-  if (index > 0) out.requests = element_requests(d);
-  else out.requests.SetObject();
+  if (index > 0)
+    out.requests = element_requests(d);
+  else
+    out.requests.SetObject();
   out.device_id = string_member(d, "deviceID");
   return out;
 }
@@ -87,7 +90,8 @@ std::optional<cni::CniResult> cached_result(const std::string& path, const std::
   auto text = read_file(path, "libcni's cached result");
   if (!text) return std::nullopt;
   auto doc = json::parse(*text, path);
-  const json::Value* raw = doc && doc->IsObject() && string_member(*doc, "kind") == "cniCacheV1" ? json::find(*doc, "result") : nullptr;
+  const json::Value* raw =
+      doc && doc->IsObject() && string_member(*doc, "kind") == "cniCacheV1" ? json::find(*doc, "result") : nullptr;
   if (raw == nullptr || !raw->IsObject()) {
     log.warning(path + " holds no cniCacheV1 result: DEL runs without prevResult");
     return std::nullopt;
@@ -102,7 +106,8 @@ std::optional<cni::CniResult> cached_result(const std::string& path, const std::
 }
 
 void remove_file(const std::string& path, Log& log) {
-  if (::unlink(path.c_str()) != 0 && errno != ENOENT) log.warning("cannot remove " + path + ": " + std::strerror(errno));
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT)
+    log.warning("cannot remove " + path + ": " + std::strerror(errno));
 }
 
 /// One delegate's DEL as Multus's DelegateDel through libcni (DelNetworkList / DelNetwork).
@@ -110,7 +115,8 @@ Status del_one(const PlumbConfig& conf, const std::string& dir, const cni::Plugi
                const Delegate& d, size_t index, Log& log) {
   json::Document caps(rapidjson::kObjectType);
   if (sb.runtime_config.IsObject()) caps = json::clone(sb.runtime_config);
-  for (const auto& m : d.requests.GetObject()) json::set(caps, m.name.GetString(), json::Value(m.value, caps.GetAllocator()), caps.GetAllocator());
+  for (const auto& m : d.requests.GetObject())
+    json::set(caps, m.name.GetString(), json::Value(m.value, caps.GetAllocator()), caps.GetAllocator());
   std::string devinfo_file;
   if (std::string id = string_member(caps, "deviceID"); !id.empty()) {
     std::string base = d.name + "-" + sb.container_id + "_" + d.ifname;  // Multus's delegateRuntimeConfig
@@ -120,11 +126,14 @@ Status del_one(const PlumbConfig& conf, const std::string& dir, const cni::Plugi
   }
   const std::string name = string_member(d.config, "name");
   const std::string version = string_member(d.config, "cniVersion");
-  const std::string where = "Multus's delegate " + (name.empty() ? std::to_string(index) : name) + " (" + d.ifname + ")";
-  if (!is_path_component(name)) return fail(cni_code::kDecode, where + ": network name \"" + name + "\" is not a file name");
+  const std::string where =
+      "Multus's delegate " + (name.empty() ? std::to_string(index) : name) + " (" + d.ifname + ")";
+  if (!is_path_component(name))
+    return fail(cni_code::kDecode, where + ": network name \"" + name + "\" is not a file name");
   const std::string result_file = dir + "/results/" + name + "-" + sb.container_id + "-" + d.ifname;
   std::optional<cni::CniResult> prev;
-  if (cni::version_supported(version) && cni::compare_versions(version, "0.4.0") >= 0) prev = cached_result(result_file, version, log);
+  if (cni::version_supported(version) && cni::compare_versions(version, "0.4.0") >= 0)
+    prev = cached_result(result_file, version, log);
   const json::Value* list = d.conflist ? json::find(d.config, "plugins") : nullptr;
   const rapidjson::SizeType n = list != nullptr ? list->Size() : 1;
   Status st;
@@ -143,7 +152,7 @@ Status del_one(const PlumbConfig& conf, const std::string& dir, const cni::Plugi
     }();
     if (!st) st = std::unexpected(st.error().within(where + ": plugin " + type));
   }
-  if (st) remove_file(result_file, log);  // libcni's cacheDel, after the whole chain's DEL
+  if (st) remove_file(result_file, log);                      // libcni's cacheDel, after the whole chain's DEL
   if (!devinfo_file.empty()) remove_file(devinfo_file, log);  // Multus's CleanDeviceInfoForCNI, whatever the outcome
   return st;
 }
@@ -164,15 +173,20 @@ std::vector<CachedAttachment> cached_attachments(const std::string& dir) {
     auto text = read_file(dir + "/results/" + n, "libcni's cached result");
     auto doc = text ? json::parse(*text, n) : Result<json::Document>(std::unexpected(text.error()));
     if (!doc || !doc->IsObject() || string_member(*doc, "kind") != "cniCacheV1") continue;
-    CachedAttachment c{string_member(*doc, "containerId"), string_member(*doc, "networkName"), string_member(*doc, "ifName"),
-                       string_member(*doc, "netns"), {}, json::Document(rapidjson::kObjectType)};
+    CachedAttachment c{string_member(*doc, "containerId"),
+                       string_member(*doc, "networkName"),
+                       string_member(*doc, "ifName"),
+                       string_member(*doc, "netns"),
+                       {},
+                       json::Document(rapidjson::kObjectType)};
     if (const json::Value* args = json::find(*doc, "cniArgs"); args != nullptr && args->IsArray()) {
       for (const auto& kv : args->GetArray()) {
         if (!kv.IsArray() || kv.Size() != 2 || !kv[0].IsString() || !kv[1].IsString()) continue;
         c.cni_args += (c.cni_args.empty() ? "" : ";") + std::string(kv[0].GetString()) + "=" + kv[1].GetString();
       }
     }
-    if (const json::Value* caps = json::find(*doc, "capabilityArgs"); caps != nullptr && caps->IsObject()) c.capability_args = json::clone(*caps);
+    if (const json::Value* caps = json::find(*doc, "capabilityArgs"); caps != nullptr && caps->IsObject())
+      c.capability_args = json::clone(*caps);
     out.push_back(std::move(c));
   }
   return out;
@@ -180,8 +194,8 @@ std::vector<CachedAttachment> cached_attachments(const std::string& dir) {
 
 /// Tears one cached sandbox down and removes Multus's cache file once every delegate's DEL
 /// succeeded. `what` names the verb for the log.
-Status adopt(const PlumbConfig& conf, const std::string& cni_path, const Sandbox& sb, const std::vector<Delegate>& delegates,
-             const std::string& what, Log& log) {
+Status adopt(const PlumbConfig& conf, const std::string& cni_path, const Sandbox& sb,
+             const std::vector<Delegate>& delegates, const std::string& what, Log& log) {
   Errors errors;
   del_delegates(conf, conf.multus_cache_dir, cni_path, sb, delegates, log, errors);
   if (!errors.empty()) {
@@ -198,7 +212,8 @@ Status adopt(const PlumbConfig& conf, const std::string& cni_path, const Sandbox
 }  // namespace
 
 Result<std::optional<std::vector<Delegate>>> read_delegates(const std::string& dir, const std::string& container_id,
-                                                            const std::string& master_ifname, const std::string& cni_version) {
+                                                            const std::string& master_ifname,
+                                                            const std::string& cni_version) {
   const std::string path = dir + "/" + container_id;
   auto text = read_file(path, "Multus's delegate cache");
   if (!text) {
@@ -206,10 +221,12 @@ Result<std::optional<std::vector<Delegate>>> read_delegates(const std::string& d
     return std::unexpected(text.error());
   }
   json::Document doc = PLUMB_TRY(json::parse(*text, path));
-  if (!doc.IsArray() || doc.Empty()) return fail(cni_code::kDecode, path + " is not Multus's list of delegates (a JSON array)");
+  if (!doc.IsArray() || doc.Empty())
+    return fail(cni_code::kDecode, path + " is not Multus's list of delegates (a JSON array)");
   std::vector<Delegate> out;
   for (rapidjson::SizeType i = 0; i < doc.Size(); ++i) {
-    out.push_back(PLUMB_TRY(read_delegate(doc[i], i, path + "[" + std::to_string(i) + "]", master_ifname, cni_version)));
+    out.push_back(
+        PLUMB_TRY(read_delegate(doc[i], i, path + "[" + std::to_string(i) + "]", master_ifname, cni_version)));
   }
   return std::optional(std::move(out));
 }
@@ -245,7 +262,9 @@ void gc(const cni::Env& env, const PlumbConfig& conf, Log& log, Errors& errors) 
   for (const auto& cid : *names) {
     std::error_code ec;
     if (!is_path_component(cid) || !std::filesystem::is_regular_file(conf.multus_cache_dir + "/" + cid, ec)) continue;
-    if (std::any_of(conf.valid_attachments.begin(), conf.valid_attachments.end(), [&](auto& v) { return v.first == cid; })) continue;
+    if (std::any_of(conf.valid_attachments.begin(), conf.valid_attachments.end(),
+                    [&](auto& v) { return v.first == cid; }))
+      continue;
     if (!std::exchange(cached_read, true)) cached = cached_attachments(conf.multus_cache_dir);
     auto delegates = read_delegates(conf.multus_cache_dir, cid, "eth0", conf.cni_version);
     if (!delegates || !*delegates) {

@@ -31,19 +31,21 @@ namespace plumb::pod::multus {
 
 /// One delegate of Multus's cache, as Multus's DEL sees it.
 struct Delegate {
-  std::string name;          ///< "Name" (the device-info file is named after it)
-  std::string ifname;        ///< Multus's getIfname: ifnameRequest, the runtime's for the first, else "net<index>"
-  bool conflist = false;     ///< ConfList.plugins is not empty
-  json::Document config;     ///< "Bytes": the conf or conflist Multus ran (cniVersion filled in as CmdDel does)
-  json::Document requests;   ///< capability args the selection element asked for (non-first delegates): ips, mac, infinibandGUID, deviceID
-  std::string device_id;     ///< "deviceID", "" if none
+  std::string name;         ///< "Name" (the device-info file is named after it)
+  std::string ifname;       ///< Multus's getIfname: ifnameRequest, the runtime's for the first, else "net<index>"
+  bool conflist = false;    ///< ConfList.plugins is not empty
+  json::Document config;    ///< "Bytes": the conf or conflist Multus ran (cniVersion filled in as CmdDel does)
+  json::Document requests;  ///< capability args the selection element asked for (non-first delegates): ips, mac,
+                            ///< infinibandGUID, deviceID
+  std::string device_id;    ///< "deviceID", "" if none
 };
 
 /// Reads <dir>/<container_id>: nullopt when it does not exist. `master_ifname` is the
 /// CNI_IFNAME of the first delegate; `cni_version` the version CmdDel gives a conflist without
 /// one (the DEL's config). Errors: kIo reading; kDecode for a file that is not Multus's
 /// delegate list (naming the file and the entry).
-[[nodiscard]] Result<std::optional<std::vector<Delegate>>> read_delegates(const std::string& dir, const std::string& container_id,
+[[nodiscard]] Result<std::optional<std::vector<Delegate>>> read_delegates(const std::string& dir,
+                                                                          const std::string& container_id,
                                                                           const std::string& master_ifname,
                                                                           const std::string& cni_version);
 
@@ -51,8 +53,8 @@ struct Delegate {
 /// libcni's cache).
 struct Sandbox {
   std::string container_id;
-  std::string netns;          ///< "" when unknown (GC of a sandbox whose namespace is gone)
-  std::string cni_args;       ///< CNI_ARGS the delegates get ("K=V;K=V", cni::delegate_args)
+  std::string netns;              ///< "" when unknown (GC of a sandbox whose namespace is gone)
+  std::string cni_args;           ///< CNI_ARGS the delegates get ("K=V;K=V", cni::delegate_args)
   json::Document runtime_config;  ///< the runtime's runtimeConfig (capability args every delegate starts from)
 };
 

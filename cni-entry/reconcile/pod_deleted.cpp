@@ -10,7 +10,8 @@ namespace plumb::reconcile {
 namespace rc = ipam::reconcile;
 
 rc::Report release_deleted_pod(k8s::Client& client, const std::string& whereabouts_ns, const std::string& pod_ns,
-                               const std::string& pod_name, const std::function<bool(const std::string&)>& has_records) {
+                               const std::string& pod_name,
+                               const std::function<bool(const std::string&)>& has_records) {
   rc::Report report;
   const std::string key = pod_ns + "/" + pod_name;
   auto snap = rc::read_kube(client, whereabouts_ns);  // the pools first, the pod after them (ipam/reconcile.hpp)

@@ -117,7 +117,8 @@ ipam::reconcile::Pod pod_view(const json::Value& pod) {
   const json::Value* conds = json::find(pod, "status");
   conds = conds != nullptr && conds->IsObject() ? json::find(*conds, "conditions") : nullptr;
   if (conds != nullptr && conds->IsArray()) {
-    for (const auto& c : conds->GetArray()) p.ready |= str_of(c, {"type"}) == "Ready" && str_of(c, {"status"}) == "True";
+    for (const auto& c : conds->GetArray())
+      p.ready |= str_of(c, {"type"}) == "Ready" && str_of(c, {"status"}) == "True";
   }
   return p;
 }

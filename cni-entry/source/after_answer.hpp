@@ -18,8 +18,10 @@ inline std::vector<std::function<void()>>*& after_answer_queue() {
 
 /// Runs `work` after the answer when a worker queues it, else now.
 inline void after_answer(std::function<void()> work) {
-  if (auto* q = after_answer_queue()) q->push_back(std::move(work));
-  else work();
+  if (auto* q = after_answer_queue())
+    q->push_back(std::move(work));
+  else
+    work();
 }
 
 }  // namespace plumb::source

@@ -65,7 +65,8 @@ std::map<std::string, std::string> annotations_of(const json::Value& obj) {
 /// recorder names them (the pod's name, '.', the time in hexadecimal nanoseconds, plus `seq`
 /// for several in one invocation), eventTime in microseconds, reported by Multus's controller
 /// name ("multus", its event source component) from `instance`.
-json::Document event_json(const PodRef& ref, const std::string& uid, const PodEvent& e, const std::string& instance, size_t seq) {
+json::Document event_json(const PodRef& ref, const std::string& uid, const PodEvent& e, const std::string& instance,
+                          size_t seq) {
   timespec now{};
   ::clock_gettime(CLOCK_REALTIME, &now);
   std::tm tm{};
@@ -73,7 +74,8 @@ json::Document event_json(const PodRef& ref, const std::string& uid, const PodEv
   char when[40], name_suffix[40];
   const size_t n = std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
   std::snprintf(when + n, sizeof when - n, ".%06ldZ", now.tv_nsec / 1000);
-  const auto nanos = static_cast<unsigned long long>(now.tv_sec) * 1'000'000'000ULL + static_cast<unsigned long long>(now.tv_nsec) + seq;
+  const auto nanos = static_cast<unsigned long long>(now.tv_sec) * 1'000'000'000ULL +
+                     static_cast<unsigned long long>(now.tv_nsec) + seq;
   std::snprintf(name_suffix, sizeof name_suffix, ".%llx", nanos);
   json::Document d(rapidjson::kObjectType);
   auto& a = d.GetAllocator();
@@ -141,9 +143,8 @@ class KubeSource final : public PodSource {
     const std::string what = "read pod " + ref.namespace_ + "/" + ref.name;
     // A cached pod of another UID may be the old pod of that name (the watch has not told its
     // deletion yet): the API server decides then, as without the cache.
-    auto hit = cached(Watched::kPod, ref.namespace_, ref.name, [&](const json::Document& d) {
-      return ref.uid.empty() || meta_string(d, "uid") == ref.uid;
-    });
+    auto hit = cached(Watched::kPod, ref.namespace_, ref.name,
+                      [&](const json::Document& d) { return ref.uid.empty() || meta_string(d, "uid") == ref.uid; });
     json::Document d = hit ? std::move(*hit) : PLUMB_TRY(read(pod_path(ref.namespace_, ref.name), what));
     PodInfo info;
     info.annotations = annotations_of(d);
@@ -301,7 +302,8 @@ class KubeSource final : public PodSource {
     PLUMB_TRY(check_ns("pod", ref.namespace_));
     const std::string path = "/apis/events.k8s.io/v1/namespaces/" + ref.namespace_ + "/events";
     std::string uid = ref.uid;
-    if (auto it = known_.find(ref.namespace_ + "/" + ref.name); it != known_.end() && !it->second.uid.empty()) uid = it->second.uid;
+    if (auto it = known_.find(ref.namespace_ + "/" + ref.name); it != known_.end() && !it->second.uid.empty())
+      uid = it->second.uid;
     Status first;
     for (size_t i = 0; i < events.size(); ++i) {
       const std::string body = json::dump(event_json(ref, uid, events[i], instance, i));
@@ -309,8 +311,9 @@ class KubeSource final : public PodSource {
       Status st = !resp ? Status(std::unexpected(resp.error()))
                   : resp->status == 201 || resp->status == 200
                       ? Status{}
-                      : Status(std::unexpected(client_.http_error("post Event " + events[i].reason + " on pod " + ref.namespace_ + "/" + ref.name,
-                                                                  "POST", path, *resp)));
+                      : Status(std::unexpected(client_.http_error(
+                            "post Event " + events[i].reason + " on pod " + ref.namespace_ + "/" + ref.name, "POST",
+                            path, *resp)));
       if (!st && first) first = st;
     }
     return first;

@@ -83,7 +83,8 @@ class PodSource {
   /// Posts `events` about the pod, reported by `instance` (plumb on its node). Default: none (the
   /// local store has nowhere to post them). Errors: the first failed post's (the others are
   /// still tried); callers log it, an ADD never fails for an Event.
-  [[nodiscard]] virtual Status post_events(const PodRef& pod, const std::vector<PodEvent>& events, const std::string& instance);
+  [[nodiscard]] virtual Status post_events(const PodRef& pod, const std::vector<PodEvent>& events,
+                                           const std::string& instance);
   /// CNI STATUS: whether the source can serve an ADD now. Default: ready. Errors carry code
   /// kPluginNotAvailable (50: unusable, e.g. credentials rejected) or kPluginNotReady (51: the
   /// API server cannot be reached) and the reason.

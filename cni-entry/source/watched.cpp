@@ -35,7 +35,8 @@ class FrameSink final : public k8s::ReflectorSink {
   }
   void failed(const Error& e) override { send({WatchFrame::Op::kFailed, kind_, {}, e.text()}); }
   void requested(std::string_view verb, std::string_view outcome, std::chrono::duration<double> took) override {
-    send({WatchFrame::Op::kRequest, kind_, std::string(verb) + " " + std::string(outcome), std::to_string(took.count())});
+    send({WatchFrame::Op::kRequest, kind_, std::string(verb) + " " + std::string(outcome),
+          std::to_string(took.count())});
   }
 
  private:
@@ -79,13 +80,14 @@ Result<std::optional<WatchFrame>> take_frame(std::string& buffer) {
   uint32_t len = 0;
   if (buffer.size() < sizeof len) return std::optional<WatchFrame>{};
   std::memcpy(&len, buffer.data(), sizeof len);
-  if (len < 3 || len > kMaxFrame) return fail(cni_code::kDecode, "cache process: a frame of " + std::to_string(len) + " bytes");
+  if (len < 3 || len > kMaxFrame)
+    return fail(cni_code::kDecode, "cache process: a frame of " + std::to_string(len) + " bytes");
   if (buffer.size() < sizeof len + len) return std::optional<WatchFrame>{};
   const std::string_view body(buffer.data() + sizeof len, len);
   const size_t nul = body.find('\0', 2);
   if (nul == std::string_view::npos) return fail(cni_code::kDecode, "cache process: a frame without its key's end");
-  WatchFrame f{static_cast<WatchFrame::Op>(body[0]), static_cast<Watched>(body[1]), std::string(body.substr(2, nul - 2)),
-               std::string(body.substr(nul + 1))};
+  WatchFrame f{static_cast<WatchFrame::Op>(body[0]), static_cast<Watched>(body[1]),
+               std::string(body.substr(2, nul - 2)), std::string(body.substr(nul + 1))};
   buffer.erase(0, sizeof len + len);
   return std::optional<WatchFrame>(std::move(f));
 }
@@ -107,7 +109,7 @@ void run_watches(const WatchSetup& setup, int fd) {
     threads.emplace_back([&setup, &lock, &stop, fd, c] {
       k8s::Options opts;
       opts.timeout = setup.watch_timeout + std::chrono::seconds(30);  // one watch is one request
-      opts.retries = 0;                                              // the reflector backs off itself
+      opts.retries = 0;                                               // the reflector backs off itself
       k8s::Client client(setup.creds, opts);
       FrameSink sink(c.kind, fd, lock);
       k8s::ReflectorOptions ro;

@@ -91,8 +91,8 @@ struct Plan {
                           const std::string& ifname);
 /// ADD, before the attachment's chain runs: registers the file's removal in the journal, then
 /// copies the device plugin's file (validated) to plan.file when it exists (only with a
-/// resource name and a deviceID). Does nothing when plan.file is empty. Errors: kConflict if plan.file exists already; read/validate errors naming
-/// the device plugin's file; the journal's write errors.
+/// resource name and a deviceID). Does nothing when plan.file is empty. Errors: kConflict if plan.file exists already;
+/// read/validate errors naming the device plugin's file; the journal's write errors.
 [[nodiscard]] Status prepare(txn::Journal& journal, const std::string& base, const Plan& plan);
 
 /// The undo operation {"op":"devinfo_remove","path":...} (a shared operation run by

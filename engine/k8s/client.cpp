@@ -125,7 +125,8 @@ Result<long> Client::stream_lines(const std::string& path, const std::function<b
   Response resp = PLUMB_TRY(http_->request(req, once));
   if (resp.status != 200 && error_body != nullptr) *error_body = std::move(pending);
   if (resp.status == 200 && !stopped && pending.size() > kMaxLine)
-    return fail(cni_code::kDecode, "GET " + req.url + ": a line of the answer is over " + std::to_string(kMaxLine) + " bytes");
+    return fail(cni_code::kDecode,
+                "GET " + req.url + ": a line of the answer is over " + std::to_string(kMaxLine) + " bytes");
   return resp.status;
 }
 
@@ -156,7 +157,6 @@ Result<std::optional<json::Document>> Client::get(const std::string& path, const
   return std::optional<json::Document>(PLUMB_TRY(object_of(resp, what + ": the answer")));
 }
 
-
 Result<std::vector<json::Document>> Client::list(const std::string& path, const std::string& what) {
   auto l = PLUMB_TRY(list_versioned(path, what));
   return std::move(l.items);
@@ -185,7 +185,8 @@ std::string query_escape(std::string_view s) {
   static constexpr char kHex[] = "0123456789ABCDEF";
   std::string out;
   for (unsigned char c : s) {
-    if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.' || c == '~') {
+    if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+        c == '.' || c == '~') {
       out.push_back(static_cast<char>(c));
     } else {
       out += {'%', kHex[c >> 4], kHex[c & 15]};

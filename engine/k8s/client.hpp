@@ -128,7 +128,8 @@ class Client {
   /// answer or `on_line` stops it; any other status's body (a Status object, up to 64 KiB) goes
   /// to `error_body`. The transfer is bounded by Options::timeout like any request. Errors:
   /// transport errors as request(); kDecode for a line over 16 MiB.
-  [[nodiscard]] Result<long> stream_lines(const std::string& path, const std::function<bool(std::string_view line)>& on_line,
+  [[nodiscard]] Result<long> stream_lines(const std::string& path,
+                                          const std::function<bool(std::string_view line)>& on_line,
                                           std::string* error_body = nullptr);
 
   [[nodiscard]] const Credentials& credentials() const { return creds_; }
@@ -141,7 +142,7 @@ class Client {
   Result<http::Request> prepare(std::string_view method, const std::string& path, const std::string& body,
                                 std::string_view content_type);
 
-  static constexpr size_t kMaxLine = size_t{16} << 20;     ///< a watch event's line, at most
+  static constexpr size_t kMaxLine = size_t{16} << 20;        ///< a watch event's line, at most
   static constexpr size_t kMaxStatusBody = size_t{64} << 10;  ///< a non-200 answer's body kept, at most
 
   /// The exec plugin's bearer token ("" with a certificate), its client certificate put in

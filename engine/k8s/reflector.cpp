@@ -6,7 +6,8 @@
 
 namespace plumb::k8s {
 
-Reflector::Reflector(Client& client, std::string path, std::string field_selector, ReflectorSink& sink, ReflectorOptions o)
+Reflector::Reflector(Client& client, std::string path, std::string field_selector, ReflectorSink& sink,
+                     ReflectorOptions o)
     : client_(client), path_(std::move(path)), selector_(std::move(field_selector)), sink_(sink), o_(o) {}
 
 Status Reflector::list() {
@@ -69,7 +70,8 @@ void Reflector::run(const std::atomic<bool>& stop) {
   auto wait = o_.backoff;
   const auto back_off = [&](const Error& e) {
     sink_.failed(e);
-    for (auto slept = std::chrono::milliseconds(0); slept < wait && !stop.load(); slept += std::chrono::milliseconds(50))
+    for (auto slept = std::chrono::milliseconds(0); slept < wait && !stop.load();
+         slept += std::chrono::milliseconds(50))
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     wait = std::min(wait * 2, o_.backoff_max);
   };
@@ -102,8 +104,10 @@ void Reflector::run(const std::atomic<bool>& stop) {
     }
     must_list = *w;
     // A server (or a proxy) ending every watch at once must not make this a busy loop.
-    if (std::chrono::steady_clock::now() - began < std::chrono::seconds(1)) back_off(Error{cni_code::kTryAgainLater, 0, "watch of " + path_ + " ended at once", ""});
-    else wait = o_.backoff;
+    if (std::chrono::steady_clock::now() - began < std::chrono::seconds(1))
+      back_off(Error{cni_code::kTryAgainLater, 0, "watch of " + path_ + " ended at once", ""});
+    else
+      wait = o_.backoff;
   }
 }
 

@@ -38,8 +38,8 @@ class ReflectorSink {
 
 /// The timing of a Reflector.
 struct ReflectorOptions {
-  std::chrono::seconds watch_timeout{300};   ///< timeoutSeconds asked of the server for each watch
-  std::chrono::milliseconds backoff{500};     ///< wait after the first failure, doubled after each
+  std::chrono::seconds watch_timeout{300};  ///< timeoutSeconds asked of the server for each watch
+  std::chrono::milliseconds backoff{500};   ///< wait after the first failure, doubled after each
   std::chrono::milliseconds backoff_max{30000};
 };
 

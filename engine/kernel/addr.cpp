@@ -179,22 +179,25 @@ Result<std::optional<std::pair<uint32_t, int32_t>>> dad_conf(netlink::Socket& nl
   Message m(RTM_GETLINK, 0);
   m.put_header<ifinfomsg>()->ifi_index = index;
   std::optional<std::pair<uint32_t, int32_t>> out;
-  auto st = nl.query(m, "look up the IPv6 configuration of link index " + std::to_string(index), [&](const nlmsghdr* nlh) -> Status {
-    if (nlh->nlmsg_type != RTM_NEWLINK) return {};
-    const auto* ifi = static_cast<const ifinfomsg*>(mnl_nlmsg_get_payload(nlh));
-    auto tb = PLUMB_TRY(netlink::parse_attrs(nlh, sizeof(ifinfomsg), IFLA_MAX, {{IFLA_AF_SPEC, MNL_TYPE_NESTED}}));
-    if (tb[IFLA_AF_SPEC] == nullptr) return {};
-    return netlink::for_each_nested(tb[IFLA_AF_SPEC], [&](const nlattr* family) -> Status {
-      if (mnl_attr_get_type(family) != AF_INET6) return {};
-      auto conf = PLUMB_TRY(netlink::parse_nested(family, IFLA_INET6_MAX, {{IFLA_INET6_CONF, MNL_TYPE_BINARY}}));
-      const size_t at = static_cast<size_t>(DEVCONF_ACCEPT_DAD) * sizeof(int32_t);
-      if (conf[IFLA_INET6_CONF] == nullptr || mnl_attr_get_payload_len(conf[IFLA_INET6_CONF]) < at + sizeof(int32_t)) return {};
-      int32_t v = 0;
-      std::memcpy(&v, static_cast<const uint8_t*>(mnl_attr_get_payload(conf[IFLA_INET6_CONF])) + at, sizeof v);
-      out = std::pair{ifi->ifi_flags, v};
-      return {};
-    });
-  });
+  auto st = nl.query(
+      m, "look up the IPv6 configuration of link index " + std::to_string(index), [&](const nlmsghdr* nlh) -> Status {
+        if (nlh->nlmsg_type != RTM_NEWLINK) return {};
+        const auto* ifi = static_cast<const ifinfomsg*>(mnl_nlmsg_get_payload(nlh));
+        auto tb = PLUMB_TRY(netlink::parse_attrs(nlh, sizeof(ifinfomsg), IFLA_MAX, {{IFLA_AF_SPEC, MNL_TYPE_NESTED}}));
+        if (tb[IFLA_AF_SPEC] == nullptr) return {};
+        return netlink::for_each_nested(tb[IFLA_AF_SPEC], [&](const nlattr* family) -> Status {
+          if (mnl_attr_get_type(family) != AF_INET6) return {};
+          auto conf = PLUMB_TRY(netlink::parse_nested(family, IFLA_INET6_MAX, {{IFLA_INET6_CONF, MNL_TYPE_BINARY}}));
+          const size_t at = static_cast<size_t>(DEVCONF_ACCEPT_DAD) * sizeof(int32_t);
+          if (conf[IFLA_INET6_CONF] == nullptr ||
+              mnl_attr_get_payload_len(conf[IFLA_INET6_CONF]) < at + sizeof(int32_t))
+            return {};
+          int32_t v = 0;
+          std::memcpy(&v, static_cast<const uint8_t*>(mnl_attr_get_payload(conf[IFLA_INET6_CONF])) + at, sizeof v);
+          out = std::pair{ifi->ifi_flags, v};
+          return {};
+        });
+      });
   if (!st && st.error().sys_errno == ENODEV) return std::optional<std::pair<uint32_t, int32_t>>{};
   if (!st) return std::unexpected(st.error());
   return out;
@@ -212,7 +215,8 @@ Result<bool> dad_skipped(netlink::Socket& nl, const netns::Netns& ns, int index)
   const std::string all = PLUMB_TRY(sysctl::read("net/ipv6/conf/all/accept_dad"));
   char* end = nullptr;
   const long v = std::strtol(all.c_str(), &end, 10);
-  if (all.empty() || *end != '\0') return fail(cni_code::kKernel, "net.ipv6.conf.all.accept_dad reads \"" + all + "\", not a number");
+  if (all.empty() || *end != '\0')
+    return fail(cni_code::kKernel, "net.ipv6.conf.all.accept_dad reads \"" + all + "\", not a number");
   return v < 1;
 }
 

@@ -359,8 +359,9 @@ TEST_CASE("macvlan: with an IPv6 gateway the ADD returns once duplicate address 
   CHECK(no_state(fx));
 }
 
-TEST_CASE("macvlan in a pod namespace whose DAD is off (all and default accept_dad 0): its address is added with "
-          "IFA_F_NODAD, usable at once, as the kernel would leave it; with DAD on it is not") {
+TEST_CASE(
+    "macvlan in a pod namespace whose DAD is off (all and default accept_dad 0): its address is added with "
+    "IFA_F_NODAD, usable at once, as the kernel would leave it; with DAD on it is not") {
   Node node;
   PodFixture fx(node);
   add_master("mst0");
@@ -383,7 +384,8 @@ TEST_CASE("macvlan in a pod namespace whose DAD is off (all and default accept_d
     std::string shown;
     for (const auto& st : states) shown += st + "; ";
     INFO(shown);
-    const auto mine = std::find_if(states.begin(), states.end(), [](const std::string& st) { return st.starts_with("2001:db8:6::"); });
+    const auto mine = std::find_if(states.begin(), states.end(),
+                                   [](const std::string& st) { return st.starts_with("2001:db8:6::"); });
     REQUIRE(mine != states.end());
     CHECK((mine->find(" nodad") != std::string::npos) == off);
     CHECK(mine->find("tentative") == std::string::npos);

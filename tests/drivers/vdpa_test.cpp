@@ -86,7 +86,9 @@ TEST_CASE("[fake vdpa] a VF without a vDPA device, and an unbound vDPA device, a
   CHECK(u.error().msg.find("bound to no driver") != std::string::npos);
 }
 
-TEST_CASE("[fake vdpa] vdpaDevice: a vhost_vdpa device named directly needs no VF; bad names and a deviceID beside it are refused") {
+TEST_CASE(
+    "[fake vdpa] vdpaDevice: a vhost_vdpa device named directly needs no VF; bad names and a deviceID beside it are "
+    "refused") {
   Node node;
   Bench b(node);
   vdpa_tree(b);
@@ -137,9 +139,9 @@ std::string vdpa_driver(const std::string& name) {
 }
 
 /// VDUSE virtio-net device `name` (MAC `mac`) served by vduse-net, on the vdpa bus under the same
-/// name (VDUSE's management device adds the VDUSE device of that name) bound to `driver` (virtio_vdpa or vhost_vdpa). A virtio_vdpa netdev is moved from the initial
-/// namespace into the node (the test process's namespace). Destruction deletes the vdpa device
-/// while vduse-net still answers (its reset is a control message), then stops vduse-net, which
+/// name (VDUSE's management device adds the VDUSE device of that name) bound to `driver` (virtio_vdpa or vhost_vdpa). A
+/// virtio_vdpa netdev is moved from the initial namespace into the node (the test process's namespace). Destruction
+/// deletes the vdpa device while vduse-net still answers (its reset is a control message), then stops vduse-net, which
 /// destroys the VDUSE device.
 struct VduseDevice {
   std::string name;
@@ -151,7 +153,8 @@ struct VduseDevice {
     const std::string log = node.dir() + "/vduse-" + name + ".log";
     pid = start_child({PLUMB_VDUSE_NET_BINARY, name, mac}, {}, log);
     REQUIRE(pid > 0);
-    REQUIRE_MESSAGE(eventually([&] { return test::read_file(log).find("ready") != std::string::npos; }), test::read_file(log));
+    REQUIRE_MESSAGE(eventually([&] { return test::read_file(log).find("ready") != std::string::npos; }),
+                    test::read_file(log));
     Proc add = in_initial_netns("vdpa dev add name " + name + " mgmtdev vduse");
     INFO("vdpa dev add: ", add.out, add.err, test::read_file(log));
     REQUIRE(add.exit_code == 0);
@@ -177,7 +180,8 @@ struct VduseDevice {
 
 std::string vdpa_nad(const std::string& device, const PodFixture& fx, const std::string& extra = "") {
   return R"({"cniVersion": "1.1.0", "type": "vdpa", "vdpaDevice": ")" + device + R"(", )" + extra + R"(
-   "ipam": {"type": "host-local", "dataDir": ")" + fx.ipam_dir() + R"(",
+   "ipam": {"type": "host-local", "dataDir": ")" +
+         fx.ipam_dir() + R"(",
             "ranges": [[{"subnet": "198.51.100.0/24", "rangeStart": "198.51.100.10", "rangeEnd": "198.51.100.99"}]]}})";
 }
 
@@ -201,7 +205,9 @@ std::string config_with_devinfo(const PodFixture& fx, const Node& node, const st
 
 }  // namespace
 
-FULL_KERNEL_CASE("vdpa on virtio_vdpa (VDUSE): vdpaDevice's virtio netdev moves into the pod renamed, CHECK passes, DEL returns it") {
+FULL_KERNEL_CASE(
+    "vdpa on virtio_vdpa (VDUSE): vdpaDevice's virtio netdev moves into the pod renamed, CHECK passes, DEL returns "
+    "it") {
   Node node;
   PodFixture fx(node);
   VduseDevice dev(node, "vdpavirtio0", "02:00:5e:10:00:01", "virtio_vdpa");
@@ -223,7 +229,8 @@ FULL_KERNEL_CASE("vdpa on virtio_vdpa (VDUSE): vdpaDevice's virtio netdev moves 
   CHECK(sh("ip -n pod-v -j link show vd0 up").out.find("vd0") != std::string::npos);
   auto st = vdpa_status(fx, "pod-v");
   CHECK(std::string(st["interface"].GetString()) == "vd0");
-  CHECK(dump(st["device-info"]) == R"({"type":"vdpa","version":"1.1.0","vdpa":{"parent-device":"vdpavirtio0","driver":"virtio"}})");
+  CHECK(dump(st["device-info"]) ==
+        R"({"type":"vdpa","version":"1.1.0","vdpa":{"parent-device":"vdpavirtio0","driver":"virtio"}})");
 
   Proc check = fx.run("CHECK", "ctr-v", "/run/netns/pod-v", "default", "pod-v",
                       config_with_devinfo(fx, node, R"("prevResult": )" + a.out));
@@ -240,7 +247,9 @@ FULL_KERNEL_CASE("vdpa on virtio_vdpa (VDUSE): vdpaDevice's virtio netdev moves 
   CHECK(no_records(fx));
 }
 
-FULL_KERNEL_CASE("vdpa on vhost_vdpa (VDUSE): nothing moves, /dev/vhost-vdpa-N in device-info, a second pod is refused, DEL releases it") {
+FULL_KERNEL_CASE(
+    "vdpa on vhost_vdpa (VDUSE): nothing moves, /dev/vhost-vdpa-N in device-info, a second pod is refused, DEL "
+    "releases it") {
   Node node;
   PodFixture fx(node);
   VduseDevice dev(node, "vdpavhost0", "02:00:5e:10:00:02", "vhost_vdpa");
@@ -264,7 +273,8 @@ FULL_KERNEL_CASE("vdpa on vhost_vdpa (VDUSE): nothing moves, /dev/vhost-vdpa-N i
   CHECK(S_ISCHR(sb.st_mode));
   CHECK(std::filesystem::exists("/sys/bus/vdpa/devices/vdpavhost0/" + path.substr(5)));
   CHECK(dump(st["device-info"]) ==
-        R"({"type":"vdpa","version":"1.1.0","vdpa":{"parent-device":"vdpavhost0","driver":"vhost","path":")" + path + R"("}})");
+        R"({"type":"vdpa","version":"1.1.0","vdpa":{"parent-device":"vdpavhost0","driver":"vhost","path":")" + path +
+            R"("}})");
 
   Proc x = fx.run("ADD", "ctr-x", node.add_netns("pod-x"), "default", "pod-x", conf);
   INFO("second ADD: ", x.out, x.err);
@@ -287,7 +297,8 @@ FULL_KERNEL_CASE("vdpa on vhost_vdpa (VDUSE): nothing moves, /dev/vhost-vdpa-N i
   CHECK(again.exit_code == 0);
 }
 
-FULL_KERNEL_CASE("vdpa: an unknown vdpaDevice fails the ADD with a CNI error naming it, and the node is left as it was") {
+FULL_KERNEL_CASE(
+    "vdpa: an unknown vdpaDevice fails the ADD with a CNI error naming it, and the node is left as it was") {
   Node node;
   PodFixture fx(node);
   VduseDevice dev(node, "vdpavirtio1", "02:00:5e:10:00:03", "virtio_vdpa");

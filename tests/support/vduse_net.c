@@ -75,8 +75,8 @@ static int create(int control, const char* name, const unsigned char mac[6]) {
 
 int main(int argc, char** argv) {
   unsigned char mac[6];
-  if (argc != 3 || sscanf(argv[2], "%hhx:%hhx:%hhx:%hhx:%hhx:%hhx", &mac[0], &mac[1], &mac[2], &mac[3], &mac[4],
-                          &mac[5]) != 6) {
+  if (argc != 3 ||
+      sscanf(argv[2], "%hhx:%hhx:%hhx:%hhx:%hhx:%hhx", &mac[0], &mac[1], &mac[2], &mac[3], &mac[4], &mac[5]) != 6) {
     fprintf(stderr, "usage: vduse-net <name> <mac>\n");
     return 2;
   }

@@ -38,7 +38,8 @@ size_t requests_like(const KubeCluster& c, const std::string& prefix, const std:
 std::vector<std::string> other_requests(const KubeCluster& c) {
   std::vector<std::string> out;
   for (const auto& r : c.api.requests()) {
-    const bool collection = r.starts_with("GET /api/v1/pods?") || r.starts_with("GET /apis/k8s.cni.cncf.io/v1/network-attachment-definitions?") ||
+    const bool collection = r.starts_with("GET /api/v1/pods?") ||
+                            r.starts_with("GET /apis/k8s.cni.cncf.io/v1/network-attachment-definitions?") ||
                             r.starts_with("GET /apis/k8s.cni.cncf.io/v1alpha1/ipamclaims?");
     if (!collection) out.push_back(r);
   }
@@ -52,7 +53,8 @@ struct WatchingDaemon {
       : d({"--workers", "1", "--kubeconfig", c.kubeconfig, "--node-name", "node-1"}) {
     REQUIRE_MESSAGE(eventually([&] {
                       return requests_like(c, "GET /api/v1/pods?watch=1") == 1 &&
-                             requests_like(c, "GET /apis/k8s.cni.cncf.io/v1/network-attachment-definitions?watch=1") == 1;
+                             requests_like(c, "GET /apis/k8s.cni.cncf.io/v1/network-attachment-definitions?watch=1") ==
+                                 1;
                     }),
                     plumb::test::read_file(d.log));
   }
@@ -61,8 +63,8 @@ struct WatchingDaemon {
 
 void write_control(const KubeCluster& c, const std::string& json) { c.api.set_watch_control(json); }
 
-Proc add_via(const KubeCluster& c, const Daemon& d, const std::string& cid, const std::string& netns, const std::string& pod,
-             const std::string& uid) {
+Proc add_via(const KubeCluster& c, const Daemon& d, const std::string& cid, const std::string& netns,
+             const std::string& pod, const std::string& uid) {
   return c.run("ADD", cid, netns, "default", pod, uid, c.config(), {{"PLUMB_DAEMON_SOCKET", d.socket}},
                plumb::test::plumb_shim_binary());
 }
@@ -88,8 +90,9 @@ TEST_CASE("with the node's pods and the NADs watched, an ADD through the daemon 
   CHECK(c.network_status("default", "web").find("198.51.100.2") != std::string::npos);
   // The daemon's stderr has the invocation's line (what `kubectl logs` of the daemon shows).
   CHECK(eventually([&] {
-    return plumb::test::read_file(w.d.log).find("plumb daemon: ADD default/web container=ctr-1 ifname=eth0 "
-                                                "networks=default-net,default/blue code=0 duration_ms=") != std::string::npos;
+    return plumb::test::read_file(w.d.log).find(
+               "plumb daemon: ADD default/web container=ctr-1 ifname=eth0 "
+               "networks=default-net,default/blue code=0 duration_ms=") != std::string::npos;
   }));
 
   // The ADD's Events (posted once the shim has its answer) before the DEL's count starts.
@@ -118,15 +121,18 @@ TEST_CASE("a NAD and a pod created a moment before the ADD, not yet seen by the 
   CHECK(c.api.count("GET", kNadPath + "green", "200") == 1);
 }
 
-TEST_CASE("a watch that drops resumes from its resourceVersion without a list; a compacted version makes the daemon list again") {
+TEST_CASE(
+    "a watch that drops resumes from its resourceVersion without a list; a compacted version makes the daemon list "
+    "again") {
   Node node;
   KubeCluster c(node);
   c.add_nad("default", "blue", plumb::test::bridge_net("br-blue", "198.51.100.0/24", c.fx.ipam_dir()));
   WatchingDaemon w(c);
   const std::string pods_list = "GET /api/v1/pods?fieldSelector", pods_watch = "GET /api/v1/pods?watch=1";
   // What the server and the daemon saw, for a failure's message.
-  INFO("requests: " << plumb::test::read_file(c.api.dir() + "/requests.log") << "\nevents: "
-                    << plumb::test::read_file(c.api.dir() + "/watch-events.log") << "\ndaemon: " << plumb::test::read_file(w.d.log));
+  INFO("requests: " << plumb::test::read_file(c.api.dir() + "/requests.log")
+                    << "\nevents: " << plumb::test::read_file(c.api.dir() + "/watch-events.log")
+                    << "\ndaemon: " << plumb::test::read_file(w.d.log));
 
   SUBCASE("dropped: watched again from the last version; a pod added meanwhile is cached") {
     write_control(c, R"({"hold": true})");
@@ -139,7 +145,8 @@ TEST_CASE("a watch that drops resumes from its resourceVersion without a list; a
     // The pod's event was sent to the daemon (it reaches its cache long before the shim below
     // has started).
     REQUIRE(eventually([&] {
-      return plumb::test::read_file(c.api.dir() + "/watch-events.log").find("ADDED pods default/web") != std::string::npos;
+      return plumb::test::read_file(c.api.dir() + "/watch-events.log").find("ADDED pods default/web") !=
+             std::string::npos;
     }));
   }
   SUBCASE("compacted while dropped: 410 Expired, listed again") {
@@ -169,9 +176,12 @@ TEST_CASE("an API server that goes away and comes back: the daemon backs off, th
   c.add_pod("default", "web", "uid-1", kBlue);  // while the server is away
   c.api.clear_requests();
   c.api.restart();
-  INFO("requests: " << plumb::test::read_file(c.api.dir() + "/requests.log") << "\ndaemon: " << plumb::test::read_file(w.d.log));
+  INFO("requests: " << plumb::test::read_file(c.api.dir() + "/requests.log")
+                    << "\ndaemon: " << plumb::test::read_file(w.d.log));
   // The new server has no history of the old one's versions: 410, and a list that names the pod.
-  REQUIRE(eventually([&] { return requests_like(c, "GET /api/v1/pods?fieldSelector") == 1 && requests_like(c, "GET /api/v1/pods?watch=1") >= 1; }));
+  REQUIRE(eventually([&] {
+    return requests_like(c, "GET /api/v1/pods?fieldSelector") == 1 && requests_like(c, "GET /api/v1/pods?watch=1") >= 1;
+  }));
   const std::string ns = node.add_netns("web");
   Proc add = add_via(c, w.d, "ctr-1", ns, "web", "uid-1");
   REQUIRE_MESSAGE(add.exit_code == 0, add.out << add.err);
@@ -194,8 +204,8 @@ TEST_CASE("a daemon worker posts the ADD's Events after its shim has the answer,
   CHECK(requests_like(c, events) == 0);
   CHECK(c.api.count("PATCH", kPodPath + "/status", "200") == 1);
   // Another invocation meanwhile is not handed to the busy worker: it gets one of its own.
-  Proc version = c.run("VERSION", "ctr-2", "", "default", "web", "uid-1", c.config(), {{"PLUMB_DAEMON_SOCKET", w.d.socket}},
-                       plumb::test::plumb_shim_binary());
+  Proc version = c.run("VERSION", "ctr-2", "", "default", "web", "uid-1", c.config(),
+                       {{"PLUMB_DAEMON_SOCKET", w.d.socket}}, plumb::test::plumb_shim_binary());
   CHECK(version.exit_code == 0);
   const auto pids = w.d.served_by(2);
   REQUIRE(pids.size() == 2);

@@ -58,7 +58,8 @@ TEST_CASE("/metrics counts the invocations by verb and CNI code, with a latency 
   Proc del = fx.run_with(shim, via, "DEL", "c-p1", "/run/netns/p1", "default", "p1", conf);
   REQUIRE_MESSAGE(del.exit_code == 0, del.out << del.err);
   // A configuration that does not decode: CNI code 6.
-  Proc bad = fx.run_with(shim, via, "ADD", "c-p3", node.add_netns("p3"), "default", "p3", R"({"cniVersion": "1.0.0", "name": )");
+  Proc bad = fx.run_with(shim, via, "ADD", "c-p3", node.add_netns("p3"), "default", "p3",
+                         R"({"cniVersion": "1.0.0", "name": )");
   REQUIRE(bad.exit_code == 1);
 
   std::string text;
@@ -105,7 +106,8 @@ TEST_CASE("/readyz says not ready until the watched caches are synced, then read
   const std::string text = get("/metrics").body;
   CHECK(sample(text, "plumb_daemon_cache_synced") == 1);
   // The lists the cache made: refused while the server was away, then one of each collection.
-  CHECK_MESSAGE(sample(text, R"(plumb_daemon_api_requests_total{outcome="error",resource="pods",verb="list"})") >= 1, text);
+  CHECK_MESSAGE(sample(text, R"(plumb_daemon_api_requests_total{outcome="error",resource="pods",verb="list"})") >= 1,
+                text);
   CHECK(sample(text, R"(plumb_daemon_api_requests_total{outcome="ok",resource="pods",verb="list"})") == 1);
   CHECK(sample(text, R"(plumb_daemon_api_requests_total{outcome="ok",resource="nads",verb="list"})") == 1);
   CHECK(sample(text, R"(plumb_daemon_api_request_duration_seconds_count{resource="pods",verb="list"})") >= 2);
@@ -116,12 +118,14 @@ TEST_CASE("--metrics-bind-address that is not HOST:PORT, or taken, stops the dae
   plumb::test::TempDir dir;
   for (const std::string bad : {"9091", "localhost:9091", "127.0.0.1:0", "127.0.0.1:70000"}) {
     CAPTURE(bad);
-    Proc p = plumb::test::run({plumb::test::plumb_binary(), "daemon", "--socket", dir.path + "/s", "--metrics-bind-address", bad}, {}, "");
+    Proc p = plumb::test::run(
+        {plumb::test::plumb_binary(), "daemon", "--socket", dir.path + "/s", "--metrics-bind-address", bad}, {}, "");
     CHECK(p.exit_code == 1);
     CHECK(p.err.find("--metrics-bind-address \"" + bad + "\"") != std::string::npos);
   }
   Daemon first({"--metrics-bind-address", kBind});
-  Proc taken = plumb::test::run({plumb::test::plumb_binary(), "daemon", "--socket", dir.path + "/s", "--metrics-bind-address", kBind}, {}, "");
+  Proc taken = plumb::test::run(
+      {plumb::test::plumb_binary(), "daemon", "--socket", dir.path + "/s", "--metrics-bind-address", kBind}, {}, "");
   CHECK(taken.exit_code == 1);
   CHECK_MESSAGE(taken.err.find("cannot listen") != std::string::npos, taken.err);
 }

@@ -8,15 +8,20 @@
 using plumb::daemon::Outcome;
 using plumb::daemon::detail::outcome_line;
 
-TEST_CASE("an invocation's line names verb, pod, container, interface, networks, code and duration; an error is quoted") {
+TEST_CASE(
+    "an invocation's line names verb, pod, container, interface, networks, code and duration; an error is quoted") {
   Outcome o{"ADD", "default/web", "ctr-1", "eth0", {"default-net", "default/blue"}, 0, ""};
   CHECK(outcome_line(o, 1.5, false) ==
-        "plumb daemon: ADD default/web container=ctr-1 ifname=eth0 networks=default-net,default/blue code=0 duration_ms=1.500\n");
+        "plumb daemon: ADD default/web container=ctr-1 ifname=eth0 networks=default-net,default/blue code=0 "
+        "duration_ms=1.500\n");
   o.code = 7;
   o.error = "network \"blue\": bad \"x\"\nsecond line";
-  CHECK(outcome_line(o, 2, false).ends_with(R"( code=7 duration_ms=2.000 error="network \"blue\": bad \"x\"\nsecond line")" "\n"));
+  CHECK(outcome_line(o, 2, false)
+            .ends_with(R"( code=7 duration_ms=2.000 error="network \"blue\": bad \"x\"\nsecond line")"
+                       "\n"));
   Outcome none{"DEL", "", "ctr-2", "eth0", {}, 0, ""};
-  CHECK(outcome_line(none, 0.25, false) == "plumb daemon: DEL - container=ctr-2 ifname=eth0 networks=- code=0 duration_ms=0.250\n");
+  CHECK(outcome_line(none, 0.25, false) ==
+        "plumb daemon: DEL - container=ctr-2 ifname=eth0 networks=- code=0 duration_ms=0.250\n");
 }
 
 TEST_CASE("--log-format=json: one JSON object per line with the same fields") {

@@ -3,8 +3,8 @@
 // allocation of a deleted pod released, a log line and an Event for it); and `plumb daemon`
 // watching that server: a running pod whose selection annotation the server changes is
 // hot-plugged (the sandbox ADDed through plumb-shim; a DEL then removes everything), and a pod
-// deleted from the server loses its allocation at once, each change an Event on the pod. The hot-plug's own cases (kills at each
-// step) are in tests/cni-entry/pod/hotplug_test.cpp.
+// deleted from the server loses its allocation at once, each change an Event on the pod. The hot-plug's own cases
+// (kills at each step) are in tests/cni-entry/pod/hotplug_test.cpp.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -33,9 +33,10 @@ using plumb::test::Proc;
 
 namespace {
 
-json::Document pod_object(const std::string& annotations, const std::string& spec = "{}", const std::string& extra_meta = "") {
-  auto d = json::parse(R"({"metadata": {"namespace": "default", "name": "web", "annotations": )" + annotations + extra_meta +
-                           R"(}, "spec": )" + spec + "}",
+json::Document pod_object(const std::string& annotations, const std::string& spec = "{}",
+                          const std::string& extra_meta = "") {
+  auto d = json::parse(R"({"metadata": {"namespace": "default", "name": "web", "annotations": )" + annotations +
+                           extra_meta + R"(}, "spec": )" + spec + "}",
                        "test pod");
   REQUIRE(d.has_value());
   return std::move(*d);
@@ -43,7 +44,8 @@ json::Document pod_object(const std::string& annotations, const std::string& spe
 
 struct Events {
   std::vector<std::string> seen;  // "type reason message"
-  static void add(void* ctx, const jobs::Job&, const std::string& type, const std::string& reason, const std::string& message) {
+  static void add(void* ctx, const jobs::Job&, const std::string& type, const std::string& reason,
+                  const std::string& message) {
     static_cast<Events*>(ctx)->seen.push_back(type + " " + reason + " " + message);
   }
 };
@@ -82,7 +84,9 @@ std::set<std::string> event_notes(const KubeCluster& c) {
   return out;
 }
 
-std::map<std::string, std::string> selection(const std::string& json) { return {{"k8s.v1.cni.cncf.io/networks", json}}; }
+std::map<std::string, std::string> selection(const std::string& json) {
+  return {{"k8s.v1.cni.cncf.io/networks", json}};
+}
 
 }  // namespace
 
@@ -99,10 +103,12 @@ TEST_CASE("a changed selection annotation asks for a hot-plug; other updates, ho
   CHECK(jobs::on_update(blue, none).has_value());
   CHECK_FALSE(jobs::on_update(blue, blue).has_value());
   CHECK_FALSE(jobs::on_update(pod_object(R"({"other": "1"})"), pod_object(R"({"other": "2"})")).has_value());
-  CHECK_FALSE(jobs::on_update(blue, pod_object(R"({"k8s.v1.cni.cncf.io/networks": "green"})", R"({"hostNetwork": true})")).has_value());
   CHECK_FALSE(
-      jobs::on_update(blue, pod_object(R"({"k8s.v1.cni.cncf.io/networks": "green"})", "{}", R"(, "deletionTimestamp": "2026-01-01T00:00:00Z")"))
+      jobs::on_update(blue, pod_object(R"({"k8s.v1.cni.cncf.io/networks": "green"})", R"({"hostNetwork": true})"))
           .has_value());
+  CHECK_FALSE(jobs::on_update(blue, pod_object(R"({"k8s.v1.cni.cncf.io/networks": "green"})", "{}",
+                                               R"(, "deletionTimestamp": "2026-01-01T00:00:00Z")"))
+                  .has_value());
   auto del = jobs::on_delete(blue);
   REQUIRE(del.has_value());
   CHECK(del->kind == jobs::Job::Kind::ReleaseAddresses);
@@ -133,7 +139,8 @@ TEST_CASE("the release job frees a deleted pod's allocation and says so in an Ev
   conf.state_dir = node.dir() + "/state";
   plumb::pod::Log log;
   Events events;
-  CHECK(jobs::run(jobs::Job{jobs::Job::Kind::ReleaseAddresses, "default", "web"}, conf, log, &Events::add, &events) == 0);
+  CHECK(jobs::run(jobs::Job{jobs::Job::Kind::ReleaseAddresses, "default", "web"}, conf, log, &Events::add, &events) ==
+        0);
   auto stored = json::parse(api.get("ippools", "kube-system", "blue-192.0.2.0-24"), "pool");
   REQUIRE(stored.has_value());
   auto p = ipam::whereabouts::decode_pool(*stored, "pool");
@@ -149,7 +156,8 @@ TEST_CASE("the release job frees a deleted pod's allocation and says so in an Ev
   CHECK(events.seen.front().find("IPPool kube-system/blue-192.0.2.0-24") != std::string::npos);
 }
 
-TEST_CASE("the daemon hot-plugs a running pod whose selection annotation the API server changes; a DEL removes everything") {
+TEST_CASE(
+    "the daemon hot-plugs a running pod whose selection annotation the API server changes; a DEL removes everything") {
   Node node;
   KubeCluster c(node);
   c.add_nad("default", "blue", plumb::test::bridge_net("br-blue", "198.51.100.0/24", c.fx.ipam_dir()));
@@ -165,9 +173,11 @@ TEST_CASE("the daemon hot-plugs a running pod whose selection annotation the API
   REQUIRE_MESSAGE(add.exit_code == 0, add.out << add.err);
   INFO("daemon: " << plumb::test::read_file(w.d.log));
 
-  c.add_pod("default", "web", "uid-1", selection(R"([{"name": "blue", "interface": "blue1"}, {"name": "green", "interface": "green1"}])"));
+  c.add_pod("default", "web", "uid-1",
+            selection(R"([{"name": "blue", "interface": "blue1"}, {"name": "green", "interface": "green1"}])"));
   CHECK(eventually([&] { return plumb::test::link_names("web").contains("green1"); }));
-  CHECK(eventually([&] { return c.network_status("default", "web").find(R"("name":"default/green")") != std::string::npos; }));
+  CHECK(eventually(
+      [&] { return c.network_status("default", "web").find(R"("name":"default/green")") != std::string::npos; }));
   c.add_pod("default", "web", "uid-1", selection(R"([{"name": "green", "interface": "green1"}])"));
   CHECK(eventually([&] { return plumb::test::link_names("web") == std::set<std::string>{"lo", "eth0", "green1"}; }));
   CHECK(eventually([&] { return c.network_status("default", "web").find("default/blue") == std::string::npos; }));
@@ -208,7 +218,8 @@ TEST_CASE("a pod deleted from the API server loses its whereabouts allocation at
   INFO("daemon: " << plumb::test::read_file(w.d.log));
   auto held = [&] {
     auto stored = json::parse(c.api.get("ippools", "kube-system", "blue-192.0.2.0-24"), "pool");
-    auto p = stored ? ipam::whereabouts::decode_pool(*stored, "pool") : Result<ipam::whereabouts::IpPool>(std::unexpected(stored.error()));
+    auto p = stored ? ipam::whereabouts::decode_pool(*stored, "pool")
+                    : Result<ipam::whereabouts::IpPool>(std::unexpected(stored.error()));
     return p ? p->allocations.size() : size_t{99};
   };
   REQUIRE(held() == 1);
@@ -220,7 +231,8 @@ TEST_CASE("a pod deleted from the API server loses its whereabouts allocation at
   CHECK(eventually([&] {
     auto notes = event_notes(c);
     return std::any_of(notes.begin(), notes.end(), [](const std::string& n) {
-      return n.starts_with("AddressReleased released IPPool kube-system/blue-192.0.2.0-24") && n.ends_with("pod default/gone no longer exists");
+      return n.starts_with("AddressReleased released IPPool kube-system/blue-192.0.2.0-24") &&
+             n.ends_with("pod default/gone no longer exists");
     });
   }));
 }

@@ -100,11 +100,15 @@ std::vector<rapidjson::Document> events_in(const KubeCluster& c, const std::stri
   return out;
 }
 
-std::string str(const rapidjson::Value& v, const char* key) { return v.HasMember(key) && v[key].IsString() ? v[key].GetString() : ""; }
+std::string str(const rapidjson::Value& v, const char* key) {
+  return v.HasMember(key) && v[key].IsString() ? v[key].GetString() : "";
+}
 
 }  // namespace
 
-TEST_CASE("ADD posts Multus's AddedInterface Event per attachment on the pod; a failed ADD a Warning naming the network and the error") {
+TEST_CASE(
+    "ADD posts Multus's AddedInterface Event per attachment on the pod; a failed ADD a Warning naming the network and "
+    "the error") {
   Node node;
   KubeCluster c(node);
   c.add_nad("default", "blue", plumb::test::bridge_net("br-blue", "198.51.100.0/24", c.fx.ipam_dir()));

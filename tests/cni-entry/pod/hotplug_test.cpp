@@ -28,8 +28,9 @@ namespace hp = plumb::pod::hotplug;
 namespace {
 
 std::string bridge_nad(const std::string& bridge, const std::string& subnet, const std::string& ipam_dir) {
-  return R"({"cniVersion": "0.4.0", "type": "bridge", "bridge": ")" + bridge + R"(", "ipam": {"type": "host-local", "dataDir": ")" +
-         ipam_dir + R"(", "ranges": [[{"subnet": ")" + subnet + R"("}]]}})";
+  return R"({"cniVersion": "0.4.0", "type": "bridge", "bridge": ")" + bridge +
+         R"(", "ipam": {"type": "host-local", "dataDir": ")" + ipam_dir + R"(", "ranges": [[{"subnet": ")" + subnet +
+         R"("}]]}})";
 }
 
 /// A node with NADs default/blue and default/green, pod default/web ADDed as container c1 in
@@ -82,7 +83,8 @@ TEST_CASE("hot-plug attaches added selection elements, detaches removed ones, an
   REQUIRE_MESSAGE(add.exit_code == 0, add.err);
   CHECK(link_names("p1") == names({"lo", "eth0", "blue1"}));
 
-  n.fx.add_pod("default", "web", R"([{"name": "blue", "interface": "blue1"}, {"name": "green", "interface": "green1"}])");
+  n.fx.add_pod("default", "web",
+               R"([{"name": "blue", "interface": "blue1"}, {"name": "green", "interface": "green1"}])");
   auto out = n.hotplug();
   CHECK(out.sandbox == "c1:eth0");
   REQUIRE(out.changes.size() == 1);
@@ -111,7 +113,9 @@ TEST_CASE("hot-plug attaches added selection elements, detaches removed ones, an
   PLUMB_CHECK_UNCHANGED(before, NodeSnapshot::take(n.node.dir(), {"p1"}));
 }
 
-TEST_CASE("a hot-plug SIGKILLed after any write-ahead step leaves nothing DEL cannot finish, and the next hot-plug completes it") {
+TEST_CASE(
+    "a hot-plug SIGKILLed after any write-ahead step leaves nothing DEL cannot finish, and the next hot-plug completes "
+    "it") {
   bool finished = false;
   for (unsigned step = 1; step <= 40 && !finished; ++step) {
     CAPTURE(step);

@@ -41,7 +41,8 @@ std::string dump(const rapidjson::Value& v) {
 }
 
 std::string replace_all(std::string s, const std::string& from, const std::string& to) {
-  for (size_t pos = 0; (pos = s.find(from, pos)) != std::string::npos; pos += to.size()) s.replace(pos, from.size(), to);
+  for (size_t pos = 0; (pos = s.find(from, pos)) != std::string::npos; pos += to.size())
+    s.replace(pos, from.size(), to);
   return s;
 }
 
@@ -55,7 +56,8 @@ NodeSnapshot node_state(const Node& node) {
 }
 
 std::string multus_args(const std::string& cid) {
-  return "IgnoreUnknown=true;K8S_POD_NAMESPACE=default;K8S_POD_NAME=web;K8S_POD_INFRA_CONTAINER_ID=" + cid + ";K8S_POD_UID=uid-" + cid;
+  return "IgnoreUnknown=true;K8S_POD_NAMESPACE=default;K8S_POD_NAME=web;K8S_POD_INFRA_CONTAINER_ID=" + cid +
+         ";K8S_POD_UID=uid-" + cid;
 }
 
 /// libcni's AddNetworkList / DelNetworkList of `config` (a conflist, or one config when not
@@ -93,8 +95,12 @@ std::string libcni(const std::string& command, const std::string& config, bool c
     }
     const std::string type = one["type"].GetString();
     Proc r = plumb::test::run({"/usr/lib/cni/" + type},
-                              {{"CNI_COMMAND", command}, {"CNI_CONTAINERID", cid}, {"CNI_NETNS", netns}, {"CNI_IFNAME", ifname},
-                               {"CNI_ARGS", multus_args(cid)}, {"CNI_PATH", "/usr/lib/cni"}},
+                              {{"CNI_COMMAND", command},
+                               {"CNI_CONTAINERID", cid},
+                               {"CNI_NETNS", netns},
+                               {"CNI_IFNAME", ifname},
+                               {"CNI_ARGS", multus_args(cid)},
+                               {"CNI_PATH", "/usr/lib/cni"}},
                               dump(one));
     INFO(type << " " << command << ": " << r.out << r.err);
     REQUIRE(r.exit_code == 0);
@@ -110,11 +116,15 @@ struct MultusPod {
 
   explicit MultusPod(const Node& node) {
     const std::string hl = node.dir() + "/host-local";
-    cluster = R"({"cniVersion":"1.0.0","name":"cluster","plugins":[{"type":"bridge","bridge":"mbr0","isGateway":true,"ipMasq":true,)"
-              R"("ipam":{"type":"host-local","subnet":"192.0.2.0/24","dataDir":")" + hl + R"("}},)"
-              R"({"type":"portmap","capabilities":{"portMappings":true}}]})";
+    cluster =
+        R"({"cniVersion":"1.0.0","name":"cluster","plugins":[{"type":"bridge","bridge":"mbr0","isGateway":true,"ipMasq":true,)"
+        R"("ipam":{"type":"host-local","subnet":"192.0.2.0/24","dataDir":")" +
+        hl +
+        R"("}},)"
+        R"({"type":"portmap","capabilities":{"portMappings":true}}]})";
     macvlan = R"({"cniVersion":"0.4.0","name":"macvlan-a","type":"macvlan","master":"m0","mode":"bridge",)"
-              R"("ipam":{"type":"host-local","subnet":"198.51.100.0/24","dataDir":")" + hl + R"("}})";
+              R"("ipam":{"type":"host-local","subnet":"198.51.100.0/24","dataDir":")" +
+              hl + R"("}})";
   }
 
   /// Multus's ADD of the pod: the delegates' ADD through libcni, then Multus's and libcni's caches
@@ -200,7 +210,8 @@ TEST_CASE("GC tears down a sandbox Multus attached that is not among the valid a
   n.pod.attach(n.multus, "c2", kept_ns);
 
   const std::string conf = n.config(R"("cni.dev/valid-attachments": [{"containerID": "c2", "ifname": "eth0"}])");
-  Proc gc = plumb::test::run({plumb::test::plumb_binary()}, {{"CNI_COMMAND", "GC"}, {"CNI_PATH", "/usr/lib/cni"}}, conf);
+  Proc gc =
+      plumb::test::run({plumb::test::plumb_binary()}, {{"CNI_COMMAND", "GC"}, {"CNI_PATH", "/usr/lib/cni"}}, conf);
   INFO(gc.out << gc.err);
   CHECK(gc.exit_code == 0);
   CHECK(fs::exists(n.multus + "/c2"));
@@ -222,14 +233,17 @@ TEST_CASE("a delegate whose DEL fails keeps Multus's cache, and the next DEL fin
   // The plugins but portmap: the cluster network's chain fails at its first DEL (portmap's).
   const std::string bin = n.node.dir() + "/bin";
   fs::create_directories(bin);
-  for (const char* p : {"bridge", "host-local", "macvlan"}) fs::create_symlink(std::string("/usr/lib/cni/") + p, bin + "/" + p);
+  for (const char* p : {"bridge", "host-local", "macvlan"})
+    fs::create_symlink(std::string("/usr/lib/cni/") + p, bin + "/" + p);
   const std::string conf = n.config(R"("binDir": ")" + bin + R"(", "runtimeConfig": )" + kCaps);
-  Proc failed = n.fx.run_with(plumb::test::plumb_binary(), {{"CNI_PATH", bin}}, "DEL", "c1", netns, "default", "web", conf);
+  Proc failed =
+      n.fx.run_with(plumb::test::plumb_binary(), {{"CNI_PATH", bin}}, "DEL", "c1", netns, "default", "web", conf);
   CHECK(failed.exit_code != 0);
   CHECK(failed.out.find("portmap") != std::string::npos);
-  CHECK(fs::exists(n.multus + "/c1"));                          // kept for the next DEL
-  CHECK(fs::exists(n.multus + "/results/cluster-c1-eth0"));     // the failed delegate's result too
-  CHECK_FALSE(fs::exists(n.multus + "/results/macvlan-a-c1-net1"));  // the one whose DEL succeeded: gone, as libcni's cacheDel
+  CHECK(fs::exists(n.multus + "/c1"));                       // kept for the next DEL
+  CHECK(fs::exists(n.multus + "/results/cluster-c1-eth0"));  // the failed delegate's result too
+  CHECK_FALSE(
+      fs::exists(n.multus + "/results/macvlan-a-c1-net1"));  // the one whose DEL succeeded: gone, as libcni's cacheDel
   CHECK_FALSE(plumb::test::link_names("p1").contains("net1"));
 
   Proc del = n.fx.run("DEL", "c1", netns, "default", "web", n.config(R"("runtimeConfig": )" + kCaps));

@@ -31,11 +31,12 @@ json::Document doc(const std::string& text) {
 }
 
 void put_pod(const KubeApiServer& api, const std::string& name, const std::string& sandbox, bool ready) {
-  api.put("pods", "default", name,
-          R"({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": ")" + name + R"(", "namespace": "default", "uid": "uid-)" +
-              name + R"(", "annotations": {"plumb/sandbox": ")" + sandbox +
-              R"("}}, "spec": {"nodeName": "node-a"}, "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": ")" +
-              (ready ? "True" : "False") + R"("}]}})");
+  api.put(
+      "pods", "default", name,
+      R"({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": ")" + name +
+          R"(", "namespace": "default", "uid": "uid-)" + name + R"(", "annotations": {"plumb/sandbox": ")" + sandbox +
+          R"("}}, "spec": {"nodeName": "node-a"}, "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": ")" +
+          (ready ? "True" : "False") + R"("}]}})");
 }
 
 ipam::Request request(const std::string& cid, const std::string& pod) {
@@ -67,8 +68,9 @@ struct Cluster {
     api.set_tokens({"tok"});
     api.write_kubeconfig(kubeconfig, "token: tok");
     access = ipam::ClusterAccess{kubeconfig, {}, "kube-system"};
-    auto k = cl::make_kube(*cl::parse_config(doc(R"({"type": "whereabouts", "range": "192.0.2.0/24", "network_name": "blue"})")),
-                           "node-a", &access);
+    auto k = cl::make_kube(
+        *cl::parse_config(doc(R"({"type": "whereabouts", "range": "192.0.2.0/24", "network_name": "blue"})")), "node-a",
+        &access);
     REQUIRE(k.has_value());
     ipam = std::move(*k);
   }
@@ -83,8 +85,9 @@ struct Cluster {
 
 TEST_CASE("a deleted pod's allocations are released at once, not a recorded container's nor another pod's") {
   Cluster c;
-  REQUIRE(c.ipam->add(request("c-dead", "web")).has_value());     // web's sandbox, its DEL never came
-  REQUIRE(c.ipam->add(request("c-pending", "web")).has_value());  // web's sandbox still recorded here: its DEL will release
+  REQUIRE(c.ipam->add(request("c-dead", "web")).has_value());  // web's sandbox, its DEL never came
+  REQUIRE(
+      c.ipam->add(request("c-pending", "web")).has_value());  // web's sandbox still recorded here: its DEL will release
   REQUIRE(c.ipam->add(request("c-other", "other")).has_value());  // another pod (gone too, but not this event's)
   auto client = c.client();
   auto report = reconcile::release_deleted_pod(client, "kube-system", "default", "web",

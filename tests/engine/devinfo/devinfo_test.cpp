@@ -109,8 +109,11 @@ TEST_CASE("device-info: planning needs resourceName and a deviceID, and hands th
   CHECK(q.file.empty());
 }
 
-TEST_CASE("device-info: a chain naming its vDPA device (vdpaDevice) gets a file without resourceName; no device plugin file is read") {
-  auto plugins = json::parse(R"([{"type":"vdpa","vdpaDevice":"vduse0","capabilities":{"CNIDeviceInfoFile":true}}])", "t");
+TEST_CASE(
+    "device-info: a chain naming its vDPA device (vdpaDevice) gets a file without resourceName; no device plugin file "
+    "is read") {
+  auto plugins =
+      json::parse(R"([{"type":"vdpa","vdpaDevice":"vduse0","capabilities":{"CNIDeviceInfoFile":true}}])", "t");
   REQUIRE(plugins);
   devinfo::Plan p;
   REQUIRE(devinfo::plan(*plugins, p, "/b", "ctr", "net1"));

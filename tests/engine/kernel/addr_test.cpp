@@ -123,7 +123,9 @@ uint32_t flags_of(netlink::Socket& nl, int index, const IpAddr& a) {
 
 }  // namespace
 
-TEST_CASE("dad_skipped: true only where the kernel skips detection (link and all both off, or IFF_NOARP); a new address then is never left tentative by detection") {
+TEST_CASE(
+    "dad_skipped: true only where the kernel skips detection (link and all both off, or IFF_NOARP); a new address then "
+    "is never left tentative by detection") {
   plumb::test::Node node;
   netlink::Socket nl = open_socket();
   netns::Netns self = open_ns("/proc/thread-self/ns/net");
@@ -135,7 +137,8 @@ TEST_CASE("dad_skipped: true only where the kernel skips detection (link and all
     const char* link;
     bool skipped;
   };
-  for (const Case c : {Case{"0", "0", true}, Case{"1", "0", false}, Case{"0", "1", false}, Case{"1", "1", false}, Case{"0", "2", false}}) {
+  for (const Case c : {Case{"0", "0", true}, Case{"1", "0", false}, Case{"0", "1", false}, Case{"1", "1", false},
+                       Case{"0", "2", false}}) {
     const std::string all = c.all, link = c.link;
     CAPTURE(all);
     CAPTURE(link);
