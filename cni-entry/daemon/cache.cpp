@@ -92,7 +92,7 @@ const Cache::Collection* Cache::of(Watched kind) const {
   return kind == Watched::kPod ? &pods_ : kind == Watched::kNad ? &nads_ : kind == Watched::kClaim ? &claims_ : nullptr;
 }
 
-void Cache::put(Watched kind, Collection& c, std::string key, std::string json) {
+void Cache::put(Watched kind, Collection& c, const std::string& key, std::string json) {
   std::string old;
   if (auto s = c.stale.find(key); s != c.stale.end()) {
     old = std::move(s->second);
@@ -125,7 +125,7 @@ void Cache::apply(WatchFrame f) {
       c.listing = true;
       break;
     case WatchFrame::Op::kPut:
-      put(f.kind, c, std::move(f.key), std::move(f.json));
+      put(f.kind, c, f.key, std::move(f.json));
       break;
     case WatchFrame::Op::kDeleted:
       remove(f.kind, c, f.key);

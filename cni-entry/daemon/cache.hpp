@@ -62,7 +62,7 @@ class Cache {
   Collection& of(source::Watched kind);
   [[nodiscard]] const Collection* of(source::Watched kind) const;
   void apply(source::WatchFrame f);
-  void put(source::Watched kind, Collection& c, std::string key, std::string json);
+  void put(source::Watched kind, Collection& c, const std::string& key, std::string json);
   void remove(source::Watched kind, Collection& c, const std::string& key);
 
   source::WatchSetup setup_;

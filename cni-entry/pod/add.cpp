@@ -246,6 +246,7 @@ Result<std::string> add_with(AddRun& run) {
   run.k = PLUMB_TRY(open_kernel(env.netns, true));
   run.plan = PLUMB_TRY(plan(env, run.conf, run.store, run.pod, run.log));
   std::vector<std::string> networks;
+  networks.reserve(run.plan.attachments.size());
   for (const auto& att : run.plan.attachments) networks.push_back(att.status_name);
   run.log.note_networks(std::move(networks));
 

@@ -52,6 +52,7 @@ Result<std::string> do_del(const cni::Env& env, const PlumbConfig& conf, Log& lo
     return std::string();
   }
   std::vector<std::string> networks;
+  networks.reserve(records.records.size());
   for (const auto& rec : records.records) networks.push_back(rec.network);
   log.note_networks(std::move(networks));
   Kernel k = PLUMB_TRY(open_kernel(env.netns, false));

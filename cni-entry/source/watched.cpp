@@ -105,6 +105,7 @@ void run_watches(const WatchSetup& setup, int fd) {
   std::mutex lock;
   std::atomic<bool> stop{false};
   std::vector<std::thread> threads;
+  threads.reserve(collections.size());
   for (const auto& c : collections) {
     threads.emplace_back([&setup, &lock, &stop, fd, c] {
       k8s::Options opts;

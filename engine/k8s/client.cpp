@@ -123,8 +123,11 @@ Result<long> Client::stream_lines(const std::string& path, const std::function<b
   http::RetryPolicy once = http_->options().retry;
   once.max_attempts = 1;
   Response resp = PLUMB_TRY(http_->request(req, once));
-  if (resp.status != 200 && error_body != nullptr) *error_body = std::move(pending);
-  if (resp.status == 200 && !stopped && pending.size() > kMaxLine)
+  if (resp.status != 200) {
+    if (error_body != nullptr) *error_body = std::move(pending);
+    return resp.status;
+  }
+  if (!stopped && pending.size() > kMaxLine)
     return fail(cni_code::kDecode,
                 "GET " + req.url + ": a line of the answer is over " + std::to_string(kMaxLine) + " bytes");
   return resp.status;
