@@ -37,6 +37,7 @@ using ebpf::Hook;
 struct BandwidthConfig : Config {
   std::optional<ebpf::Limit> ingress;  // what the pod receives: host egress hook
   std::optional<ebpf::Limit> egress;   // what the pod sends: host ingress hook
+  std::string bpffs_dir;               // where the shaping programs are pinned (DriverSettings::bpffs_dir)
 };
 
 /// The clsact hook (named as ebpf::Hook) that shapes the pod's egress / ingress on each side.
@@ -91,6 +92,7 @@ Result<BandwidthConfig> parse_config(const json::Value& conf, const ParseInput& 
   BandwidthConfig c;
   c.ingress = PLUMB_TRY(direction(*src, src_where, "ingressRate", "ingressBurst", ci));
   c.egress = PLUMB_TRY(direction(*src, src_where, "egressRate", "egressBurst", ci));
+  c.bpffs_dir = in.settings.bpffs_dir;
   return c;
 }
 
@@ -113,10 +115,13 @@ Result<Shaped> shaped_device(Context& ctx, const cni::CniResult& prev) {
                        [&](const cni::Interface& i) { return i.sandbox.empty() && i.name == host.name; });
   };
   // ADD of a chain whose bridge or ptp made the pair: both ends as made, nothing read back.
-  if (auto made = ctx.created_veths.find(ctx.ifname); made != ctx.created_veths.end() && listed(made->second.host)) {
-    const bool fresh = made->second.qdiscs_untouched;
-    made->second.qdiscs_untouched = false;
-    return Shaped{made->second.host, false, fresh};
+  if (ctx.executor != nullptr) {
+    auto& made_veths = ctx.executor->made_veths();
+    if (auto made = made_veths.find(ctx.ifname); made != made_veths.end() && listed(made->second.host)) {
+      const bool fresh = made->second.qdiscs_untouched;
+      made->second.qdiscs_untouched = false;
+      return Shaped{made->second.host, false, fresh};
+    }
   }
   auto pod = PLUMB_TRY(link::get(*ctx.pod, ctx.ifname));
   if (!pod) return fail(cni_code::kKernel, what + ": interface " + ctx.ifname + " not found in " + ctx.netns_path);
@@ -172,7 +177,7 @@ Result<uint16_t> configure_entries(Context& ctx, const ebpf::Programs& progs, co
   for (int attempt = 0;; ++attempt) {
     uint16_t id = sd.pod_side ? PLUMB_TRY(random_classid()) : 0;
     steps::WriteBandwidthEntries write{
-        &progs, {}, owner, sd.pod_side, remove_op(ctx.bpffs_dir, progs, sd, owner, c, clsact, fq, id)};
+        &progs, {}, owner, sd.pod_side, remove_op(c.bpffs_dir, progs, sd, owner, c, clsact, fq, id)};
     for (Hook h : {Hook::HostIngress, Hook::HostEgress}) {
       const auto& limit = limit_at(c, h, sd.pod_side);
       if (limit)
@@ -194,7 +199,7 @@ Result<cni::CniResult> bandwidth_add(Context& ctx, const BandwidthConfig& c, con
   netlink::Socket& nl = sd.pod_side ? *ctx.pod : *ctx.node;
   const steps::Ns ns = sd.pod_side ? steps::Ns::kPod : steps::Ns::kNode;
   const int idx = sd.dev.index;
-  auto progs = PLUMB_TRY(ebpf::Programs::load_or_open(ctx.bpffs_dir));
+  auto progs = PLUMB_TRY(ebpf::Programs::load_or_open(c.bpffs_dir));
   uint64_t owner = PLUMB_TRY(ebpf::random_owner());
 
   const bool create_clsact = sd.fresh || !PLUMB_TRY(has_clsact(nl, ctx, sd));
@@ -226,8 +231,8 @@ Status bandwidth_check(Context& ctx, const BandwidthConfig& c, const cni::CniRes
   if (!c.ingress && !c.egress) return {};
   Shaped sd = PLUMB_TRY(shaped_device(ctx, prev));
   netlink::Socket& nl = sd.pod_side ? *ctx.pod : *ctx.node;
-  auto progs = PLUMB_TRY(ebpf::Programs::open_existing(ctx.bpffs_dir));
-  if (!progs) return fail(cni_code::kKernel, "CHECK: bandwidth programs are not loaded under " + ctx.bpffs_dir);
+  auto progs = PLUMB_TRY(ebpf::Programs::open_existing(c.bpffs_dir));
+  if (!progs) return fail(cni_code::kKernel, "CHECK: bandwidth programs are not loaded under " + c.bpffs_dir);
   for (Hook h : {Hook::HostIngress, Hook::HostEgress}) {
     const std::optional<ebpf::Limit>& want = limit_at(c, h, sd.pod_side);
     const std::string where = "CHECK: bandwidth " + std::string(tc::hook_name(ebpf::clsact_hook(h))) + " hook of " + sd.dev.name;

@@ -24,7 +24,6 @@
 #include "engine/kernel/addr.hpp"
 #include "engine/kernel/bridge_port.hpp"
 #include "engine/kernel/link.hpp"
-#include "engine/kernel/netconf.hpp"
 #include "engine/kernel/route.hpp"
 #include "engine/nft/macspoof.hpp"
 #include "engine/nft/nft.hpp"
@@ -142,13 +141,14 @@ Status configure_port_vlans(Context& ctx, const BridgeConfig& c, const link::Lin
     if (!st) return std::unexpected(st.error().within("bridge " + c.bridge + " port " + port.name));
     return {};
   };
+  steps::SetPortVlans vlans{port.index, port.name, {}, {}};
   if (!c.preserve_default_vlan) {
-    for (auto& v : PLUMB_TRY(bridge_port::vlans(*ctx.node, port.index))) PLUMB_TRY(wrap(bridge_port::del_vlan(*ctx.node, port.index, v.vid)));
+    for (auto& v : PLUMB_TRY(bridge_port::vlans(*ctx.node, port.index))) vlans.remove.push_back(v.vid);
   }
-  if (pvid != 0) PLUMB_TRY(wrap(bridge_port::add_vlan(*ctx.node, port.index, {pvid, true, true})));
-  for (uint16_t v : trunk) PLUMB_TRY(wrap(bridge_port::add_vlan(*ctx.node, port.index, {v, false, false})));
-  if (pvid == 0) PLUMB_TRY(wrap(bridge_port::add_vlan(*ctx.node, port.index, {1, true, true})));
-  return {};
+  if (pvid != 0) vlans.add.push_back({pvid, true, true});
+  for (uint16_t v : trunk) vlans.add.push_back({v, false, false});
+  if (pvid == 0) vlans.add.push_back({1, true, true});
+  return wrap(steps::run(ctx, vlans));
 }
 
 Mac random_local_mac() {
@@ -181,14 +181,16 @@ Result<link::LinkInfo> ensure_bridge(Context& ctx, const BridgeConfig& c) {
   link::LinkChange ch;
   if (!br->up()) ch.up = true;
   if (c.promisc && !(br->flags & IFF_PROMISC)) ch.promisc = true;
-  if (ch.up || ch.promisc) PLUMB_TRY(link::modify(*ctx.node, br->index, ch));
+  if (ch.up || ch.promisc) PLUMB_TRY(steps::run(ctx, steps::SetUpBridge{br->index, br->name, ch}));
   return *br;
 }
 
-/// Ensures the gateway address `gw` (with the subnet's prefix length) is on the bridge, as the
-/// reference ensureAddr: an existing different address in an overlapping subnet is an error
-/// unless forceAddress, which replaces it.
-Status ensure_gateway_addr(Context& ctx, const link::LinkInfo& br, const IpPrefix& gw, bool force) {
+/// Ensures the gateway address `gw` (with the subnet's prefix length) is on `br` (the bridge, or
+/// the VLAN's gateway interface), as the reference ensureAddr: an existing different address in
+/// an overlapping subnet is an error unless forceAddress, which replaces it. A rollback removes an
+/// address it added only while bridge `bridge` has no port but this attachment's `port`.
+Status ensure_gateway_addr(Context& ctx, const link::LinkInfo& br, const IpPrefix& gw, bool force,
+                           const std::string& bridge, const std::string& port) {
   auto addrs = PLUMB_TRY(addr::list(*ctx.node, br.index, gw.addr.family));
   for (auto& a : addrs) {
     if (a.prefix.addr.family == AF_INET6 && a.scope == RT_SCOPE_LINK) continue;
@@ -201,7 +203,8 @@ Status ensure_gateway_addr(Context& ctx, const link::LinkInfo& br, const IpPrefi
       PLUMB_TRY(steps::run(ctx, steps::RemoveNodeAddress{br.index, br.name, a.prefix}));
     }
   }
-  auto st = steps::run(ctx, steps::AddNodeAddress{br.index, br.name, gw, /*nodad=*/true, /*shared=*/true});
+  auto st =
+      steps::run(ctx, steps::AddNodeAddress{br.index, br.name, gw, /*nodad=*/true, /*shared=*/true, bridge, port});
   if (!st) return std::unexpected(st.error().within("gateway"));
   return {};
 }
@@ -213,10 +216,11 @@ Status setup_port(Context& ctx, const BridgeConfig& c, const link::LinkInfo& br,
     link::LinkChange change;
     change.master_index = br.index;
     change.up = true;
-    PLUMB_TRY(link::modify(*ctx.node, port.index, change));
+    PLUMB_TRY(steps::run(ctx, steps::SetUpNodeLink{port.index, change}));
   }
-  if (pod_port && c.hairpin) PLUMB_TRY(link::set_bridge_port_hairpin(*ctx.node, port.index, true));
-  if (pod_port && c.port_isolation) PLUMB_TRY(bridge_port::set_isolated(*ctx.node, port.index, true));
+  if (pod_port && (c.hairpin || c.port_isolation)) {
+    PLUMB_TRY(steps::run(ctx, steps::SetBridgePort{port.index, c.hairpin, c.port_isolation}));
+  }
   return configure_port_vlans(ctx, c, port, pvid, trunk);
 }
 
@@ -231,21 +235,22 @@ Result<link::LinkInfo> ensure_vlan_gateway(Context& ctx, const BridgeConfig& c, 
   }
   if (auto gw = PLUMB_TRY(link::get(*ctx.node, name))) return *gw;
   const std::string peer = random_ifname("veth");
-  PLUMB_TRY(undo::will(ctx, undo::LinkDel{"node", name, std::nullopt}, /*rollback_only=*/true));
-  (void)PLUMB_TRY(link::create_veth(*ctx.node, {peer, name, -1, br.mtu_bytes, std::nullopt, std::nullopt}));
+  PLUMB_TRY(steps::run(ctx, steps::CreateSharedVeth{{peer, name, -1, br.mtu_bytes, std::nullopt, std::nullopt}}));
   auto peer_link = PLUMB_TRY(link::get(*ctx.node, peer));
   auto gw = PLUMB_TRY(link::get(*ctx.node, name));
   if (!peer_link || !gw) return fail(cni_code::kKernel, "VLAN gateway veth " + name + "/" + peer + " not found after creation");
   PLUMB_TRY(setup_port(ctx, c, br, *peer_link, c.vlan, {}, false));
   link::LinkChange up;
   up.up = true;
-  PLUMB_TRY(link::modify(*ctx.node, gw->index, up));
+  PLUMB_TRY(steps::run(ctx, steps::SetUpNodeLink{gw->index, up}));
   return *gw;
 }
 
 /// isGateway: the gateway addresses on the bridge (or the VLAN's gateway interface, added to the
-/// result), default routes with isDefaultGateway, forwarding on.
-Status configure_gateways(Context& ctx, const BridgeConfig& c, const link::LinkInfo& br, cni::CniResult& r) {
+/// result), default routes with isDefaultGateway, forwarding on. `port`: this attachment's port of the
+/// bridge (its veth's host end).
+Status configure_gateways(Context& ctx, const BridgeConfig& c, const link::LinkInfo& br, const std::string& port,
+                          cni::CniResult& r) {
   std::optional<link::LinkInfo> gw_link;
   if (c.vlan != 0 && !r.ips.empty()) {
     gw_link = PLUMB_TRY(ensure_vlan_gateway(ctx, c, br));
@@ -254,7 +259,8 @@ Status configure_gateways(Context& ctx, const BridgeConfig& c, const link::LinkI
   bool v4 = false, v6 = false;
   for (auto& ip : r.ips) {
     if (!ip.gateway) ip.gateway = ip.address.network().addr.plus(1);
-    PLUMB_TRY(ensure_gateway_addr(ctx, gw_link ? *gw_link : br, IpPrefix{*ip.gateway, ip.address.len}, c.force_address));
+    PLUMB_TRY(ensure_gateway_addr(ctx, gw_link ? *gw_link : br, IpPrefix{*ip.gateway, ip.address.len}, c.force_address,
+                                  br.name, port));
     (ip.address.addr.is_v4() ? v4 : v6) = true;
     if (!c.is_default_gateway) continue;
     bool has_default = false;
@@ -266,8 +272,8 @@ Status configure_gateways(Context& ctx, const BridgeConfig& c, const link::LinkI
       r.routes.push_back(def);
     }
   }
-  if (v4) PLUMB_TRY(netconf::ensure_forwarding(*ctx.node, AF_INET));
-  if (v6) PLUMB_TRY(netconf::ensure_forwarding(*ctx.node, AF_INET6));
+  if (v4) PLUMB_TRY(steps::run(ctx, steps::EnableForwarding{AF_INET}));
+  if (v6) PLUMB_TRY(steps::run(ctx, steps::EnableForwarding{AF_INET6}));
   return {};
 }
 
@@ -294,7 +300,7 @@ Result<cni::CniResult> bridge_add(Context& ctx, const BridgeConfig& c, const cni
   r.interfaces.push_back({host_link.name, host_link.mac() ? host_link.mac()->str() : "", std::nullopt, "", {}, {}});
   r.interfaces.push_back({ctx.ifname, pod_link.mac() ? pod_link.mac()->str() : "", pod_link.mtu_bytes, ctx.netns_path, {}, {}});
   for (auto& ip : r.ips) ip.interface = 2;
-  if (c.is_gateway) PLUMB_TRY(configure_gateways(ctx, c, br, r));
+  if (c.is_gateway) PLUMB_TRY(configure_gateways(ctx, c, br, host_link.name, r));
 
   // With disableContainerInterface the pod end stays down (and has no addresses: no IPAM). With
   // an IPAM, arp_notify as the reference bridge (since v1.1.0): the gratuitous ARP of its coming

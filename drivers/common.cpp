@@ -17,7 +17,6 @@
 #include "engine/kernel/announce.hpp"
 #include "engine/kernel/link.hpp"
 #include "engine/kernel/route.hpp"
-#include "engine/kernel/sysctl.hpp"
 #include "engine/nft/nft.hpp"
 
 namespace plumb::drivers {
@@ -82,23 +81,17 @@ Result<ParsedPlugin> parse_plugin(const json::Value& conf, const ParseInput& in)
 
 bool ipam_release_ahead(Context& ctx, const IpamUse& use) {
   if (!use.ipam || !use.ipam->delegated_type().empty()) return false;
-  return undo::will_later(ctx, undo::IpamRelease{json::clone(*use.conf), ctx.network, ctx.ifname});
+  return steps::announce(ctx, steps::AllocateAddresses{&use, {}, false});
 }
 
 Result<cni::CniResult> run_ipam(Context& ctx, const IpamUse& use, bool release_registered) {
   if (!use.ipam) return cni::CniResult{};
   ipam::Request req;
-  if (release_registered) {
-    PLUMB_TRY(ctx.journal->flush());  // persisted with the link's intent already (no write then)
-  } else if (std::string type = use.ipam->delegated_type(); !type.empty()) {
-    // CNI IPAM delegation: DEL of the IPAM with the whole plugin config, recorded first; the
-    // IPAM's process recorded once started (a killed ADD leaves no IPAM still running).
-    PLUMB_TRY(undo::will(ctx, undo::DelegateDel{type, json::clone(*use.network_config), ctx.ifname, cni::delegate_args(ctx.cni_args)}));
+  if (!use.ipam->delegated_type().empty()) {
+    // CNI IPAM delegation: the IPAM gets the whole plugin config; its DEL is the call's inverse,
+    // its process reported once started (a killed ADD leaves no IPAM still running).
     req.network_config = use.network_config.get();
     req.netns = ctx.netns_path;
-    req.on_delegate_started = [&ctx](const process::Child& c) { return undo::will(ctx, undo::DelegateEndProcess{c.pid, c.start_time}); };
-  } else {
-    PLUMB_TRY(undo::will(ctx, undo::IpamRelease{json::clone(*use.conf), ctx.network, ctx.ifname}));
   }
   req.container_id = ctx.container_id;
   req.ifname = ctx.ifname;
@@ -112,13 +105,13 @@ Result<cni::CniResult> run_ipam(Context& ctx, const IpamUse& use, bool release_r
   // The attachment's record was just started (an earlier ADD's remains are torn down before a
   // new one runs), so container+ifname holds nothing of this network: no look-up needed.
   req.first_allocation = true;
-  return use.ipam->add(req);
+  return steps::call(ctx, steps::AllocateAddresses{&use, std::move(req), release_registered});
 }
 
-Status enable_arp_notify(const Context& ctx, int index) {
+Status enable_arp_notify(Context& ctx, int index) {
   link::LinkChange notify;
   notify.arp_notify = true;
-  auto st = link::modify(*ctx.pod, index, notify);
+  auto st = steps::run(ctx, steps::SetUpPodLink{index, notify});
   if (!st) return std::unexpected(st.error().within(ctx.network + ": set net.ipv4.conf." + ctx.ifname + ".arp_notify"));
   return {};
 }
@@ -129,14 +122,16 @@ namespace {
 /// EACCES, a namespace whose defaults have disable_ipv6 = 1), IPv6 is enabled on lo and the
 /// interface first, as the reference's ipam.ConfigureIface does (looked at only on that error:
 /// /proc/sys/net/ipv6 look-ups grow with the node's namespaces, netconf.hpp).
-Status add_pod_address(const Context& ctx, int index, const IpPrefix& prefix, bool nodad) {
-  auto st = addr::add(*ctx.pod, index, prefix, nodad);
+Status add_pod_address(Context& ctx, int index, const IpPrefix& prefix, bool nodad) {
+  const steps::AddOwnLinkAddress add{steps::Ns::kPod, index, prefix, nodad, /*exist_ok=*/false};
+  auto st = steps::run(ctx, add);
   if (!st && st.error().sys_errno == EACCES && !prefix.addr.is_v4() && ctx.pod_ns != nullptr) {
     auto itf = PLUMB_TRY(link::get(*ctx.pod, index));
     if (!itf) return fail(cni_code::kKernel, "pod interface index " + std::to_string(index) + " is gone");
-    auto guard = PLUMB_TRY(netns::Guard::enter(*ctx.pod_ns));
-    for (const std::string& dev : {std::string("lo"), itf->name}) PLUMB_TRY(sysctl::write("net/ipv6/conf/" + dev + "/disable_ipv6", "0"));
-    st = addr::add(*ctx.pod, index, prefix, nodad);
+    for (const std::string& dev : {std::string("lo"), itf->name}) {
+      PLUMB_TRY(steps::run(ctx, steps::WritePodSysctl{"net/ipv6/conf/" + dev + "/disable_ipv6", "0"}));
+    }
+    st = steps::run(ctx, add);
   }
   if (!st) return std::unexpected(st.error().within("add address " + prefix.str()));
   return {};
@@ -144,7 +139,7 @@ Status add_pod_address(const Context& ctx, int index, const IpPrefix& prefix, bo
 
 }  // namespace
 
-Status configure_pod_interface(const Context& ctx, int index, const cni::CniResult& r, bool dad, bool arp_notify) {
+Status configure_pod_interface(Context& ctx, int index, const cni::CniResult& r, bool dad, bool arp_notify) {
   netlink::Socket& pod = *ctx.pod;
   const bool v4 = std::any_of(r.ips.begin(), r.ips.end(), [](const cni::IpConfig& ip) { return ip.address.addr.is_v4(); });
   // arp_notify before the link comes up, so that its coming up announces the IPv4 addresses;
@@ -166,7 +161,7 @@ Status configure_pod_interface(const Context& ctx, int index, const cni::CniResu
   link::LinkChange up;
   up.up = true;
   if (arp_notify && !v4) up.arp_notify = true;
-  PLUMB_TRY(link::modify(pod, index, up));
+  PLUMB_TRY(steps::run(ctx, steps::SetUpPodLink{index, up}));
   // As ConfigureIface: with duplicate address detection and an IPv6 gateway, the ADD returns
   // once the addresses are usable (not tentative) or fails when one is a duplicate.
   if (dad && v6_gateway && ctx.pod_ns != nullptr) {
@@ -190,8 +185,8 @@ Status configure_pod_interface(const Context& ctx, int index, const cni::CniResu
     if (rt.table) kr.table = static_cast<uint32_t>(*rt.table);
     if (rt.mtu_bytes) kr.mtu_bytes = static_cast<uint32_t>(*rt.mtu_bytes);
     if (!kr.gw) kr.scope = RT_SCOPE_LINK;
-    auto st = route::add(pod, kr);
-    if (!st && st.error().sys_errno != EEXIST) {
+    auto st = steps::run(ctx, steps::AddOwnLinkRoute{steps::Ns::kPod, kr, /*exist_ok=*/true});
+    if (!st) {
       return std::unexpected(st.error().within("add route " + rt.dst.str() + (kr.gw ? " via " + kr.gw->str() : "")));
     }
   }
@@ -265,32 +260,19 @@ std::string random_ifname(std::string_view prefix) {
 Result<PodVeth> create_pod_veth(Context& ctx, link::VethSpec spec) {
   spec.peer_name = ctx.ifname;
   spec.peer_netns_fd = ctx.pod_ns->fd();
-  std::optional<link::LinkInfo> host;
   for (int attempt = 0;; ++attempt) {
     spec.host_name = random_ifname("veth");
-    PLUMB_TRY(undo::will(ctx, undo::LinkDel{"node", spec.host_name, std::nullopt}));
-    auto st = link::create_veth(*ctx.node, spec);
-    if (st) {
-      host = std::move(*st);
-      break;
-    }
-    if (st.error().sys_errno == EEXIST) {
+    auto made = steps::call(ctx, steps::CreatePodVeth{spec});
+    if (made) return std::move(*made);
+    if (made.error().sys_errno == EEXIST) {
       if (PLUMB_TRY(link::get(*ctx.pod, ctx.ifname))) {
         return fail(cni_code::kConflict, "interface " + ctx.ifname + " already exists in " + ctx.netns_path);
       }
       if (attempt < 4) continue;  // host-side name taken: another one
     }
-    return std::unexpected(st.error().within(ctx.network + ": create veth pair " + spec.host_name + "/" + ctx.ifname +
-                                             " in " + ctx.netns_path));
+    return std::unexpected(made.error().within(ctx.network + ": create veth pair " + spec.host_name + "/" + ctx.ifname +
+                                               " in " + ctx.netns_path));
   }
-  // The pod end read back: dropping this read made the ADD slower, not faster (measured: the
-  // read runs the pod end's pending link event at once, cheaper than what it costs later).
-  if (!host) host = PLUMB_TRY(link::get(*ctx.node, spec.host_name));  // a kernel that echoes nothing
-  auto pod = PLUMB_TRY(link::get(*ctx.pod, ctx.ifname));
-  if (!host || !pod) return fail(cni_code::kKernel, "veth pair " + spec.host_name + "/" + ctx.ifname + " not found after creation");
-  PodVeth made{std::move(*host), std::move(*pod)};
-  ctx.created_veths[ctx.ifname] = made;
-  return made;
 }
 
 // --- shared CHECK helpers --------------------------------------------------------------------------

@@ -7,6 +7,7 @@
 // Native types are never delegated: parse_plugin() asks for this driver only when find() has no
 // driver for the type.
 #include "drivers/registry.hpp"
+#include "drivers/steps.hpp"
 #include "drivers/undo.hpp"
 
 namespace plumb::drivers {
@@ -34,15 +35,14 @@ Result<std::unique_ptr<Config>> delegate_parse(const json::Value& conf, const Pa
 
 Result<cni::CniResult> delegate_add(Context& ctx, const Config& conf, const cni::CniResult* prev) {
   const auto& c = static_cast<const DelegateConfig&>(conf);
-  ctx.created_veths.clear();  // the plugin may change the links plumb created
   const std::string args = cni::delegate_args(ctx.cni_args);
-  // Write-ahead: a DEL with this exact config, before the plugin can change anything.
-  PLUMB_TRY(undo::will(ctx, undo::DelegateDel{c.type, json::clone(c.config), ctx.ifname, args}));
   json::Document sent = PLUMB_TRY(cni::with_prev_result(c.config, prev, c.version));
-  cni::Invocation inv{"ADD", ctx.container_id, ctx.netns_path, ctx.ifname, args};
-  auto started = [&](const process::Child& child) { return undo::will(ctx, undo::DelegateEndProcess{child.pid, child.start_time}); };
-  json::Document out = PLUMB_TRY(cni::exec_plugin(c.type, c.binary, inv, json::dump(sent), ctx.plugin_search, started));
-  return cni::decode_plugin_result(c.type, out, c.version);
+  // Write-ahead: a DEL with this exact config (the call's inverse), before the plugin can change
+  // anything; its process recorded once started.
+  return steps::call(ctx, steps::RunPlugin{c.type, c.binary,
+                                           cni::Invocation{"ADD", ctx.container_id, ctx.netns_path, ctx.ifname, args},
+                                           json::dump(sent), c.version,
+                                           undo::DelegateDel{c.type, json::clone(c.config), ctx.ifname, args}});
 }
 
 Status delegate_check(Context& ctx, const Config& conf, const cni::CniResult& prev) {

@@ -57,6 +57,9 @@ struct DriverSettings {
   /// plumb config tuningAllowlist: the reference tuning plugin's sysctl allowlist (one regular
   /// expression a line; a missing file allows every net/ key)
   std::string tuning_allowlist = "/etc/cni/tuning/allowlist.conf";
+  /// plumb config bpffsDir: the one plumb directory in bpffs, where bandwidth pins its shaping
+  /// programs (ebpf/loader.hpp)
+  std::string bpffs_dir = "/sys/fs/bpf/plumb";
 };
 
 /// What parse may use besides the plugin's JSON (nothing from the kernel or the disk).
@@ -114,12 +117,12 @@ struct Context {
   /// the record undone, where what an undo operation starts is recorded while it runs; null
   /// when it cannot be (a record of the legacy layout).
   txn::Journal* journal = nullptr;
-  /// What makes the drivers' steps (drivers/steps.hpp): null, the journal (write-ahead); tests
-  /// set a steps::RecordingExecutor.
+  /// What makes the drivers' steps (drivers/steps.hpp): null, the journal (write-ahead), one per
+  /// step; an ADD's chain sets one steps::JournalExecutor for all its plugins (it keeps the veth
+  /// pairs made for the later plugins); tests set a steps::RecordingExecutor.
   steps::Executor* executor = nullptr;
   std::string device_info_file;       ///< CNIDeviceInfoFile for this attachment, "" if none
   std::string sysfs_root = "/sys";    ///< plumb config sysfsRoot: fake trees in tests
-  std::string bpffs_dir = "/sys/fs/bpf/plumb";  ///< plumb config bpffsDir: node-wide BPF pins (ebpf/loader.hpp)
   std::string state_dir;                        ///< plumb config stateDir (per-VF allocation records live under it)
   /// IPAMClaims (spec 8): the owner the IPAM holds this attachment's addresses for instead of
   /// container+ifname ("" = the container), and the claim's status.ips to re-use.
@@ -135,12 +138,6 @@ struct Context {
   const json::Value* attachment_result = nullptr;
   /// How the cluster IPAM reaches whereabouts' pools in the Kubernetes API (release on DEL).
   ipam::ClusterAccess ipam_cluster;
-  /// ADD: the veth pairs this chain's plumb drivers created (bridge, ptp), by pod interface
-  /// name, both ends as plumb made them (create_pod_veth). A later plugin of the chain
-  /// (bandwidth) takes its device from here instead of reading it back, a read-back of a device
-  /// just created waiting for the kernel's pending link events. A delegated plugin could change
-  /// them: running one empties it.
-  std::map<std::string, PodVeth> created_veths;
 };
 
 /// One attachment kind or chained feature. See the file comment for the life of a plugin.
@@ -201,7 +198,7 @@ bool ipam_release_ahead(Context& ctx, const IpamUse& ipam);
 /// Sets net.ipv4.conf.<ctx.ifname>.arp_notify = 1 on the pod interface `index` through ctx.pod,
 /// over rtnetlink (link::LinkChange::arp_notify; not /proc/sys: engine/kernel/netconf.hpp says
 /// why), so the link's coming up announces its MAC. Errors: the kernel's, naming the key.
-[[nodiscard]] Status enable_arp_notify(const Context& ctx, int index);
+[[nodiscard]] Status enable_arp_notify(Context& ctx, int index);
 
 /// How long configure_pod_interface waits for duplicate address detection (the reference's
 /// dadSettleTimeout).
@@ -217,7 +214,7 @@ inline constexpr std::chrono::milliseconds kDadSettleTimeout{5000};
 /// ipam.ConfigureIface.
 /// Errors: the kernel's, naming the address or route; addr::settle's (a duplicate address:
 /// EADDRNOTAVAIL naming it); the sysctl's naming the key.
-[[nodiscard]] Status configure_pod_interface(const Context& ctx, int index, const cni::CniResult& r, bool dad,
+[[nodiscard]] Status configure_pod_interface(Context& ctx, int index, const cni::CniResult& r, bool dad,
                                              bool arp_notify = false);
 
 /// Makes `r` the result of a driver whose only interface is the pod's `pod_link` (ctx.ifname in
@@ -261,7 +258,8 @@ void announce_addresses(Context& ctx, int index, const Mac& mac, const cni::CniR
 /// ctx.ifname, the host end under a random "veth" name (another one on a name collision, up to 5
 /// tries), each try's deletion registered before it. `spec` gives the rest (MTU, MACs, group,
 /// master, up); its names and peer namespace are set here. Returns both ends: the host end as the
-/// kernel echoed it (else read back), the pod end read back; records them in ctx.created_veths.
+/// kernel echoed it (else read back), the pod end read back (steps::CreatePodVeth; ctx.executor
+/// keeps them for the chain's later plugins).
 /// Errors: kConflict when ctx.ifname exists in the pod; the kernel's, naming the pair and the
 /// namespace.
 [[nodiscard]] Result<PodVeth> create_pod_veth(Context& ctx, link::VethSpec spec);

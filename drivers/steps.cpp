@@ -4,10 +4,13 @@
 
 #include <net/if.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <type_traits>
 
+#include "engine/cni/delegate.hpp"
 #include "engine/kernel/addr.hpp"
+#include "engine/kernel/bridge_port.hpp"
 #include "engine/kernel/netconf.hpp"
 #include "engine/kernel/sysctl.hpp"
 #include "engine/nft/macspoof.hpp"
@@ -45,6 +48,13 @@ std::string step_name(const WriteBandwidthEntries&) { return "write_bandwidth_en
 std::string step_name(const AddClsact&) { return "add_clsact"; }
 std::string step_name(const AttachShapingFilter&) { return "attach_shaping_filter"; }
 std::string step_name(const SetRootFq&) { return "set_root_fq"; }
+std::string step_name(const SetUpBridge&) { return "set_up_bridge"; }
+std::string step_name(const SetBridgePort&) { return "set_bridge_port"; }
+std::string step_name(const SetPortVlans&) { return "set_port_vlans"; }
+std::string step_name(const CreateSharedVeth&) { return "create_shared_veth"; }
+Result<std::optional<Inverse>> inverse(Context&, const CreateSharedVeth& s) {
+  return Inverse{undo::LinkDel{"node", s.spec.peer_name, std::nullopt}, true};
+}
 Result<std::optional<Inverse>> inverse(Context&, const WriteBandwidthEntries& s) { return Inverse{s.remove, false}; }
 Result<std::optional<Inverse>> inverse(Context&, const JoinPodVrf& s) {
   return Inverse{undo::VrfRelease{s.vrf, s.ifname}, false};
@@ -62,7 +72,8 @@ template <class S>
   requires std::is_same_v<S, SetUpNodeLink> || std::is_same_v<S, AddOwnLinkAddress> ||
            std::is_same_v<S, AddOwnLinkRoute> || std::is_same_v<S, RemoveOwnLinkRoute> ||
            std::is_same_v<S, WriteNodeLinkSysctl> || std::is_same_v<S, EnableForwarding> ||
-           std::is_same_v<S, AddClsact> || std::is_same_v<S, AttachShapingFilter> || std::is_same_v<S, SetRootFq>
+           std::is_same_v<S, AddClsact> || std::is_same_v<S, AttachShapingFilter> || std::is_same_v<S, SetRootFq> ||
+           std::is_same_v<S, SetUpBridge> || std::is_same_v<S, SetBridgePort> || std::is_same_v<S, SetPortVlans>
 Result<std::optional<Inverse>> inverse(Context&, const S&) {
   return std::optional<Inverse>{};
 }
@@ -71,7 +82,12 @@ Result<std::optional<Inverse>> inverse(Context&, const CreateBridge& s) {
   return Inverse{undo::BridgeDelIfUnused{s.spec.name}, true};
 }
 Result<std::optional<Inverse>> inverse(Context&, const AddNodeAddress& s) {
-  return Inverse{undo::AddrDel{s.ifname, s.prefix}, s.shared};
+  undo::AddrDel op{s.ifname, s.prefix, std::nullopt, std::nullopt};
+  if (s.shared && !s.bridge.empty()) {
+    op.bridge = s.bridge;
+    op.port = s.port;
+  }
+  return Inverse{std::move(op), s.shared};
 }
 Result<std::optional<Inverse>> inverse(Context&, const RemoveNodeAddress& s) {
   return Inverse{undo::AddrRestore{s.ifname, s.prefix}, true};
@@ -195,7 +211,7 @@ netlink::Socket& socket_of(Context& ctx, Ns ns) { return ns == Ns::kPod ? *ctx.p
 Status apply(Context& ctx, const SetUpNodeLink& s) { return link::modify(*ctx.node, s.index, s.change); }
 Status apply(Context& ctx, const AddOwnLinkAddress& s) {
   auto st = addr::add(socket_of(ctx, s.ns), s.index, s.prefix, s.nodad);
-  if (!st && st.error().sys_errno != EEXIST) return st;
+  if (!st && !(s.exist_ok && st.error().sys_errno == EEXIST)) return st;
   return {};
 }
 Status apply(Context& ctx, const AddOwnLinkRoute& s) {
@@ -259,8 +275,74 @@ Status apply(Context& ctx, const AttachShapingFilter& s) {
 }
 Status apply(Context& ctx, const SetRootFq& s) { return tc::set_root_fq(socket_of(ctx, s.ns), s.index); }
 
+Status apply(Context& ctx, const SetUpBridge& s) { return link::modify(*ctx.node, s.index, s.change); }
+Status apply(Context& ctx, const SetBridgePort& s) {
+  if (s.hairpin) PLUMB_TRY(link::set_bridge_port_hairpin(*ctx.node, s.index, true));
+  if (s.isolated) PLUMB_TRY(bridge_port::set_isolated(*ctx.node, s.index, true));
+  return {};
+}
+Status apply(Context& ctx, const SetPortVlans& s) {
+  for (uint16_t vid : s.remove) PLUMB_TRY(bridge_port::del_vlan(*ctx.node, s.index, vid));
+  for (const auto& v : s.add) PLUMB_TRY(bridge_port::add_vlan(*ctx.node, s.index, v));
+  return {};
+}
+Status apply(Context& ctx, const CreateSharedVeth& s) {
+  auto made = link::create_veth(*ctx.node, s.spec);
+  if (!made) return std::unexpected(made.error());
+  return {};
+}
+
 Status apply_step(Context& ctx, const Step& step) {
   return std::visit([&](const auto& s) { return apply(ctx, s); }, step);
+}
+
+std::string call_name(const CreatePodVeth&) { return "create_pod_veth"; }
+std::string call_name(const AllocateAddresses&) { return "allocate_addresses"; }
+std::string call_name(const RunPlugin&) { return "run_plugin"; }
+
+std::optional<Inverse> call_inverse(const Context&, const CreatePodVeth& c) {
+  return Inverse{undo::LinkDel{"node", c.spec.host_name, std::nullopt}, false};
+}
+std::optional<Inverse> call_inverse(const Context& ctx, const AllocateAddresses& c) {
+  if (c.announced || c.use == nullptr || !c.use->ipam) return std::nullopt;
+  if (std::string type = c.use->ipam->delegated_type(); !type.empty()) {
+    return Inverse{
+        undo::DelegateDel{type, json::clone(*c.use->network_config), ctx.ifname, cni::delegate_args(ctx.cni_args)},
+        false};
+  }
+  return Inverse{undo::IpamRelease{json::clone(*c.use->conf), ctx.network, ctx.ifname}, false};
+}
+std::optional<Inverse> call_inverse(const Context&, const RunPlugin& c) {
+  return Inverse{undo::DelegateDel{c.del.type, json::clone(c.del.config), c.del.ifname, c.del.args}, false};
+}
+
+Result<Output> perform(Context& ctx, Executor&, const CreatePodVeth& c) {
+  auto host = link::create_veth(*ctx.node, c.spec);
+  if (!host) return std::unexpected(host.error());
+  // The pod end read back: dropping this read made the ADD slower, not faster (the read runs the
+  // pod end's pending link event at once, cheaper than what it costs later).
+  if (!*host) *host = PLUMB_TRY(link::get(*ctx.node, c.spec.host_name));  // a kernel that echoes nothing
+  auto pod = PLUMB_TRY(link::get(*ctx.pod, c.spec.peer_name));
+  if (!*host || !pod) {
+    return fail(cni_code::kKernel,
+                "veth pair " + c.spec.host_name + "/" + c.spec.peer_name + " not found after creation");
+  }
+  return Output{PodVeth{std::move(**host), std::move(*pod)}};
+}
+Result<Output> perform(Context& ctx, Executor& exec, const AllocateAddresses& c) {
+  ipam::Request req = c.req;
+  if (!c.use->ipam->delegated_type().empty()) {
+    req.on_delegate_started = [&ctx, &exec](const process::Child& child) { return exec.started(ctx, child); };
+  }
+  return Output{PLUMB_TRY(c.use->ipam->add(req))};
+}
+Result<Output> perform(Context& ctx, Executor& exec, const RunPlugin& c) {
+  auto started = [&ctx, &exec](const process::Child& child) { return exec.started(ctx, child); };
+  json::Document out = PLUMB_TRY(cni::exec_plugin(c.type, c.binary, c.inv, c.input, ctx.plugin_search, started));
+  return Output{PLUMB_TRY(cni::decode_plugin_result(c.type, out, c.version))};
+}
+Result<Output> perform_call(Context& ctx, Executor& exec, const Call& call) {
+  return std::visit([&](const auto& c) { return perform(ctx, exec, c); }, call);
 }
 
 /// The node link `ifname`'s index, or nullopt when it is gone.
@@ -269,6 +351,16 @@ Result<std::optional<int>> node_index(Context& ctx, const std::string& ifname) {
   auto l = PLUMB_TRY(link::get(*ctx.node, ifname));
   if (!l) return std::optional<int>{};
   return std::optional<int>(l->index);
+}
+
+/// Whether node bridge `bridge` has a port other than `own` (false when the bridge is gone).
+Result<bool> has_other_port(Context& ctx, const std::string& bridge, const std::string& own) {
+  if (ctx.node == nullptr) return false;
+  auto br = PLUMB_TRY(link::get(*ctx.node, bridge));
+  if (!br) return false;
+  auto links = PLUMB_TRY(link::list(*ctx.node));
+  return std::any_of(links.begin(), links.end(),
+                     [&](const link::LinkInfo& l) { return l.master_index == br->index && l.name != own; });
 }
 
 }  // namespace
@@ -281,14 +373,54 @@ Result<std::optional<Inverse>> inverse_of(Context& ctx, const Step& step) {
   return std::visit([&](const auto& s) { return inverse(ctx, s); }, step);
 }
 
+std::string name_of(const Call& call) {
+  return std::visit([](const auto& c) { return call_name(c); }, call);
+}
+
+std::optional<Inverse> inverse_of(const Context& ctx, const Call& call) {
+  return std::visit([&](const auto& c) { return call_inverse(ctx, c); }, call);
+}
+
 Status JournalExecutor::make(Context& ctx, const Step& step, std::optional<Inverse> inv) {
   if (inv) PLUMB_TRY(undo::will(ctx, std::move(inv->op), inv->rollback_only));
   return apply_step(ctx, step);
 }
 
+Result<Output> JournalExecutor::make(Context& ctx, const Call& call, std::optional<Inverse> inv) {
+  if (inv) {
+    PLUMB_TRY(undo::will(ctx, std::move(inv->op), inv->rollback_only));
+  } else if (ctx.journal != nullptr) {
+    PLUMB_TRY(ctx.journal->flush());  // what announce() registered (written with the link's already: no write)
+  }
+  return perform_call(ctx, *this, call);
+}
+
+bool JournalExecutor::announce(Context& ctx, Inverse inv) { return undo::will_later(ctx, std::move(inv.op)); }
+
+Status JournalExecutor::started(Context& ctx, const process::Child& child) {
+  return undo::will(ctx, undo::DelegateEndProcess{child.pid, child.start_time});
+}
+
 Status RecordingExecutor::make(Context& ctx, const Step& step, std::optional<Inverse> inv) {
   made_.push_back({name_of(step), std::move(inv)});
   return apply_ ? apply_step(ctx, step) : Status{};
+}
+
+Result<Output> RecordingExecutor::make(Context& ctx, const Call& call, std::optional<Inverse> inv) {
+  made_.push_back({name_of(call), std::move(inv)});
+  if (apply_) return perform_call(ctx, *this, call);
+  if (std::holds_alternative<CreatePodVeth>(call)) return Output{PodVeth{}};
+  return Output{answer};
+}
+
+bool RecordingExecutor::announce(Context&, Inverse inv) {
+  made_.push_back({"announce", std::move(inv)});
+  return true;
+}
+
+Status RecordingExecutor::started(Context&, const process::Child& child) {
+  made_.push_back({"started_process", Inverse{undo::DelegateEndProcess{child.pid, child.start_time}, false}});
+  return {};
 }
 
 Status run(Context& ctx, const Step& step) {
@@ -298,11 +430,31 @@ Status run(Context& ctx, const Step& step) {
   return journal.make(ctx, step, std::move(inv));
 }
 
+Result<Output> call_any(Context& ctx, const Call& call) {
+  JournalExecutor journal;
+  Executor& exec = ctx.executor != nullptr ? *ctx.executor : journal;
+  if (std::holds_alternative<RunPlugin>(call)) exec.made_veths().clear();
+  auto out = exec.make(ctx, call, inverse_of(ctx, call));
+  if (out && std::holds_alternative<CreatePodVeth>(call)) {
+    exec.made_veths()[std::get<CreatePodVeth>(call).spec.peer_name] = std::get<PodVeth>(*out);
+  }
+  return out;
+}
+
+bool announce(Context& ctx, const Call& call) {
+  auto inv = inverse_of(ctx, call);
+  if (!inv) return false;
+  if (ctx.executor != nullptr) return ctx.executor->announce(ctx, std::move(*inv));
+  JournalExecutor journal;
+  return journal.announce(ctx, std::move(*inv));
+}
+
 }  // namespace plumb::drivers::steps
 
 namespace plumb::drivers::undo {
 
 Status run_op(Context& ctx, const AddrDel& op) {
+  if (op.bridge && PLUMB_TRY(steps::has_other_port(ctx, *op.bridge, op.port.value_or("")))) return {};
   auto index = PLUMB_TRY(steps::node_index(ctx, op.ifname));
   if (!index) return {};
   auto removed = addr::remove(*ctx.node, *index, op.prefix);

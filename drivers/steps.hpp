@@ -12,6 +12,7 @@
 // inverse() and apply() in steps.cpp, an undo operation in undo.hpp if none fits.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -22,6 +23,8 @@
 #include "drivers/undo.hpp"
 #include "ebpf/loader.hpp"
 #include "engine/base/ip.hpp"
+#include "engine/base/spawn.hpp"
+#include "engine/kernel/bridge_port.hpp"
 #include "engine/kernel/link.hpp"
 #include "engine/kernel/route.hpp"
 #include "engine/kernel/rule.hpp"
@@ -41,13 +44,16 @@ struct CreateBridge {
 
 /// Adds `prefix` to link `ifname` (ifindex `index`) in the node (EEXIST is success). Inverse:
 /// addr_del; `shared` (the bridge's gateway address, which every pod of the bridge uses): rollback
-/// only.
+/// only, and with `bridge` (not empty) kept while that bridge has a port other than `port`, the
+/// attachment's own.
 struct AddNodeAddress {
   int index = 0;
   std::string ifname;
   IpPrefix prefix;
   bool nodad = true;
   bool shared = true;
+  std::string bridge = {};
+  std::string port = {};
 };
 
 /// Removes `prefix` from link `ifname` (ifindex `index`) in the node (bridge forceAddress).
@@ -155,13 +161,15 @@ struct SetUpNodeLink {
   link::LinkChange change;
 };
 
-/// Adds `prefix` to link `index` in `ns`, one this attachment created (EEXIST is success). No
-/// inverse: the address goes with the link.
+/// Adds `prefix` to link `index` in `ns`, one this attachment created (EEXIST is success when
+/// `exist_ok`; else the kernel's error, as the pod's addresses from an IPAM). No inverse: the
+/// address goes with the link.
 struct AddOwnLinkAddress {
   Ns ns = Ns::kPod;
   int index = 0;
   IpPrefix prefix;
   bool nodad = true;
+  bool exist_ok = true;
 };
 
 /// Adds `route` in `ns` through a link this attachment created or an earlier plugin of its chain
@@ -273,11 +281,93 @@ struct SetRootFq {
   int index = 0;
 };
 
+/// Brings bridge `index` (`name`) up and/or promiscuous (`change`), one this attachment found or
+/// created. No inverse: every pod of the bridge relies on it, and the reference never reverts it.
+struct SetUpBridge {
+  int index = 0;
+  std::string name;
+  link::LinkChange change;
+};
+
+/// Sets the bridge-port options of node link `index`, a port this attachment created (its veth's
+/// host end, or the VLAN gateway veth's peer): hairpin when `hairpin`, isolation when `isolated`.
+/// No inverse: the options go with the link.
+struct SetBridgePort {
+  int index = 0;
+  bool hairpin = false;
+  bool isolated = false;
+};
+
+/// Replaces the VLANs of node bridge port `index` (`port`), one this attachment created: removes
+/// `remove` (VIDs), then adds `add` in order. No inverse: the VLANs go with the link. Errors: the
+/// kernel's (kKernelFeature: no bridge VLAN filtering).
+struct SetPortVlans {
+  int index = 0;
+  std::string port;
+  std::vector<uint16_t> remove;
+  std::vector<bridge_port::PortVlan> add;
+};
+
+/// Creates veth pair `spec` with both ends in the node: the VLAN gateway interface
+/// spec.peer_name, which every pod of the VLAN shares, and its bridge-port peer spec.host_name.
+/// Inverse: link_del in the node of spec.peer_name, rollback only (a completed ADD's gateway
+/// stays, as the reference's).
+struct CreateSharedVeth {
+  link::VethSpec spec;
+};
+
 using Step = std::variant<CreateBridge, AddNodeAddress, RemoveNodeAddress, WriteNodeSysctl, AddMacspoof, AddMasquerade,
                           AddPortMappings, FlushConntrack, CreatePodLink, WritePodSysctl, CreatePodTap, SetUpPodLink,
                           TunePodLink, SetUpNodeLink, AddOwnLinkAddress, AddOwnLinkRoute, RemoveOwnLinkRoute,
                           WriteNodeLinkSysctl, EnableForwarding, AddSourceRules, MoveLinkIntoPod, AddFirewallPod,
-                          IsolateBridge, JoinPodVrf, WriteBandwidthEntries, AddClsact, AttachShapingFilter, SetRootFq>;
+                          IsolateBridge, JoinPodVrf, WriteBandwidthEntries, AddClsact, AttachShapingFilter, SetRootFq,
+                          SetUpBridge, SetBridgePort, SetPortVlans, CreateSharedVeth>;
+
+// --- Calls: steps that return what they made --------------------------------------------------------
+// A call is a step whose apply returns a value (the veth pair as made, an IPAM's or a delegated
+// plugin's result). Its inverse is persisted before it runs, as a step's; a call that runs a
+// process (a delegated plugin or IPAM) reports the process through Executor::started once it
+// exists, so a teardown after a kill ends it first.
+
+/// Creates the pod's veth pair `spec` from the node: the pod end spec.peer_name in the namespace
+/// of spec.peer_netns_fd, the host end spec.host_name in the node. Output: both ends, the host end
+/// as the kernel echoed it (else read back), the pod end read back. Inverse: link_del in the node
+/// of spec.host_name. Errors: the creation's unprefixed (EEXIST: a name is taken); kKernel when an
+/// end is not found after it.
+struct CreatePodVeth {
+  link::VethSpec spec;
+  using Output = PodVeth;
+};
+
+/// Allocates the attachment's addresses with `use`'s IPAM for `req` (a delegated IPAM's process
+/// reported through Executor::started). Output: the IPAM's result. Inverse: a delegated IPAM's DEL
+/// (delegate_del with the whole plugin config, CNI IPAM delegation); plumb's own IPAM's
+/// ipam_release; none when `announced` (announce() recorded the release with the step after it).
+/// Errors: the IPAM's.
+struct AllocateAddresses {
+  const IpamUse* use = nullptr;
+  ipam::Request req;
+  bool announced = false;
+  using Output = cni::CniResult;
+};
+
+/// Runs delegated plugin `type` (executable `binary`) for `inv` (an ADD) with `input` on its
+/// standard input (CNI SPEC execution protocol), its process reported through Executor::started.
+/// Output: its result, decoded from cniVersion `version`. Inverse: `del` (delegate_del with the
+/// exact config, without prevResult). Errors: the plugin's (its CNI error), or its output's.
+struct RunPlugin {
+  std::string type;
+  std::string binary;
+  cni::Invocation inv;
+  std::string input;
+  std::string version;
+  undo::DelegateDel del;
+  using Output = cni::CniResult;
+};
+
+using Call = std::variant<CreatePodVeth, AllocateAddresses, RunPlugin>;
+/// What a call returns: its Output.
+using Output = std::variant<PodVeth, cni::CniResult>;
 
 /// A step's inverse as the journal records it: nullopt when the step changes nothing.
 struct Inverse {
@@ -291,23 +381,54 @@ struct Inverse {
 /// value). nullopt: the step would change nothing. Errors: the kernel's, naming what was read.
 [[nodiscard]] Result<std::optional<Inverse>> inverse_of(Context& ctx, const Step& step);
 
-/// What makes a step: persists its inverse, then applies it.
+/// The call's name, for messages and recordings ("create_pod_veth", "allocate_addresses", ...).
+[[nodiscard]] std::string name_of(const Call& call);
+/// The inverse of `call` (ctx: the attachment's network, ifname and CNI_ARGS). nullopt: nothing
+/// to record (an announced release).
+[[nodiscard]] std::optional<Inverse> inverse_of(const Context& ctx, const Call& call);
+
+/// What makes a step: persists its inverse, then applies it. One executor serves one
+/// attachment's chain (ADD only): it also keeps the pod veth pairs its calls made, for the later
+/// plugins of the chain.
 class Executor {
  public:
   virtual ~Executor() = default;
   /// Makes `step` with inverse `inv` (nullopt: nothing to record). Errors: the journal's write
   /// (the step is then not applied) or the step's.
   [[nodiscard]] virtual Status make(Context& ctx, const Step& step, std::optional<Inverse> inv) = 0;
+  /// Makes `call` with inverse `inv` (nullopt: only what announce() registered is persisted
+  /// first). Errors: as make(step).
+  [[nodiscard]] virtual Result<Output> make(Context& ctx, const Call& call, std::optional<Inverse> inv) = 0;
+  /// Registers `inv` to be persisted with the next step's or call's inverse (one record write for
+  /// both: the IPAM's release, recorded with the link its addresses go on, which is made first).
+  /// False: nothing can hold it (no journal); the call then records its own.
+  virtual bool announce(Context& ctx, Inverse inv) = 0;
+  /// A process a call started (delegated plugin or IPAM), recorded before it reads its input.
+  /// Errors: the journal's write (the process is then ended by the caller).
+  [[nodiscard]] virtual Status started(Context& ctx, const process::Child& child) = 0;
+
+  /// The pod veth pairs this executor's CreatePodVeth calls made, by pod interface name, as made
+  /// (a later plugin of the chain, bandwidth, takes its device from here instead of reading it
+  /// back). Emptied when a RunPlugin call runs: a delegated plugin may change them.
+  std::map<std::string, PodVeth>& made_veths() { return made_veths_; }
+
+ private:
+  std::map<std::string, PodVeth> made_veths_;
 };
 
 /// The executor of every invocation: undo::will() with the inverse, then the step.
 class JournalExecutor final : public Executor {
  public:
   [[nodiscard]] Status make(Context& ctx, const Step& step, std::optional<Inverse> inv) override;
+  [[nodiscard]] Result<Output> make(Context& ctx, const Call& call, std::optional<Inverse> inv) override;
+  bool announce(Context& ctx, Inverse inv) override;
+  [[nodiscard]] Status started(Context& ctx, const process::Child& child) override;
 };
 
-/// Tests: keeps every step with its encoded inverse; applies it (without a journal) only with
-/// `apply`.
+/// Tests: keeps every step and call with its encoded inverse, in order; applies them (without a
+/// journal) only with `apply`. Without it a call returns `answer` (an IPAM's or plugin's result)
+/// or an empty PodVeth. An announced inverse is kept as "announce <call>", a started process as
+/// "started_process" with its end_process inverse.
 class RecordingExecutor final : public Executor {
  public:
   struct Made {
@@ -316,7 +437,11 @@ class RecordingExecutor final : public Executor {
   };
   explicit RecordingExecutor(bool apply = false) : apply_(apply) {}
   [[nodiscard]] Status make(Context& ctx, const Step& step, std::optional<Inverse> inv) override;
+  [[nodiscard]] Result<Output> make(Context& ctx, const Call& call, std::optional<Inverse> inv) override;
+  bool announce(Context& ctx, Inverse inv) override;
+  [[nodiscard]] Status started(Context& ctx, const process::Child& child) override;
   [[nodiscard]] const std::vector<Made>& made() const { return made_; }
+  cni::CniResult answer;
 
  private:
   bool apply_;
@@ -326,5 +451,20 @@ class RecordingExecutor final : public Executor {
 /// The one way a migrated driver changes the kernel: the step's inverse computed, then made by
 /// ctx.executor (null: a JournalExecutor). Errors: inverse_of's, the executor's.
 [[nodiscard]] Status run(Context& ctx, const Step& step);
+
+/// The call counterpart of run(): made by ctx.executor (null: a JournalExecutor, which keeps no
+/// veth pair). Errors: the executor's.
+[[nodiscard]] Result<Output> call_any(Context& ctx, const Call& call);
+
+/// call_any() typed: `C`'s Output.
+template <class C>
+[[nodiscard]] Result<typename C::Output> call(Context& ctx, C c) {
+  auto out = PLUMB_TRY(call_any(ctx, Call{std::move(c)}));
+  return std::get<typename C::Output>(std::move(out));
+}
+
+/// Registers the inverse of `call` with ctx.executor (Executor::announce) to be persisted with
+/// the next step's. Returns whether it did: the call is then made with `announced`.
+bool announce(Context& ctx, const Call& call);
 
 }  // namespace plumb::drivers::steps

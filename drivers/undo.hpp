@@ -180,16 +180,23 @@ struct MacspoofDel {
 };
 
 /// Delete address `prefix` from link `ifname` in the node (bridge: the gateway address an ADD
-/// added; rollback only, as the bridge is shared). A missing link or address is success.
+/// added; rollback only, as the bridge is shared). With `bridge`, the address is kept while that
+/// bridge has a port other than `port` (the attachment's own): another attachment relies on the
+/// gateway (an ADD rolled back while another ADD on the bridge runs). A missing link or address is
+/// success.
 struct AddrDel {
   static constexpr std::string_view kName = "addr_del";
   static constexpr bool kSkipIfUnknown = true;  ///< depends on nothing recorded before it
   std::string ifname;
   IpPrefix prefix;
+  std::optional<std::string> bridge = std::nullopt;
+  std::optional<std::string> port = std::nullopt;
   template <class V>
   void fields(V& v) {
     v("ifname", ifname);
     v("prefix", prefix);
+    v("bridge", bridge);
+    v("port", port);
   }
 };
 

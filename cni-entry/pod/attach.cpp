@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <variant>
 
+#include "drivers/steps.hpp"
 #include "drivers/undo.hpp"
 #include "engine/kernel/link.hpp"
 #include "engine/kernel/route.hpp"
@@ -65,7 +66,6 @@ drivers::Context make_context(const cni::Env& env, const PlumbConfig& conf, Kern
   drivers::Context ctx;
   ctx.sysfs_root = conf.sysfs_root;
   ctx.state_dir = conf.state_dir;
-  ctx.bpffs_dir = conf.bpffs_dir;
   ctx.container_id = env.container_id;
   ctx.ifname = ifname;
   ctx.network = network;
@@ -91,6 +91,9 @@ Result<cni::CniResult> run_chain(const cni::Env& env, const PlumbConfig& conf, K
   // The device plugin's file is copied before the chain runs; the driver completes it.
   ctx.device_info_file = att.device_info.file;
   PLUMB_TRY(devinfo::prepare(journal, conf.device_info_dir, att.device_info));
+  // One executor for the whole chain: it keeps the veth pairs made for the later plugins.
+  drivers::steps::JournalExecutor executor;
+  ctx.executor = &executor;
   std::optional<cni::CniResult> prev;
   for (const auto& p : att.parsed) {
     auto r = p.driver->add(ctx, *p.config, prev ? &*prev : nullptr);

@@ -101,7 +101,8 @@ Status check_records(const cni::Env& env, const PlumbConfig& conf, Kernel& k, st
     auto ctx = make_context(env, conf, k, rec.ifname, rec.network);
     ctx.ipam_owner = rec.ipam_owner;
     ctx.attachment_result = &rec.result;
-    auto parsed = parse_plugins(rec.config, rec.network, rec.ifname, env.args, ctx.plugin_search, ctx.ipam_cluster);
+    auto parsed = parse_plugins(rec.config, rec.network, rec.ifname, env.args, ctx.plugin_search, ctx.ipam_cluster,
+                                driver_settings(conf));
     if (!parsed) return std::unexpected(parsed.error().within("CHECK: the recorded config of " + rec.origin));
     for (auto& p : *parsed) {
       auto st = p.driver->check(ctx, *p.config, r);

@@ -197,7 +197,7 @@ Status complete(Attachment& att, const cni::Env& env, const PlumbConfig& conf, s
   drivers::CniArgs args = env.args;
   args.insert(args.end(), att.add_args.begin(), att.add_args.end());
   auto parsed = parse_plugins(att.plugins, att.net.name, att.ifname, args, plugin_search(conf, env.path),
-                              ipam_cluster(conf), drivers::DriverSettings{conf.tuning_allowlist});
+                              ipam_cluster(conf), driver_settings(conf));
   if (!parsed) return std::unexpected(parsed.error().within(att.where()));
   att.parsed = std::move(*parsed);
   // IPAMClaims (spec 8): the claim's owner for the IPAM, recorded for GC.
@@ -209,6 +209,10 @@ Status complete(Attachment& att, const cni::Env& env, const PlumbConfig& conf, s
 
 std::string Attachment::where() const {
   return "network " + (selection.empty() ? net.name : selection) + " (" + ifname + ")";
+}
+
+drivers::DriverSettings driver_settings(const PlumbConfig& conf) {
+  return drivers::DriverSettings{conf.tuning_allowlist, conf.bpffs_dir};
 }
 
 Result<std::vector<drivers::ParsedPlugin>> parse_plugins(const json::Value& plugins, const std::string& network,

@@ -54,10 +54,14 @@ struct PodPlan {
 [[nodiscard]] Result<PodPlan> plan(const cni::Env& env, const PlumbConfig& conf, source::PodSource& store,
                                    const source::PodRef& pod, Log& log);
 
+/// The settings of plumb's config that drivers' parse copies into their typed configs
+/// (tuningAllowlist, bpffsDir).
+[[nodiscard]] drivers::DriverSettings driver_settings(const PlumbConfig& conf);
+
 /// Parses the plugins of one attachment (a JSON array of plugin configs: planned at ADD, or
 /// recorded for CHECK); types plumb does not implement are delegated through `search`; the
 /// cluster IPAM reaches the Kubernetes API through `cluster`; `settings` are plumb's per-driver
-/// settings (defaults for CHECK, which reads none of them).
+/// settings (driver_settings()).
 /// Errors: the drivers' parse errors naming the network.
 [[nodiscard]] Result<std::vector<drivers::ParsedPlugin>> parse_plugins(
     const json::Value& plugins, const std::string& network, const std::string& ifname, const drivers::CniArgs& cni_args,

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "drivers/driver.hpp"
+#include "drivers/steps.hpp"
 #include "ebpf/loader.hpp"
 #include "engine/kernel/link.hpp"
 #include "engine/netlink/socket.hpp"
@@ -54,7 +55,7 @@ namespace {
 
 /// A veth `host` <-> eth0 into a fresh pod namespace `netns` of `node`, and the drivers::Context
 /// the orchestrator would give the bandwidth driver for it: container `container_id`, network
-/// "shaped", journalling into `rec`, pins below `bpffs_dir`; `prev` names both ends.
+/// "shaped", journalling into `rec`; `prev` names both ends.
 struct VethPod {
   std::string path;
   plumb::Result<plumb::netlink::Socket> nl = plumb::netlink::Socket::open();
@@ -66,8 +67,7 @@ struct VethPod {
   plumb::drivers::Context ctx;
   plumb::cni::CniResult prev;
 
-  VethPod(Node& node, const std::string& netns, const std::string& host, const std::string& container_id,
-          const std::string& bpffs_dir)
+  VethPod(Node& node, const std::string& netns, const std::string& host, const std::string& container_id)
       : path(node.add_netns(netns)),
         pod_ns(plumb::netns::Netns::open(path)),
         pod_nl(pod_ns ? plumb::netlink::Socket::open_in(pod_ns->fd()) : std::unexpected(pod_ns.error())),
@@ -87,13 +87,19 @@ struct VethPod {
     ctx.node = &*nl;
     ctx.pod = &*pod_nl;
     ctx.journal = &journal;
-    ctx.bpffs_dir = bpffs_dir;
     prev.interfaces.push_back({host, "", std::nullopt, "", "", ""});
     prev.interfaces.push_back({"eth0", "", std::nullopt, path, "", ""});
   }
   VethPod(const VethPod&) = delete;
   VethPod& operator=(const VethPod&) = delete;
 };
+
+/// plumb's settings with the bandwidth pins below `bpffs` (bpffsDir).
+plumb::drivers::DriverSettings pins_under(const std::string& bpffs) {
+  plumb::drivers::DriverSettings settings;
+  settings.bpffs_dir = bpffs;
+  return settings;
+}
 
 }  // namespace
 
@@ -172,8 +178,12 @@ TEST_CASE("bandwidth: undo detaches only plumb's filters, removes its clsact and
           "an ingress qdisc there is a conflict (105), found by a query or, on a veth the chain made, by the kernel's EEXIST") {
   Node node;
   PrivateBpffs fs(node);
-  VethPod vp(node, "bw-undo", "bwhost0", "undo-c", fs.dir() + "/plumb");
+  const std::string bpffs = fs.dir() + "/plumb";
+  const auto settings = pins_under(bpffs);
+  VethPod vp(node, "bw-undo", "bwhost0", "undo-c");
   auto& [pod_path, nl, pod_ns, pod_nl, state, rec, journal, ctx, prev] = vp;
+  plumb::drivers::steps::JournalExecutor executor;  // the chain's: it keeps the veth pairs made
+  ctx.executor = &executor;
 
   const plumb::drivers::Driver* d = plumb::drivers::find("bandwidth");
   REQUIRE(d != nullptr);
@@ -189,10 +199,10 @@ TEST_CASE("bandwidth: undo detaches only plumb's filters, removes its clsact and
   for (bool made_by_chain : {false, true}) {
     CAPTURE(made_by_chain);
     if (made_by_chain) {
-      ctx.created_veths["eth0"] = {plumb::link::get(*nl, std::string("bwhost0"))->value(),
-                                   plumb::link::get(*pod_nl, std::string("eth0"))->value(), true};
+      executor.made_veths()["eth0"] = {plumb::link::get(*nl, std::string("bwhost0"))->value(),
+                                       plumb::link::get(*pod_nl, std::string("eth0"))->value(), true};
     }
-    auto refused = plumb::test::add_plugin(ctx, *conf, &prev);
+    auto refused = plumb::test::add_plugin(ctx, *conf, &prev, settings);
     REQUIRE_FALSE(refused);
     CHECK(refused.error().cni_code == 105);
     CHECK(refused.error().text().find("\"ingress\" qdisc") != std::string::npos);
@@ -203,30 +213,30 @@ TEST_CASE("bandwidth: undo detaches only plumb's filters, removes its clsact and
       rec.undo.Clear();
     }
     CHECK(rec.undo.Empty());
-    CHECK(state_entries(ctx.bpffs_dir) == 0);
+    CHECK(state_entries(bpffs) == 0);
   }
-  ctx.created_veths.clear();
+  executor.made_veths().clear();
   REQUIRE(sh("tc qdisc del dev bwhost0 ingress").exit_code == 0);
 
-  auto r = plumb::test::add_plugin(ctx, *conf, &prev);
+  auto r = plumb::test::add_plugin(ctx, *conf, &prev, settings);
   INFO((r ? std::string() : r.error().text()));
   REQUIRE(r);
   CHECK(r->interfaces.size() == 2);  // prevResult passed through
   CHECK(bpf_filters("bwhost0") == std::set<std::string>{"ingress:tb_host_ingress:" + kPrio, "egress:tb_host_egress:" + kPrio});
-  CHECK(state_entries(ctx.bpffs_dir) == 2);
-  auto progs = plumb::ebpf::Programs::open_existing(ctx.bpffs_dir);
+  CHECK(state_entries(bpffs) == 2);
+  auto progs = plumb::ebpf::Programs::open_existing(bpffs);
   REQUIRE(progs);
   REQUIRE(progs->has_value());
   auto egress = (*progs)->read(plumb::link::get(*nl, std::string("bwhost0"))->value().index, plumb::ebpf::Hook::HostIngress);
   REQUIRE(egress);
   REQUIRE(egress->has_value());
   CHECK((*egress)->rate_bps == 4000000);  // egressRate lands on the host ingress hook
-  auto checked = plumb::test::check_plugin(ctx, *conf, prev);
+  auto checked = plumb::test::check_plugin(ctx, *conf, prev, settings);
   INFO((checked ? std::string() : checked.error().text()));
   CHECK(checked);
 
   // Another program's filter on the same hook must survive plumb's undo (and keep clsact).
-  Proc foreign = sh("tc filter add dev bwhost0 ingress prio 7 handle 1 bpf da object-pinned " + ctx.bpffs_dir +
+  Proc foreign = sh("tc filter add dev bwhost0 ingress prio 7 handle 1 bpf da object-pinned " + bpffs +
                     "/bandwidth_v2/tb_host_ingress");
   INFO(foreign.err);
   REQUIRE(foreign.exit_code == 0);
@@ -237,8 +247,8 @@ TEST_CASE("bandwidth: undo detaches only plumb's filters, removes its clsact and
   REQUIRE(plumb::test::run_undo(ctx, rec.undo[0]));
   CHECK(bpf_filters("bwhost0") == std::set<std::string>{"ingress:tb_host_ingress:7"});
   CHECK(has_clsact("bwhost0"));
-  CHECK(state_entries(ctx.bpffs_dir) == 0);
-  CHECK_FALSE(plumb::test::check_plugin(ctx, *conf, prev));
+  CHECK(state_entries(bpffs) == 0);
+  CHECK_FALSE(plumb::test::check_plugin(ctx, *conf, prev, settings));
   // Idempotent; and once the foreign filter is gone a second undo removes the clsact plumb added.
   REQUIRE(sh("tc filter del dev bwhost0 ingress prio 7 handle 1 bpf").exit_code == 0);
   REQUIRE(plumb::test::run_undo(ctx, rec.undo[0]));
@@ -354,7 +364,7 @@ TEST_CASE("bandwidth: bad values and missing prevResult are refused with clear e
   plumb::drivers::Context ctx;
   ctx.network = "net";
   ctx.ifname = "eth0";
-  ctx.bpffs_dir = fs.dir() + "/plumb";
+  const auto settings = pins_under(fs.dir() + "/plumb");
   const plumb::drivers::Driver* d = plumb::drivers::find("bandwidth");
   REQUIRE(d != nullptr);
   plumb::cni::CniResult prev;
@@ -366,7 +376,7 @@ TEST_CASE("bandwidth: bad values and missing prevResult are refused with clear e
   };
   auto expect_error = [&](const char* json, const char* needle, const plumb::cni::CniResult* p) {
     auto conf = std::optional<plumb::json::Document>(bandwidth_conf(json));
-    auto r = plumb::test::add_plugin(ctx, *conf, p);
+    auto r = plumb::test::add_plugin(ctx, *conf, p, settings);
     CAPTURE(json);
     REQUIRE_FALSE(r);
     CAPTURE(r.error().text());
@@ -383,12 +393,12 @@ TEST_CASE("bandwidth: bad values and missing prevResult are refused with clear e
   expect_error(R"({"egressRate": 1000, "egressBurst": 1000})", "prevResult has no interface eth0", &prev);
   // burst/8 just below 2^32-1 is accepted by the validation (it fails later, on the missing namespace).
   auto ok = std::optional<plumb::json::Document>(bandwidth_conf(R"({"egressRate": 1000, "egressBurst": 34359738352})"));
-  auto r = plumb::test::add_plugin(ctx, *ok, &prev);
+  auto r = plumb::test::add_plugin(ctx, *ok, &prev, settings);
   REQUIRE_FALSE(r);
   CHECK(r.error().text().find("4GB") == std::string::npos);
   // Nothing to shape: the previous result passes through untouched, nothing is loaded.
   auto none = plumb::json::parse(R"({"type": "bandwidth"})", "test");
-  auto pass = plumb::test::add_plugin(ctx, *none, &prev);
+  auto pass = plumb::test::add_plugin(ctx, *none, &prev, settings);
   REQUIRE(pass);
   CHECK(pass->interfaces.size() == 1);
   CHECK_FALSE(std::filesystem::exists(fs.dir() + "/plumb"));
@@ -507,12 +517,14 @@ TEST_CASE("bandwidth upgrade: DEL removes a previous ABI's entries where its rec
   pin_other_abi(bpffs, "bandwidth_v3", 104, {});
 
   // A pod shaped by this plumb: the first load of ABI 2 here.
-  VethPod vp(node, "bw-upg", "bwnew0", "upg-c", bpffs);
+  VethPod vp(node, "bw-upg", "bwnew0", "upg-c");
   auto& [pod_path, nl, pod_ns, pod_nl, state, rec, journal, ctx, prev] = vp;
+  plumb::drivers::steps::JournalExecutor executor;
+  ctx.executor = &executor;
   auto conf = plumb::json::parse(R"({"type": "bandwidth", "ingressRate": 8000000, "ingressBurst": 80000})", "test");
   REQUIRE(conf);
-  ctx.created_veths["eth0"] = {plumb::link::get(*nl, std::string("bwnew0"))->value(), {}, true};
-  auto added = plumb::test::add_plugin(ctx, *conf, &prev);
+  executor.made_veths()["eth0"] = {plumb::link::get(*nl, std::string("bwnew0"))->value(), {}, true};
+  auto added = plumb::test::add_plugin(ctx, *conf, &prev, pins_under(bpffs));
   INFO((added ? std::string() : added.error().text()));
   REQUIRE(added);
   REQUIRE(rec.undo.Size() == 1);

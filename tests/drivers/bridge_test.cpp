@@ -1,7 +1,8 @@
 // The bridge driver's port keys, through the real plumb binary in a private node, the kernel read
 // back with `ip -j`, `bridge -j` and `nft -j`, traffic with bounded pings: portIsolation,
 // macspoofchk (plumb's `bridge plumb` table), disableContainerInterface, configuration errors and
-// the clear error of a kernel without bridge VLAN filtering (host); vlan / vlanTrunk /
+// the clear error of a kernel without bridge VLAN filtering (host); the driver's steps and their
+// inverses through a RecordingExecutor, undone one by one; vlan / vlanTrunk /
 // preserveDefaultVlan with real VLAN filtering and the VLAN gateway interface (full-kernel tier).
 #include <doctest/doctest.h>
 
@@ -11,7 +12,13 @@
 #include <tuple>
 #include <vector>
 
+#include "drivers/steps.hpp"
+#include "drivers/undo.hpp"
 #include "engine/base/ip.hpp"
+#include "engine/base/json.hpp"
+#include "engine/base/netns.hpp"
+#include "engine/netlink/socket.hpp"
+#include "tests/support/driver_harness.hpp"
 #include "tests/support/full_kernel.hpp"
 #include "tests/support/netns_view.hpp"
 #include "tests/support/packet_listener.hpp"
@@ -345,4 +352,68 @@ TEST_CASE(
   }
   // veth (+ its release), the address put back, the gateway's removal, masquerade: killed after each.
   CHECK(killed >= 4);
+}
+
+TEST_CASE(
+    "bridge's steps through a RecordingExecutor: each recorded with its exact inverse in order, the IPAM's "
+    "release announced with the veth; running the inverses newest first leaves the node as before") {
+  Node node;
+  const std::string pod = node.add_netns("rec");
+  auto nl = plumb::netlink::Socket::open();
+  auto pod_ns = plumb::netns::Netns::open(pod);
+  REQUIRE(nl);
+  REQUIRE(pod_ns);
+  auto pod_nl = plumb::netlink::Socket::open_in(pod_ns->fd());
+  REQUIRE(pod_nl);
+  const auto links_before = link_names("");
+  plumb::drivers::steps::RecordingExecutor rec(/*apply=*/true);
+  plumb::drivers::Context ctx;
+  ctx.container_id = "ctr-rec";
+  ctx.ifname = "net1";
+  ctx.network = "rec-net";
+  ctx.netns_path = pod;
+  ctx.node = &*nl;
+  ctx.pod = &*pod_nl;
+  ctx.pod_ns = &*pod_ns;
+  ctx.executor = &rec;
+  auto conf = plumb::json::parse(R"({"type": "bridge", "bridge": "brr", "isGateway": true, "hairpinMode": true,
+    "ipam": {"type": "static", "addresses": [{"address": "198.51.100.5/24"}]}})",
+                                 "test");
+  REQUIRE(conf);
+  auto r = plumb::test::add_plugin(ctx, *conf, nullptr);
+  REQUIRE_MESSAGE(r, r.error().text());
+  const std::string host = r->interfaces.at(1).name;
+  CHECK(rec.made_veths().at("net1").host.name == host);  // kept for the chain's later plugins
+  std::vector<std::string> made;
+  for (const auto& m : rec.made()) {
+    made.push_back(m.step + " " + (m.inverse ? plumb::json::dump(plumb::drivers::undo::encode(m.inverse->op)) : "-") +
+                   (m.inverse && m.inverse->rollback_only ? " rollback" : ""));
+  }
+  const std::string release =
+      R"({"op":"ipam_release","ipam":{"type":"static","addresses":[{"address":"198.51.100.5/24"}]},"network":"rec-net",)"
+      R"("ifname":"net1"})";
+  CHECK(made == std::vector<std::string>{
+                    R"(create_bridge {"op":"bridge_del_if_unused","name":"brr"} rollback)",
+                    "set_up_bridge -",
+                    "announce " + release,
+                    R"(create_pod_veth {"op":"link_del","where":"node","name":")" + host + R"("})",
+                    "set_bridge_port -",
+                    "allocate_addresses -",
+                    R"(add_node_address {"op":"addr_del","ifname":"brr","prefix":"198.51.100.1/24","bridge":"brr",)"
+                    R"("port":")" +
+                        host + R"(","ifUnknown":"skip"} rollback)",
+                    "enable_forwarding -",
+                    "set_up_pod_link -",
+                    "add_own_link_address -",
+                    "set_up_pod_link -",
+                });
+  CHECK(sh("cat /sys/class/net/" + host + "/brport/hairpin_mode").out == "1\n");
+  // The inverses, newest first, as a rollback runs them: nothing of the ADD is left.
+  for (auto m = rec.made().rbegin(); m != rec.made().rend(); ++m) {
+    if (!m->inverse) continue;
+    CAPTURE(m->step);
+    REQUIRE(plumb::drivers::undo::run(ctx, m->inverse->op));
+  }
+  CHECK(link_names("") == links_before);
+  CHECK(link_names("rec") == std::set<std::string>{"lo"});
 }

@@ -4,6 +4,8 @@
 // drivers; a Debian reference binary under a foreign type name; DEL, CHECK and GC reaching a
 // delegated plugin after its NAD is gone; a hanging plugin killed at the time limit; a missing
 // binary; and SIGKILLs of plumb (or of a daemon worker) while delegated plugins' ADD or DEL run.
+// In-process: the driver's one call through a RecordingExecutor (its DEL recorded first, then its
+// process).
 #include <doctest/doctest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -17,6 +19,8 @@
 #include <string>
 #include <thread>
 
+#include "drivers/steps.hpp"
+#include "drivers/undo.hpp"
 #include "engine/base/json.hpp"
 #include "tests/support/child_process.hpp"
 #include "tests/support/foreign_plugin.hpp"
@@ -439,4 +443,48 @@ TEST_CASE("SIGKILL of plumb or a daemon worker while a delegated plugin's DEL ru
   if (orphan_left) ::kill(plugin_pid, SIGKILL);  // the case failed: leave no process behind
   CHECK(f.bin.calls("DEL").size() == 2);  // the next DEL ran the plugin's DEL again, whole
   check_clean(f.fx, "gone");
+}
+
+TEST_CASE(
+    "delegated plugin through a RecordingExecutor: its DEL with the exact config recorded before it runs, then its "
+    "process; the veth pairs the chain made are forgotten") {
+  Node node;
+  const std::string bin = node.dir() + "/bin";
+  std::filesystem::create_directories(bin);
+  // A plugin that reads its config and answers one address.
+  plumb::test::write_file(bin + "/answer",
+                          "#!/bin/sh\ncat >/dev/null\n"
+                          "printf '{\"cniVersion\":\"1.0.0\",\"ips\":[{\"address\":\"192.0.2.9/24\"}]}'\n");
+  std::filesystem::permissions(bin + "/answer", std::filesystem::perms::owner_all);
+  plumb::drivers::steps::RecordingExecutor rec(/*apply=*/true);
+  rec.made_veths()["net1"] = plumb::drivers::PodVeth{};
+  plumb::drivers::Context ctx;
+  ctx.container_id = "ctr-rec";
+  ctx.ifname = "net1";
+  ctx.network = "rec-net";
+  ctx.cni_args = {{"K8S_POD_NAME", "p"}};
+  ctx.plugin_search.dirs = {bin};
+  ctx.executor = &rec;
+  auto conf = plumb::json::parse(R"({"cniVersion": "1.0.0", "name": "rec-net", "type": "answer"})", "test");
+  REQUIRE(conf);
+  plumb::drivers::ParseInput in{ctx.network, ctx.ifname, ctx.cni_args};
+  in.plugin_search = ctx.plugin_search;
+  auto parsed = plumb::drivers::parse_plugin(*conf, in);
+  REQUIRE_MESSAGE(parsed, parsed.error().text());
+  auto r = parsed->driver->add(ctx, *parsed->config, nullptr);
+  REQUIRE_MESSAGE(r, r.error().text());
+  REQUIRE(r->ips.size() == 1);
+  CHECK(r->ips[0].address.str() == "192.0.2.9/24");
+  REQUIRE(rec.made().size() == 2);
+  CHECK(rec.made()[0].step == "run_plugin");
+  REQUIRE(rec.made()[0].inverse);
+  CHECK_FALSE(rec.made()[0].inverse->rollback_only);
+  CHECK(plumb::json::dump(plumb::drivers::undo::encode(rec.made()[0].inverse->op)) ==
+        R"({"op":"delegate.del","type":"answer","config":{"cniVersion":"1.0.0","name":"rec-net","type":"answer"},)"
+        R"("ifname":"net1","args":")" +
+            plumb::cni::delegate_args(ctx.cni_args) + R"("})");
+  CHECK(rec.made()[1].step == "started_process");
+  REQUIRE(rec.made()[1].inverse);
+  CHECK(std::holds_alternative<plumb::drivers::undo::DelegateEndProcess>(rec.made()[1].inverse->op));
+  CHECK(rec.made_veths().empty());  // the plugin may have changed them
 }

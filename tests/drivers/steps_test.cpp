@@ -48,6 +48,11 @@ TEST_CASE("each step's inverse: the operation the journal records, rollback-only
   CHECK(recorded(ctx, drivers::steps::AddNodeAddress{7, "brs", prefix("198.51.100.1/24"), true, true}) ==
         std::pair<std::string, bool>{
             R"({"op":"addr_del","ifname":"brs","prefix":"198.51.100.1/24","ifUnknown":"skip"})", true});
+  CHECK(
+      recorded(ctx, drivers::steps::AddNodeAddress{7, "brs", prefix("198.51.100.1/24"), true, true, "brs", "veth1"}) ==
+      std::pair<std::string, bool>{R"({"op":"addr_del","ifname":"brs","prefix":"198.51.100.1/24","bridge":"brs",)"
+                                   R"("port":"veth1","ifUnknown":"skip"})",
+                                   true});
   CHECK(recorded(ctx, drivers::steps::AddNodeAddress{7, "brs", prefix("2001:db8::1/64"), true, false}) ==
         std::pair<std::string, bool>{R"({"op":"addr_del","ifname":"brs","prefix":"2001:db8::1/64","ifUnknown":"skip"})",
                                      false});
@@ -107,6 +112,78 @@ TEST_CASE("steps on an attachment's own links and node forwarding record nothing
     CAPTURE(drivers::steps::name_of(step));
     CHECK(recorded(ctx, step) == std::pair<std::string, bool>{"", false});
   }
+}
+
+TEST_CASE("a bridge's own changes record nothing; the VLAN gateway veth records its deletion, rollback only") {
+  drivers::Context ctx;
+  link::LinkChange up;
+  up.up = true;
+  for (const drivers::steps::Step& step : std::vector<drivers::steps::Step>{
+           drivers::steps::SetUpBridge{3, "brs", up}, drivers::steps::SetBridgePort{4, true, true},
+           drivers::steps::SetPortVlans{4, "veth1", {1}, {{100, true, true}, {200, false, false}}}}) {
+    CAPTURE(drivers::steps::name_of(step));
+    CHECK(recorded(ctx, step) == std::pair<std::string, bool>{"", false});
+  }
+  const link::VethSpec gw{"vetha1b2c3d4", "brs.100", -1, 1500, std::nullopt, std::nullopt};
+  CHECK(recorded(ctx, drivers::steps::CreateSharedVeth{gw}) ==
+        std::pair<std::string, bool>{R"({"op":"link_del","where":"node","name":"brs.100"})", true});
+}
+
+TEST_CASE(
+    "calls record before they run: a pod veth pair its host end's deletion, an IPAM its release (none when "
+    "announced), a delegated plugin its DEL with the exact config") {
+  drivers::Context ctx;
+  ctx.network = "default-net";
+  ctx.ifname = "eth0";
+  ctx.cni_args = {{"K8S_POD_NAME", "p"}};
+  auto encoded = [&](const drivers::steps::Call& call) -> std::pair<std::string, bool> {
+    auto inv = drivers::steps::inverse_of(ctx, call);
+    if (!inv) return {"", false};
+    return {json::dump(drivers::undo::encode(inv->op)), inv->rollback_only};
+  };
+  link::VethSpec veth{"veth4ba7bfd8", "eth0", -1, 0, std::nullopt, std::nullopt};
+  CHECK(encoded(drivers::steps::CreatePodVeth{veth}) ==
+        std::pair<std::string, bool>{R"({"op":"link_del","where":"node","name":"veth4ba7bfd8"})", false});
+
+  auto conf = json::parse(R"({"type": "bridge", "ipam": {"type": "host-local", "dataDir": "/run/plumb-test-ipam",
+    "ranges": [[{"subnet": "203.0.113.0/24"}]]}})",
+                          "test");
+  REQUIRE(conf);
+  auto use = drivers::parse_ipam(*conf, drivers::ParseInput{"default-net", "eth0", {}});
+  REQUIRE(use);
+  // The state-v3 fixture's ipam_release (0-eth0), its dataDir aside.
+  CHECK(encoded(drivers::steps::AllocateAddresses{&*use, {}, false}) ==
+        std::pair<std::string, bool>{
+            R"({"op":"ipam_release","ipam":{"type":"host-local","dataDir":"/run/plumb-test-ipam",)"
+            R"("ranges":[[{"subnet":"203.0.113.0/24"}]]},"network":"default-net","ifname":"eth0"})",
+            false});
+  CHECK(encoded(drivers::steps::AllocateAddresses{&*use, {}, true}) == std::pair<std::string, bool>{"", false});
+  // A delegated IPAM (a type plumb does not implement, found in binDir): its DEL with the whole
+  // plugin config (CNI IPAM delegation).
+  auto whole = json::parse(R"({"type": "bridge", "ipam": {"type": "true"}})", "test");
+  REQUIRE(whole);
+  drivers::ParseInput in{"default-net", "eth0", {}};
+  in.plugin_search.dirs = {"/bin"};
+  auto delegated = drivers::parse_ipam(*whole, in);
+  REQUIRE_MESSAGE(delegated, delegated.error().text());
+  CHECK(encoded(drivers::steps::AllocateAddresses{&*delegated, {}, false}) ==
+        std::pair<std::string, bool>{R"({"op":"delegate.del","type":"true","config":{"type":"bridge","ipam":)"
+                                     R"({"type":"true"}},"ifname":"eth0","args":")" +
+                                         cni::delegate_args(ctx.cni_args) + R"("})",
+                                     false});
+
+  auto plugin = json::parse(R"({"cniVersion": "1.0.0", "type": "foreign", "key": 1})", "test");
+  REQUIRE(plugin);
+  drivers::steps::RunPlugin run{"foreign",
+                                "/opt/cni/bin/foreign",
+                                {"ADD", "ctr", "/run/netns/p", "eth0", "K=V"},
+                                "{}",
+                                "1.0.0",
+                                drivers::undo::DelegateDel{"foreign", json::clone(*plugin), "eth0", "K=V"}};
+  CHECK(encoded(std::move(run)) ==
+        std::pair<std::string, bool>{R"({"op":"delegate.del","type":"foreign","config":{"cniVersion":"1.0.0",)"
+                                     R"("type":"foreign","key":1},"ifname":"eth0","args":"K=V"})",
+                                     false});
 }
 
 TEST_CASE("sbr's source rules record the one sbr.restore the caller built, covering its later route steps") {
@@ -322,9 +399,21 @@ TEST_CASE("addr_del, addr_restore and sysctl_restore against the kernel; a link 
   drivers::Context ctx;
   ctx.node = &*nl;
   auto v4 = [] { return test::sh("ip -4 -o addr show dev brs | awk '{print $4}'").out; };
-  REQUIRE(drivers::undo::run(ctx, drivers::undo::AddrDel{"brs", prefix("198.51.100.1/24")}));
+  // A gateway address stays while the bridge has another attachment's port besides the
+  // rolled-back one's (p1); once p1 is the only one, it goes.
+  REQUIRE(test::sh("ip link add p1 type veth peer name p1b && ip link add p2 type veth peer name p2b && "
+                   "ip link set p1 master brs && ip link set p2 master brs")
+              .exit_code == 0);
+  const drivers::undo::AddrDel gateway{"brs", prefix("198.51.100.1/24"), "brs", "p1"};
+  REQUIRE(drivers::undo::run(ctx, gateway));
+  CHECK(v4() == "198.51.100.1/24\n");
+  REQUIRE(test::sh("ip link del p2").exit_code == 0);
+  REQUIRE(drivers::undo::run(ctx, gateway));
   CHECK(v4().empty());
-  REQUIRE(drivers::undo::run(ctx, drivers::undo::AddrDel{"brs", prefix("198.51.100.1/24")}));  // gone: success
+  REQUIRE(test::sh("ip link del p1").exit_code == 0);
+  REQUIRE(
+      drivers::undo::run(ctx, drivers::undo::AddrDel{"brs", prefix("198.51.100.1/24"), std::nullopt, std::nullopt}));
+  REQUIRE(drivers::undo::run(ctx, gateway));  // gone: success
   REQUIRE(drivers::undo::run(ctx, drivers::undo::AddrRestore{"brs", prefix("198.51.100.200/24")}));
   REQUIRE(drivers::undo::run(ctx, drivers::undo::AddrRestore{"brs", prefix("198.51.100.200/24")}));  // there: success
   CHECK(v4() == "198.51.100.200/24\n");

@@ -16,9 +16,6 @@ EXEMPT = {"steps.cpp", "undo.cpp", "undo_run.cpp"}
 
 # Files still calling undo::will or a mutating engine function directly, and what does.
 PENDING = {
-    "bridge.cpp": "its veth port's master/up, hairpin, isolation and VLANs; the VLAN gateway veth; forwarding",
-    "common.cpp": "the pod veth pair, IPAM release, delegated plugins, pod addresses and routes, device-info",
-    "delegate.cpp": "delegated plugins' DEL and processes",
     "ib_sriov.cpp": "the VF (shared with vf_attach)",
     "rdma.cpp": "the RDMA device",
     "vf_attach.cpp": "VF settings, the VF netdev moved into the pod",

@@ -9,16 +9,19 @@
 
 namespace plumb::test {
 
-/// parse (with ctx's network, ifname and CNI_ARGS) then add. Errors: parse's or add's.
-inline Result<cni::CniResult> add_plugin(drivers::Context& ctx, const json::Value& conf, const cni::CniResult* prev) {
-  drivers::ParseInput in{ctx.network, ctx.ifname, ctx.cni_args};
+/// parse (with ctx's network, ifname and CNI_ARGS, and plumb's `settings`) then add. Errors:
+/// parse's or add's.
+inline Result<cni::CniResult> add_plugin(drivers::Context& ctx, const json::Value& conf, const cni::CniResult* prev,
+                                         const drivers::DriverSettings& settings = {}) {
+  drivers::ParseInput in{ctx.network, ctx.ifname, ctx.cni_args, {}, {}, settings};
   auto p = PLUMB_TRY(drivers::parse_plugin(conf, in));
   return p.driver->add(ctx, *p.config, prev);
 }
 
-/// parse then check.
-inline Status check_plugin(drivers::Context& ctx, const json::Value& conf, const cni::CniResult& prev) {
-  drivers::ParseInput in{ctx.network, ctx.ifname, ctx.cni_args};
+/// parse (with plumb's `settings`) then check.
+inline Status check_plugin(drivers::Context& ctx, const json::Value& conf, const cni::CniResult& prev,
+                           const drivers::DriverSettings& settings = {}) {
+  drivers::ParseInput in{ctx.network, ctx.ifname, ctx.cni_args, {}, {}, settings};
   auto p = PLUMB_TRY(drivers::parse_plugin(conf, in));
   return p.driver->check(ctx, *p.config, prev);
 }
