@@ -93,7 +93,7 @@ void expect_from_pod_addresses(Pod& p) {
 void Bench::start_api(int latency_ms) {
   const std::string tag = std::to_string(latency_ms) + "ms";
   api_.dir = scratch_ + "/api-" + tag;
-  api_.log_read = api_.events_read = 0;
+  api_.log_read = api_.conn_read = api_.events_read = 0;
   fs::create_directories(api_.dir + "/objects");
   write_text(api_.dir + "/tokens", std::string(kToken) + "\n");
   write_text(plumb_.dir + "/api-token", std::string(kToken) + "\n");
@@ -131,7 +131,24 @@ void Bench::start_api(int latency_ms) {
     }
     ::usleep(10'000);
   }
+  // The server's history of a resource starts with its first scan after the first watch: a pod
+  // written before that scan is never sent. Sentinel pods until one is sent: from then on every
+  // pod put on the server reaches the daemon's cache.
+  for (int k = 0;; ++k) {
+    Pod sentinel;
+    sentinel.name = "watch-sentinel-" + std::to_string(k);
+    const std::string file = api_.dir + "/objects/pods/default/" + sentinel.name + ".json";
+    write_text(file, pod_object(sentinel));
+    const std::string line = "ADDED pods default/" + sentinel.name + " ";
+    const int64_t put = now_ns();
+    while (read_text(api_.dir + "/watch-events.log").find(line) == std::string::npos && now_ns() - put < 1'000'000'000) ::usleep(5'000);
+    ::unlink(file.c_str());
+    if (read_text(api_.dir + "/watch-events.log").find(line) != std::string::npos) break;
+    if (k == 9) throw std::runtime_error("the API server's pod watch sent none of 10 pods within a second each: " + read_text(api_daemon_.log));
+  }
+  api_.events_read = read_text(api_.dir + "/watch-events.log").size();
   (void)api_new_requests();  // the lists and watches are not any ADD's
+  (void)api_new_connections();
 }
 
 void Bench::stop_api() {
@@ -154,18 +171,29 @@ void Bench::api_wait_watched(const std::vector<Pod>& pods) {
   ::usleep(5'000);  // the cache process's frame to the daemon (a miss would show as a GET)
 }
 
-std::vector<std::string> Bench::api_new_requests() {
-  const std::string all = read_text(api_.dir + "/requests.log");
+namespace {
+
+/// The whole lines `path` got since `offset` (moved past them).
+std::vector<std::string> new_lines(const std::string& path, size_t& offset) {
+  const std::string all = read_text(path);
   const size_t end = all.rfind('\n');
   std::vector<std::string> out;
-  if (end == std::string::npos || end < api_.log_read) return out;
-  for (size_t pos = api_.log_read; pos <= end;) {
+  if (end == std::string::npos || end < offset) return out;
+  for (size_t pos = offset; pos <= end;) {
     const size_t nl = all.find('\n', pos);
     out.push_back(all.substr(pos, nl - pos));
     pos = nl + 1;
   }
-  api_.log_read = end + 1;
+  offset = end + 1;
   return out;
+}
+
+}  // namespace
+
+std::vector<std::string> Bench::api_new_requests() { return new_lines(api_.dir + "/requests.log", api_.log_read); }
+
+int Bench::api_new_connections() {
+  return static_cast<int>(new_lines(api_.dir + "/connections.log", api_.conn_read).size());
 }
 
 std::vector<std::string> Bench::api_env(const std::string& verb, const Pod& p) const {
@@ -190,13 +218,14 @@ Cost Bench::add_api(Pod& p, ApiCounts& n) {
   const auto env = api_env("ADD", p);
   const std::string config = api_config(p, "");
   Proc r;
+  const int64_t started = now_ns();
   if (p.way == Way::ApiThin) {
     r = spawn({o_.plumb}, env, config);
     c.add(r);
   } else {
     r = run_shim(api_daemon_, env, config, c);
   }
-  const int64_t answered = now_ns();
+  const int64_t answered = started + r.wall_ns;  // the shim reaped (its worker's usage read after)
   if (!r.ok()) throw std::runtime_error(std::string(way_name(p.way)) + " ADD of " + p.cid + " failed: " + r.describe());
   p.plumb_result = r.out;
   // What the server saw; thick plumb's Events come after its answer: wait for them.
@@ -213,6 +242,7 @@ Cost Bench::add_api(Pod& p, ApiCounts& n) {
     }
     if (p.way != Way::ApiThin && n.events >= kAttachments) n.events_ns = now_ns() - answered;
   }
+  n.connections = api_new_connections();
   const bool want_status = p.way != Way::ApiThickNoStatus;
   if ((n.status > 0) != want_status) {
     throw std::runtime_error(std::string(way_name(p.way)) + " ADD of " + p.cid + " made " + std::to_string(n.status) +
@@ -244,6 +274,7 @@ Cost Bench::del_api(Pod& p) {
   }
   if (!r.ok()) throw std::runtime_error(std::string(way_name(p.way)) + " DEL of " + p.cid + " failed: " + r.describe());
   (void)api_new_requests();  // a DEL's requests are no ADD's
+  (void)api_new_connections();
   return c;
 }
 

@@ -64,17 +64,17 @@ rj::Value api_report(const Results& r, std::ostream& md, rj::Document::Allocator
         "pod's namespace in `systemNamespaces` (no network-status write); **api-thin**: the plumb binary per verb, its "
         "pod and NADs read with GETs. Each ADD writes network-status (a PATCH of pods/status) and posts one Event per "
         "attachment (thin: before it exits; thick: after the shim has its answer, the worker still busy). Requests "
-        "counted from the server's log; the Events' time is from the shim's answer to the server's log of the last "
+        "and TLS connections (each a handshake) counted from the server's logs; the Events' time is from the shim's answer to the server's log of the last "
         "one. "
      << o.api_samples << " interleaved samples per way and latency.\n\n"
      << "| API latency | way | ADD p50 | ADD p90 | DEL p50 | ADD CPU p50 | GETs per ADD | status writes per ADD | Events per "
-        "ADD | ADD / plumb (embedded) | ADD / its floor |\n|---|---|---|---|---|---|---|---|---|---|---|\n";
+        "ADD | TLS connections per ADD | ADD / plumb (embedded) | ADD / its floor |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (int latency : o.api_latencies) {
     rj::Value lv(rj::kObjectType);
     lv.AddMember("latency_ms", latency, al);
     rj::Value ways(rj::kArrayType);
     for (Way w : kApiWays) {
-      std::vector<double> add, del, cpu, gets, status, events;
+      std::vector<double> add, del, cpu, gets, status, events, conns;
       for (const auto& [it, s] : of(r, latency, w)) {
         add.push_back(static_cast<double>(s->add.ns) / 1e6);
         del.push_back(static_cast<double>(s->del.ns) / 1e6);
@@ -82,6 +82,7 @@ rj::Value api_report(const Results& r, std::ostream& md, rj::Document::Allocator
         gets.push_back(s->api.gets);
         status.push_back(s->api.status);
         events.push_back(s->api.events);
+        conns.push_back(s->api.connections);
       }
       const Dist a = dist(add), d = dist(del), c = dist(cpu);
       const auto over_embedded = pairs(r, latency, w, Way::Plumb, add_ratio);
@@ -90,7 +91,7 @@ rj::Value api_report(const Results& r, std::ostream& md, rj::Document::Allocator
       const bool counted = is_api(w);
       md << "| " << latency << " ms | " << way_name(w) << " | " << ms(a.p50) << " | " << ms(a.p90) << " | " << ms(d.p50) << " | "
          << ms(c.p50) << " | " << (counted ? fmt(1, dist(gets).mean) : "-") << " | " << (counted ? fmt(1, dist(status).mean) : "-")
-         << " | " << (counted ? fmt(1, dist(events).mean) : "-") << " | " << (w == Way::Plumb ? "1" : ratio_span(over_embedded))
+         << " | " << (counted ? fmt(1, dist(events).mean) : "-") << " | " << (counted ? fmt(1, dist(conns).mean) : "-") << " | " << (w == Way::Plumb ? "1" : ratio_span(over_embedded))
          << " | " << (is_floor(w) ? "-" : ratio_span(over_floor) + " (" + way_name(fl) + ")") << " |\n";
       rj::Value wv(rj::kObjectType);
       wv.AddMember("way", rj::Value(way_name(w), al), al);
@@ -101,6 +102,7 @@ rj::Value api_report(const Results& r, std::ostream& md, rj::Document::Allocator
         wv.AddMember("gets_per_add", dist_json(dist(gets), al), al);
         wv.AddMember("status_writes_per_add", dist_json(dist(status), al), al);
         wv.AddMember("events_per_add", dist_json(dist(events), al), al);
+        wv.AddMember("tls_connections_per_add", dist_json(dist(conns), al), al);
       }
       wv.AddMember("add_over_embedded", dist_json(dist(over_embedded), al), al);
       if (!is_floor(w)) wv.AddMember("add_over_floor", dist_json(dist(over_floor), al), al);

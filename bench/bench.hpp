@@ -98,6 +98,7 @@ struct ApiCounts {
   int gets = 0;          ///< GETs of the pod and its NADs (a cache miss, or thin plumb's reads)
   int status = 0;        ///< PATCHes of the pod's status (network-status)
   int events = 0;        ///< Events POSTed (one per attachment)
+  int connections = 0;   ///< TLS connections the server accepted (each a handshake)
   /// Thick: from the shim's exit until the server logged the ADD's last Event (the worker's time
   /// after the runtime has its answer); thin: 0 (its Events are inside its ADD).
   int64_t events_ns = 0;
@@ -199,6 +200,7 @@ struct ApiServer {
   std::string dir;           ///< its objects, tokens, requests.log, watch-events.log
   std::string kubeconfig;    ///< a kubeconfig for it (bearer token file)
   size_t log_read = 0;       ///< bytes of requests.log already counted
+  size_t conn_read = 0;      ///< bytes of connections.log already counted
   size_t events_read = 0;    ///< bytes of watch-events.log already searched
 };
 
@@ -284,6 +286,8 @@ class Bench {
   Cost del_api(Pod& p);
   /// The requests the API server logged since the last call.
   std::vector<std::string> api_new_requests();
+  /// The TLS connections the API server accepted since the last call.
+  int api_new_connections();
   std::vector<std::string> api_env(const std::string& verb, const Pod& p) const;
   std::string api_config(const Pod& p, const std::string& prev_result) const;
   /// `plumb-floor serve` in plumb's node namespace: the warm floor.

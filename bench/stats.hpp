@@ -60,7 +60,8 @@ inline rapidjson::Value dist_json(const Dist& d, rapidjson::Document::AllocatorT
 /// Milliseconds with 2, 1 or 0 decimals by size; "-" for NaN.
 inline std::string ms(double v) {
   if (std::isnan(v)) return "-";
-  return fmt(v < 10 ? 2 : v < 100 ? 1 : 0, v);
+  const double a = std::fabs(v);
+  return fmt(a < 10 ? 2 : a < 100 ? 1 : 0, v);
 }
 
 /// "1.23×"; "-" for NaN.

@@ -52,7 +52,9 @@ failure modes the tests need.
              GET, bump the object's resourceVersion (another writer). "times" limits how often a
              rule fires (counted from the last change of the file; default unlimited).
   log        every request is appended to <dir>/requests.log as "METHOD /path STATUS AUTH"; every
-             watch event sent to <dir>/watch-events.log as "TYPE resource ns/name resourceVersion".
+             watch event sent to <dir>/watch-events.log as "TYPE resource ns/name resourceVersion";
+             every TLS connection accepted (its handshake done) to <dir>/connections.log as
+             "TLS address:port".
   start      the chosen port is written to <dir>/port once the server listens.
   latency    --latency-ms N: every request waits N ms (fractions allowed) before it is handled, as
              if the server were that many milliseconds of round trip away (a watch: before its
@@ -154,6 +156,8 @@ class Server(ThreadingHTTPServer):
         except (ssl.SSLError, OSError):
             request.close()
             return
+        with LOCK, open(os.path.join(self.root, "connections.log"), "a") as f:
+            f.write(f"TLS {client_address[0]}:{client_address[1]}\n")
         try:
             self.RequestHandlerClass(request, client_address, self)
         finally:
