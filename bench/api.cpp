@@ -168,7 +168,7 @@ void Bench::api_wait_watched(const std::vector<Pod>& pods) {
     }
   }
   api_.events_read = read_text(api_.dir + "/watch-events.log").size();
-  ::usleep(5'000);  // the cache process's frame to the daemon (a miss would show as a GET)
+  ::usleep(20'000);  // the cache process's frame to the daemon (a miss would show as a GET)
 }
 
 namespace {
