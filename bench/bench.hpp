@@ -192,6 +192,7 @@ struct PlumbDaemon {
   std::string dir;           ///< its socket, --usage-log file and log are here
   std::string socket, usage, log;
   size_t usage_read = 0;     ///< bytes of `usage` already counted
+  std::atomic<int> in_flight{0};  ///< invocations of the bench's threads running through it
 };
 
 /// The API phase's Kubernetes API test server (tests/support/kube_api_test_server.py, api.cpp).
