@@ -78,7 +78,7 @@ void Bench::setup() {
   fs::create_directories(plumb_.dir + "/store/pods/default");
   fs::create_directories(plumb_.dir + "/state");
   fs::create_directories(plumb_.dir + "/net.d");
-  if (o_.thick) start_daemon();
+  if (o_.thick) start_daemon(daemon_, plumb_.dir + "/daemon", {});
   start_floor_server();
   find_versions();
 }
@@ -160,12 +160,13 @@ void Bench::make_sandbox(Pod& p) {
 void Bench::drop_sandbox(Pod& p) {
   delete_netns(p.netns);
   if (p.way == Way::Plumb) ::unlink((plumb_.dir + "/store/pods/default/" + p.name + ".yaml").c_str());
+  if (is_api(p.way)) ::unlink((api_.dir + "/objects/pods/default/" + p.name + ".json").c_str());
 }
 
 Sample Bench::one_sample(const std::string& phase, char scenario, Way w, int fill, int iter, bool warmup) {
   Pod p = new_pod(scenario, w, phase);
   make_sandbox(p);
-  Sample s{phase, scenario, w, fill, iter, warmup, {}, {}};
+  Sample s{phase, scenario, w, fill, iter, warmup, {}, {}, 0, {}};
   {
     InNetns in(*node_of(w).ns);
     s.add = add(p);
@@ -410,7 +411,7 @@ void Bench::phase_startup() {
       progress_.set("start-up: " + name + " VERSION, iteration " + std::to_string(it + 1));
       Startup s{name, {}};
       const std::vector<std::string> env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "CNI_COMMAND=VERSION",
-                                            "PLUMB_DAEMON_SOCKET=" + daemon_socket_};
+                                            "PLUMB_DAEMON_SOCKET=" + daemon_.socket};
       Proc r;
       if (name == "plumb") {
         r = run_plumb(env, input, s.cost);

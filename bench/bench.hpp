@@ -28,12 +28,15 @@
 // plugin's output. ways.cpp runs the ways, bench.cpp the phases, report.cpp the output.
 #pragma once
 
+#include <rapidjson/document.h>
+
 #include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -44,14 +47,33 @@
 
 namespace bench {
 
-enum class Way { Plumb = 0, Reference = 1, Floor = 2, FloorNaive = 3, FloorWarm = 4 };
+enum class Way {
+  Plumb = 0,
+  Reference = 1,
+  Floor = 2,
+  FloorNaive = 3,
+  FloorWarm = 4,
+  /// API phase (api.cpp): plumb exec'd per verb, its pod and NADs read from the API server.
+  ApiThin = 5,
+  /// API phase: `plumb daemon` watching the API server (pods, NADs cached) and the shim per verb.
+  ApiThick = 6,
+  /// ApiThick with the pod's namespace in systemNamespaces: the same ADD without its
+  /// network-status write.
+  ApiThickNoStatus = 7,
+};
 /// The ways of every phase.
 inline constexpr Way kWays[] = {Way::Plumb, Way::Reference, Way::Floor, Way::FloorWarm};
 /// The latency phase also measures the floor without DEL batching.
 inline constexpr Way kLatencyWays[] = {Way::Plumb, Way::Reference, Way::Floor, Way::FloorWarm, Way::FloorNaive};
+/// The ways of the API phase, the embedded store's plumb first (its first pod makes the node
+/// objects the floors take as given).
+inline constexpr Way kApiWays[] = {Way::Plumb, Way::ApiThick, Way::ApiThickNoStatus, Way::ApiThin, Way::FloorWarm, Way::Floor};
+/// Whether `w` reads its pod and NADs from the API server.
+inline bool is_api(Way w) { return w == Way::ApiThin || w == Way::ApiThick || w == Way::ApiThickNoStatus; }
 /// Whether `w` is one of the floors (plumb-floor, per verb or warm).
 inline bool is_floor(Way w) { return w == Way::Floor || w == Way::FloorNaive || w == Way::FloorWarm; }
-/// "plumb", "reference", "floor", "floor-naive", "floor-warm".
+/// "plumb", "reference", "floor", "floor-naive", "floor-warm", "api-thin", "api-thick",
+/// "api-thick-no-status".
 const char* way_name(Way w);
 
 /// Scenarios b and c give the pod two secondary networks (net1, net2).
@@ -71,6 +93,17 @@ struct Cost {
   void add(const Proc& p);
 };
 
+/// What the API server saw of one ADD (API phase): its requests, counted from its log.
+struct ApiCounts {
+  int gets = 0;          ///< GETs of the pod and its NADs (a cache miss, or thin plumb's reads)
+  int status = 0;        ///< PATCHes of the pod's status (network-status)
+  int events = 0;        ///< Events POSTed (one per attachment)
+  int connections = 0;   ///< TLS connections the server accepted (each a handshake)
+  /// Thick: from the shim's exit until the server logged the ADD's last Event (the worker's time
+  /// after the runtime has its answer); thin: 0 (its Events are inside its ADD).
+  int64_t events_ns = 0;
+};
+
 /// One measured ADD+DEL pair.
 struct Sample {
   std::string phase;  ///< "latency", "fill", "throughput", "preflight"
@@ -80,6 +113,8 @@ struct Sample {
   int iter = 0;       ///< iteration (pairs of the same iteration ran back to back)
   bool warmup = false;
   Cost add, del;
+  int api_latency_ms = 0;  ///< API phase: the API server's per-request latency
+  ApiCounts api;           ///< API phase, ways reading the API server
 };
 
 /// One throughput run: `pods` ADDs of one way on `workers` threads.
@@ -134,11 +169,40 @@ std::string with_data_dir(const std::string& network, const std::string& data_di
 /// spec): one host port and a bandwidth limit of 100 Mbit/s each way.
 std::string runtime_config(const Pod& p);
 
+/// Reads "ips" of a CNI 1.0.0 result into expect: each address on its sandbox interface. Without
+/// `ips_required` (a user's conflist, scenario x) a result without "ips" expects no address.
+/// Throws naming `what` when the result is not one.
+void expect_from_result(const rapidjson::Value& r, std::map<std::string, std::vector<plumb::IpAddr>>& expect,
+                        const std::string& what, bool ips_required = true);
+/// Adds each interface's addresses of a network-status annotation value (JSON text) to p.expect.
+/// Throws naming `pod` when it is not a JSON list.
+void expect_from_network_status(const std::string& status, const std::string& pod, Pod& p);
+
 /// A node namespace and its scratch directory (store, state, IPAM data of this node).
 struct NodeNs {
   std::string name;
   std::string dir;
   std::optional<plumb::netns::Netns> ns;
+};
+
+/// A `plumb daemon` the bench runs in plumb's node namespace (ways.cpp): the embedded store's
+/// (--thick), or the API phase's, watching the API test server.
+struct PlumbDaemon {
+  Background proc;
+  std::string dir;           ///< its socket, --usage-log file and log are here
+  std::string socket, usage, log;
+  size_t usage_read = 0;     ///< bytes of `usage` already counted
+  std::atomic<int> in_flight{0};  ///< invocations of the bench's threads running through it
+};
+
+/// The API phase's Kubernetes API test server (tests/support/kube_api_test_server.py, api.cpp).
+struct ApiServer {
+  Background proc;
+  std::string dir;           ///< its objects, tokens, requests.log, watch-events.log
+  std::string kubeconfig;    ///< a kubeconfig for it (bearer token file)
+  size_t log_read = 0;       ///< bytes of requests.log already counted
+  size_t conn_read = 0;      ///< bytes of connections.log already counted
+  size_t events_read = 0;    ///< bytes of watch-events.log already searched
 };
 
 /// Everything a run measured, for report().
@@ -170,6 +234,9 @@ class Bench {
   void phase_fill();
   /// Process start-up: plumb and the reference plugins answering VERSION, interleaved.
   void phase_startup();
+  /// Pods and NADs from a Kubernetes API server (api.cpp): for each --api-latency, the ways of
+  /// kApiWays interleaved on scenario b's pod.
+  void phase_api();
   /// What was measured (the report's input).
   [[nodiscard]] Results results() const;
   Progress& progress() { return progress_; }
@@ -194,6 +261,8 @@ class Bench {
   /// cost to `c`. Throws naming the command and its output when it fails.
   Proc run_floor(const std::string& verb, const Pod& p, Cost& c);
   void verify_added(const Pod& p);
+  /// plumb's ADD result (JSON text) gives eth0 the addresses p.expect has for it; throws if not.
+  static void check_result_eth0(const Pod& p, const std::string& result);
   void verify_deleted(const Pod& p);
   NodeNs& node_of(Way w) { return w == Way::Reference ? ref_ : plumb_; }
   /// The conflist of the pod's default network for the reference way (scenario x: the user's).
@@ -201,16 +270,36 @@ class Bench {
   std::vector<std::string> cni_env(const std::string& verb, const Pod& p, const std::string& ifname) const;
   std::string plumb_config(const Pod& p, const std::string& prev_result) const;
   // --thick (ways.cpp): `plumb daemon` in plumb's node namespace, the shim per verb.
-  void start_daemon();
+  /// Starts `d` (its files under `dir`) with `extra` arguments; waits for its socket.
+  void start_daemon(PlumbDaemon& d, const std::string& dir, const std::vector<std::string>& extra);
+  /// Runs plumb-shim to daemon `d`; adds its cost to `c` with the worker's CPU and peak RSS the
+  /// daemon logged for the invocation and the daemon's own CPU meanwhile.
+  Proc run_shim(PlumbDaemon& d, const std::vector<std::string>& env, const std::string& config, Cost& c);
+  // api.cpp: the API phase's server, daemon and ways.
+  void start_api(int latency_ms);
+  void stop_api();
+  void api_iteration(int latency_ms, int iter, bool warmup);
+  /// Writes the pod's object to the API server (after a rename, whole) and waits until its watch
+  /// sent it (the daemon's cache then holds it a moment later).
+  void api_put_pod(const Pod& p);
+  void api_wait_watched(const std::vector<Pod>& pods);
+  Cost add_api(Pod& p, ApiCounts& counts);
+  Cost del_api(Pod& p);
+  /// The requests the API server logged since the last call.
+  std::vector<std::string> api_new_requests();
+  /// The TLS connections the API server accepted since the last call.
+  int api_new_connections();
+  std::vector<std::string> api_env(const std::string& verb, const Pod& p) const;
+  std::string api_config(const Pod& p, const std::string& prev_result) const;
   /// `plumb-floor serve` in plumb's node namespace: the warm floor.
   void start_floor_server();
   /// Runs plumb (or the shim) with `env` and `config`; adds its cost to `c`, in --thick runs with
   /// the worker's CPU and peak RSS the daemon logged for the invocation and the daemon's own CPU
   /// meanwhile.
   Proc run_plumb(const std::vector<std::string>& env, const std::string& config, Cost& c);
-  /// The CPU (µs, summed) and peak RSS (KiB, largest) of the invocations the daemon logged since
+  /// The CPU (µs, summed) and peak RSS (KiB, largest) of the invocations daemon `d` logged since
   /// the last call (one in the sequential phases).
-  std::pair<int64_t, long> take_invocation_usage();
+  std::pair<int64_t, long> take_invocation_usage(PlumbDaemon& d);
   /// Runs fn(i) for i in [0, n) on `workers` threads, each inside `node`; returns wall time.
   int64_t parallel(int n, int workers, NodeNs& node, const std::function<void(int)>& fn);
   /// `ways` rotated by `iter` (the order changes every iteration).
@@ -236,9 +325,9 @@ class Bench {
   std::map<char, std::string> user_conflist_;  ///< --conflist: scenario x's (and y's) file text
   std::map<std::string, double> phase_secs_;
   std::map<std::string, std::string> versions_;
-  Background daemon_;                          ///< --thick: plumb's daemon
-  std::string daemon_socket_, daemon_usage_;   ///< its socket and --usage-log file
-  size_t usage_read_ = 0;                      ///< bytes of daemon_usage_ already counted
+  PlumbDaemon daemon_;                         ///< --thick: plumb's daemon on the embedded store
+  PlumbDaemon api_daemon_;                     ///< API phase: the daemon watching api_
+  ApiServer api_;                              ///< API phase: the API test server
   Background floor_server_;                    ///< the warm floor
   std::string floor_socket_;                   ///< its socket
 };
@@ -246,5 +335,9 @@ class Bench {
 /// Writes results.json, results.md and the latency-vs-pods plot to options->out_dir and prints
 /// results.md on stdout (bench/README.md describes them). Throws if a file or gnuplot fails.
 void report(const Results& r);
+/// The API phase's section (api_report.cpp): its Markdown tables to `md`, its summary as the
+/// returned JSON list (one object per latency); `goal` gets, per latency (ms), the median pair
+/// ratio of api-thick's ADD over the embedded store's.
+rapidjson::Value api_report(const Results& r, std::ostream& md, rapidjson::Document::AllocatorType& al, std::map<int, double>& goal);
 
 }  // namespace bench

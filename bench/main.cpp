@@ -6,7 +6,8 @@
 //   scenarios.cpp the networks of scenarios a/b/c
 //   ways.cpp     plumb, the reference chain and the floor, and the ADD/DEL verification
 //   bench.cpp    set-up, preflight and the latency / throughput / fill phases
-//   report.cpp   results.json, results.md, the plot
+//   api.cpp      the API phase: pods and NADs from the Kubernetes API test server
+//   report.cpp   results.json, results.md, the plot (api_report.cpp: the API phase's tables)
 #include <sys/mount.h>
 #include <unistd.h>
 
@@ -42,10 +43,11 @@ int main(int argc, char** argv) {
     b.emplace(o, scratch);
     b->setup();
     b->preflight();
-    b->phase_startup();
-    b->phase_latency();
-    b->phase_throughput();
-    b->phase_fill();
+    if (o.runs("startup")) b->phase_startup();
+    if (o.runs("latency")) b->phase_latency();
+    if (o.runs("throughput")) b->phase_throughput();
+    if (o.runs("fill")) b->phase_fill();
+    if (o.runs("api")) b->phase_api();
     report(b->results());
     b->progress().line("wrote " + o.out_dir + "/results.json, results.md, latency_vs_pods.png");
   } catch (const std::exception& e) {

@@ -16,7 +16,8 @@ namespace {
   std::fprintf(code == 0 ? stdout : stderr,
                "usage: plumb-bench [--quick] [--samples N] [--warmup N] [--scenarios abc] [--fill 0,100,500,1000]\n"
                "                   [--fill-samples N] [--fill-workers N] [--fill-reference-max N] [--workers 1,2,4]\n"
-               "                   [--tput-pods N] [--tput-rounds N]\n"
+               "                   [--tput-pods N] [--tput-rounds N] [--api-latency 1,10] [--api-samples N]\n"
+               "                   [--phases startup,latency,throughput,fill,api] [--kube-api-server PATH]\n"
                "                   [--out DIR] [--plumb PATH] [--floor PATH] [--cni-path DIR] [--scratch DIR]\n"
                "                   [--thin | --thick [--shim PATH]]   (plumb exec'd per verb, or (default)\n"
                "                                                      `plumb daemon` + plumb-shim)\n"
@@ -47,7 +48,23 @@ std::vector<int> int_list(const std::string& flag, const std::string& s) {
   return out;
 }
 
+/// The comma-separated phases of --phases, each one of kPhases. Throws naming an unknown one.
+std::vector<std::string> phase_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (std::find(std::begin(kPhases), std::end(kPhases), item) == std::end(kPhases))
+      throw std::runtime_error("--phases: unknown phase \"" + item + "\" (startup, latency, throughput, fill, api)");
+    out.push_back(item);
+  }
+  if (out.empty()) throw std::runtime_error("--phases wants a comma-separated list of phases");
+  return out;
+}
+
 }  // namespace
+
+bool Options::runs(const std::string& phase) const { return std::find(phases.begin(), phases.end(), phase) != phases.end(); }
 
 Options parse_options(int argc, char** argv) {
   Options o;
@@ -63,6 +80,7 @@ Options parse_options(int argc, char** argv) {
     o.tput_pods = 8;
     o.tput_rounds = 1;
     o.fill_reference_max = 50;
+    o.api_samples = 6;
   }
   for (size_t i = 0; i < a.size(); ++i) {
     auto next = [&]() -> std::string {
@@ -91,6 +109,13 @@ Options parse_options(int argc, char** argv) {
       o.tput_pods = number(k, next());
     else if (k == "--tput-rounds")
       o.tput_rounds = number(k, next());
+    else if (k == "--api-latency")
+      o.api_latencies = int_list(k, next());
+    else if (k == "--api-samples")
+      o.api_samples = number(k, next());
+    else if (k == "--phases")
+      o.phases = phase_list(next());
+    else if (k == "--kube-api-server") o.kube_api_server = next();
     else if (k == "--out") o.out_dir = next();
     else if (k == "--plumb") o.plumb = next();
     else if (k == "--floor") o.floor = next();
@@ -118,7 +143,7 @@ Options parse_options(int argc, char** argv) {
     if (is_user_scenario(c) && o.conflists.empty())
       throw std::runtime_error("scenarios x and y are the networks of --conflist FILE");
   }
-  if (o.samples < 1 || o.warmup < 0 || o.fill_samples < 1 || o.fill_workers < 1 || o.tput_pods < 1 || o.tput_rounds < 1) {
+  if (o.samples < 1 || o.api_samples < 1 || o.warmup < 0 || o.fill_samples < 1 || o.fill_workers < 1 || o.tput_pods < 1 || o.tput_rounds < 1) {
     throw std::runtime_error("sample counts and worker counts must be positive");
   }
   std::sort(o.fill_levels.begin(), o.fill_levels.end());
@@ -128,6 +153,8 @@ Options parse_options(int argc, char** argv) {
   o.scenarios.erase(std::unique(o.scenarios.begin(), o.scenarios.end()), o.scenarios.end());
   if (o.scenarios.empty()) throw std::runtime_error("--scenarios is empty");
   o.fill_scenario = o.tput_scenario = o.scenarios.back();
+  // The API phase measures plumb's own scenario b (its NADs are what the API server serves).
+  if (!o.conflists.empty()) std::erase(o.phases, std::string("api"));
   return o;
 }
 

@@ -10,11 +10,17 @@
 #ifndef PLUMB_BENCH_SHIM
 #define PLUMB_BENCH_SHIM "plumb-shim"
 #endif
+#ifndef PLUMB_BENCH_KUBE_API_SERVER
+#define PLUMB_BENCH_KUBE_API_SERVER "tests/support/kube_api_test_server.py"
+#endif
 #ifndef PLUMB_BENCH_FLOOR
 #define PLUMB_BENCH_FLOOR "plumb-floor"
 #endif
 
 namespace bench {
+
+/// The phases a run can be asked for (--phases), in the order they run.
+inline constexpr const char* kPhases[] = {"startup", "latency", "throughput", "fill", "api"};
 
 /// Every setting of one run.
 struct Options {
@@ -52,6 +58,15 @@ struct Options {
   /// --conflist, compared side by side with the first).
   std::vector<std::string> conflists;
   std::string scratch_parent = "/var/tmp";
+  /// The phases to run (--phases; every one of kPhases by default).
+  std::vector<std::string> phases = {"startup", "latency", "throughput", "fill", "api"};
+  /// API phase: the API test server's per-request latencies, ms, one block of samples each.
+  std::vector<int> api_latencies = {1, 10};
+  /// API phase: measured ADD+DEL pairs per latency and way (after --warmup discarded ones).
+  int api_samples = 20;
+  /// The Kubernetes API test server the API phase runs (python3; the source tree's by default).
+  std::string kube_api_server = PLUMB_BENCH_KUBE_API_SERVER;
+  [[nodiscard]] bool runs(const std::string& phase) const;
 };
 
 /// Scenarios x and y are the networks of --conflist (the first and the second).

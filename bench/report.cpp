@@ -15,47 +15,13 @@
 #include <tuple>
 
 #include "bench/bench.hpp"
+#include "bench/stats.hpp"
 #include "engine/base/text.hpp"
 
 namespace bench {
 namespace {
 
 namespace rj = rapidjson;
-
-/// Nearest-rank percentile q (0..1) of v; NaN when empty.
-double pct(std::vector<double> v, double q) {
-  if (v.empty()) return NAN;
-  std::sort(v.begin(), v.end());
-  size_t rank = static_cast<size_t>(std::ceil(q * static_cast<double>(v.size())));
-  return v[std::min(v.size(), std::max<size_t>(rank, 1)) - 1];
-}
-
-struct Dist {
-  double p50 = NAN, p90 = NAN, p99 = NAN, mean = NAN, min = NAN, max = NAN;
-  size_t n = 0;
-};
-
-Dist dist(const std::vector<double>& v) {
-  Dist d;
-  d.n = v.size();
-  if (v.empty()) return d;
-  d.p50 = pct(v, 0.5);
-  d.p90 = pct(v, 0.9);
-  d.p99 = pct(v, 0.99);
-  double sum = 0;
-  for (double x : v) sum += x;
-  d.mean = sum / static_cast<double>(v.size());
-  d.min = *std::min_element(v.begin(), v.end());
-  d.max = *std::max_element(v.begin(), v.end());
-  return d;
-}
-
-std::string ms(double v) {
-  if (std::isnan(v)) return "-";
-  return fmt(v < 10 ? 2 : v < 100 ? 1 : 0, v);
-}
-
-std::string ratio(double v) { return std::isnan(v) ? "-" : fmt(v < 10 ? 2 : 1, v) + "×"; }
 
 /// "<cpu model>, N CPUs, M GiB, Linux <release>".
 std::string machine_text() {
@@ -138,6 +104,7 @@ class Report {
   std::map<int, std::map<std::string, double>> fill_med_;  // per fill level: the same
   std::map<Way, std::map<int, double>> tput_pps_;      // per way and worker count: pods/s
   std::map<Way, std::map<int, double>> fill_p50_;      // per way and fill level: p50 ADD ms
+  std::map<int, double> api_goal_;                     // per API latency: ADD api-thick/plumb (embedded)
 };
 
 std::vector<const Sample*> Report::sel(const std::string& phase, char s, Way w, int fill) const {
@@ -171,18 +138,7 @@ std::vector<double> Report::pair_ratios(const std::string& phase, char s, int fi
   return r;
 }
 
-rj::Value Report::dist_json(const Dist& d) {
-  rj::Value o(rj::kObjectType);
-  auto num = [](double v) { return std::isnan(v) ? rj::Value() : rj::Value(v); };
-  o.AddMember("p50", num(d.p50), al_);
-  o.AddMember("p90", num(d.p90), al_);
-  o.AddMember("p99", num(d.p99), al_);
-  o.AddMember("mean", num(d.mean), al_);
-  o.AddMember("min", num(d.min), al_);
-  o.AddMember("max", num(d.max), al_);
-  o.AddMember("n", static_cast<uint64_t>(d.n), al_);
-  return o;
-}
+rj::Value Report::dist_json(const Dist& d) { return bench::dist_json(d, al_); }
 
 /// The run's date, machine and settings (JSON) and the Markdown preamble.
 void Report::header(const std::string& load_end) {
@@ -216,6 +172,13 @@ void Report::header(const std::string& load_end) {
   for (const auto& c : o_.conflists) conflists.PushBack(str(c), al_);
   settings.AddMember("conflists", conflists, al_);
   settings.AddMember("scratch_filesystem", str(filesystem_text(o_.scratch_parent)), al_);
+  rj::Value phases_run(rj::kArrayType);
+  for (const auto& p : o_.phases) phases_run.PushBack(str(p), al_);
+  settings.AddMember("phases", phases_run, al_);
+  rj::Value api_latencies(rj::kArrayType);
+  for (int l : o_.api_latencies) api_latencies.PushBack(l, al_);
+  settings.AddMember("api_latencies_ms", api_latencies, al_);
+  settings.AddMember("api_samples", o_.api_samples, al_);
   doc_.AddMember("settings", settings, al_);
   rj::Value phases(rj::kObjectType);
   for (auto& [k, v] : r_.phase_secs) phases.AddMember(str(k), rj::Value(v), al_);
@@ -265,6 +228,18 @@ rj::Value Report::samples() {
       co.AddMember("cpu_ms", static_cast<double>(c->cpu_us) / 1e3, al_);
       co.AddMember("processes", c->procs, al_);
       o.AddMember(rj::StringRef(key), co, al_);
+    }
+    if (s.phase == "api") {
+      o.AddMember("api_latency_ms", s.api_latency_ms, al_);
+      if (is_api(s.way)) {
+        rj::Value api(rj::kObjectType);
+        api.AddMember("gets", s.api.gets, al_);
+        api.AddMember("status_writes", s.api.status, al_);
+        api.AddMember("events", s.api.events, al_);
+        api.AddMember("tls_connections", s.api.connections, al_);
+        api.AddMember("events_after_answer_ms", static_cast<double>(s.api.events_ns) / 1e6, al_);
+        o.AddMember("api_requests", api, al_);
+      }
     }
     all.PushBack(o, al_);
   }
@@ -458,12 +433,20 @@ rj::Value Report::throughput() {
 }
 
 /// The goals (issue 36): thick plumb against the warm floor, thin plumb against the static
-/// floor; at an empty node (every scenario) and at the fullest fill level; the phases' durations.
+/// floor; at an empty node (every scenario) and at the fullest fill level; (issue 32) thick plumb
+/// on the API server against the embedded store; the phases' durations. A phase not run
+/// (--phases) has no goal lines.
 void Report::goals() {
-  md_ << "\n## Goals (issue 36)\n\n";
+  md_ << "\n## Goals (issues 36 and 32)\n\n";
   auto goal = [&](const std::string& what, double v, bool met) {
     md_ << "- " << what << ": " << (std::isnan(v) ? std::string("not measured") : ratio(v)) << " — "
         << (std::isnan(v) ? "n/a" : met ? "**met**" : "**not met**") << "\n";
+  };
+  auto api_goals = [&] {
+    for (const auto& [latency, v] : api_goal_) {
+      goal("API server at " + std::to_string(latency) + " ms per request: thick ADD api-thick/plumb (embedded store) ≤ 1.1×",
+           v, v <= 1.1);
+    }
   };
   if (is_user_scenario(o_.scenarios.front())) {
     md_ << "The goals are plumb's on its own scenarios a, b and c; the floors of a user's network are scenario a's, "
@@ -471,35 +454,45 @@ void Report::goals() {
     phases();
     return;
   }
+  const bool lat = o_.runs("latency"), fil = o_.runs("fill");
   const int hi = o_.fill_levels.back();
   const std::string at_hi = " at " + std::to_string(hi) + " pods (scenario " + std::string(1, o_.fill_scenario) + ")";
   if (o_.thick) {
-    for (char s : o_.scenarios) {
+    for (char s : lat ? o_.scenarios : std::string()) {
       const double v = med_[s]["add_plumb_over_floor_warm"];
       goal(std::string("scenario ") + s + " ADD plumb/floor-warm ≤ 1.1× at 0 pods", v, v <= 1.1);
     }
-    for (char s : o_.scenarios) {
+    for (char s : lat ? o_.scenarios : std::string()) {
       const double v = med_[s]["del_plumb_over_floor_warm"];
       goal(std::string("scenario ") + s + " DEL plumb/floor-warm ≤ 1.0× at 0 pods", v, v <= 1.0);
     }
-    const double add_hi = fill_med_[hi]["add_plumb_over_floor_warm"],
-                 del_hi = fill_med_[hi]["del_plumb_over_floor_warm"];
-    goal("ADD plumb/floor-warm ≤ 1.1×" + at_hi, add_hi, add_hi <= 1.1);
-    goal("DEL plumb/floor-warm ≤ 1.0×" + at_hi, del_hi, del_hi <= 1.0);
-    const int w = o_.workers.back();
-    const double share = tput_pps_[Way::Plumb][w] / tput_pps_[Way::FloorWarm][w];
-    goal("throughput with " + std::to_string(w) + " workers: plumb pods/s ≥ 0.9× floor-warm's", share, share >= 0.9);
+    if (fil) {
+      const double add_hi = fill_med_[hi]["add_plumb_over_floor_warm"],
+                   del_hi = fill_med_[hi]["del_plumb_over_floor_warm"];
+      goal("ADD plumb/floor-warm ≤ 1.1×" + at_hi, add_hi, add_hi <= 1.1);
+      goal("DEL plumb/floor-warm ≤ 1.0×" + at_hi, del_hi, del_hi <= 1.0);
+    }
+    if (o_.runs("throughput")) {
+      const int w = o_.workers.back();
+      const double share = tput_pps_[Way::Plumb][w] / tput_pps_[Way::FloorWarm][w];
+      goal("throughput with " + std::to_string(w) + " workers: plumb pods/s ≥ 0.9× floor-warm's", share, share >= 0.9);
+    }
   } else {
-    for (char s : o_.scenarios) {
+    for (char s : lat ? o_.scenarios : std::string()) {
       const double v = med_[s]["add_plumb_over_floor"];
       goal(std::string("scenario ") + s + " thin ADD plumb/floor ≤ 1.2× at 0 pods", v, v <= 1.2);
     }
-    const double add_hi = fill_med_[hi]["add_plumb_over_floor"];
-    goal("thin ADD plumb/floor ≤ 1.2×" + at_hi, add_hi, add_hi <= 1.2);
+    if (fil) {
+      const double add_hi = fill_med_[hi]["add_plumb_over_floor"];
+      goal("thin ADD plumb/floor ≤ 1.2×" + at_hi, add_hi, add_hi <= 1.2);
+    }
   }
-  const char rich = o_.scenarios.back();
-  const double naive = med_[rich]["del_plumb_over_floor_naive"];
-  goal(std::string("scenario ") + rich + " DEL plumb/floor-naive < 1.0× (below the naive floor)", naive, naive < 1.0);
+  if (lat) {
+    const char rich = o_.scenarios.back();
+    const double naive = med_[rich]["del_plumb_over_floor_naive"];
+    goal(std::string("scenario ") + rich + " DEL plumb/floor-naive < 1.0× (below the naive floor)", naive, naive < 1.0);
+  }
+  api_goals();
   phases();
 }
 
@@ -586,16 +579,19 @@ rj::Value Report::startup() {
 void Report::run() {
   header(std::string(plumb::text::trim(read_text("/proc/loadavg"))));
   rj::Value summary(rj::kObjectType);
-  summary.AddMember("latency", latency(), al_);
-  summary.AddMember("ratios", ratios(), al_);
-  summary.AddMember("fill", fill(), al_);
-  summary.AddMember("throughput", throughput(), al_);
-  summary.AddMember("startup", startup(), al_);
+  if (o_.runs("latency")) {
+    summary.AddMember("latency", latency(), al_);
+    summary.AddMember("ratios", ratios(), al_);
+  }
+  if (o_.runs("fill")) summary.AddMember("fill", fill(), al_);
+  if (o_.runs("throughput")) summary.AddMember("throughput", throughput(), al_);
+  if (o_.runs("startup")) summary.AddMember("startup", startup(), al_);
+  if (o_.runs("api")) summary.AddMember("api_server", api_report(r_, md_, al_, api_goal_), al_);
   goals();
   doc_.AddMember("summary", summary, al_);
   doc_.AddMember("samples", samples(), al_);
   write_files();
-  plot();
+  if (o_.runs("fill")) plot();
   std::fputs(md_.str().c_str(), stdout);
 }
 

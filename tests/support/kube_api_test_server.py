@@ -52,8 +52,13 @@ failure modes the tests need.
              GET, bump the object's resourceVersion (another writer). "times" limits how often a
              rule fires (counted from the last change of the file; default unlimited).
   log        every request is appended to <dir>/requests.log as "METHOD /path STATUS AUTH"; every
-             watch event sent to <dir>/watch-events.log as "TYPE resource ns/name resourceVersion".
+             watch event sent to <dir>/watch-events.log as "TYPE resource ns/name resourceVersion";
+             every TLS connection accepted (its handshake done) to <dir>/connections.log as
+             "TLS address:port".
   start      the chosen port is written to <dir>/port once the server listens.
+  latency    --latency-ms N: every request waits N ms (fractions allowed) before it is handled, as
+             if the server were that many milliseconds of round trip away (a watch: before its
+             first line; its later events are not held). plumb-bench uses it (bench/README.md).
 
 This file is the HTTP side (TLS, authentication, routing, the answers); the objects' files,
 the patches and the fault rules are in kube_api_store.py beside it.
@@ -118,6 +123,7 @@ class Server(ThreadingHTTPServer):
         self.store = Store(root)
         self.rv = int(time.time() * 1000)  # a restarted server issues only newer versions
         self.logs = {}  # resource -> WatchLog, from the first watch of it
+        self.latency = 0.0  # seconds every request waits (--latency-ms)
 
     def next_rv(self):
         self.rv += 1
@@ -150,6 +156,8 @@ class Server(ThreadingHTTPServer):
         except (ssl.SSLError, OSError):
             request.close()
             return
+        with LOCK, open(os.path.join(self.root, "connections.log"), "a") as f:
+            f.write(f"TLS {client_address[0]}:{client_address[1]}\n")
         try:
             self.RequestHandlerClass(request, client_address, self)
         finally:
@@ -257,6 +265,8 @@ class Handler(BaseHTTPRequestHandler):
     def handle_any(self):
         length = int(self.headers.get("Content-Length", "0") or 0)
         self.body = self.rfile.read(length) if length else b""
+        if self.server.latency > 0:
+            time.sleep(self.server.latency)
         if self.apply_faults():
             return
         who = self.authenticate()
@@ -535,6 +545,7 @@ def main():
     ap.add_argument("--dir", required=True)
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--latency-ms", type=float, default=0.0)
     a = ap.parse_args()
     root = os.path.abspath(a.dir)
     os.makedirs(os.path.join(root, "objects"), exist_ok=True)
@@ -545,6 +556,7 @@ def main():
     ctx.load_verify_locations(os.path.join(tls, "ca.crt"))
     ctx.verify_mode = ssl.CERT_OPTIONAL
     srv = Server((a.host, a.port), Handler, root, ctx)
+    srv.latency = a.latency_ms / 1000.0
     signal.signal(signal.SIGTERM, lambda *_: (srv.server_close(), os._exit(0)))
     with open(os.path.join(root, "port.tmp"), "w") as f:
         f.write(str(srv.server_address[1]))
