@@ -49,6 +49,21 @@ Result<state::FileLock> lock_vf(const Context& ctx, const std::string& pci) {
   return state::lock_file(PLUMB_TRY(alloc_dir(ctx.state_dir, true)), pci + ".lock");
 }
 
+/// The VF `pci`'s netdev in the node under another name than `name` (its driver was reloaded,
+/// which gave it a new netdev), renamed back to `name`; nullopt when it has none in the node.
+Result<std::optional<link::LinkInfo>> renamed_netdev(Context& ctx, const std::string& pci, const std::string& name) {
+  auto dev = pci::lookup_device(ctx.sysfs_root, pci, false, "VF " + pci);
+  if (!dev || dev->netdev.empty() || dev->netdev == name) return std::optional<link::LinkInfo>{};
+  auto l = PLUMB_TRY(link::get(*ctx.node, dev->netdev));
+  if (!l) return l;
+  link::LinkChange rename;
+  rename.name = name;
+  auto st = link::modify(*ctx.node, l->index, rename);
+  if (!st)
+    return std::unexpected(st.error().within("undo: rename VF " + pci + "'s netdev " + l->name + " back to " + name));
+  return link::get(*ctx.node, name);
+}
+
 /// True when the VF of `op` is now allocated to another container or interface.
 Result<bool> owned_by_other(const Context& ctx, const undo::VfOwner& op) {
   auto a = PLUMB_TRY(read_allocation(ctx.state_dir, op.pci));
@@ -207,6 +222,39 @@ Result<NetdevOrig> register_return_netdev(Context& ctx, std::string_view type, c
   return o;
 }
 
+Status take_pf_mac(Context& ctx, const pci::VfDevice& dev, NetdevOrig& orig, const Mac& mac) {
+  auto l = PLUMB_TRY(link::get(*ctx.node, orig.name));
+  if (!l) return fail(cni_code::kNotFound, "the netdev " + orig.name + " of VF " + dev.pci + " left the node");
+  if (l->mac() == mac) return {};
+  link::LinkChange ch;
+  ch.mac = mac;
+  auto set = link::modify(*ctx.node, l->index, ch);
+  if (set) return {};
+  if (set.error().sys_errno != EADDRNOTAVAIL || dev.driver.empty()) {
+    return std::unexpected(set.error().within("set MAC " + mac.str() + " on VF netdev " + orig.name));
+  }
+  undo::VfRestore op;
+  static_cast<undo::VfOwner&>(op) = {"sriov", dev.pci, ctx.container_id, ctx.ifname};
+  op.pf = dev.pf_netdev;
+  op.rebind_driver = dev.driver;
+  PLUMB_TRY(undo::will(ctx, std::move(op)));
+  const std::string what = "reload driver " + dev.driver + " of VF " + dev.pci + " so it takes MAC " + mac.str();
+  auto st = pci::rebind(ctx.sysfs_root, dev.pci, dev.driver);
+  if (!st) return std::unexpected(st.error().within(what));
+  auto again = PLUMB_TRY(pci::lookup_device(ctx.sysfs_root, dev.pci, false, what));
+  std::optional<link::LinkInfo> now;
+  if (!again.netdev.empty()) now = PLUMB_TRY(link::get(*ctx.node, again.netdev));
+  if (!now) return fail(cni_code::kNotFound, what + ": the VF has no netdev in the node after it");
+  if (now->name != orig.name) {
+    link::LinkChange rename;
+    rename.name = orig.name;
+    auto r = link::modify(*ctx.node, now->index, rename);
+    if (!r) return std::unexpected(r.error().within(what + ": rename " + now->name + " back to " + orig.name));
+  }
+  orig.index = now->index;
+  return {};
+}
+
 Result<link::LinkInfo> move_netdev(Context& ctx, const NetdevOrig& orig, const std::optional<Mac>& mac,
                                    const std::optional<uint32_t>& mtu_bytes) {
   link::LinkChange move;
@@ -337,9 +385,12 @@ Status run_op(Context& ctx, const VfReturnNetdev& op) {
   }
   // In the node (just returned, or never moved): give back the original MAC and MTU.
   auto l = PLUMB_TRY(link::get(*ctx.node, op.name));
+  if (!l) l = PLUMB_TRY(vf_attach::renamed_netdev(ctx, op.pci, op.name));
   if (!l) return {};  // pod namespace gone: a real VF netdev went back to the initial namespace
   link::LinkChange ch;
-  if (op.mac_changed && hwaddr->size() == 6 && l->hwaddr != *hwaddr) {
+  // Set even when it looks the same: a VF whose administrative MAC was just removed (igb) takes
+  // its own MAC back into its PF's filter only when it sets it.
+  if (op.mac_changed && hwaddr->size() == 6) {
     Mac m;
     std::copy(hwaddr->begin(), hwaddr->end(), m.bytes.begin());
     ch.mac = m;

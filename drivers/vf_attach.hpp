@@ -18,7 +18,8 @@
 // executed in vf_attach.cpp. Each first checks that the VF's allocation record is not owned by
 // another container, so a DEL of a pod whose VF was reclaimed after its namespace vanished leaves
 // the new owner alone. return_netdev succeeds when the pod namespace is gone (the kernel returns
-// physical netdevs itself).
+// physical netdevs itself). A VF rebound to its driver has a new netdev in the node:
+// return_netdev finds it through sysfs (the VF's net/) when its original name is not there.
 #pragma once
 
 #include <cstdint>
@@ -130,6 +131,13 @@ struct NetdevOrig {
 /// kNotFound when the netdev sysfs names is not in the node namespace.
 [[nodiscard]] Result<NetdevOrig> register_return_netdev(Context& ctx, std::string_view type, const std::string& pci,
                                                         const std::string& name, bool mac_change, bool mtu_change);
+/// Makes VF netdev `orig` (still in the node) carry `mac`, which its PF was just told: set on the
+/// netdev when it has another; a VF driver that refuses that (igbvf answers EADDRNOTAVAIL: a MAC
+/// set through the PF reaches it only when it reloads) is reloaded — "<type>.restore_vf" with no
+/// settings and rebind_driver registered first, then unbind and bind — and its new netdev renamed
+/// back to orig.name (orig.index follows). Errors: the kernel's and sysfs's, naming the VF;
+/// kNotFound when the VF has no netdev after the reload.
+[[nodiscard]] Status take_pf_mac(Context& ctx, const pci::VfDevice& dev, NetdevOrig& orig, const Mac& mac);
 /// Moves the netdev into the pod and renames it to ctx.ifname in one RTM_NEWLINK, then sets its
 /// MAC and MTU (bytes) there in one message when given and different. Returns the pod-side link.
 /// Errors: the kernel's (EEXIST when the name is taken), naming the netdev and the namespace.
