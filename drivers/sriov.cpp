@@ -206,7 +206,7 @@ Status refuse_pf_side(const Context& ctx, const SriovConfig& c, const pci::VfDev
 
 Result<cni::CniResult> sriov_add(Context& ctx, const SriovConfig& c, const cni::CniResult*) {
   vf_attach::DefaultBackends defaults(ctx);
-  vf_attach::Backends& b = vf_attach::backends_of(ctx, defaults);
+  vf_attach::Backends& b = vf_attach::backends_of(defaults);
   pci::VfDevice dev = PLUMB_TRY(pci::lookup_device(ctx.sysfs_root, c.device_id, false, ctx.network + ".deviceID"));
   const bool no_pf = dev.pf_pci.empty();
   if (no_pf) PLUMB_TRY(refuse_pf_side(ctx, c, dev));
