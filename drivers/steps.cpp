@@ -333,13 +333,9 @@ Status apply(Context&, const ReloadVfDriver& s) {
   if (!st) return std::unexpected(st.error().within("reload driver " + s.driver + " of VF " + s.owner.pci));
   return {};
 }
-Status apply(Context& ctx, const TakeVfNetdev& s) {
-  link::LinkChange down;
-  down.up = false;
-  auto st = link::modify(*ctx.node, s.orig.index, down);
-  if (!st) return std::unexpected(st.error().within("set VF netdev " + s.orig.name + " down"));
-  return {};
-}
+// Takes the netdev as it is: its state (up or down) is the VF's, which igb's PF reports (a VF
+// netdev set down loses the MAC its PF lists), so a rollback before the move leaves it unchanged.
+Status apply(Context&, const TakeVfNetdev&) { return {}; }
 Status apply(Context& ctx, const ChangeVfNetdev& s) { return link::modify(*ctx.node, s.index, s.change); }
 Status apply(Context& ctx, const MoveVfNetdev& s) {
   link::LinkChange move;

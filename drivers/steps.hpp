@@ -320,11 +320,11 @@ struct ReloadVfDriver {
   std::string sysfs_root;
 };
 
-/// Takes VF netdev `orig` of the node for this attachment: sets it down there (sriov-cni's first
-/// step before moving it). Inverse: "<owner.driver>.return_netdev" with its name, hardware address
-/// and MTU, restoring the MAC with `mac_changed`, the MTU with `mtu_changed` (and `sysfs_root`
-/// when it is not /sys): it covers the
-/// ChangeVfNetdev and MoveVfNetdev steps after this one.
+/// Takes VF netdev `orig` of the node for this attachment, before anything changes it: the MAC
+/// its PF is told reaches it (igb), then ChangeVfNetdev and MoveVfNetdev. Changes nothing itself.
+/// Inverse: "<owner.driver>.return_netdev" with its name, hardware address and MTU, restoring the
+/// MAC with `mac_changed`, the MTU with `mtu_changed` (and `sysfs_root` when it is not /sys): the
+/// one operation covering those later changes, recorded before any of them.
 struct TakeVfNetdev {
   undo::VfOwner owner;
   vf_attach::NetdevOrig orig;

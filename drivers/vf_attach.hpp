@@ -144,9 +144,9 @@ struct NetdevOrig {
   std::vector<uint8_t> hwaddr;  ///< 6 bytes (Ethernet) or 20 (IPoIB)
   uint32_t mtu_bytes = 0;
 };
-/// Reads netdev `name` (of device `pci`) in the node and takes it (steps::TakeVfNetdev: set down,
-/// "<type>.return_netdev" recorded first; what to restore: the MAC only with mac_change, the MTU
-/// only with mtu_change). Errors: kNotFound when the netdev sysfs names is not in the node
+/// Reads netdev `name` (of device `pci`) in the node and takes it (steps::TakeVfNetdev:
+/// "<type>.return_netdev" recorded; what to restore: the MAC only with mac_change, the MTU only
+/// with mtu_change). Errors: kNotFound when the netdev sysfs names is not in the node
 /// namespace; the kernel's.
 [[nodiscard]] Result<NetdevOrig> register_return_netdev(Context& ctx, std::string_view type, const std::string& pci,
                                                         const std::string& name, bool mac_change, bool mtu_change);
