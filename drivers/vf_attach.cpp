@@ -76,7 +76,8 @@ Status reregister_mac(Context& ctx, const link::LinkInfo& l, const Mac& mac, con
   other.mac->bytes[5] ^= 0x01;
   auto st = link::modify(*ctx.node, l.index, other);
   if (!st && st.error().sys_errno != EADDRNOTAVAIL)
-    return std::unexpected(st.error().within(what + " (set MAC " + other.mac->str() + " before setting " + mac.str() + " again)"));
+    return std::unexpected(
+        st.error().within(what + " (set MAC " + other.mac->str() + " before setting " + mac.str() + " again)"));
   return {};
 }
 
