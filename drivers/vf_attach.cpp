@@ -323,6 +323,23 @@ Result<std::optional<link::LinkInfo>> renamed_netdev(Context& ctx, const std::st
   return link::get(*ctx.node, name);
 }
 
+/// Prepares VF netdev `l`, which already carries `mac`, to set `mac` again so its driver tells the
+/// PF: a VF whose administrative MAC was just removed (igb clears the VF's filter entry with it)
+/// has its own MAC back in the PF's filter only when it sets it, and the kernel skips a set to the
+/// netdev's current MAC (since 6.5), so the netdev first takes `mac` with its last bit flipped.
+/// A VF driver that refuses that (EADDRNOTAVAIL: an administrative MAC still governs the VF) has
+/// nothing to re-register. Errors: the kernel's, within `what`.
+Status reregister_mac(Context& ctx, const link::LinkInfo& l, const Mac& mac, const std::string& what) {
+  link::LinkChange other;
+  other.mac = mac;
+  other.mac->bytes[5] ^= 0x01;
+  auto st = link::modify(*ctx.node, l.index, other);
+  if (!st && st.error().sys_errno != EADDRNOTAVAIL)
+    return std::unexpected(
+        st.error().within(what + " (set MAC " + other.mac->str() + " before setting " + mac.str() + " again)"));
+  return {};
+}
+
 }  // namespace
 
 Status run_op(Context& ctx, const VfRelease& op) {
@@ -377,12 +394,11 @@ Status run_op(Context& ctx, const VfReturnNetdev& op) {
   if (!l) l = PLUMB_TRY(renamed_netdev(ctx, op.sysfs_root.value_or(std::string(kDefaultSysfsRoot)), op.pci, op.name));
   if (!l) return {};  // pod namespace gone: a real VF netdev went back to the initial namespace
   link::LinkChange ch;
-  // Set even when it looks the same: a VF whose administrative MAC was just removed (igb) takes
-  // its own MAC back into its PF's filter only when it sets it.
   if (op.mac_changed && hwaddr->size() == 6) {
     Mac m;
     std::copy(hwaddr->begin(), hwaddr->end(), m.bytes.begin());
     ch.mac = m;
+    if (l->hwaddr == *hwaddr) PLUMB_TRY(reregister_mac(ctx, *l, m, what));
   }
   if (op.mtu_changed && op.mtu_bytes != 0 && l->mtu_bytes != op.mtu_bytes) ch.mtu_bytes = op.mtu_bytes;
   if (ch.mac || ch.mtu_bytes) {
