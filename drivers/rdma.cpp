@@ -11,10 +11,11 @@
 // one) moves into the pod over RDMA netlink. The result is prevResult unchanged.
 // DEL: the RDMA device returns to the node (a pod namespace that is gone returned it already).
 // CHECK: nothing (as rdma-cni). The RDMA netlink messages are engine/kernel/rdma.hpp's.
+#include "engine/kernel/rdma.hpp"
+
 #include "drivers/registry.hpp"
 #include "drivers/vf_attach.hpp"
 #include "engine/kernel/pci.hpp"
-#include "engine/kernel/rdma.hpp"
 
 namespace plumb::drivers {
 namespace {

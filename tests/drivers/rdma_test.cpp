@@ -46,8 +46,9 @@ std::string rdma_conf(const std::string& body) {
 
 }  // namespace
 
-TEST_CASE("[kernel netdevs, recorded PF, fake RDMA] rdma with a RecordingExecutor: one step, the RDMA device's move, "
-          "recorded with its return and not applied") {
+TEST_CASE(
+    "[kernel netdevs, recorded PF, fake RDMA] rdma with a RecordingExecutor: one step, the RDMA device's move, "
+    "recorded with its return and not applied") {
   Node node;
   Bench b(node);
   rdma_tree(b);
