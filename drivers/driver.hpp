@@ -41,9 +41,6 @@
 
 namespace plumb::drivers {
 
-namespace vf_attach {
-struct Backends;
-}
 namespace steps {
 class Executor;
 }
@@ -122,15 +119,12 @@ struct Context {
   /// pairs made for the later plugins); tests set a steps::RecordingExecutor.
   steps::Executor* executor = nullptr;
   std::string device_info_file;       ///< CNIDeviceInfoFile for this attachment, "" if none
-  std::string sysfs_root = "/sys";    ///< plumb config sysfsRoot: fake trees in tests
+  std::string sysfs_root = "/sys";    ///< plumb config sysfsRoot (ADD; VF undo operations record theirs)
   std::string state_dir;                        ///< plumb config stateDir (per-VF allocation records live under it)
   /// IPAMClaims (spec 8): the owner the IPAM holds this attachment's addresses for instead of
   /// container+ifname ("" = the container), and the claim's status.ips to re-use.
   std::string ipam_owner;
   std::vector<std::string> ipam_owner_ips;
-  /// The SR-IOV / RDMA / vDPA kernel backends; null = the netlink implementations. Tests without
-  /// SR-IOV hardware set recording fakes here (drivers/vf_attach.hpp).
-  vf_attach::Backends* vf_backends = nullptr;
   /// Where delegated plugins (types plumb does not implement) are found, and their time limit.
   cni::PluginSearch plugin_search;
   /// DEL/CHECK of a completed attachment: its recorded result (internal 1.1.0 shape), the

@@ -18,9 +18,7 @@
 // DEL: netdev back, RDMA device back, previous GUIDs and link state restored and the VF rebound,
 // VF released. The VF steps shared with sriov and vdpa are drivers/vf_attach.hpp's.
 #include "drivers/registry.hpp"
-#include "drivers/undo.hpp"
 #include "drivers/vf_attach.hpp"
-#include "engine/base/netns.hpp"
 #include "engine/kernel/pci.hpp"
 #include "engine/kernel/rdma.hpp"
 #include "engine/kernel/vf.hpp"
@@ -177,26 +175,12 @@ Status set_pf_side(Context& ctx, const IbConfig& c, vf_attach::Backends& b, vf_a
   std::vector<VfSetting> apply, restore;
   PLUMB_TRY(guid_and_state_settings(ctx, c, dev, saved, apply, restore));
   std::string rebind = c.guid && !c.vfio_pci_mode ? dev.driver : "";
-  PLUMB_TRY(vf_attach::apply_pf_settings(ctx, b, cl, "ib-sriov", dev.pf_netdev, apply, restore, rebind));
+  PLUMB_TRY(vf_attach::apply_pf_settings(ctx, b, cl, "ib-sriov", dev.pf_netdev, apply, restore, rebind,
+                                         /*rebind_now=*/!rebind.empty()));
   if (rebind.empty()) return {};
-  PLUMB_TRY(pci::rebind(ctx.sysfs_root, dev.pci, rebind));
   dev = PLUMB_TRY(pci::lookup_device(ctx.sysfs_root, c.device_id, true, ctx.network + ".deviceID"));
   if (dev.netdev.empty())
     return fail(cni_code::kNotFound, "VF " + dev.pci + " has no IPoIB interface after the rebind");
-  return {};
-}
-
-/// rdmaIsolation: registers the RDMA device's return, then moves it into the pod.
-Status move_rdma(Context& ctx, vf_attach::Backends& b, const pci::VfDevice& dev) {
-  undo::RdmaReturn op;
-  static_cast<undo::VfOwner&>(op) = {"ib-sriov", dev.pci, ctx.container_id, ctx.ifname};
-  op.device = dev.rdma_device;
-  PLUMB_TRY(undo::will(ctx, std::move(op)));
-  auto node_ns = PLUMB_TRY(netns::Netns::current());
-  auto st = b.rdma->move(dev.rdma_device, node_ns.fd(), ctx.pod_ns->fd());
-  if (!st)
-    return std::unexpected(
-        st.error().within("rdmaIsolation: move RDMA device " + dev.rdma_device + " into " + ctx.netns_path));
   return {};
 }
 
@@ -219,7 +203,7 @@ Result<IbConfig> effective(const Context& ctx, const IbConfig& conf, const pci::
 
 Result<cni::CniResult> ib_sriov_add(Context& ctx, const IbConfig& conf, const cni::CniResult*) {
   vf_attach::DefaultBackends defaults(ctx);
-  vf_attach::Backends& b = vf_attach::backends_of(ctx, defaults);
+  vf_attach::Backends& b = vf_attach::backends_of(defaults);
   pci::VfDevice dev = PLUMB_TRY(pci::lookup_device(ctx.sysfs_root, conf.device_id, false, ctx.network + ".deviceID"));
   const IbConfig c = PLUMB_TRY(effective(ctx, conf, dev));
   const bool pf_passthrough = dev.pf_pci.empty();
@@ -228,7 +212,12 @@ Result<cni::CniResult> ib_sriov_add(Context& ctx, const IbConfig& conf, const cn
   // A passed-through PF gets no VF settings (ib-sriov-cni skips them; its GUID is its own).
   if (!pf_passthrough && (c.guid || c.link_state)) PLUMB_TRY(set_pf_side(ctx, c, b, cl, dev));
   // Before the netdev: moving an RDMA device recreates its IPoIB netdevs in the source namespace.
-  if (c.rdma_isolation) PLUMB_TRY(move_rdma(ctx, b, dev));
+  if (c.rdma_isolation) {
+    auto st = vf_attach::move_rdma(ctx, b, "ib-sriov", dev.pci, dev.rdma_device);
+    if (!st)
+      return std::unexpected(
+          st.error().within("rdmaIsolation: move RDMA device " + dev.rdma_device + " into " + ctx.netns_path));
+  }
   if (c.vfio_pci_mode) return vf_attach::finish_pci_vf(ctx, c.ipam, dev, nullptr, "");
   vf_attach::NetdevOrig orig =
       PLUMB_TRY(vf_attach::register_return_netdev(ctx, "ib-sriov", dev.pci, dev.netdev, false, false));

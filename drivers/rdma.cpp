@@ -11,12 +11,11 @@
 // one) moves into the pod over RDMA netlink. The result is prevResult unchanged.
 // DEL: the RDMA device returns to the node (a pod namespace that is gone returned it already).
 // CHECK: nothing (as rdma-cni). The RDMA netlink messages are engine/kernel/rdma.hpp's.
-#include "drivers/registry.hpp"
-#include "drivers/undo.hpp"
-#include "drivers/vf_attach.hpp"
-#include "engine/base/netns.hpp"
-#include "engine/kernel/pci.hpp"
 #include "engine/kernel/rdma.hpp"
+
+#include "drivers/registry.hpp"
+#include "drivers/vf_attach.hpp"
+#include "engine/kernel/pci.hpp"
 
 namespace plumb::drivers {
 namespace {
@@ -91,7 +90,7 @@ Result<cni::CniResult> rdma_add(Context& ctx, const RdmaConfig& c, const cni::Cn
   }
   if (ctx.pod_ns == nullptr) return fail(cni_code::kInvalidEnv, "rdma: no pod network namespace");
   vf_attach::DefaultBackends defaults(ctx);
-  vf_attach::Backends& b = vf_attach::backends_of(ctx, defaults);
+  vf_attach::Backends& b = vf_attach::backends_of(defaults);
   if (b.rdma == nullptr) return fail(cni_code::kInternal, "rdma: no RDMA backend");
   auto mode = rdma::ensure_exclusive(*b.rdma, "the rdma plugin");
   if (!mode) return std::unexpected(mode.error().within(ctx.network));
@@ -101,13 +100,10 @@ Result<cni::CniResult> rdma_add(Context& ctx, const RdmaConfig& c, const cni::Cn
     return fail(cni_code::kNotFound, ctx.network + ": device " + device + " has " + std::to_string(devs.size()) +
                                          " RDMA devices in sysfs (infiniband/), rdma needs exactly one");
   }
-  undo::RdmaReturn op;
-  static_cast<undo::VfOwner&>(op) = {"rdma", device, ctx.container_id, ctx.ifname};
-  op.device = devs.front();
-  PLUMB_TRY(undo::will(ctx, std::move(op)));
-  auto node_ns = PLUMB_TRY(netns::Netns::current());
-  auto st = b.rdma->move(devs.front(), node_ns.fd(), ctx.pod_ns->fd());
-  if (!st) return std::unexpected(st.error().within(ctx.network + ": move RDMA device " + devs.front() + " of " + device + " into " + ctx.netns_path));
+  auto st = vf_attach::move_rdma(ctx, b, "rdma", device, devs.front());
+  if (!st)
+    return std::unexpected(st.error().within(ctx.network + ": move RDMA device " + devs.front() + " of " + device +
+                                             " into " + ctx.netns_path));
   return *prev;
 }
 

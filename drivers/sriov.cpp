@@ -5,7 +5,9 @@
 // ADD: VF and PF from sysfs; the VF claimed (lock + allocation record); its current PF-side
 // settings read and saved (RTM_GETLINK, RTEXT_FILTER_VF); the requested ones applied through the PF
 // one attribute per message in sriov-cni's order (vlan, mac, rate, spoofchk, trust, link state);
-// the VF netdev moved into the pod and renamed in one message, MAC/MTU set, up; IPAM.
+// the VF netdev moved into the pod and renamed in one message, MAC/MTU set, up; IPAM. A MAC set
+// through the PF reaches the VF netdev before the move (vf_attach::take_pf_mac: set on the netdev,
+// or, where the VF driver refuses it as igbvf does, by reloading the VF driver).
 // A VF bound to vfio-pci, uio_pci_generic or igb_uio has no netdev: PF settings and IPAM only, and
 // that mode is what the recorded undo operations describe, so DEL never looks for a netdev.
 // A VF whose PF is not reachable (no physfn link: a VF passed through into a VM, sriov-cni PR #121)
@@ -154,15 +156,27 @@ Result<SriovConfig> parse_config(const json::Value& conf, const ParseInput& in) 
   return c;
 }
 
-/// The saved values to restore, in sriov-cni's ResetVFConfig order.
-std::vector<VfSetting> restore_list(const std::vector<VfSetting>& applied, const VfState& saved) {
+/// Whether the PF-side MAC `saved` reports is an administrative one. igb reports a VF's own MAC
+/// there once the VF has set it, so a saved MAC equal to the VF netdev's own (`own`, before the
+/// ADD; nullopt for a VF without netdev) or all zero is not: the VF had no administrative MAC.
+bool admin_mac(const VfState& saved, const std::optional<Mac>& own) {
+  return saved.mac && *saved.mac != Mac{} && (!own || *saved.mac != *own);
+}
+
+/// The saved values to restore, in sriov-cni's ResetVFConfig order. A MAC that was no
+/// administrative one (admin_mac) is restored as 00:00:00:00:00:00, which removes the
+/// administrative MAC (igb, ice, i40e) instead of pinning the VF's own MAC on it.
+std::vector<VfSetting> restore_list(const std::vector<VfSetting>& applied, const VfState& saved,
+                                    const std::optional<Mac>& own) {
   static constexpr Kind kOrder[] = {Kind::Vlan, Kind::SpoofChk, Kind::Mac, Kind::Trust, Kind::Rate, Kind::LinkState};
   std::vector<VfSetting> out;
   for (Kind k : kOrder) {
     for (auto& s : applied) {
       bool same = s.kind == k || (k == Kind::Vlan && s.kind == Kind::VlanList);
       if (!same) continue;
-      if (auto r = vf::restore_of(s, saved)) out.push_back(*r);
+      auto r = vf::restore_of(s, saved);
+      if (r && r->kind == Kind::Mac && !admin_mac(saved, own)) r->mac = Mac{};
+      if (r) out.push_back(*r);
     }
   }
   return out;
@@ -192,7 +206,7 @@ Status refuse_pf_side(const Context& ctx, const SriovConfig& c, const pci::VfDev
 
 Result<cni::CniResult> sriov_add(Context& ctx, const SriovConfig& c, const cni::CniResult*) {
   vf_attach::DefaultBackends defaults(ctx);
-  vf_attach::Backends& b = vf_attach::backends_of(ctx, defaults);
+  vf_attach::Backends& b = vf_attach::backends_of(defaults);
   pci::VfDevice dev = PLUMB_TRY(pci::lookup_device(ctx.sysfs_root, c.device_id, false, ctx.network + ".deviceID"));
   const bool no_pf = dev.pf_pci.empty();
   if (no_pf) PLUMB_TRY(refuse_pf_side(ctx, c, dev));
@@ -212,17 +226,29 @@ Result<cni::CniResult> sriov_add(Context& ctx, const SriovConfig& c, const cni::
   }
 
   vf_attach::Claim cl = PLUMB_TRY(vf_attach::claim(ctx, b, "sriov", dev, userspace ? "userspace" : "netdev"));
-  vf_attach::NetdevOrig orig;
-  if (!userspace)
-    orig = PLUMB_TRY(vf_attach::register_return_netdev(ctx, "sriov", dev.pci, dev.netdev, c.mac.has_value(),
-                                                       c.mtu_bytes.has_value()));
+  VfState saved;
   if (!apply.empty()) {
     if (b.pf == nullptr) return fail(cni_code::kInternal, "sriov: no PF backend");
-    VfState saved = PLUMB_TRY(b.pf->get_vf(dev.pf_netdev, dev.vf_index));
-    PLUMB_TRY(vf_attach::apply_pf_settings(ctx, b, cl, "sriov", dev.pf_netdev, apply, restore_list(apply, saved), ""));
+    saved = PLUMB_TRY(b.pf->get_vf(dev.pf_netdev, dev.vf_index));
+  }
+  std::optional<Mac> own;
+  if (!userspace) {
+    if (auto l = PLUMB_TRY(link::get(*ctx.node, dev.netdev))) own = l->mac();
+  }
+  // An administrative MAC restored by DEL governs the VF again once its driver reloads (then
+  // rebound), so the netdev's own MAC is not set back over it (the VF would be refused).
+  const bool restore_admin = c.mac && !no_pf && admin_mac(saved, own) && !userspace;
+  vf_attach::NetdevOrig orig;
+  if (!userspace)
+    orig = PLUMB_TRY(vf_attach::register_return_netdev(ctx, "sriov", dev.pci, dev.netdev, c.mac && !restore_admin,
+                                                       c.mtu_bytes.has_value()));
+  if (!apply.empty()) {
+    PLUMB_TRY(vf_attach::apply_pf_settings(ctx, b, cl, "sriov", dev.pf_netdev, apply, restore_list(apply, saved, own),
+                                           restore_admin ? dev.driver : ""));
   }
 
   if (userspace) return vf_attach::finish_pci_vf(ctx, c.ipam, dev, nullptr, c.mac ? c.mac->str() : "");
+  if (c.mac && !no_pf) PLUMB_TRY(vf_attach::take_pf_mac(ctx, dev, orig, *c.mac));
   link::LinkInfo l = PLUMB_TRY(vf_attach::move_netdev(ctx, orig, c.mac, c.mtu_bytes));
   return vf_attach::finish_pci_vf(ctx, c.ipam, dev, &l, "");
 }

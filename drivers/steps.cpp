@@ -12,6 +12,7 @@
 #include "engine/kernel/addr.hpp"
 #include "engine/kernel/bridge_port.hpp"
 #include "engine/kernel/netconf.hpp"
+#include "engine/kernel/pci.hpp"
 #include "engine/kernel/sysctl.hpp"
 #include "engine/nft/macspoof.hpp"
 #include "engine/nft/nft.hpp"
@@ -55,6 +56,14 @@ std::string step_name(const CreateSharedVeth&) { return "create_shared_veth"; }
 Result<std::optional<Inverse>> inverse(Context&, const CreateSharedVeth& s) {
   return Inverse{undo::LinkDel{"node", s.spec.peer_name, std::nullopt}, true};
 }
+std::string step_name(const ReclaimVf&) { return "reclaim_vf"; }
+std::string step_name(const ClaimVf&) { return "claim_vf"; }
+std::string step_name(const SetVfSettings&) { return "set_vf_settings"; }
+std::string step_name(const ReloadVfDriver&) { return "reload_vf_driver"; }
+std::string step_name(const TakeVfNetdev&) { return "take_vf_netdev"; }
+std::string step_name(const ChangeVfNetdev&) { return "change_vf_netdev"; }
+std::string step_name(const MoveVfNetdev&) { return "move_vf_netdev"; }
+std::string step_name(const MoveRdmaIntoPod&) { return "move_rdma_into_pod"; }
 Result<std::optional<Inverse>> inverse(Context&, const WriteBandwidthEntries& s) { return Inverse{s.remove, false}; }
 Result<std::optional<Inverse>> inverse(Context&, const JoinPodVrf& s) {
   return Inverse{undo::VrfRelease{s.vrf, s.ifname}, false};
@@ -73,11 +82,52 @@ template <class S>
            std::is_same_v<S, AddOwnLinkRoute> || std::is_same_v<S, RemoveOwnLinkRoute> ||
            std::is_same_v<S, WriteNodeLinkSysctl> || std::is_same_v<S, EnableForwarding> ||
            std::is_same_v<S, AddClsact> || std::is_same_v<S, AttachShapingFilter> || std::is_same_v<S, SetRootFq> ||
-           std::is_same_v<S, SetUpBridge> || std::is_same_v<S, SetBridgePort> || std::is_same_v<S, SetPortVlans>
+           std::is_same_v<S, SetUpBridge> || std::is_same_v<S, SetBridgePort> || std::is_same_v<S, SetPortVlans> ||
+           std::is_same_v<S, ReclaimVf> || std::is_same_v<S, ChangeVfNetdev> || std::is_same_v<S, MoveVfNetdev>
 Result<std::optional<Inverse>> inverse(Context&, const S&) {
   return std::optional<Inverse>{};
 }
 
+Result<std::optional<Inverse>> inverse(Context&, const ClaimVf& s) {
+  return Inverse{undo::VfRelease{{s.alloc.type, s.alloc.pci, s.alloc.container_id, s.alloc.ifname}}, false};
+}
+/// A restore_vf; the sysfs root is recorded only with a driver to rebind under it, and only when
+/// it is not /sys (what a record without it means).
+undo::VfRestore restore_vf(const undo::VfOwner& owner, const std::string& pf, std::vector<vf::VfSetting> settings,
+                           const std::string& rebind_driver, const std::string& sysfs_root) {
+  undo::VfRestore op;
+  static_cast<undo::VfOwner&>(op) = owner;
+  op.pf = pf;
+  op.settings = std::move(settings);
+  if (!rebind_driver.empty()) {
+    op.rebind_driver = rebind_driver;
+    if (sysfs_root != undo::kDefaultSysfsRoot) op.sysfs_root = sysfs_root;
+  }
+  return op;
+}
+Result<std::optional<Inverse>> inverse(Context&, const SetVfSettings& s) {
+  return Inverse{restore_vf(s.owner, s.pf_netdev, s.restore, s.rebind_driver, s.sysfs_root), false};
+}
+Result<std::optional<Inverse>> inverse(Context&, const ReloadVfDriver& s) {
+  return Inverse{restore_vf(s.owner, s.pf_netdev, {}, s.driver, s.sysfs_root), false};
+}
+Result<std::optional<Inverse>> inverse(Context&, const TakeVfNetdev& s) {
+  undo::VfReturnNetdev op;
+  static_cast<undo::VfOwner&>(op) = s.owner;
+  op.name = s.orig.name;
+  op.hwaddr = format_hwaddr(s.orig.hwaddr.data(), s.orig.hwaddr.size());
+  op.mtu_bytes = s.orig.mtu_bytes;
+  op.mac_changed = s.mac_changed;
+  op.mtu_changed = s.mtu_changed;
+  if (s.sysfs_root != undo::kDefaultSysfsRoot) op.sysfs_root = s.sysfs_root;
+  return Inverse{std::move(op), false};
+}
+Result<std::optional<Inverse>> inverse(Context&, const MoveRdmaIntoPod& s) {
+  undo::RdmaReturn op;
+  static_cast<undo::VfOwner&>(op) = s.owner;
+  op.device = s.device;
+  return Inverse{std::move(op), false};
+}
 Result<std::optional<Inverse>> inverse(Context&, const CreateBridge& s) {
   return Inverse{undo::BridgeDelIfUnused{s.spec.name}, true};
 }
@@ -290,6 +340,56 @@ Status apply(Context& ctx, const CreateSharedVeth& s) {
   auto made = link::create_veth(*ctx.node, s.spec);
   if (!made) return std::unexpected(made.error());
   return {};
+}
+Status apply(Context&, const ReclaimVf& s) {
+  for (const auto& setting : s.stale.restore) {
+    auto st = s.pf->set(s.stale.pf, setting);
+    if (!st) {
+      return std::unexpected(st.error().within("reclaim VF " + s.stale.pci + " from container " + s.stale.container_id +
+                                               " whose netns " + s.stale.netns + " is gone"));
+    }
+  }
+  return {};
+}
+Status apply(Context& ctx, const ClaimVf& s) { return vf_attach::write_allocation(ctx.state_dir, s.alloc); }
+Status apply(Context&, const SetVfSettings& s) {
+  for (const auto& setting : s.apply) {
+    auto st = s.pf->set(s.pf_netdev, setting);
+    if (!st) return std::unexpected(st.error().within("VF " + s.owner.pci));
+  }
+  if (s.rebind_now) PLUMB_TRY(pci::rebind(s.sysfs_root, s.owner.pci, s.rebind_driver));
+  return {};
+}
+Status apply(Context&, const ReloadVfDriver& s) {
+  auto st = pci::rebind(s.sysfs_root, s.owner.pci, s.driver);
+  if (!st) return std::unexpected(st.error().within("reload driver " + s.driver + " of VF " + s.owner.pci));
+  return {};
+}
+// Takes the netdev as it is: its state (up or down) is the VF's, which igb's PF reports (a VF
+// netdev set down loses the MAC its PF lists), so a rollback before the move leaves it unchanged.
+Status apply(Context&, const TakeVfNetdev&) { return {}; }
+Status apply(Context& ctx, const ChangeVfNetdev& s) { return link::modify(*ctx.node, s.index, s.change); }
+Status apply(Context& ctx, const MoveVfNetdev& s) {
+  link::LinkChange move;
+  move.name = ctx.ifname;
+  move.netns_fd = ctx.pod_ns->fd();
+  auto st = link::modify(*ctx.node, s.index, move);
+  if (!st)
+    return std::unexpected(st.error().within("move " + s.name + " into " + ctx.netns_path + " as " + ctx.ifname));
+  auto l = PLUMB_TRY(link::get(*ctx.pod, ctx.ifname));
+  if (!l)
+    return fail(cni_code::kKernel, s.name + " is not in " + ctx.netns_path + " as " + ctx.ifname + " after the move");
+  link::LinkChange ch;
+  if (s.mac && l->mac() != s.mac) ch.mac = *s.mac;
+  if (s.mtu_bytes && l->mtu_bytes != *s.mtu_bytes) ch.mtu_bytes = *s.mtu_bytes;
+  if (!ch.mac && !ch.mtu_bytes) return {};
+  auto set = link::modify(*ctx.pod, l->index, ch);
+  if (!set) return std::unexpected(set.error().within("set MAC/MTU of " + ctx.ifname));
+  return {};
+}
+Status apply(Context& ctx, const MoveRdmaIntoPod& s) {
+  auto node_ns = PLUMB_TRY(netns::Netns::current());
+  return s.rdma->move(s.device, node_ns.fd(), ctx.pod_ns->fd());
 }
 
 Status apply_step(Context& ctx, const Step& step) {

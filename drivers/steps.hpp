@@ -21,6 +21,7 @@
 
 #include "drivers/driver.hpp"
 #include "drivers/undo.hpp"
+#include "drivers/vf_attach.hpp"
 #include "ebpf/loader.hpp"
 #include "engine/base/ip.hpp"
 #include "engine/base/spawn.hpp"
@@ -316,12 +317,91 @@ struct CreateSharedVeth {
   link::VethSpec spec;
 };
 
-using Step = std::variant<CreateBridge, AddNodeAddress, RemoveNodeAddress, WriteNodeSysctl, AddMacspoof, AddMasquerade,
-                          AddPortMappings, FlushConntrack, CreatePodLink, WritePodSysctl, CreatePodTap, SetUpPodLink,
-                          TunePodLink, SetUpNodeLink, AddOwnLinkAddress, AddOwnLinkRoute, RemoveOwnLinkRoute,
-                          WriteNodeLinkSysctl, EnableForwarding, AddSourceRules, MoveLinkIntoPod, AddFirewallPod,
-                          IsolateBridge, JoinPodVrf, WriteBandwidthEntries, AddClsact, AttachShapingFilter, SetRootFq,
-                          SetUpBridge, SetBridgePort, SetPortVlans, CreateSharedVeth>;
+// --- the VF drivers (sriov, ib-sriov, vdpa, rdma; their shared code is drivers/vf_attach.hpp) ---
+// Each VF inverse names the attachment that holds the VF (undo::VfOwner: its driver, the VF's
+// PCI address, the container and interface): it runs only while the VF's allocation record still
+// names them. The PF and RDMA backends (vf_attach::Backends, non-owning) make the changes; a
+// recording executor that does not apply needs none.
+
+/// Puts back, through `pf`, the PF settings `stale.restore` saved by an owner whose pod namespace
+/// is gone (a reclaim, before ClaimVf takes the VF over). No inverse: it returns the VF to how it
+/// was before that owner. Errors: the PF backend's, naming the VF and the stale owner.
+struct ReclaimVf {
+  vf::PfOps* pf = nullptr;
+  vf_attach::Allocation stale;
+};
+
+/// Writes VF allocation record `alloc` under ctx.state_dir (the VF is this attachment's). Inverse:
+/// "<alloc.type>.release".
+struct ClaimVf {
+  vf_attach::Allocation alloc;
+};
+
+/// Applies `apply` to the VF through PF netdev `pf_netdev` (one setting per message, in order),
+/// then, with `rebind_now`, unbinds and binds the VF's `rebind_driver` under `sysfs_root` so they
+/// take effect (ib-sriov's GUIDs). Inverse: "<owner.driver>.restore_vf" with `restore` (in restore
+/// order) and `rebind_driver` ("" for none) under `sysfs_root`. Errors: the PF backend's and
+/// sysfs's, naming the VF.
+struct SetVfSettings {
+  vf::PfOps* pf = nullptr;
+  undo::VfOwner owner;
+  std::string pf_netdev;
+  std::vector<vf::VfSetting> apply;
+  std::vector<vf::VfSetting> restore;
+  std::string rebind_driver;
+  bool rebind_now = false;
+  std::string sysfs_root;
+};
+
+/// Reloads VF driver `driver` (unbind, bind under `sysfs_root`) so a MAC its PF was told reaches
+/// the VF netdev (igbvf refuses it on the netdev). Inverse: "<owner.driver>.restore_vf" with no
+/// settings and `driver` to rebind, on PF netdev `pf_netdev`. Errors: sysfs's, naming the file.
+struct ReloadVfDriver {
+  undo::VfOwner owner;
+  std::string pf_netdev;
+  std::string driver;
+  std::string sysfs_root;
+};
+
+/// Takes VF netdev `orig` of the node for this attachment, before anything changes it: the MAC
+/// its PF is told reaches it (igb), then ChangeVfNetdev and MoveVfNetdev. Changes nothing itself.
+/// Inverse: "<owner.driver>.return_netdev" with its name, hardware address and MTU, restoring the
+/// MAC with `mac_changed`, the MTU with `mtu_changed` (and `sysfs_root` when it is not /sys): the
+/// one operation covering those later changes, recorded before any of them.
+struct TakeVfNetdev {
+  undo::VfOwner owner;
+  vf_attach::NetdevOrig orig;
+  bool mac_changed = false;
+  bool mtu_changed = false;
+  std::string sysfs_root;  ///< where return_netdev finds a netdev that a driver reload renamed
+};
+
+/// Changes VF netdev `index` while it is in the node (a MAC its PF was told; its name back after
+/// a driver reload). No inverse: TakeVfNetdev's return_netdev puts name and MAC back.
+struct ChangeVfNetdev {
+  int index = 0;
+  link::LinkChange change;
+};
+
+/// Moves VF netdev `index` (node name `name`) into the pod as ctx.ifname in one message, then sets
+/// `mac` and `mtu_bytes` there when given and different. No inverse: TakeVfNetdev's return_netdev.
+/// Errors: the kernel's (EEXIST: the name is taken), naming the netdev and the namespace.
+struct MoveVfNetdev {
+  int index = 0;
+  std::string name;
+  std::optional<Mac> mac;
+  std::optional<uint32_t> mtu_bytes;
+};
+
+/// Moves RDMA device `device` from the node into the pod namespace through `rdma`. Inverse:
+/// "<owner.driver>.rdma_return" of `device`. Errors: the backend's, unprefixed.
+struct MoveRdmaIntoPod {
+  rdma::Ops* rdma = nullptr;
+  undo::VfOwner owner;
+  std::string device;
+};
+
+using Step = std::variant<CreateBridge, AddNodeAddress, RemoveNodeAddress, WriteNodeSysctl, AddMacspoof, AddMasquerade, AddPortMappings, FlushConntrack, CreatePodLink, WritePodSysctl, CreatePodTap, SetUpPodLink, TunePodLink, SetUpNodeLink, AddOwnLinkAddress, AddOwnLinkRoute, RemoveOwnLinkRoute, WriteNodeLinkSysctl, EnableForwarding, AddSourceRules, MoveLinkIntoPod, AddFirewallPod, IsolateBridge, JoinPodVrf, WriteBandwidthEntries, AddClsact, AttachShapingFilter, SetRootFq, SetUpBridge, SetBridgePort, SetPortVlans, CreateSharedVeth, ReclaimVf, ClaimVf, SetVfSettings, ReloadVfDriver, TakeVfNetdev, ChangeVfNetdev, MoveVfNetdev, MoveRdmaIntoPod>;
 
 // --- Calls: steps that return what they made --------------------------------------------------------
 // A call is a step whose apply returns a value (the veth pair as made, an IPAM's or a delegated

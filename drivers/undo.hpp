@@ -246,16 +246,31 @@ struct VfRelease : VfOwner {
   template <class V> void fields(V& v) { owner_fields(v); }
 };
 
-/// Put the VF's PF-side settings back, in order (then rebind its driver when set).
+/// The sysfs root a VF operation without "sysfs_root" (every record before it was recorded, and
+/// every one of a node whose plumb config has no sysfsRoot) rebinds under.
+inline constexpr std::string_view kDefaultSysfsRoot = "/sys";
+
+/// Put the VF's PF-side settings back, in order (then rebind its driver when set, under
+/// `sysfs_root`: the ADD's plumb config sysfsRoot, recorded when it is not kDefaultSysfsRoot).
 struct VfRestore : VfOwner {
   static constexpr std::string_view kVerb = "restore_vf";
   std::string pf;
   std::vector<vf::VfSetting> settings;  ///< engine/kernel/vf.hpp, applied in order
   std::optional<std::string> rebind_driver;
-  template <class V> void fields(V& v) { owner_fields(v); v("pf", pf); v("settings", settings); v("rebind_driver", rebind_driver); }
+  std::optional<std::string> sysfs_root;
+  template <class V>
+  void fields(V& v) {
+    owner_fields(v);
+    v("pf", pf);
+    v("settings", settings);
+    v("rebind_driver", rebind_driver);
+    v("sysfs_root", sysfs_root);
+  }
 };
 
-/// The VF netdev back to the node under its original name, then its MAC/MTU when changed.
+/// The VF netdev back to the node under its original name, then its MAC/MTU when changed. A VF
+/// whose driver was reloaded has a new netdev, found under `sysfs_root` (recorded when it is not
+/// kDefaultSysfsRoot).
 struct VfReturnNetdev : VfOwner {
   static constexpr std::string_view kVerb = "return_netdev";
   std::string name;
@@ -263,8 +278,10 @@ struct VfReturnNetdev : VfOwner {
   uint32_t mtu_bytes = 0;
   bool mac_changed = false;
   bool mtu_changed = false;
+  std::optional<std::string> sysfs_root;
   template <class V> void fields(V& v) {
     owner_fields(v); v("name", name); v("hwaddr", hwaddr); v("mtu", mtu_bytes); v("mac_changed", mac_changed); v("mtu_changed", mtu_changed);
+    v("sysfs_root", sysfs_root);
   }
 };
 

@@ -106,7 +106,7 @@ Result<Target> locate(Context& ctx, vf_attach::Backends& b, const VdpaConfig& c)
 
 Result<cni::CniResult> vdpa_add(Context& ctx, const VdpaConfig& c, const cni::CniResult*) {
   vf_attach::DefaultBackends defaults(ctx);
-  vf_attach::Backends& b = vf_attach::backends_of(ctx, defaults);
+  vf_attach::Backends& b = vf_attach::backends_of(defaults);
   const std::string& where = ctx.network;
   Target t = PLUMB_TRY(locate(ctx, b, c));
   const pci::VfDevice& dev = t.dev;

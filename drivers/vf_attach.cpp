@@ -5,13 +5,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 
+#include "drivers/steps.hpp"
 #include "drivers/undo.hpp"
 #include "engine/base/file.hpp"
-#include "engine/devinfo/devinfo.hpp"
-#include "engine/kernel/announce.hpp"
 #include "engine/base/netns.hpp"
+#include "engine/devinfo/devinfo.hpp"
 
 namespace plumb::drivers::vf_attach {
 namespace {
@@ -30,19 +31,6 @@ Result<Dir> alloc_dir(const std::string& state_dir, bool create) {
 }
 
 bool netns_alive(const std::string& path) { return !path.empty() && netns::Netns::open(path).has_value(); }
-
-/// Puts back the PF settings a stale owner's record saved (a reclaim).
-Status restore_stale(Backends& b, const Allocation& stale) {
-  for (auto& s : stale.restore) {
-    if (b.pf == nullptr) return fail(cni_code::kInternal, "reclaim VF " + stale.pci + ": no PF backend");
-    auto st = b.pf->set(stale.pf, s);
-    if (!st) {
-      return std::unexpected(st.error().within("reclaim VF " + stale.pci + " from container " + stale.container_id +
-                                               " whose netns " + stale.netns + " is gone"));
-    }
-  }
-  return {};
-}
 
 /// The lock of VF `pci`'s allocation record (creating the allocation directory).
 Result<state::FileLock> lock_vf(const Context& ctx, const std::string& pci) {
@@ -98,8 +86,16 @@ Status write_allocation(const std::string& state_dir, const Allocation& al) {
 
 DefaultBackends::DefaultBackends(Context& ctx) : pf(*ctx.node), backends{&pf, &rdma, &vdpa} {}
 
-Backends& backends_of(Context& ctx, DefaultBackends& defaults) {
-  return ctx.vf_backends != nullptr ? *ctx.vf_backends : defaults.backends;
+namespace {
+std::atomic<Backends*> overridden{nullptr};
+}  // namespace
+
+BackendsOverride::BackendsOverride(Backends& b) : previous_(overridden.exchange(&b)) {}
+BackendsOverride::~BackendsOverride() { overridden.store(previous_); }
+
+Backends& backends_of(DefaultBackends& defaults) {
+  Backends* b = overridden.load();
+  return b != nullptr ? *b : defaults.backends;
 }
 
 Result<std::string> device_id(const json::Value& conf, const ParseInput& in, std::string_view type) {
@@ -143,6 +139,13 @@ Status ensure_ifname_free(Context& ctx) {
   return {};
 }
 
+namespace {
+/// The VF operations' owner: this attachment, as driver `type`, of VF `pci`.
+undo::VfOwner owner_of(const Context& ctx, std::string_view type, const std::string& pci) {
+  return {std::string(type), pci, ctx.container_id, ctx.ifname};
+}
+}  // namespace
+
 Result<Claim> claim(Context& ctx, Backends& b, std::string_view type, const pci::VfDevice& dev,
                     const std::string& mode) {
   Claim cl;
@@ -155,37 +158,37 @@ Result<Claim> claim(Context& ctx, Backends& b, std::string_view type, const pci:
                                            existing->netns + ")");
     }
     // Stale: its pod namespace is gone. Put back the PF settings it changed, then take it over.
-    PLUMB_TRY(restore_stale(b, *existing));
+    if (!existing->restore.empty() && b.pf == nullptr)
+      return fail(cni_code::kInternal, "reclaim VF " + dev.pci + ": no PF backend");
+    if (!existing->restore.empty()) PLUMB_TRY(steps::run(ctx, steps::ReclaimVf{b.pf, *existing}));
   }
-  PLUMB_TRY(undo::will(ctx, undo::VfRelease{{std::string(type), dev.pci, ctx.container_id, ctx.ifname}}));
   cl.alloc.pci = dev.pci;
   cl.alloc.type = std::string(type);
   cl.alloc.container_id = ctx.container_id;
   cl.alloc.ifname = ctx.ifname;
   cl.alloc.netns = ctx.netns_path;
   cl.alloc.mode = mode;
-  PLUMB_TRY(write_allocation(ctx.state_dir, cl.alloc));
+  PLUMB_TRY(steps::run(ctx, steps::ClaimVf{cl.alloc}));
   return cl;
 }
 
 Status apply_pf_settings(Context& ctx, Backends& b, Claim& cl, std::string_view type, const std::string& pf,
                          const std::vector<vf::VfSetting>& apply, const std::vector<vf::VfSetting>& restore,
-                         const std::string& rebind_driver) {
+                         const std::string& rebind_driver, bool rebind_now) {
   if (b.pf == nullptr) return fail(cni_code::kInternal, "no PF backend");
   cl.alloc.pf = pf;
   cl.alloc.restore = restore;
   PLUMB_TRY(write_allocation(ctx.state_dir, cl.alloc));
-  undo::VfRestore op;
-  static_cast<undo::VfOwner&>(op) = {std::string(type), cl.alloc.pci, ctx.container_id, ctx.ifname};
-  op.pf = pf;
-  op.settings = restore;
-  if (!rebind_driver.empty()) op.rebind_driver = rebind_driver;
-  PLUMB_TRY(undo::will(ctx, std::move(op)));
-  for (auto& s : apply) {
-    auto st = b.pf->set(pf, s);
-    if (!st) return std::unexpected(st.error().within("VF " + cl.alloc.pci));
-  }
-  return {};
+  steps::SetVfSettings step;
+  step.pf = b.pf;
+  step.owner = owner_of(ctx, type, cl.alloc.pci);
+  step.pf_netdev = pf;
+  step.apply = apply;
+  step.restore = restore;
+  step.rebind_driver = rebind_driver;
+  step.rebind_now = rebind_now;
+  step.sysfs_root = ctx.sysfs_root;
+  return steps::run(ctx, step);
 }
 
 Result<NetdevOrig> register_return_netdev(Context& ctx, std::string_view type, const std::string& pci,
@@ -196,39 +199,49 @@ Result<NetdevOrig> register_return_netdev(Context& ctx, std::string_view type, c
                 "the netdev " + name + " of device " + pci + " (from sysfs) is not in the node namespace");
   }
   NetdevOrig o{l->index, l->name, l->hwaddr, l->mtu_bytes};
-  undo::VfReturnNetdev op;
-  static_cast<undo::VfOwner&>(op) = {std::string(type), pci, ctx.container_id, ctx.ifname};
-  op.name = o.name;
-  op.hwaddr = format_hwaddr(o.hwaddr.data(), o.hwaddr.size());
-  op.mtu_bytes = o.mtu_bytes;
-  op.mac_changed = mac_change;
-  op.mtu_changed = mtu_change;
-  PLUMB_TRY(undo::will(ctx, std::move(op)));
+  PLUMB_TRY(steps::run(ctx, steps::TakeVfNetdev{owner_of(ctx, type, pci), o, mac_change, mtu_change, ctx.sysfs_root}));
   return o;
+}
+
+Status take_pf_mac(Context& ctx, const pci::VfDevice& dev, NetdevOrig& orig, const Mac& mac) {
+  auto l = PLUMB_TRY(link::get(*ctx.node, orig.name));
+  if (!l) return fail(cni_code::kNotFound, "the netdev " + orig.name + " of VF " + dev.pci + " left the node");
+  if (l->mac() == mac) return {};
+  steps::ChangeVfNetdev set_mac{l->index, {}};
+  set_mac.change.mac = mac;
+  auto set = steps::run(ctx, set_mac);
+  if (set) return {};
+  if (set.error().sys_errno != EADDRNOTAVAIL || dev.driver.empty()) {
+    return std::unexpected(set.error().within("set MAC " + mac.str() + " on VF netdev " + orig.name));
+  }
+  const std::string what = "reload driver " + dev.driver + " of VF " + dev.pci + " so it takes MAC " + mac.str();
+  PLUMB_TRY(steps::run(
+      ctx, steps::ReloadVfDriver{owner_of(ctx, "sriov", dev.pci), dev.pf_netdev, dev.driver, ctx.sysfs_root}));
+  auto again = PLUMB_TRY(pci::lookup_device(ctx.sysfs_root, dev.pci, false, what));
+  std::optional<link::LinkInfo> now;
+  if (!again.netdev.empty()) now = PLUMB_TRY(link::get(*ctx.node, again.netdev));
+  if (!now) return fail(cni_code::kNotFound, what + ": the VF has no netdev in the node after it");
+  if (now->name != orig.name) {
+    steps::ChangeVfNetdev rename{now->index, {}};
+    rename.change.name = orig.name;
+    auto r = steps::run(ctx, rename);
+    if (!r) return std::unexpected(r.error().within(what + ": rename " + now->name + " back to " + orig.name));
+  }
+  orig.index = now->index;
+  return {};
 }
 
 Result<link::LinkInfo> move_netdev(Context& ctx, const NetdevOrig& orig, const std::optional<Mac>& mac,
                                    const std::optional<uint32_t>& mtu_bytes) {
-  link::LinkChange move;
-  move.name = ctx.ifname;
-  move.netns_fd = ctx.pod_ns->fd();
-  auto st = link::modify(*ctx.node, orig.index, move);
-  if (!st)
-    return std::unexpected(st.error().within("move " + orig.name + " into " + ctx.netns_path + " as " + ctx.ifname));
+  PLUMB_TRY(steps::run(ctx, steps::MoveVfNetdev{orig.index, orig.name, mac, mtu_bytes}));
   auto l = PLUMB_TRY(link::get(*ctx.pod, ctx.ifname));
-  if (!l)
-    return fail(cni_code::kKernel,
-                orig.name + " is not in " + ctx.netns_path + " as " + ctx.ifname + " after the move");
-  link::LinkChange ch;
-  if (mac && l->mac() != mac) ch.mac = *mac;
-  if (mtu_bytes && l->mtu_bytes != *mtu_bytes) ch.mtu_bytes = *mtu_bytes;
-  if (ch.mac || ch.mtu_bytes) {
-    auto set = link::modify(*ctx.pod, l->index, ch);
-    if (!set) return std::unexpected(set.error().within("set MAC/MTU of " + ctx.ifname));
-    l = PLUMB_TRY(link::get(*ctx.pod, ctx.ifname));
-    if (!l) return fail(cni_code::kKernel, ctx.ifname + " vanished from " + ctx.netns_path);
-  }
+  if (!l) return fail(cni_code::kKernel, ctx.ifname + " vanished from " + ctx.netns_path);
   return *l;
+}
+
+Status move_rdma(Context& ctx, Backends& b, std::string_view type, const std::string& pci, const std::string& device) {
+  if (b.rdma == nullptr) return fail(cni_code::kInternal, std::string(type) + ": no RDMA backend");
+  return steps::run(ctx, steps::MoveRdmaIntoPod{b.rdma, owner_of(ctx, type, pci), device});
 }
 
 Result<cni::CniResult> pod_result(Context& ctx, const IpamUse& ipam, const std::string& pci,
@@ -245,7 +258,10 @@ Result<cni::CniResult> pod_result(Context& ctx, const IpamUse& ipam, const std::
     PLUMB_TRY(configure_pod_interface(ctx, moved->index, r, false));
     // The VF's MAC now owns these addresses: tell the switch and neighbours, and let the kernel
     // repeat it on later link flaps (sriov-cni does both; best effort).
-    if (ctx.pod_ns != nullptr) (void)announce::enable_notify(*ctx.pod_ns, ctx.ifname);
+    // arp_notify and ndisc_notify (announce::enable_notify), as steps.
+    if (ctx.pod_ns != nullptr &&
+        steps::run(ctx, steps::WritePodSysctl{"net/ipv4/conf/" + ctx.ifname + "/arp_notify", "1"}))
+      (void)steps::run(ctx, steps::WritePodSysctl{"net/ipv6/conf/" + ctx.ifname + "/ndisc_notify", "1"});
     if (auto m = moved->mac()) announce_addresses(ctx, moved->index, *m, r, std::chrono::milliseconds(200), true);
   }
   return r;
@@ -289,6 +305,43 @@ namespace plumb::drivers::undo {
 using vf_attach::Backends;
 using vf_attach::DefaultBackends;
 
+namespace {
+
+/// The VF `pci`'s netdev in the node under another name than `name` (its driver was reloaded,
+/// which gave it a new netdev), renamed back to `name`; nullopt when it has none in the node.
+Result<std::optional<link::LinkInfo>> renamed_netdev(Context& ctx, const std::string& sysfs_root,
+                                                     const std::string& pci, const std::string& name) {
+  auto dev = pci::lookup_device(sysfs_root, pci, false, "VF " + pci);
+  if (!dev || dev->netdev.empty() || dev->netdev == name) return std::optional<link::LinkInfo>{};
+  auto l = PLUMB_TRY(link::get(*ctx.node, dev->netdev));
+  if (!l) return l;
+  link::LinkChange rename;
+  rename.name = name;
+  auto st = link::modify(*ctx.node, l->index, rename);
+  if (!st)
+    return std::unexpected(st.error().within("undo: rename VF " + pci + "'s netdev " + l->name + " back to " + name));
+  return link::get(*ctx.node, name);
+}
+
+/// Prepares VF netdev `l`, which already carries `mac`, to set `mac` again so its driver tells the
+/// PF: a VF whose administrative MAC was just removed (igb clears the VF's filter entry with it)
+/// has its own MAC back in the PF's filter only when it sets it, and the kernel skips a set to the
+/// netdev's current MAC (since 6.5), so the netdev first takes `mac` with its last bit flipped.
+/// A VF driver that refuses that (EADDRNOTAVAIL: an administrative MAC still governs the VF) has
+/// nothing to re-register. Errors: the kernel's, within `what`.
+Status reregister_mac(Context& ctx, const link::LinkInfo& l, const Mac& mac, const std::string& what) {
+  link::LinkChange other;
+  other.mac = mac;
+  other.mac->bytes[5] ^= 0x01;
+  auto st = link::modify(*ctx.node, l.index, other);
+  if (!st && st.error().sys_errno != EADDRNOTAVAIL)
+    return std::unexpected(
+        st.error().within(what + " (set MAC " + other.mac->str() + " before setting " + mac.str() + " again)"));
+  return {};
+}
+
+}  // namespace
+
 Status run_op(Context& ctx, const VfRelease& op) {
   auto lock = PLUMB_TRY(vf_attach::lock_vf(ctx, op.pci));
   if (PLUMB_TRY(vf_attach::owned_by_other(ctx, op))) return {};
@@ -302,7 +355,7 @@ Status run_op(Context& ctx, const VfRestore& op) {
   auto lock = PLUMB_TRY(vf_attach::lock_vf(ctx, op.pci));
   if (PLUMB_TRY(vf_attach::owned_by_other(ctx, op))) return {};
   DefaultBackends defaults(ctx);
-  Backends& b = vf_attach::backends_of(ctx, defaults);
+  Backends& b = vf_attach::backends_of(defaults);
   for (const auto& s : op.settings) {
     auto st = b.pf->set(op.pf, s);
     if (!st && st.error().cni_code == cni_code::kNotFound) return {};  // the PF is gone, and its VFs with it
@@ -310,7 +363,8 @@ Status run_op(Context& ctx, const VfRestore& op) {
     if (!st && st.error().cni_code == cni_code::kKernelFeature) continue;
     if (!st) return std::unexpected(st.error().within("undo: restore the saved settings of VF " + op.pci));
   }
-  if (op.rebind_driver && !op.rebind_driver->empty()) PLUMB_TRY(pci::rebind(ctx.sysfs_root, op.pci, *op.rebind_driver));
+  if (op.rebind_driver && !op.rebind_driver->empty())
+    PLUMB_TRY(pci::rebind(op.sysfs_root.value_or(std::string(kDefaultSysfsRoot)), op.pci, *op.rebind_driver));
   return {};
 }
 
@@ -337,12 +391,14 @@ Status run_op(Context& ctx, const VfReturnNetdev& op) {
   }
   // In the node (just returned, or never moved): give back the original MAC and MTU.
   auto l = PLUMB_TRY(link::get(*ctx.node, op.name));
+  if (!l) l = PLUMB_TRY(renamed_netdev(ctx, op.sysfs_root.value_or(std::string(kDefaultSysfsRoot)), op.pci, op.name));
   if (!l) return {};  // pod namespace gone: a real VF netdev went back to the initial namespace
   link::LinkChange ch;
-  if (op.mac_changed && hwaddr->size() == 6 && l->hwaddr != *hwaddr) {
+  if (op.mac_changed && hwaddr->size() == 6) {
     Mac m;
     std::copy(hwaddr->begin(), hwaddr->end(), m.bytes.begin());
     ch.mac = m;
+    if (l->hwaddr == *hwaddr) PLUMB_TRY(reregister_mac(ctx, *l, m, what));
   }
   if (op.mtu_changed && op.mtu_bytes != 0 && l->mtu_bytes != op.mtu_bytes) ch.mtu_bytes = op.mtu_bytes;
   if (ch.mac || ch.mtu_bytes) {
@@ -357,7 +413,7 @@ Status run_op(Context& ctx, const RdmaReturn& op) {
   if (PLUMB_TRY(vf_attach::owned_by_other(ctx, op))) return {};
   if (ctx.pod_ns == nullptr) return {};  // the kernel returns RDMA devices when their namespace dies
   DefaultBackends defaults(ctx);
-  Backends& b = vf_attach::backends_of(ctx, defaults);
+  Backends& b = vf_attach::backends_of(defaults);
   auto node_ns = netns::Netns::current();
   if (!node_ns) return std::unexpected(node_ns.error().within("undo: return RDMA device " + op.device));
   auto st = b.rdma->move(op.device, ctx.pod_ns->fd(), node_ns->fd());

@@ -11,14 +11,17 @@
 //   result   pod_result (IPAM, the pod interface, addresses) and finish_pci_vf (+ pci device-info)
 //   check    check_attachment
 //
-// The kernel backends come from Context::vf_backends when a test sets recording fakes, else from
-// DefaultBackends (the netlink implementations).
+// Every change is a step (drivers/steps.hpp: ReclaimVf, ClaimVf, SetVfSettings, ReloadVfDriver,
+// TakeVfNetdev, ChangeVfNetdev, MoveVfNetdev, MoveRdmaIntoPod) whose inverse the executor records
+// first. The kernel backends are DefaultBackends (the netlink implementations), or recording fakes
+// while a test holds a BackendsOverride.
 //
 // The VF undo operations (drivers/undo.hpp VfRelease, VfRestore, VfReturnNetdev, RdmaReturn) are
 // executed in vf_attach.cpp. Each first checks that the VF's allocation record is not owned by
 // another container, so a DEL of a pod whose VF was reclaimed after its namespace vanished leaves
 // the new owner alone. return_netdev succeeds when the pod namespace is gone (the kernel returns
-// physical netdevs itself).
+// physical netdevs itself). A VF rebound to its driver has a new netdev in the node:
+// return_netdev finds it through sysfs (the VF's net/) when its original name is not there.
 #pragma once
 
 #include <cstdint>
@@ -76,8 +79,22 @@ struct DefaultBackends {
   vdpa::GenlLister vdpa;
   Backends backends;
 };
-/// ctx.vf_backends when set (tests), else `defaults`' netlink implementations.
-[[nodiscard]] Backends& backends_of(Context& ctx, DefaultBackends& defaults);
+/// Tests without SR-IOV hardware: while one exists, the VF drivers and the VF undo operations of
+/// every invocation in this process use `b` (recording fakes) instead of the netlink
+/// implementations. Nests (the previous override is back once this one is destroyed); plumb
+/// itself never makes one.
+class BackendsOverride {
+ public:
+  explicit BackendsOverride(Backends& b);
+  ~BackendsOverride();
+  BackendsOverride(const BackendsOverride&) = delete;
+  BackendsOverride& operator=(const BackendsOverride&) = delete;
+
+ private:
+  Backends* previous_;
+};
+/// The overriding backends when a BackendsOverride exists, else `defaults`' netlink implementations.
+[[nodiscard]] Backends& backends_of(DefaultBackends& defaults);
 
 // --- parse --------------------------------------------------------------------------------------
 
@@ -110,13 +127,15 @@ struct Claim {
 /// Errors: kInternal without ctx.state_dir; the state directory's and the PF backend's errors.
 [[nodiscard]] Result<Claim> claim(Context& ctx, Backends& b, std::string_view type, const pci::VfDevice& dev,
                                   const std::string& mode);
-/// Records `restore` (what undoes `apply`, in restore order) in the allocation, registers
-/// "<type>.restore_vf" (with `rebind_driver` when the VF must be rebound after restoring, ""
-/// otherwise), then applies `apply` one setting per message through b.pf on PF netdev `pf`, in
-/// order. Errors: kInternal without a PF backend; b.pf's errors, naming the VF.
+/// Records `restore` (what undoes `apply`, in restore order) in the allocation, then applies
+/// `apply` one setting per message through b.pf on PF netdev `pf`, in order, and with
+/// `rebind_now` rebinds the VF's `rebind_driver` (steps::SetVfSettings: "<type>.restore_vf" with
+/// `rebind_driver` when the VF must be rebound after restoring, "" otherwise, recorded first).
+/// Errors: kInternal without a PF backend; b.pf's and sysfs's errors, naming the VF.
 [[nodiscard]] Status apply_pf_settings(Context& ctx, Backends& b, Claim& cl, std::string_view type,
                                        const std::string& pf, const std::vector<vf::VfSetting>& apply,
-                                       const std::vector<vf::VfSetting>& restore, const std::string& rebind_driver);
+                                       const std::vector<vf::VfSetting>& restore, const std::string& rebind_driver,
+                                       bool rebind_now = false);
 
 /// The VF netdev as it was in the node before the ADD.
 struct NetdevOrig {
@@ -125,16 +144,30 @@ struct NetdevOrig {
   std::vector<uint8_t> hwaddr;  ///< 6 bytes (Ethernet) or 20 (IPoIB)
   uint32_t mtu_bytes = 0;
 };
-/// Reads netdev `name` (of device `pci`) in the node and registers "<type>.return_netdev" for it
-/// (what to restore: the MAC only with mac_change, the MTU only with mtu_change). Errors:
-/// kNotFound when the netdev sysfs names is not in the node namespace.
+/// Reads netdev `name` (of device `pci`) in the node and takes it (steps::TakeVfNetdev:
+/// "<type>.return_netdev" recorded; what to restore: the MAC only with mac_change, the MTU only
+/// with mtu_change). Errors: kNotFound when the netdev sysfs names is not in the node
+/// namespace; the kernel's.
 [[nodiscard]] Result<NetdevOrig> register_return_netdev(Context& ctx, std::string_view type, const std::string& pci,
                                                         const std::string& name, bool mac_change, bool mtu_change);
+/// Makes VF netdev `orig` (still in the node) carry `mac`, which its PF was just told: set on the
+/// netdev when it has another; a VF driver that refuses that (igbvf answers EADDRNOTAVAIL: a MAC
+/// set through the PF reaches it only when it reloads) is reloaded — "<type>.restore_vf" with no
+/// settings and rebind_driver registered first, then unbind and bind — and its new netdev renamed
+/// back to orig.name (orig.index follows). Errors: the kernel's and sysfs's, naming the VF;
+/// kNotFound when the VF has no netdev after the reload.
+[[nodiscard]] Status take_pf_mac(Context& ctx, const pci::VfDevice& dev, NetdevOrig& orig, const Mac& mac);
 /// Moves the netdev into the pod and renames it to ctx.ifname in one RTM_NEWLINK, then sets its
 /// MAC and MTU (bytes) there in one message when given and different. Returns the pod-side link.
 /// Errors: the kernel's (EEXIST when the name is taken), naming the netdev and the namespace.
 [[nodiscard]] Result<link::LinkInfo> move_netdev(Context& ctx, const NetdevOrig& orig, const std::optional<Mac>& mac,
                                                  const std::optional<uint32_t>& mtu_bytes);
+
+/// rdmaIsolation and the rdma plugin: moves RDMA device `device` (of device `pci`) into the pod
+/// through b.rdma (steps::MoveRdmaIntoPod: "<type>.rdma_return" recorded first). Errors: kInternal
+/// without an RDMA backend; the backend's, unprefixed (the caller names what it moved).
+[[nodiscard]] Status move_rdma(Context& ctx, Backends& b, std::string_view type, const std::string& pci,
+                               const std::string& device);
 
 /// Runs IPAM and returns the result whose only interface is the pod's ctx.ifname, carrying PCI
 /// address `pci` and every IP pointing at it: `moved` is the netdev now in the pod (its MAC and

@@ -74,7 +74,6 @@ drivers::Context make_context(const cni::Env& env, const PlumbConfig& conf, Kern
   ctx.node = k.node ? &*k.node : nullptr;
   ctx.pod = k.pod ? &*k.pod : nullptr;
   ctx.cni_args = env.args;
-  ctx.vf_backends = nullptr;
   ctx.plugin_search = plugin_search(conf, env.path);
   ctx.ipam_cluster = ipam_cluster(conf);
   return ctx;

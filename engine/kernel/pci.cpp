@@ -151,7 +151,10 @@ Result<std::vector<std::string>> rdma_devices(const std::string& sysfs_root, con
 }
 
 Status rebind(const std::string& sysfs_root, const std::string& pci, const std::string& driver) {
+  // Unbound (a rebind cut short between its two writes): only the bind is left to do.
+  const bool bound = !link_basename(fs::path(sysfs_root) / "bus/pci/devices" / pci / "driver").empty();
   for (const char* verb : {"unbind", "bind"}) {
+    if (!bound && verb[0] == 'u') continue;
     std::string path = sysfs_root + "/bus/pci/drivers/" + driver + "/" + verb;
     int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
     if (fd < 0) return fail_errno(errno, std::string(verb) + " PCI device " + pci + " (open " + path + ")");

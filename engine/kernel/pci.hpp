@@ -67,7 +67,7 @@ struct PfVf {
 
 /// Unbinds device `pci` from `driver` and binds it again (writes the address to
 /// <root>/bus/pci/drivers/<driver>/unbind, then .../bind), as ib-sriov-cni does so a new GUID
-/// takes effect. Errors: the errno of the open or write, naming the file.
+/// takes effect; a device bound to no driver is only bound. Errors: the errno of the open or write, naming the file.
 [[nodiscard]] Status rebind(const std::string& sysfs_root, const std::string& pci, const std::string& driver);
 
 }  // namespace plumb::pci

@@ -457,6 +457,19 @@ Status NetlinkPfOps::set(const std::string& pf, const VfSetting& s) {
     return fail(cni_code::kKernelFeature, what + ": the PF's driver does not support this VF setting (EOPNOTSUPP)",
                 st.error().details);
   }
+  if (!st && st.error().sys_errno == EPROTONOSUPPORT) {
+    return fail(cni_code::kKernelFeature,
+                what + ": the PF's driver does not support this VLAN protocol on VFs (EPROTONOSUPPORT)",
+                st.error().details);
+  }
+  if (!st && st.error().sys_errno == EINVAL && s.kind == Kind::Rate) {
+    // igb: no min_tx_rate at all, and a max_tx_rate only while the PF has link.
+    Error e = st.error();
+    e.msg +=
+        " (the PF's driver refused these rates: not every driver takes a min_tx_rate, and some take a "
+        "max_tx_rate only while the PF has link)";
+    return std::unexpected(e);
+  }
   return st;
 }
 

@@ -104,8 +104,8 @@ class PfOps {
   /// the PF netdev does not exist.
   [[nodiscard]] virtual Result<VfState> get_vf(const std::string& pf, uint32_t vf) = 0;
   /// Applies one setting (one message). Errors: kNotFound when the PF netdev does not exist;
-  /// kKernelFeature when the PF's driver does not support it (EOPNOTSUPP), naming the PF and the
-  /// setting; the kernel's errno otherwise.
+  /// kKernelFeature when the PF's driver does not support it (EOPNOTSUPP; EPROTONOSUPPORT for an
+  /// 802.1ad VLAN), naming the PF and the setting; the kernel's errno otherwise.
   [[nodiscard]] virtual Status set(const std::string& pf, const VfSetting& s) = 0;
 };
 

@@ -87,7 +87,7 @@ TEST_CASE("[fake RDMA / kernel] IB rdmaIsolation: a shared RDMA netns mode and a
 
   rdma::NetlinkOps real;  // [kernel] this kernel: socket(NETLINK_RDMA) is EPROTONOSUPPORT
   drivers::vf_attach::Backends rb{&b.pf, &real, nullptr};
-  a.ctx.vf_backends = &rb;
+  drivers::vf_attach::BackendsOverride uses_real_rdma(rb);
   auto r2 = a.add("ib-sriov", ib_conf(R"("rdmaIsolation":true)", b.ipam("192.0.2.0/24")));
   REQUIRE_FALSE(r2);
   CHECK(r2.error().cni_code == cni_code::kKernelFeature);

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "drivers/steps.hpp"
 #include "tests/support/pod_fixture.hpp"
 #include "tests/support/vf_harness.hpp"
 
@@ -44,6 +45,31 @@ std::string rdma_conf(const std::string& body) {
 }
 
 }  // namespace
+
+TEST_CASE(
+    "[kernel netdevs, recorded PF, fake RDMA] rdma with a RecordingExecutor: one step, the RDMA device's move, "
+    "recorded with its return and not applied") {
+  Node node;
+  Bench b(node);
+  rdma_tree(b);
+  node.add_netns("pod1");
+  Att a(b, "ctr1", "net1", "pod1");
+  auto r = a.add("sriov", sriov_conf(R"("deviceID":"0000:05:00.2")", b.ipam("198.51.100.0/24")));
+  REQUIRE_MESSAGE(r, (r ? "" : r.error().text()));
+  drivers::steps::RecordingExecutor rec;
+  a.ctx.executor = &rec;
+  auto conf = json::parse(rdma_conf(R"("deviceID":"0000:05:00.2")"), "test");
+  REQUIRE(conf);
+  auto r2 = add_plugin(a.ctx, *conf, &*r);
+  REQUIRE_MESSAGE(r2, (r2 ? "" : r2.error().text()));
+  REQUIRE(rec.made().size() == 1);
+  CHECK(rec.made()[0].step == "move_rdma_into_pod");
+  REQUIRE(rec.made()[0].inverse);
+  CHECK(json::dump(drivers::undo::encode(rec.made()[0].inverse->op)) ==
+        R"({"op":"rdma.rdma_return","pci":"0000:05:00.2","container_id":"ctr1","ifname":"net1","device":"mlx5_5"})");
+  CHECK(b.rdma.moves.empty());
+  CHECK(a.undo_ops().back() != "rdma.rdma_return");
+}
 
 TEST_CASE("[kernel netdevs, recorded PF, fake RDMA] rdma chained after sriov: the VF's RDMA device moves into the pod; the "
           "result is prevResult; DEL returns it before the netdev") {

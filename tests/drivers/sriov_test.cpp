@@ -430,3 +430,33 @@ TEST_CASE("[kernel netdevs] once the VF netdev is up with its addresses, a gratu
   CHECK_MESSAGE(na, "no unsolicited NA for " << v6.str());
   REQUIRE(a.unwind(true));
 }
+
+TEST_CASE(
+    "[kernel netdevs, recorded PF] the PF-side MAC saved before the ADD is restored only when it was "
+    "administrative: the VF netdev's own MAC (igb reports it once the VF set it) comes back as 00:00:00:00:00:00, "
+    "another one as itself with the VF rebound so it takes it") {
+  Node node;
+  Bench b(node);
+  sriov_tree(b);
+  node.add_netns("pod1");
+  const std::string conf =
+      sriov_conf(R"("deviceID":"0000:03:00.2","mac":"02:11:22:33:44:55")", b.ipam("198.51.100.0/24"));
+  b.pf.vfs[{"pf0", 1}].mac = *Mac::parse("02:aa:00:00:00:01");  // vfnd1's own MAC
+  {
+    Att a(b, "ctr1", "net1", "pod1");
+    REQUIRE(a.add("sriov", conf));
+    b.pf.log.clear();
+    REQUIRE(a.unwind(true));
+    CHECK(b.pf.log == std::vector<std::string>{"set pf0 vf 1 mac 00:00:00:00:00:00"});
+    CHECK(ip_link("", "vfnd1")->mac == "02:aa:00:00:00:01");
+    CHECK(b.sys.driver_file("iavf", "bind").empty());
+  }
+  b.pf.vfs[{"pf0", 1}].mac = *Mac::parse("02:bb:00:00:00:07");  // set by an operator, not the VF's own
+  Att a(b, "ctr2", "net1", "pod1");
+  REQUIRE(a.add("sriov", conf));
+  b.pf.log.clear();
+  REQUIRE(a.unwind(true));
+  CHECK(b.pf.log == std::vector<std::string>{"set pf0 vf 1 mac 02:bb:00:00:00:07"});
+  CHECK(b.sys.driver_file("iavf", "unbind") == "0000:03:00.2");
+  CHECK(b.sys.driver_file("iavf", "bind") == "0000:03:00.2");
+}

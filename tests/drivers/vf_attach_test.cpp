@@ -4,15 +4,21 @@
 // private node: VF netdevs are real veth ends ([kernel netdevs]), the PF side is a recording PfOps
 // ([recorded PF]), the vDPA listing a fake ([fake vdpa]), the sysfs tree a fake one
 // (tests/support/vf_harness.hpp). Then single steps: allocation records in a scratch state
-// directory ([temp state dir]) and the shared parse steps (no kernel, no files).
+// directory ([temp state dir]) and the shared parse steps (no kernel, no files). Last, the VF
+// steps (drivers/steps.hpp): their inverses (golden JSON, no kernel), the sriov and ib-sriov ADDs
+// run with a RecordingExecutor, and the sysfs root a VF operation carries to DEL.
 #include <doctest/doctest.h>
 
+#include <fstream>
 #include <memory>
 #include <string>
 #include <tuple>
+#include <utility>
+#include <variant>
 #include <vector>
 
 #include "cni-entry/npwg/nad.hpp"
+#include "drivers/steps.hpp"
 #include "engine/base/file.hpp"
 #include "tests/support/pod_fixture.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -22,6 +28,70 @@ using namespace plumb;
 using namespace plumb::test;
 using namespace plumb::vf;
 using plumb::drivers::vf_attach::read_allocation;
+
+namespace {
+
+/// One attachment of the four-VF pod: its interface, driver, device plugin resource, device and config.
+struct Spec {
+  std::string ifname, type, resource, id, conf;
+};
+
+std::vector<Spec> four_vf_specs(Bench& b) {
+  return {
+      {"net1", "sriov", "intel.com/sriov_netdevice", "0000:03:00.2",
+       sriov_conf(R"("deviceID":"0000:03:00.2","vlan":100,"mac":"02:11:22:33:44:55","trust":"on")",
+                  b.ipam("198.51.100.0/24"))},
+      {"net2", "sriov", "intel.com/sriov_dpdk", "0000:03:00.3",
+       sriov_conf(R"("deviceID":"0000:03:00.3","vlan":200,"spoofchk":"off")", b.ipam("198.51.100.0/24"))},
+      {"ib1", "ib-sriov", "mellanox.com/mlnx_ib", "0000:81:00.2",
+       ib_conf(R"("runtimeConfig":{"infinibandGUID":"02:00:00:00:00:00:00:aa"})", b.ipam("192.0.2.0/24"))},
+      {"net4", "vdpa", "mellanox.com/vdpa", "0000:65:00.2", vdpa_conf("0000:65:00.2", b.ipam("203.0.113.0/24"))},
+  };
+}
+
+/// network-status as the orchestrator builds it (status_from_result + each device-info file),
+/// checked and encoded.
+json::Document four_vf_status(const cni::CniResult& def_r, const std::vector<std::unique_ptr<Att>>& atts,
+                              const std::vector<cni::CniResult>& results, const std::vector<Spec>& specs) {
+  std::vector<nad::StatusEntry> status;
+  status.push_back(nad::status_from_result("default-net", def_r, "eth0", true));
+  for (size_t i = 0; i < atts.size(); ++i) {
+    auto e = nad::status_from_result("default/" + specs[i].ifname, results[i], specs[i].ifname, false);
+    auto di = devinfo::read(atts[i]->plan.file);
+    REQUIRE(di);
+    REQUIRE(di->has_value());
+    e.device_info = std::move(**di);
+    status.push_back(std::move(e));
+  }
+  REQUIRE(nad::check_network_status(status));
+  auto doc = json::parse(nad::encode_network_status(status), "status");
+  REQUIRE(doc);
+  return std::move(*doc);
+}
+
+/// After the DEL: every VF's PF settings, netdev name, MAC and MTU as before, the pod empty, no
+/// allocation and no device-info left.
+void check_four_vf_gone(Bench& b, const VfState& ib_initial, const std::vector<Spec>& specs) {
+  CHECK(test::same_state(b.pf.vfs[{"pf0", 1}], initial_state(1)));
+  CHECK(test::same_state(b.pf.vfs[{"pf0", 2}], initial_state(2)));
+  CHECK(test::same_state(b.pf.vfs[{"ibp0", 0}], ib_initial));
+  for (auto [name, mac, mtu] :
+       std::vector<std::tuple<std::string, std::string, unsigned>>{{"vfnd1", "02:aa:00:00:00:01", 1400},
+                                                                   {"ibvf0", "02:bb:00:00:00:01", 2044},
+                                                                   {"vdnet1", "02:cc:00:00:00:01", 1500}}) {
+    auto l = ip_link("", name);
+    INFO(name);
+    REQUIRE(l);
+    CHECK(l->mac == mac);
+    CHECK(l->mtu == mtu);
+  }
+  auto pod_links = test::ip_json("-n pod1 link show");
+  CHECK(pod_links.Size() == 1);  // lo only
+  for (auto& s : specs) CHECK_FALSE(read_allocation(b.state(), s.id)->has_value());
+  CHECK(test::PodFixture::files_under(b.devinfo_base() + "/cni").empty());
+}
+
+}  // namespace
 
 TEST_CASE("[kernel netdevs, recorded PF, fake vdpa] pod with default + SR-IOV (kernel VF) + SR-IOV (vfio) + IB (GUID) + vDPA "
           "(vhost): network-status holds exactly the spec's device-info for each; DEL restores every VF setting, name, MAC, "
@@ -45,18 +115,7 @@ TEST_CASE("[kernel netdevs, recorded PF, fake vdpa] pod with default + SR-IOV (k
 
   std::vector<std::unique_ptr<Att>> atts;
   std::vector<cni::CniResult> results;
-  struct Spec {
-    std::string ifname, type, resource, id, conf;
-  };
-  std::vector<Spec> specs = {
-      {"net1", "sriov", "intel.com/sriov_netdevice", "0000:03:00.2",
-       sriov_conf(R"("deviceID":"0000:03:00.2","vlan":100,"mac":"02:11:22:33:44:55","trust":"on")", b.ipam("198.51.100.0/24"))},
-      {"net2", "sriov", "intel.com/sriov_dpdk", "0000:03:00.3",
-       sriov_conf(R"("deviceID":"0000:03:00.3","vlan":200,"spoofchk":"off")", b.ipam("198.51.100.0/24"))},
-      {"ib1", "ib-sriov", "mellanox.com/mlnx_ib", "0000:81:00.2",
-       ib_conf(R"("runtimeConfig":{"infinibandGUID":"02:00:00:00:00:00:00:aa"})", b.ipam("192.0.2.0/24"))},
-      {"net4", "vdpa", "mellanox.com/vdpa", "0000:65:00.2", vdpa_conf("0000:65:00.2", b.ipam("203.0.113.0/24"))},
-  };
+  const std::vector<Spec> specs = four_vf_specs(b);
   // One device plugin file exists (vhost-net only a device plugin knows); the others are written by plumb.
   test::write_file(devinfo::dp_file(b.devinfo_base(), "intel.com/sriov_netdevice", "0000:03:00.2"),
                    R"({"type":"pci","version":"1.1.0","pci":{"pci-address":"0000:03:00.2","vhost-net":"/dev/vhost-net"}})");
@@ -69,22 +128,9 @@ TEST_CASE("[kernel netdevs, recorded PF, fake vdpa] pod with default + SR-IOV (k
     results.push_back(*r);
   }
 
-  // network-status as the orchestrator builds it: status_from_result + the device-info file.
-  std::vector<nad::StatusEntry> status;
-  status.push_back(nad::status_from_result("default-net", *def_r, "eth0", true));
-  for (size_t i = 0; i < atts.size(); ++i) {
-    auto e = nad::status_from_result("default/" + specs[i].ifname, results[i], specs[i].ifname, false);
-    auto di = devinfo::read(atts[i]->plan.file);
-    REQUIRE(di);
-    REQUIRE(di->has_value());
-    e.device_info = std::move(**di);
-    status.push_back(std::move(e));
-  }
-  REQUIRE(nad::check_network_status(status));
-  auto doc = json::parse(nad::encode_network_status(status), "status");
-  REQUIRE(doc);
-  REQUIRE(doc->Size() == 5);
-  CHECK_FALSE((*doc)[0].HasMember("device-info"));
+  const json::Document doc = four_vf_status(*def_r, atts, results, specs);
+  REQUIRE(doc.Size() == 5);
+  CHECK_FALSE(doc[0].HasMember("device-info"));
   const char* want[] = {
       R"({"type":"pci","version":"1.1.0","pci":{"pci-address":"0000:03:00.2","vhost-net":"/dev/vhost-net","pf-pci-address":"0000:03:00.0"}})",
       R"({"type":"pci","version":"1.1.0","pci":{"pci-address":"0000:03:00.3","pf-pci-address":"0000:03:00.0"}})",
@@ -93,28 +139,14 @@ TEST_CASE("[kernel netdevs, recorded PF, fake vdpa] pod with default + SR-IOV (k
   };
   for (size_t i = 0; i < 4; ++i) {
     INFO(specs[i].ifname);
-    CHECK(json::dump((*doc)[static_cast<rapidjson::SizeType>(i + 1)]["device-info"]) == want[i]);
+    CHECK(json::dump(doc[static_cast<rapidjson::SizeType>(i + 1)]["device-info"]) == want[i]);
   }
-  CHECK(std::string((*doc)[1]["mac"].GetString()) == "02:11:22:33:44:55");
+  CHECK(std::string(doc[1]["mac"].GetString()) == "02:11:22:33:44:55");
 
   // DEL, newest attachment first.
   for (size_t i = atts.size(); i-- > 0;) REQUIRE(atts[i]->unwind(true));
   REQUIRE(def.unwind(true));
-  CHECK(test::same_state(b.pf.vfs[{"pf0", 1}], initial_state(1)));
-  CHECK(test::same_state(b.pf.vfs[{"pf0", 2}], initial_state(2)));
-  CHECK(test::same_state(b.pf.vfs[{"ibp0", 0}], ib_initial));
-  for (auto [name, mac, mtu] : std::vector<std::tuple<std::string, std::string, unsigned>>{
-           {"vfnd1", "02:aa:00:00:00:01", 1400}, {"ibvf0", "02:bb:00:00:00:01", 2044}, {"vdnet1", "02:cc:00:00:00:01", 1500}}) {
-    auto l = ip_link("", name);
-    INFO(name);
-    REQUIRE(l);
-    CHECK(l->mac == mac);
-    CHECK(l->mtu == mtu);
-  }
-  auto pod_links = test::ip_json("-n pod1 link show");
-  CHECK(pod_links.Size() == 1);  // lo only
-  for (auto& s : specs) CHECK_FALSE(read_allocation(b.state(), s.id)->has_value());
-  CHECK(test::PodFixture::files_under(b.devinfo_base() + "/cni").empty());
+  check_four_vf_gone(b, ib_initial, specs);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -186,4 +218,180 @@ TEST_CASE("parse steps: runtimeConfig.deviceID wins over deviceID, only PCI addr
   auto up = state_of(R"({"link_state":"up"})");
   REQUIRE_FALSE(up);
   CHECK(up.error().msg.find("net.link_state \"up\"") != std::string::npos);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The VF steps (drivers/steps.hpp) the shared code makes: their inverses, and the drivers' steps
+
+namespace {
+
+/// The inverse of `step` as the journal would record it ("" when none).
+std::string recorded(const drivers::steps::Step& step) {
+  drivers::Context ctx;
+  auto inv = drivers::steps::inverse_of(ctx, step);
+  REQUIRE(inv);
+  if (!*inv) return "";
+  CHECK_FALSE((*inv)->rollback_only);
+  return json::dump(drivers::undo::encode((*inv)->op));
+}
+
+/// The steps `rec` made, with their inverses ("" when none), oldest first.
+std::vector<std::pair<std::string, std::string>> made(const drivers::steps::RecordingExecutor& rec) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& m : rec.made()) {
+    out.emplace_back(m.step, m.inverse ? json::dump(drivers::undo::encode(m.inverse->op)) : "");
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("the VF steps' inverses: the operations the VF drivers recorded, the sysfs root only when it is not /sys") {
+  using namespace drivers::steps;
+  const drivers::undo::VfOwner owner{"ib-sriov", "0000:81:00.2", "ctr1", "ib1"};
+  drivers::vf_attach::Allocation alloc;
+  alloc.pci = "0000:03:00.2";
+  alloc.type = "sriov";
+  alloc.container_id = "ctr1";
+  alloc.ifname = "net1";
+  CHECK(recorded(ClaimVf{alloc}) ==
+        R"({"op":"sriov.release","pci":"0000:03:00.2","container_id":"ctr1","ifname":"net1"})");
+  CHECK(recorded(ReclaimVf{nullptr, alloc}).empty());
+
+  VfSetting guid;
+  guid.kind = VfSetting::Kind::NodeGuid;
+  guid.guid = 0x101;
+  SetVfSettings set{nullptr, owner, "ibp0", {}, {guid}, "mlx5_core", true, "/tmp/fake/sys"};
+  CHECK(recorded(set) ==
+        R"({"op":"ib-sriov.restore_vf","pci":"0000:81:00.2","container_id":"ctr1","ifname":"ib1","pf":"ibp0",)"
+        R"("settings":[{"kind":"node_guid","vf":0,"guid":"00:00:00:00:00:00:01:01"}],"rebind_driver":"mlx5_core",)"
+        R"("sysfs_root":"/tmp/fake/sys"})");
+  set.sysfs_root = "/sys";
+  CHECK(recorded(set) ==
+        R"({"op":"ib-sriov.restore_vf","pci":"0000:81:00.2","container_id":"ctr1","ifname":"ib1","pf":"ibp0",)"
+        R"("settings":[{"kind":"node_guid","vf":0,"guid":"00:00:00:00:00:00:01:01"}],"rebind_driver":"mlx5_core"})");
+  set.rebind_driver = "";
+  set.sysfs_root = "/tmp/fake/sys";
+  CHECK(recorded(set) ==
+        R"({"op":"ib-sriov.restore_vf","pci":"0000:81:00.2","container_id":"ctr1","ifname":"ib1","pf":"ibp0",)"
+        R"("settings":[{"kind":"node_guid","vf":0,"guid":"00:00:00:00:00:00:01:01"}]})");
+  CHECK(
+      recorded(ReloadVfDriver{{"sriov", "0000:03:00.2", "ctr1", "net1"}, "pf0", "igbvf", "/sys"}) ==
+      R"({"op":"sriov.restore_vf","pci":"0000:03:00.2","container_id":"ctr1","ifname":"net1","pf":"pf0","settings":[],)"
+      R"("rebind_driver":"igbvf"})");
+
+  drivers::vf_attach::NetdevOrig orig{7, "vfnd1", {0x02, 0xaa, 0, 0, 0, 1}, 1400};
+  CHECK(recorded(TakeVfNetdev{{"sriov", "0000:03:00.2", "ctr1", "net1"}, orig, true, false, "/sys"}) ==
+        R"({"op":"sriov.return_netdev","pci":"0000:03:00.2","container_id":"ctr1","ifname":"net1","name":"vfnd1",)"
+        R"("hwaddr":"02:aa:00:00:00:01","mtu":1400,"mac_changed":true,"mtu_changed":false})");
+  CHECK(
+      recorded(TakeVfNetdev{{"sriov", "0000:03:00.2", "ctr1", "net1"}, orig, false, true, "/tmp/fake/sys"}) ==
+      R"({"op":"sriov.return_netdev","pci":"0000:03:00.2","container_id":"ctr1","ifname":"net1","name":"vfnd1",)"
+      R"("hwaddr":"02:aa:00:00:00:01","mtu":1400,"mac_changed":false,"mtu_changed":true,"sysfs_root":"/tmp/fake/sys"})");
+  CHECK(recorded(ChangeVfNetdev{7, {}}).empty());
+  CHECK(recorded(MoveVfNetdev{7, "vfnd1", std::nullopt, 1500u}).empty());
+  CHECK(recorded(MoveRdmaIntoPod{nullptr, {"rdma", "0000:81:00.2", "ctr1", "ib1"}, "mlx5_2"}) ==
+        R"({"op":"rdma.rdma_return","pci":"0000:81:00.2","container_id":"ctr1","ifname":"ib1","device":"mlx5_2"})");
+}
+
+TEST_CASE(
+    "[kernel netdevs, recorded PF] an sriov ADD with a RecordingExecutor that applies: claim, netdev, PF settings "
+    "and move as steps, in the order of the record, each with its inverse") {
+  Node node;
+  Bench b(node);
+  sriov_tree(b);
+  node.add_netns("pod1");
+  Att a(b, "ctr1", "net1", "pod1");
+  drivers::steps::RecordingExecutor rec(/*apply=*/true);
+  a.ctx.executor = &rec;
+  auto r = a.add("sriov", sriov_conf(R"("deviceID":"0000:03:00.2","vlan":100,"mtu":1300)", b.ipam("198.51.100.0/24")));
+  INFO((r ? std::string() : r.error().text()));
+  REQUIRE(r);
+  const std::string owner = R"("pci":"0000:03:00.2","container_id":"ctr1","ifname":"net1")";
+  auto steps = made(rec);
+  REQUIRE(steps.size() >= 6);
+  CHECK(steps[0] == std::pair<std::string, std::string>{"claim_vf", R"({"op":"sriov.release",)" + owner + "}"});
+  CHECK(steps[1] ==
+        std::pair<std::string, std::string>{
+            "take_vf_netdev", R"({"op":"sriov.return_netdev",)" + owner +
+                                  R"(,"name":"vfnd1","hwaddr":"02:aa:00:00:00:01","mtu":1400,"mac_changed":false,)"
+                                  R"("mtu_changed":true,"sysfs_root":")" +
+                                  b.sys.root() + R"("})"});
+  CHECK(steps[2] == std::pair<std::string, std::string>{
+                        "set_vf_settings",
+                        R"({"op":"sriov.restore_vf",)" + owner +
+                            R"(,"pf":"pf0","settings":[{"kind":"vlan","vf":1,"vlan":0,"qos":0,"proto":33024}]})"});
+  CHECK(steps[3] == std::pair<std::string, std::string>{"move_vf_netdev", ""});
+  CHECK(steps[4] == std::pair<std::string, std::string>{"write_pod_sysctl", ""});
+  CHECK(steps[5] == std::pair<std::string, std::string>{"write_pod_sysctl", ""});
+  // Applied: the VF is in the pod with its MTU; nothing went to the journal but the IPAM's release.
+  auto l = ip_link("pod1", "net1");
+  REQUIRE(l);
+  CHECK(l->mtu == 1300);
+  CHECK(a.undo_ops() == std::vector<std::string>{"ipam_release"});
+}
+
+TEST_CASE(
+    "[kernel netdevs, recorded PF, fake RDMA] an ib-sriov ADD with a RecordingExecutor that applies: the GUIDs set "
+    "and the VF rebound in one step, the RDMA device moved before the netdev") {
+  Node node;
+  Bench b(node);
+  ib_tree(b);
+  node.add_netns("pod1");
+  Att a(b, "ctr1", "ib1", "pod1");
+  drivers::steps::RecordingExecutor rec(/*apply=*/true);
+  a.ctx.executor = &rec;
+  auto r =
+      a.add("ib-sriov", ib_conf(R"("rdmaIsolation":true,"runtimeConfig":{"infinibandGUID":"02:00:00:00:00:00:00:aa"})",
+                                b.ipam("192.0.2.0/24")));
+  INFO((r ? std::string() : r.error().text()));
+  REQUIRE(r);
+  std::vector<std::string> names;
+  for (const auto& [step, inverse] : made(rec)) names.push_back(step);
+  REQUIRE(names.size() >= 5);
+  CHECK(std::vector<std::string>(names.begin(), names.begin() + 5) ==
+        std::vector<std::string>{"claim_vf", "set_vf_settings", "move_rdma_into_pod", "take_vf_netdev",
+                                 "move_vf_netdev"});
+  CHECK(made(rec)[1].second.find(R"("rebind_driver":"mlx5_core","sysfs_root":")" + b.sys.root() + "\"") !=
+        std::string::npos);
+  CHECK(b.sys.driver_file("mlx5_core", "bind") == "0000:81:00.2");
+  REQUIRE(b.rdma.moves.size() == 1);
+  CHECK(b.rdma.moves[0].dev == "mlx5_2");
+  CHECK(ip_link("pod1", "ib1"));
+}
+
+TEST_CASE(
+    "[kernel netdevs, recorded PF, fake RDMA] DEL rebinds the VF under the sysfs root its record carries, whatever "
+    "the DEL's context says") {
+  Node node;
+  Bench b(node);
+  ib_tree(b);
+  node.add_netns("pod1");
+  Att a(b, "ctr1", "ib1", "pod1");
+  REQUIRE(a.add("ib-sriov",
+                ib_conf(R"("runtimeConfig":{"infinibandGUID":"02:00:00:00:00:00:00:aa"})", b.ipam("192.0.2.0/24"))));
+  std::ofstream(b.sys.root() + "/bus/pci/drivers/mlx5_core/bind", std::ios::trunc).close();
+  std::ofstream(b.sys.root() + "/bus/pci/drivers/mlx5_core/unbind", std::ios::trunc).close();
+  a.open();
+  a.ctx.sysfs_root = node.dir() + "/no-such-sys";
+  REQUIRE(drivers::undo::unwind(a.ctx, a.rec.undo, true, "test record"));
+  CHECK(b.sys.driver_file("mlx5_core", "unbind") == "0000:81:00.2");
+  CHECK(b.sys.driver_file("mlx5_core", "bind") == "0000:81:00.2");
+  CHECK(ip_link("", "ibvf0"));
+}
+
+TEST_CASE(
+    "a VF operation recorded without a sysfs root (plumb before it was recorded) reads back as such and is "
+    "written back unchanged") {
+  const std::string old_op =
+      R"({"op":"ib-sriov.restore_vf","pci":"0000:81:00.2","container_id":"ctr-v1","ifname":"ib1","pf":"ibp0",)"
+      R"("settings":[{"kind":"node_guid","vf":0,"guid":"00:00:00:00:00:00:01:01"}],"rebind_driver":"mlx5_core"})";
+  auto doc = json::parse(old_op, "op");
+  REQUIRE(doc);
+  auto op = drivers::undo::decode(*doc, "rec.json");
+  REQUIRE(op);
+  const auto* restore = std::get_if<drivers::undo::VfRestore>(&*op);
+  REQUIRE(restore);
+  CHECK_FALSE(restore->sysfs_root.has_value());
+  CHECK(json::dump(drivers::undo::encode(*op)) == old_op);
 }

@@ -22,8 +22,6 @@ EXCEPTIONS = {
         "tests/drivers is being reworked with the write-ahead executor (issue 35, item 2); split there",
     ("drivers/ptp_test.cpp", 'TEST_CASE("ptp: two pods get veths'):
         "tests/drivers is being reworked with the write-ahead executor (issue 35, item 2); split there",
-    ("drivers/vf_attach_test.cpp", 'TEST_CASE("[kernel netdevs, recorded PF, fake vdpa]'):
-        "tests/drivers is being reworked with the write-ahead executor (issue 35, item 2); split there",
 }
 
 # Raw strings, strings, character literals and comments: blanked (newlines kept) before counting.

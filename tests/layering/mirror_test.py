@@ -23,6 +23,8 @@ ASPECTS = {
     "binary": "through the real plumb binary, run as a runtime runs it",
     "parse": "its config parse alone: errors naming the key and value, no kernel",
     "claims": "IPAMClaim owners (the Network Plumbing WG standard's section 8)",
+    "igb": "on the full-kernel guest's real SR-IOV NICs (QEMU's igb, the kernel's igb and igbvf)",
+    "pod": "whole pods around it: traffic between them, kubelet's devices, chained plugins",
 }
 
 # Test file (path under tests/ without _test.cpp) -> the behaviour it tests across sources.

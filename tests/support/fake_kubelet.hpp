@@ -75,7 +75,9 @@ class FakeKubelet {
               nullptr);
       ::_exit(127);
     }
-    for (int i = 0; i < 400; ++i) {
+    // Up to 60 s: Python and grpcio start in a fraction of that on a host, but many times slower
+    // in the full-kernel tier's emulated guest on a loaded machine.
+    for (int i = 0; i < 1200; ++i) {
       if (accepts()) return;
       if (::waitpid(pid_, nullptr, WNOHANG) == pid_) {
         pid_ = -1;

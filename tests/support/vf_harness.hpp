@@ -69,6 +69,7 @@ struct Bench {
   FakeRdma rdma;
   FakeVdpa vdpa;
   drivers::vf_attach::Backends b{&pf, &rdma, &vdpa};
+  drivers::vf_attach::BackendsOverride uses_fakes{b};  ///< every driver and undo operation of the case
   netlink::Socket nl;
   explicit Bench(Node& n) : node(n), sys(n.dir() + "/sys"), nl(std::move(*netlink::Socket::open())) {}
   std::string state() const { return node.dir() + "/state"; }
@@ -109,7 +110,6 @@ struct Att {
     ctx.journal = journal.get();
     ctx.sysfs_root = bench.sys.root();
     ctx.state_dir = bench.state();
-    ctx.vf_backends = &bench.b;
     ns.reset();
     podnl.reset();
     auto n = netns::Netns::open("/run/netns/" + pod);
@@ -137,7 +137,7 @@ struct Att {
     ctx.device_info_file = plan.file;
   }
   /// Parses `conf_json` (a config of driver `type`) and runs the driver's add, as the
-  /// orchestrator does, with the recording backends in ctx.vf_backends.
+  /// orchestrator does, with the bench's recording backends.
   Result<cni::CniResult> add(const std::string& type, const std::string& conf_json) {
     auto conf = json::parse(conf_json, "test conf");
     REQUIRE(conf);
