@@ -18,12 +18,6 @@ LIMIT = 80
 
 # (file under tests/, the start of the function's first line) -> why it stays longer.
 EXCEPTIONS = {
-    ("drivers/bandwidth_test.cpp", 'TEST_CASE("bandwidth: macvlan pods (no host side)'):
-        "tests/drivers is being reworked with the write-ahead executor (issue 35, item 2); split there",
-    ("drivers/portmap_test.cpp", 'TEST_CASE("tcp and udp host ports reach the pod'):
-        "tests/drivers is being reworked with the write-ahead executor (issue 35, item 2); split there",
-    ("drivers/ptp_test.cpp", 'TEST_CASE("ptp: two pods get veths'):
-        "tests/drivers is being reworked with the write-ahead executor (issue 35, item 2); split there",
     ("drivers/vf_attach_test.cpp", 'TEST_CASE("[kernel netdevs, recorded PF, fake vdpa]'):
         "tests/drivers is being reworked with the write-ahead executor (issue 35, item 2); split there",
 }
