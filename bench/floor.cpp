@@ -37,17 +37,20 @@
 // between requests, as a warm worker does; failures go to the shim's stderr, never end the server.
 //
 // Built fully static (bench/CMakeLists.txt), as plumb is: no dynamic loading at its start.
-// netinet/in.h before the linux/ headers: glibc then keeps linux/in.h from redefining it.
+// netinet/in.h before the linux/ headers: glibc then keeps linux/in.h from redefining it. Kept
+// out of include sorting, which (IncludeBlocks: Regroup) would move it after <linux/in.h>.
+// clang-format off
 #include <netinet/in.h>
+// clang-format on
 
 #include <fcntl.h>
-#include <sys/un.h>
 #include <linux/if.h>
 #include <linux/if_link.h>
 #include <linux/netfilter/nf_tables.h>
 #include <linux/rtnetlink.h>
 #include <linux/veth.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -61,16 +64,16 @@
 
 #include "cni-entry/daemon/wire.hpp"
 #include "ebpf/loader.hpp"
-#include "engine/kernel/tc.hpp"
 #include "engine/kernel/addr.hpp"
 #include "engine/kernel/link.hpp"
+#include "engine/kernel/route.hpp"
+#include "engine/kernel/tc.hpp"
 #include "engine/netlink/socket.hpp"
 #include "engine/nft/nfnl.hpp"
 #include "engine/nft/nft.hpp"
 #include "engine/nft/objects.hpp"
 #include "engine/nft/portmap.hpp"
 #include "engine/nft/portmap_objects.hpp"
-#include "engine/kernel/route.hpp"
 
 namespace {
 

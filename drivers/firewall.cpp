@@ -13,8 +13,9 @@
 //                           prevResult.interfaces[0] joins the isolation sets, so traffic
 //                           routed between two such bridges is dropped; "isolated": also traffic
 //                           from that bridge to itself (seen in the forward hook only with
-//                           br_netfilter). Bridges stay isolated after DEL (other pods may use
-//                           them), as the reference.
+//                           br_netfilter). Each attachment claims the bridge's isolation; its
+//                           DEL (or rollback) takes the bridge out of the sets once no other
+//                           attachment claims them (the reference leaves them for good).
 #include "drivers/registry.hpp"
 #include "drivers/steps.hpp"
 #include "drivers/undo.hpp"
@@ -74,7 +75,8 @@ Result<cni::CniResult> firewall_add(Context& ctx, const FirewallConfig& c, const
       return fail(cni_code::kInvalidConfig, ctx.network + " firewall: interface needs to be set for ingress policy \"" +
                                                 c.ingress_policy + "\", make sure to chain \"firewall\" plugin with \"bridge\"");
     }
-    PLUMB_TRY(steps::run(ctx, steps::IsolateBridge{prev->interfaces[0].name, c.ingress_policy == "isolated"}));
+    PLUMB_TRY(steps::run(ctx, steps::IsolateBridge{prev->interfaces[0].name, c.ingress_policy == "isolated",
+                                                   ctx.container_id, ctx.ifname}));
   }
   PLUMB_TRY(steps::run(ctx, steps::AddFirewallPod{pod_of(ctx, c, *prev)}));
   return *prev;
@@ -98,6 +100,12 @@ Status run_op(Context&, const FirewallRemove& op) {
   p.addresses = op.addresses;
   auto removed = nft::firewall_remove(p);
   if (!removed) return std::unexpected(removed.error().within("undo"));
+  return {};
+}
+
+Status run_op(Context&, const FirewallReleaseBridge& op) {
+  auto released = nft::firewall_release_bridge(op.bridge, op.isolated, nft::owner_tag(op.container_id, op.ifname));
+  if (!released) return std::unexpected(released.error().within("undo"));
   return {};
 }
 

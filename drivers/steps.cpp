@@ -71,7 +71,9 @@ Result<std::optional<Inverse>> inverse(Context&, const JoinPodVrf& s) {
 Result<std::optional<Inverse>> inverse(Context&, const AddFirewallPod& s) {
   return Inverse{undo::FirewallRemove{s.pod.container_id, s.pod.ifname, s.pod.addresses, s.pod.admin_chain}, false};
 }
-Result<std::optional<Inverse>> inverse(Context&, const IsolateBridge&) { return std::optional<Inverse>{}; }
+Result<std::optional<Inverse>> inverse(Context&, const IsolateBridge& s) {
+  return Inverse{undo::FirewallReleaseBridge{s.bridge, s.isolated, s.container_id, s.ifname}, false};
+}
 Result<std::optional<Inverse>> inverse(Context&, const MoveLinkIntoPod& s) {
   return Inverse{undo::HostDeviceRestore{s.dev.name, s.ifname, s.dev.index, s.dev.mtu_bytes, s.dev.mac()}, false};
 }
@@ -287,7 +289,9 @@ Status apply(Context& ctx, const MoveLinkIntoPod& s) {
   return link::modify(*ctx.node, s.dev.index, move);
 }
 Status apply(Context&, const AddFirewallPod& s) { return nft::firewall_add(s.pod); }
-Status apply(Context&, const IsolateBridge& s) { return nft::firewall_isolate_bridge(s.bridge, s.isolated); }
+Status apply(Context&, const IsolateBridge& s) {
+  return nft::firewall_isolate_bridge(s.bridge, s.isolated, nft::owner_tag(s.container_id, s.ifname));
+}
 Status apply(Context& ctx, const JoinPodVrf& s) {
   if (s.create_table) {
     auto st = link::create_vrf(*ctx.pod, s.vrf, *s.create_table);

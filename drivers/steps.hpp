@@ -226,11 +226,14 @@ struct AddFirewallPod {
   nft::FirewallPod pod;
 };
 
-/// Adds bridge `bridge` to the isolation sets (ingressPolicy same-bridge, or `isolated`). No
-/// inverse: every pod of the bridge relies on it, and the reference never removes it.
+/// Adds bridge `bridge` to the isolation sets (ingressPolicy same-bridge, or `isolated`) with the
+/// claim of attachment `container_id`/`ifname` on them. Inverse: firewall.release_bridge (the
+/// claim out; the bridge out of the sets no other attachment still claims).
 struct IsolateBridge {
   std::string bridge;
   bool isolated = false;
+  std::string container_id;
+  std::string ifname;
 };
 
 /// Makes pod link `ifname` (ifindex `index`) a port of VRF `vrf` in the pod namespace, creating

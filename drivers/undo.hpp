@@ -229,6 +229,24 @@ struct SysctlRestore {
   }
 };
 
+/// firewall ingressPolicy same-bridge or isolated: the attachment's claim on bridge `bridge` out of
+/// plumb's firewall sets, and the bridge out of the isolation sets no other attachment claims.
+struct FirewallReleaseBridge {
+  static constexpr std::string_view kName = "firewall.release_bridge";
+  static constexpr bool kSkipIfUnknown = true;  ///< an older plumb leaves the isolation, as before
+  std::string bridge;
+  bool isolated = false;
+  std::string container_id;
+  std::string ifname;
+  template <class V>
+  void fields(V& v) {
+    v("bridge", bridge);
+    v("isolated", isolated);
+    v("containerID", container_id);
+    v("ifname", ifname);
+  }
+};
+
 /// The fields every VF operation carries: which driver and whose VF. The operation runs only
 /// while the VF's allocation record names this container and interface (a VF reclaimed by
 /// another pod is left alone).
@@ -317,7 +335,7 @@ struct DelegateEndProcess {
 using Op = std::variant<LinkDel, BridgeDelIfUnused, IpamRelease, MasqDel, DevinfoRemove, TuningRestore,
                         HostDeviceRestore, PortmapRemove, BandwidthRemove, VfRelease, VfRestore, VfReturnNetdev,
                         RdmaReturn, SbrRestore, FirewallRemove, VrfRelease, MacspoofDel, DelegateDel,
-                        DelegateEndProcess, AddrDel, AddrRestore, SysctlRestore>;
+                        DelegateEndProcess, AddrDel, AddrRestore, SysctlRestore, FirewallReleaseBridge>;
 
 /// The operation's JSON name: kName, or "<driver>.<verb>" for VF operations.
 [[nodiscard]] std::string name_of(const Op& op);
@@ -390,5 +408,6 @@ struct Kept {
 [[nodiscard]] Status run_op(Context& ctx, const AddrDel& op);            // steps.cpp
 [[nodiscard]] Status run_op(Context& ctx, const AddrRestore& op);        // steps.cpp
 [[nodiscard]] Status run_op(Context& ctx, const SysctlRestore& op);      // steps.cpp
+[[nodiscard]] Status run_op(Context& ctx, const FirewallReleaseBridge& op);  // firewall.cpp
 
 }  // namespace plumb::drivers::undo

@@ -35,13 +35,24 @@ constexpr const char* kOwners = "firewall-owners";
 constexpr const char* kBridges = "firewall-bridges";
 constexpr const char* kBridgePairs = "firewall-bridge-pairs";
 constexpr const char* kIsolatedPairs = "firewall-isolated-pairs";
+constexpr const char* kBridgeOwners = "firewall-bridge-owners";
+constexpr const char* kIsolatedOwners = "firewall-isolated-owners";
 constexpr int32_t kPrioFilter = 0;  // "priority filter"
 constexpr int kAttempts = 3;
 
 constexpr const char* kFilterFeature = "the kernel lacks nftables filter chains or the ct/lookup expressions (nft_ct)";
 
 // Set ids of the base transaction.
-enum SetId : uint32_t { kId4 = 201, kId6, kIdOwners, kIdBridges, kIdBridgePairs, kIdIsolatedPairs };
+enum SetId : uint32_t {
+  kId4 = 201,
+  kId6,
+  kIdOwners,
+  kIdBridges,
+  kIdBridgePairs,
+  kIdIsolatedPairs,
+  kIdBridgeOwners,
+  kIdIsolatedOwners
+};
 
 std::string ref(const std::string& name) { return std::string("inet ") + kTableName + " " + name; }
 const char* addr_set(const IpAddr& a) { return a.is_v4() ? kAddr4 : kAddr6; }
@@ -75,6 +86,9 @@ std::vector<obj::Set> base_sets() {
   v.push_back(make_set(kBridges, kTypeIfname, kIfnameLen, kIdBridges));
   v.push_back(make_set(kBridgePairs, concat({kTypeIfname, kTypeIfname}), 2 * kIfnameLen, kIdBridgePairs));
   v.push_back(make_set(kIsolatedPairs, concat({kTypeIfname, kTypeIfname}), 2 * kIfnameLen, kIdIsolatedPairs));
+  for (auto [name, id] : {std::pair{kBridgeOwners, kIdBridgeOwners}, std::pair{kIsolatedOwners, kIdIsolatedOwners}}) {
+    v.push_back(make_set(name, concat({kTypeIfname, kTypeIfname}), 2 * kIfnameLen, id));
+  }
   return v;
 }
 
@@ -220,6 +234,122 @@ Result<std::optional<Error>> conflict(Session& s, const FirewallPod& pod) {
   return std::optional<Error>{};
 }
 
+/// An ifname key, or the ifname . ifname key of a pair (bridge . bridge, bridge . owner tag).
+std::vector<uint8_t> bridge_key(const std::string& first, const std::string& second = "") {
+  std::vector<uint8_t> k;
+  expr::put_ifname(k, first);
+  if (!second.empty()) expr::put_ifname(k, second);
+  return k;
+}
+
+/// Adds `bridge` to the isolation sets (isolated: also to the isolated pairs) and, when `owner` is
+/// not empty, the owner's claims on them, in one transaction (creating the claim sets a table of
+/// an older plumb lacks).
+Status add_isolation(Session& s, const std::string& bridge, bool isolated, const std::string& owner) {
+  auto b = s.batch();
+  std::vector<obj::Set> claim_sets;
+  if (!owner.empty()) {
+    for (auto& set : base_sets()) {
+      const std::string name = nftnl_set_get_str(set.get(), NFTNL_SET_NAME);
+      if (name != kBridgeOwners && name != kIsolatedOwners) continue;
+      claim_sets.push_back(std::move(set));
+      b->add_set(NFT_MSG_NEWSET, NLM_F_CREATE, claim_sets.back().get(), "create set " + ref(name));
+    }
+  }
+  std::vector<std::pair<const char*, std::vector<uint8_t>>> elements = {{kBridges, bridge_key(bridge)},
+                                                                        {kBridgePairs, bridge_key(bridge, bridge)}};
+  if (isolated) elements.emplace_back(kIsolatedPairs, bridge_key(bridge, bridge));
+  if (!owner.empty()) elements.emplace_back(kBridgeOwners, bridge_key(bridge, owner));
+  if (!owner.empty() && isolated) elements.emplace_back(kIsolatedOwners, bridge_key(bridge, owner));
+  std::vector<obj::Set> refs;
+  for (auto& [set, key] : elements) {
+    refs.push_back(pmobj::set_ref(kTableName, set));
+    pmobj::add_element(refs.back().get(), key);
+    b->add_elems(NFT_MSG_NEWSETELEM, NLM_F_CREATE, refs.back().get(), "add " + bridge + " to " + ref(set));
+  }
+  PLUMB_TRY(b->finish());
+  Outcome out = PLUMB_TRY(s.send(*b));
+  if (out.ok()) return {};
+  return std::unexpected(nfnl::to_error(*b, out));
+}
+
+/// Deletes element `key` of `set`; a missing element, set or table is success.
+Status del_if_present(Session& s, const char* set, const std::vector<uint8_t>& key, const std::string& what) {
+  auto b = s.batch();
+  auto r = pmobj::set_ref(kTableName, set);
+  pmobj::add_element(r.get(), key);
+  b->add_elems(NFT_MSG_DELSETELEM, 0, r.get(), what + " from " + ref(set));
+  PLUMB_TRY(b->finish());
+  Outcome out = PLUMB_TRY(s.send(*b));
+  if (out.ok() || nfnl::only_errno(out, ENOENT)) return {};
+  return std::unexpected(nfnl::to_error(*b, out));
+}
+
+/// What claimed() looks for in a dump: an element whose key starts with `prefix`.
+struct Search {
+  const std::vector<uint8_t>* prefix;
+  bool found = false;
+};
+
+/// nftnl_set_elem_foreach's callback for claimed(); `d`: the Search.
+int has_prefix(nftnl_set_elem* e, void* d) {
+  auto* out = static_cast<Search*>(d);
+  uint32_t len = 0;
+  const auto* key = static_cast<const uint8_t*>(nftnl_set_elem_get(e, NFTNL_SET_ELEM_KEY, &len));
+  out->found |=
+      key != nullptr && len >= out->prefix->size() && std::equal(out->prefix->begin(), out->prefix->end(), key);
+  return 0;
+}
+
+/// Whether claim set `set` holds an element bridge . <any owner> (one NFT_MSG_GETSETELEM dump; a
+/// missing set or table: no).
+Result<bool> claimed(Session& s, const char* set, const std::string& bridge) {
+  const std::string what = "nftables: list set " + ref(set);
+  const std::vector<uint8_t> prefix = bridge_key(bridge);
+  obj::Set q = pmobj::set_ref(kTableName, set);
+  netlink::Message m = nfnl::request(NFT_MSG_GETSETELEM, obj::kFamily, NLM_F_DUMP,
+                                     [&](nlmsghdr* nlh) { nftnl_set_elems_nlmsg_build_payload(nlh, q.get()); });
+  Search search{&prefix};
+  auto st = s.socket().dump(m, what, [&](const nlmsghdr* h) -> Status {
+    if (search.found) return {};
+    obj::Set parsed(nftnl_set_alloc());  // a GETSETELEM dump answers NFT_MSG_NEWSETELEM messages only
+    if (!parsed || nftnl_set_elems_nlmsg_parse(h, parsed.get()) < 0) {
+      return fail_errno(EBADMSG, what + ": unreadable reply");
+    }
+    nftnl_set_elem_foreach(parsed.get(), has_prefix, &search);
+    return {};
+  });
+  if (!st && st.error().sys_errno == ENOENT) return false;
+  if (!st) return std::unexpected(st.error());
+  return search.found;
+}
+
+Status validate_claim(const std::string& bridge, const std::string& owner, const std::string& context) {
+  if (bridge.empty() || bridge.size() >= expr::kIfnameLen)
+    return fail(cni_code::kInvalidConfig, context + ": invalid bridge name");
+  if (owner.empty() || owner.size() >= expr::kIfnameLen)
+    return fail(cni_code::kInvalidConfig, context + ": invalid owner tag");
+  return {};
+}
+
+/// firewall_release_bridge's work: the owner's claims out, then the elements no other claim
+/// needs; last, what claims need now put back (an ADD isolating the bridge between the reads and
+/// the deletions, its claim and elements added in one transaction, may have lost its elements).
+Status release(Session& s, const std::string& bridge, bool isolated, const std::string& owner) {
+  PLUMB_TRY(del_if_present(s, kBridgeOwners, bridge_key(bridge, owner), "delete the claim of " + owner));
+  if (isolated)
+    PLUMB_TRY(del_if_present(s, kIsolatedOwners, bridge_key(bridge, owner), "delete the claim of " + owner));
+  const std::vector<uint8_t> one = bridge_key(bridge), pair = bridge_key(bridge, bridge);
+  if (!PLUMB_TRY(claimed(s, kIsolatedOwners, bridge)))
+    PLUMB_TRY(del_if_present(s, kIsolatedPairs, pair, "delete " + bridge));
+  if (!PLUMB_TRY(claimed(s, kBridgeOwners, bridge))) {
+    PLUMB_TRY(del_if_present(s, kBridgePairs, pair, "delete " + bridge));
+    PLUMB_TRY(del_if_present(s, kBridges, one, "delete " + bridge));
+  }
+  if (!PLUMB_TRY(claimed(s, kBridgeOwners, bridge))) return {};
+  return add_isolation(s, bridge, PLUMB_TRY(claimed(s, kIsolatedOwners, bridge)), "");
+}
+
 }  // namespace
 
 bool valid_admin_chain(const std::string& name) {
@@ -269,29 +399,22 @@ Status firewall_add(const FirewallPod& pod) {
   }
 }
 
-Status firewall_isolate_bridge(const std::string& bridge, bool isolated) {
+Status firewall_isolate_bridge(const std::string& bridge, bool isolated, const std::string& owner) {
   const std::string context = "firewall: isolate bridge " + bridge;
-  if (bridge.empty() || bridge.size() >= expr::kIfnameLen) return fail(cni_code::kInvalidConfig, context + ": invalid bridge name");
+  PLUMB_TRY(validate_claim(bridge, owner, context));
   Session s = PLUMB_TRY(Session::open());
-  if (auto st = ensure_base(s); !st) return std::unexpected(st.error().within(context));
-  auto b = s.batch();
-  std::vector<uint8_t> one, pair;
-  expr::put_ifname(one, bridge);
-  pair = one;
-  expr::put_ifname(pair, bridge);
-  auto bridges = pmobj::set_ref(kTableName, kBridges);
-  pmobj::add_element(bridges.get(), one);
-  b->add_elems(NFT_MSG_NEWSETELEM, NLM_F_CREATE, bridges.get(), "add " + bridge + " to " + ref(kBridges));
-  auto pairs = pmobj::set_ref(kTableName, kBridgePairs);
-  pmobj::add_element(pairs.get(), pair);
-  b->add_elems(NFT_MSG_NEWSETELEM, NLM_F_CREATE, pairs.get(), "add " + bridge + " to " + ref(kBridgePairs));
-  auto iso = pmobj::set_ref(kTableName, kIsolatedPairs);
-  pmobj::add_element(iso.get(), pair);
-  if (isolated) b->add_elems(NFT_MSG_NEWSETELEM, NLM_F_CREATE, iso.get(), "add " + bridge + " to " + ref(kIsolatedPairs));
-  PLUMB_TRY(b->finish());
-  Outcome out = PLUMB_TRY(s.send(*b));
-  if (out.ok()) return {};
-  return std::unexpected(nfnl::to_error(*b, out).within(context));
+  auto st = ensure_base(s);
+  if (st) st = add_isolation(s, bridge, isolated, owner);
+  if (!st) return std::unexpected(st.error().within(context));
+  return {};
+}
+
+Status firewall_release_bridge(const std::string& bridge, bool isolated, const std::string& owner) {
+  const std::string context = "firewall: release bridge " + bridge;
+  PLUMB_TRY(validate_claim(bridge, owner, context));
+  Session s = PLUMB_TRY(Session::open());
+  if (auto st = release(s, bridge, isolated, owner); !st) return std::unexpected(st.error().within(context));
+  return {};
 }
 
 Result<size_t> firewall_remove(const FirewallPod& pod) {

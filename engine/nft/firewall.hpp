@@ -9,6 +9,8 @@
 //     set firewall-bridges { type ifname; }          # bridges with ingressPolicy same-bridge|isolated
 //     set firewall-bridge-pairs { type ifname . ifname; }     # br . br of those
 //     set firewall-isolated-pairs { type ifname . ifname; }   # br . br of the isolated ones
+//     set firewall-bridge-owners { type ifname . ifname; }    # br . owner tag: who needs br isolated
+//     set firewall-isolated-owners { type ifname . ifname; }  # br . owner tag of the isolated ones
 //     chain firewall-forward { type filter hook forward priority filter; policy accept;
 //       jump firewall-isolation                       # the reference's CNI-ISOLATION-STAGE-1 first
 //       jump firewall-admin                           # then the admin chains (CNI-ADMIN)
@@ -64,8 +66,16 @@ struct FirewallPod {
 [[nodiscard]] Status firewall_add(const FirewallPod& pod);
 
 /// ingressPolicy same-bridge (isolated = false) or isolated: adds `bridge` to the isolation sets
-/// (idempotent). Never removed: other pods may use the bridge (as the reference).
-[[nodiscard]] Status firewall_isolate_bridge(const std::string& bridge, bool isolated);
+/// and the claim of attachment `owner` (owner_tag() of its container and interface) on them, in
+/// one transaction (idempotent). Errors: kInvalidConfig for an invalid bridge name; the kernel's.
+[[nodiscard]] Status firewall_isolate_bridge(const std::string& bridge, bool isolated, const std::string& owner);
+
+/// The inverse of firewall_isolate_bridge for `owner`: drops its claims, then takes `bridge` out
+/// of the sets no other attachment's claim still needs (the isolated pairs once no isolated
+/// attachment claims the bridge, the rest once none does); a concurrent isolate of the same
+/// bridge gets its elements back. Idempotent: missing table, sets or elements are fine. Errors:
+/// kInvalidConfig for an invalid bridge name; the kernel's.
+[[nodiscard]] Status firewall_release_bridge(const std::string& bridge, bool isolated, const std::string& owner);
 
 /// Removes the addresses of `pod` it owns. Idempotent: missing table, sets or elements are fine.
 /// Returns how many addresses were removed.

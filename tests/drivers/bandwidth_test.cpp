@@ -256,57 +256,52 @@ TEST_CASE("bandwidth: undo detaches only plumb's filters, removes its clsact and
   CHECK(plumb::link::get(*nl, std::string("bwhost0"))->has_value());  // the veth itself is not plumb's to delete here
 }
 
-TEST_CASE("bandwidth: macvlan pods (no host side) are shaped inside the pod namespace, each under its own id") {
-  Node node;
-  PrivateBpffs fs(node);
-  PodFixture fx(node);
-  const std::string bpffs = fs.dir() + "/plumb";
-  const std::string base = R"("bpffsDir": ")" + bpffs + R"(")";
-  REQUIRE(sh("ip link add mvmaster type veth peer name mvpeer && ip link set mvmaster up && ip link set mvpeer up").exit_code == 0);
-  fx.add_nad("default", "mv", R"({"cniVersion": "1.0.0", "name": "mv", "plugins": [
-      {"type": "macvlan", "master": "mvmaster", "mode": "bridge",
-       "ipam": {"type": "host-local", "dataDir": ")" + fx.ipam_dir() + R"(", "ranges": [[{"subnet": "198.51.100.0/24"}]]}},
-      {"type": "bandwidth", "capabilities": {"bandwidth": true}}]})");
-  // pod-a and pod-c limited (1 Mbit/s each way), pod-b not.
-  const std::string limits = R"("bandwidth": {"egressRate": 1000000, "egressBurst": 100000, "ingressRate": 1000000, "ingressBurst": 100000})";
-  fx.add_pod("default", "pod-a", R"([{"name": "mv", )" + limits + "}]");
-  fx.add_pod("default", "pod-c", R"([{"name": "mv", )" + limits + "}]");
-  fx.add_pod("default", "pod-b", "mv");
-  std::string pa = node.add_netns("pod-a"), pb = node.add_netns("pod-b"), pc = node.add_netns("pod-c");
-  std::string result_a;
-  for (auto [cid, name, path] : {std::tuple{"ca", "pod-a", pa}, std::tuple{"cb", "pod-b", pb}, std::tuple{"cc", "pod-c", pc}}) {
-    Proc add = fx.run("ADD", cid, path, "default", name, fx.config(base));
-    INFO(name, ": ", add.out, add.err);
-    REQUIRE(add.exit_code == 0);
-    if (std::string(cid) == "ca") result_a = add.out;
-  }
-  // The programs sit on net1 inside pod-a: egress (the pod's egress) and ingress, each with a
-  // classid; nothing on the master in the node.
+namespace {
+
+/// The programs sit on net1 inside pod-a: egress (the pod's egress) and ingress, each with a
+/// classid; nothing on the master (mvmaster) in the node, nothing in pod-b (unlimited).
+void check_shaped_in_pod() {
   Proc f = sh("ip netns exec pod-a tc -j filter show dev net1 egress");
   CHECK(f.out.find("tb_host_egress") != std::string::npos);
   CHECK(f.out.find("\"flowid\"") != std::string::npos);  // tc prints TCA_BPF_CLASSID as flowid
   CHECK(sh("ip netns exec pod-a tc -j filter show dev net1 ingress").out.find("tb_host_ingress") != std::string::npos);
   CHECK_FALSE(has_clsact("mvmaster"));
   CHECK(sh("ip netns exec pod-b tc -j qdisc show dev net1").out.find("clsact") == std::string::npos);
+}
 
-  auto progs = plumb::ebpf::Programs::open_existing(bpffs);
-  REQUIRE(progs);
-  REQUIRE(*progs);
-  auto entries = (*progs)->entries();
+/// Two limited pods x two hooks: four map entries, pod-side keys, under two distinct ids.
+void check_two_pod_ids(const plumb::ebpf::Programs& progs) {
+  auto entries = progs.entries();
   REQUIRE(entries);
-  REQUIRE(entries->size() == 4);  // two pods x two hooks, under two distinct ids
+  REQUIRE(entries->size() == 4);
   std::set<uint32_t> ids;
   for (auto& [k, v] : *entries) {
     CHECK((k.hook & PLUMB_BW_HOOK_POD) != 0);
     ids.insert(k.ifindex);
   }
   CHECK(ids.size() == 2);
+}
 
-  // Bounded transfers: 2000 UDP datagrams of 1400 bytes (2.8 MB) sent in one loop out of pod-a,
-  // then into it from pod-b, after one ping each way resolved the neighbours. That is far beyond
-  // what 1 Mbit/s, its burst and the shaper's virtual queue (about 1.6 s at this rate,
-  // bandwidth_abi.h) let through whatever the scheduling: the limited hooks pass some and drop the
-  // excess (counted in the state map); pod-b is not shaped.
+/// The classid of the egress filter on net1 in pod-a (the id of its map entries), 0 if none.
+uint32_t pod_a_classid() {
+  rapidjson::Document d;
+  d.Parse(sh("ip netns exec pod-a tc -j filter show dev net1 egress").out.c_str());
+  uint32_t id = 0;
+  for (auto& e : d.GetArray()) {
+    if (e.HasMember("options") && e["options"].HasMember("flowid")) {
+      std::string flow = e["options"]["flowid"].GetString();  // "<major>:<minor>" in hex
+      id = static_cast<uint32_t>(std::stoul(flow.substr(flow.rfind(':') + 1), nullptr, 16));
+    }
+  }
+  return id;
+}
+
+/// Bounded transfers: 2000 UDP datagrams of 1400 bytes (2.8 MB) sent in one loop out of pod-a
+/// (namespace path `pa`), then into it from pod-b (`pb`), after one ping each way resolved the
+/// neighbours. That is far beyond what 1 Mbit/s, its burst and the shaper's virtual queue (about
+/// 1.6 s at this rate, bandwidth_abi.h) let through whatever the scheduling: the limited hooks
+/// pass some and drop the excess (counted in the state map); pod-b is not shaped.
+void check_excess_dropped(const plumb::ebpf::Programs& progs, const std::string& pa, const std::string& pb) {
   auto ip_of = [](const std::string& ns) {
     auto d = plumb::test::ip_json("-n " + ns + " -4 addr show dev net1");
     return std::string(d[0]["addr_info"][0]["local"].GetString());
@@ -315,21 +310,10 @@ TEST_CASE("bandwidth: macvlan pods (no host side) are shaped inside the pod name
   REQUIRE(sh("ip netns exec pod-a ping -c 1 -W 2 " + b_ip).exit_code == 0);
   udp_blast(pa, b_ip, 2000);
   udp_blast(pb, a_ip, 2000);
-  std::string net1_a = sh("ip netns exec pod-a tc -j filter show dev net1 egress").out;
-  uint32_t id_a = 0;
-  {
-    rapidjson::Document d;
-    d.Parse(net1_a.c_str());
-    for (auto& e : d.GetArray()) {
-      if (e.HasMember("options") && e["options"].HasMember("flowid")) {
-        std::string flow = e["options"]["flowid"].GetString();  // "<major>:<minor>" in hex
-        id_a = static_cast<uint32_t>(std::stoul(flow.substr(flow.rfind(':') + 1), nullptr, 16));
-      }
-    }
-  }
+  const uint32_t id_a = pod_a_classid();
   REQUIRE(id_a != 0);
-  auto out = (*progs)->read(plumb::ebpf::pod_key(static_cast<uint16_t>(id_a), plumb::ebpf::Hook::HostEgress));
-  auto in = (*progs)->read(plumb::ebpf::pod_key(static_cast<uint16_t>(id_a), plumb::ebpf::Hook::HostIngress));
+  auto out = progs.read(plumb::ebpf::pod_key(static_cast<uint16_t>(id_a), plumb::ebpf::Hook::HostEgress));
+  auto in = progs.read(plumb::ebpf::pod_key(static_cast<uint16_t>(id_a), plumb::ebpf::Hook::HostIngress));
   REQUIRE(out);
   REQUIRE(*out);
   REQUIRE(in);
@@ -340,6 +324,45 @@ TEST_CASE("bandwidth: macvlan pods (no host side) are shaped inside the pod name
   CHECK((*out)->dropped_pkts > 0);
   CHECK((*in)->passed_pkts > 0);
   CHECK((*in)->dropped_pkts > 0);
+}
+
+}  // namespace
+
+TEST_CASE("bandwidth: macvlan pods (no host side) are shaped inside the pod namespace, each under its own id") {
+  Node node;
+  PrivateBpffs fs(node);
+  PodFixture fx(node);
+  const std::string bpffs = fs.dir() + "/plumb";
+  const std::string base = R"("bpffsDir": ")" + bpffs + R"(")";
+  REQUIRE(sh("ip link add mvmaster type veth peer name mvpeer && ip link set mvmaster up && ip link set mvpeer up")
+              .exit_code == 0);
+  fx.add_nad("default", "mv",
+             R"({"cniVersion": "1.0.0", "name": "mv", "plugins": [
+      {"type": "macvlan", "master": "mvmaster", "mode": "bridge",
+       "ipam": {"type": "host-local", "dataDir": ")" +
+                 fx.ipam_dir() + R"(", "ranges": [[{"subnet": "198.51.100.0/24"}]]}},
+      {"type": "bandwidth", "capabilities": {"bandwidth": true}}]})");
+  // pod-a and pod-c limited (1 Mbit/s each way), pod-b not.
+  const std::string limits =
+      R"("bandwidth": {"egressRate": 1000000, "egressBurst": 100000, "ingressRate": 1000000, "ingressBurst": 100000})";
+  fx.add_pod("default", "pod-a", R"([{"name": "mv", )" + limits + "}]");
+  fx.add_pod("default", "pod-c", R"([{"name": "mv", )" + limits + "}]");
+  fx.add_pod("default", "pod-b", "mv");
+  std::string pa = node.add_netns("pod-a"), pb = node.add_netns("pod-b"), pc = node.add_netns("pod-c");
+  std::string result_a;
+  for (auto [cid, name, path] :
+       {std::tuple{"ca", "pod-a", pa}, std::tuple{"cb", "pod-b", pb}, std::tuple{"cc", "pod-c", pc}}) {
+    Proc add = fx.run("ADD", cid, path, "default", name, fx.config(base));
+    INFO(name, ": ", add.out, add.err);
+    REQUIRE(add.exit_code == 0);
+    if (std::string(cid) == "ca") result_a = add.out;
+  }
+  check_shaped_in_pod();
+  auto progs = plumb::ebpf::Programs::open_existing(bpffs);
+  REQUIRE(progs);
+  REQUIRE(*progs);
+  check_two_pod_ids(**progs);
+  check_excess_dropped(**progs, pa, pb);
 
   Proc check = fx.run("CHECK", "ca", pa, "default", "pod-a", fx.config(base + R"(, "prevResult": )" + result_a));
   INFO("check: ", check.out, check.err);

@@ -1,12 +1,16 @@
 // The firewall driver end to end: bridge attachments chained with firewall in a private node,
 // traffic routed between two bridges through the node (bounded pings), the pods' addresses in
 // plumb's nftables sets (`nft -j`), the administrator's chain in the path, ingressPolicy
-// same-bridge dropping bridge-to-bridge traffic, and DEL removing the pods' elements.
+// same-bridge dropping bridge-to-bridge traffic, and DEL removing the pods' elements; the
+// bridge isolation's claims, released by DEL and rollback (a RecordingExecutor run too).
 #include <doctest/doctest.h>
 
 #include <string>
 #include <tuple>
 
+#include "drivers/steps.hpp"
+#include "engine/base/json.hpp"
+#include "tests/support/driver_harness.hpp"
 #include "tests/support/pod_fixture.hpp"
 
 using plumb::test::ip_json;
@@ -39,6 +43,25 @@ bool ping(const std::string& from, const std::string& to) {
 }
 
 std::string set_of(const std::string& name) { return sh("nft list set inet plumb " + name).out; }
+
+/// The isolation sets and their claims, as `nft list set` prints them.
+std::string isolation_sets() {
+  std::string all;
+  for (const char* set : {"firewall-bridges", "firewall-bridge-pairs", "firewall-isolated-pairs",
+                          "firewall-bridge-owners", "firewall-isolated-owners"}) {
+    all += set_of(set);
+  }
+  return all;
+}
+
+/// A bridge network br-s (static address `address`) chained with firewall of ingressPolicy `policy`.
+std::string static_nad(const std::string& name, const std::string& policy, const std::string& address) {
+  return R"({"cniVersion": "1.0.0", "name": ")" + name + R"(", "plugins": [
+    {"type": "bridge", "bridge": "br-s", "ipam": {"type": "static", "addresses": [{"address": ")" +
+         address + R"("}]}},
+    {"type": "firewall", "ingressPolicy": ")" +
+         policy + R"("}]})";
+}
 
 }  // namespace
 
@@ -103,7 +126,10 @@ TEST_CASE("firewall: pods admitted per address, the admin chain in the path, sam
   }
   CHECK(set_of("firewall4").find(ip_a) == std::string::npos);
   CHECK(set_of("firewall-owners").find("elements") == std::string::npos);
-  CHECK(set_of("firewall-bridges").find("br-a") != std::string::npos);  // kept, as the reference
+  // No attachment claims the bridges' isolation any more: they are out of the sets (the reference
+  // leaves its rules for good).
+  CHECK(set_of("firewall-bridges").find("br-a") == std::string::npos);
+  CHECK(set_of("firewall-isolated-pairs").find("br-b") == std::string::npos);
   CHECK(PodFixture::files_under(fx.state() + "/containers").empty());
 }
 
@@ -138,5 +164,81 @@ TEST_CASE("firewall: backend firewalld, an unknown ingressPolicy and a plumb-own
     CHECK(a.exit_code != 0);
     CHECK(a.out.find(needle) != std::string::npos);
     CHECK(sh("ip -n pod-a -j link show").out.find("net1") == std::string::npos);
+  }
+}
+
+TEST_CASE(
+    "firewall isolated with a RecordingExecutor: the isolation and the admission as steps with their inverses; "
+    "nftables untouched") {
+  Node node;
+  plumb::drivers::steps::RecordingExecutor rec;
+  plumb::drivers::Context ctx;
+  ctx.container_id = "ctr-rec";
+  ctx.ifname = "net1";
+  ctx.network = "rec-net";
+  ctx.executor = &rec;
+  plumb::cni::CniResult prev;
+  prev.cni_version = "1.1.0";
+  prev.interfaces = {{"br-r", "", std::nullopt, "", "", ""}};
+  prev.ips.push_back({});
+  prev.ips[0].address = plumb::IpPrefix::parse("203.0.113.9/24").value();
+  auto conf = plumb::json::parse(R"({"type": "firewall", "ingressPolicy": "isolated"})", "test");
+  REQUIRE(conf);
+  auto r = plumb::test::add_plugin(ctx, *conf, &prev);
+  REQUIRE_MESSAGE(r, r.error().text());
+  REQUIRE(rec.made().size() == 2);
+  CHECK(rec.made()[0].step == "isolate_bridge");
+  REQUIRE(rec.made()[0].inverse);
+  CHECK(plumb::json::dump(plumb::drivers::undo::encode(rec.made()[0].inverse->op)) ==
+        R"({"op":"firewall.release_bridge","bridge":"br-r","isolated":true,"containerID":"ctr-rec","ifname":"net1",)"
+        R"("ifUnknown":"skip"})");
+  CHECK_FALSE(rec.made()[0].inverse->rollback_only);
+  CHECK(rec.made()[1].step == "add_firewall_pod");
+  REQUIRE(rec.made()[1].inverse);
+  CHECK(plumb::json::dump(plumb::drivers::undo::encode(rec.made()[1].inverse->op)) ==
+        R"({"op":"firewall.remove","containerID":"ctr-rec","ifname":"net1","addresses":["203.0.113.9"],)"
+        R"("adminChain":"CNI-ADMIN"})");
+  CHECK(sh("nft list tables").out.find("inet plumb") == std::string::npos);
+}
+
+TEST_CASE(
+    "firewall isolation is claimed per attachment: DEL and a rolled-back ADD leave the isolation sets as before, "
+    "the last claim's DEL empties them") {
+  Node node;
+  PodFixture fx(node);
+  fx.add_nad("default", "s-same", static_nad("s-same", "same-bridge", "198.51.100.7/24"));
+  fx.add_nad("default", "s-iso", static_nad("s-iso", "isolated", "198.51.100.8/24"));
+  fx.add_nad("default", "s-iso-dup", static_nad("s-iso-dup", "isolated", "198.51.100.7/24"));
+  std::string p1 = node.add_netns("pod-1"), p2 = node.add_netns("pod-2"), p3 = node.add_netns("pod-3");
+  fx.add_pod("default", "pod-1", "s-same");
+  fx.add_pod("default", "pod-2", "s-iso");
+  fx.add_pod("default", "pod-3", "s-iso-dup");
+  Proc a1 = fx.run("ADD", "ctr-1", p1, "default", "pod-1", fx.config());
+  INFO("pod-1: ", a1.out, a1.err);
+  REQUIRE(a1.exit_code == 0);
+  const std::string same_bridge_only = isolation_sets();
+  CHECK(set_of("firewall-bridges").find("br-s") != std::string::npos);
+  CHECK(set_of("firewall-isolated-pairs").find("br-s") == std::string::npos);
+
+  // An isolated attachment on the same bridge adds the isolated pair; its DEL takes out only that.
+  Proc a2 = fx.run("ADD", "ctr-2", p2, "default", "pod-2", fx.config());
+  INFO("pod-2: ", a2.out, a2.err);
+  REQUIRE(a2.exit_code == 0);
+  CHECK(set_of("firewall-isolated-pairs").find("br-s") != std::string::npos);
+  REQUIRE(fx.run("DEL", "ctr-2", p2, "default", "pod-2", fx.config()).exit_code == 0);
+  CHECK(isolation_sets() == same_bridge_only);
+
+  // An isolated ADD whose admission fails after the isolation (its address is pod-1's): rolled back.
+  Proc a3 = fx.run("ADD", "ctr-3", p3, "default", "pod-3", fx.config());
+  CHECK(a3.exit_code != 0);
+  CHECK(a3.out.find("198.51.100.7 is already admitted for ctr-1/net1") != std::string::npos);
+  CHECK(isolation_sets() == same_bridge_only);
+
+  // The last claim's DEL: no element left in any isolation set.
+  REQUIRE(fx.run("DEL", "ctr-1", p1, "default", "pod-1", fx.config()).exit_code == 0);
+  for (const char* set : {"firewall-bridges", "firewall-bridge-pairs", "firewall-isolated-pairs",
+                          "firewall-bridge-owners", "firewall-isolated-owners"}) {
+    INFO(set, ": ", set_of(set));
+    CHECK(set_of(set).find("elements") == std::string::npos);
   }
 }

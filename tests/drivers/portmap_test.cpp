@@ -20,82 +20,75 @@ using plumb::test::PodFixture;
 using plumb::test::Proc;
 using namespace plumb::test::portmap;
 
-TEST_CASE("tcp and udp host ports reach the pod from a client, from the node, from 127.0.0.1 and by hairpin, v4 and v6; DEL closes them") {
-  Node node;
-  PodFixture fx(node);
-  write_default_network(fx);
-  const std::string client = add_client(node);
-  const std::vector<std::string> maps = {mapping_json(8080, 80, "tcp"), mapping_json(8053, 53, "udp"),
-                                         mapping_json(8081, 81, "TCP", kNodeV4)};
-  PodIps ip = add_pod(node, fx, "pod1", maps);
-  const std::string pod = "/run/netns/pod1";
+namespace {
 
-  Sock t4 = listener(pod, AF_INET, SOCK_STREAM, 80), t6 = listener(pod, AF_INET6, SOCK_STREAM, 80);
-  Sock u4 = listener(pod, AF_INET, SOCK_DGRAM, 53), u6 = listener(pod, AF_INET6, SOCK_DGRAM, 53);
-  Sock h4 = listener(pod, AF_INET, SOCK_STREAM, 81);
-  wait_ipv6_settled({{"", "plumb0"}, {"", "vclient"}, {"client", "eth0"}, {"pod1", "eth0"}});
+/// The pod's listeners: TCP port 80 and UDP port 53, v4 and v6, and TCP port 81 (v4, hostIP).
+struct PodListeners {
+  Sock t4, t6, u4, u6, h4;
+};
 
-  // From another host: the client's own address arrives (no SNAT).
-  auto p = tcp_probe(client, kNodeV4, 8080, t4);
+/// From another host: the client's own address arrives (no SNAT); through the pod's gateway
+/// address too (any local address of the node).
+void check_from_client(const std::string& client, const PodIps& ip, const PodListeners& l) {
+  auto p = tcp_probe(client, kNodeV4, 8080, l.t4);
   CHECK_MESSAGE(p.ok, "client tcp v4: ", errtext(p.err));
   CHECK(p.peer == kClientV4);
-  p = tcp_probe(client, kNodeV6, 8080, t6);
+  p = tcp_probe(client, kNodeV6, 8080, l.t6);
   CHECK_MESSAGE(p.ok, "client tcp v6: ", errtext(p.err));
   CHECK(p.peer == kClientV6);
-  p = udp_probe(client, kNodeV4, 8053, u4);
+  p = udp_probe(client, kNodeV4, 8053, l.u4);
   CHECK_MESSAGE(p.ok, "client udp v4: ", errtext(p.err));
   CHECK(p.peer == kClientV4);
-  p = udp_probe(client, kNodeV6, 8053, u6);
+  p = udp_probe(client, kNodeV6, 8053, l.u6);
   CHECK_MESSAGE(p.ok, "client udp v6: ", errtext(p.err));
   CHECK(p.peer == kClientV6);
-  // Through the pod's gateway address too (any local address of the node).
-  p = tcp_probe(client, ip.gw4, 8080, t4);
+  p = tcp_probe(client, ip.gw4, 8080, l.t4);
   CHECK_MESSAGE(p.ok, "client tcp v4 via the bridge address: ", errtext(p.err));
+}
 
-  // From the node itself (output hook).
-  p = tcp_probe("", kNodeV4, 8080, t4);
+/// From the node itself (output hook), and from 127.0.0.1: route_localnet on the bridge and
+/// masquerade to the bridge address.
+void check_from_node(const PodIps& ip, const PodListeners& l) {
+  auto p = tcp_probe("", kNodeV4, 8080, l.t4);
   CHECK_MESSAGE(p.ok, "node tcp v4: ", errtext(p.err));
   CHECK(p.peer == kNodeV4);
-  p = tcp_probe("", kNodeV6, 8080, t6);
+  p = tcp_probe("", kNodeV6, 8080, l.t6);
   CHECK_MESSAGE(p.ok, "node tcp v6: ", errtext(p.err));
-  p = udp_probe("", kNodeV4, 8053, u4);
+  p = udp_probe("", kNodeV4, 8053, l.u4);
   CHECK_MESSAGE(p.ok, "node udp v4: ", errtext(p.err));
-  p = udp_probe("", kNodeV6, 8053, u6);
+  p = udp_probe("", kNodeV6, 8053, l.u6);
   CHECK_MESSAGE(p.ok, "node udp v6: ", errtext(p.err));
 
-  // From 127.0.0.1: route_localnet on the bridge and masquerade to the bridge address.
   CHECK(plumb::test::read_file("/proc/sys/net/ipv4/conf/plumb0/route_localnet") == "1\n");
-  p = tcp_probe("", "127.0.0.1", 8080, t4);
+  p = tcp_probe("", "127.0.0.1", 8080, l.t4);
   CHECK_MESSAGE(p.ok, "localhost tcp: ", errtext(p.err));
   CHECK(p.peer == ip.gw4);
-  p = udp_probe("", "127.0.0.1", 8053, u4);
+  p = udp_probe("", "127.0.0.1", 8053, l.u4);
   CHECK_MESSAGE(p.ok, "localhost udp: ", errtext(p.err));
   CHECK(p.peer == ip.gw4);
+}
 
-  // Hairpin: the pod to its own host port, masqueraded to the bridge address.
-  p = tcp_probe(pod, kNodeV4, 8080, t4);
+/// Hairpin: the pod (namespace path `pod`) to its own host port, masqueraded to the bridge address.
+void check_hairpin(const std::string& pod, const PodIps& ip, const PodListeners& l) {
+  auto p = tcp_probe(pod, kNodeV4, 8080, l.t4);
   CHECK_MESSAGE(p.ok, "hairpin tcp v4: ", errtext(p.err));
   CHECK(p.peer == ip.gw4);
-  p = tcp_probe(pod, kNodeV6, 8080, t6);
+  p = tcp_probe(pod, kNodeV6, 8080, l.t6);
   CHECK_MESSAGE(p.ok, "hairpin tcp v6: ", errtext(p.err));
   CHECK(p.peer != ip.v6);
   CHECK(p.peer.rfind("2001:db8:0:1:", 0) == 0);  // an address of the bridge
-  p = udp_probe(pod, kNodeV4, 8053, u4);
+  p = udp_probe(pod, kNodeV4, 8053, l.u4);
   CHECK_MESSAGE(p.ok, "hairpin udp v4: ", errtext(p.err));
   CHECK(p.peer == ip.gw4);
-  p = udp_probe(pod, kNodeV6, 8053, u6);
+  p = udp_probe(pod, kNodeV6, 8053, l.u6);
   CHECK_MESSAGE(p.ok, "hairpin udp v6: ", errtext(p.err));
   CHECK(p.peer != ip.v6);
+}
 
-  // hostIP: only that address (and only IPv4) is mapped.
-  p = tcp_probe(client, kNodeV4, 8081, h4);
-  CHECK_MESSAGE(p.ok, "hostIP tcp: ", errtext(p.err));
-  CHECK(tcp_connect_error(client, ip.gw4, 8081) == ECONNREFUSED);
-  CHECK(tcp_connect_error(client, kNodeV6, 8081) == ECONNREFUSED);
-
-  // The ruleset: one element per mapping and family, owned by the container, commented.
+/// The ruleset: one element per mapping and family, owned by the container, commented. Returns
+/// the table's rule count.
+size_t check_ruleset(const PodIps& ip) {
   auto d = nft_table();
-  const size_t rules = rule_count(d);
   CHECK(elements(d, "portmap4").size() == 2);
   CHECK(elements(d, "portmap6").size() == 2);
   CHECK(elements(d, "portmap4-hostip").size() == 1);
@@ -111,20 +104,16 @@ TEST_CASE("tcp and udp host ports reach the pod from a client, from the node, fr
   CHECK(text.find("meta nfproto ipv4 dnat ip to meta l4proto . th dport map @portmap4") != std::string::npos);
   CHECK(text.find("fib daddr type local jump portmap-dnat") != std::string::npos);
   CHECK(text.find("ct status dnat ip saddr . ip daddr @portmap4-hairpin masquerade") != std::string::npos);
+  return rule_count(d);
+}
 
-  // CHECK passes.
-  Proc check = fx.run("CHECK", "ctr-pod1", pod, "default", "pod1", config_with(fx, maps));
-  CHECK_MESSAGE(check.exit_code == 0, check.out);
-
-  // DEL: the node now answers the host ports itself (refused), elements gone, rules stay.
-  Proc del = del_pod(fx, "pod1", maps);
-  INFO("DEL: ", del.out, del.err);
-  REQUIRE(del.exit_code == 0);
+/// After DEL: the node answers the host ports itself (refused), elements gone, `rules` rules stay.
+void check_closed(const std::string& client, const PodListeners& l, size_t rules) {
   CHECK(tcp_connect_error(client, kNodeV4, 8080) == ECONNREFUSED);
   CHECK(tcp_connect_error(client, kNodeV6, 8080) == ECONNREFUSED);
   CHECK(tcp_connect_error("", "127.0.0.1", 8080) == ECONNREFUSED);
   CHECK(tcp_connect_error(client, kNodeV4, 8081) == ECONNREFUSED);
-  p = udp_probe(client, kNodeV4, 8053, u4);
+  auto p = udp_probe(client, kNodeV4, 8053, l.u4);
   CHECK_FALSE(p.ok);
   CHECK(p.err == ECONNREFUSED);
   auto after = nft_table();
@@ -134,6 +123,47 @@ TEST_CASE("tcp and udp host ports reach the pod from a client, from the node, fr
     INFO(set);
     CHECK(elements(after, set).empty());
   }
+}
+
+}  // namespace
+
+TEST_CASE(
+    "tcp and udp host ports reach the pod from a client, from the node, from 127.0.0.1 and by hairpin, v4 and v6; DEL "
+    "closes them") {
+  Node node;
+  PodFixture fx(node);
+  write_default_network(fx);
+  const std::string client = add_client(node);
+  const std::vector<std::string> maps = {mapping_json(8080, 80, "tcp"), mapping_json(8053, 53, "udp"),
+                                         mapping_json(8081, 81, "TCP", kNodeV4)};
+  PodIps ip = add_pod(node, fx, "pod1", maps);
+  const std::string pod = "/run/netns/pod1";
+
+  PodListeners l{listener(pod, AF_INET, SOCK_STREAM, 80), listener(pod, AF_INET6, SOCK_STREAM, 80),
+                 listener(pod, AF_INET, SOCK_DGRAM, 53), listener(pod, AF_INET6, SOCK_DGRAM, 53),
+                 listener(pod, AF_INET, SOCK_STREAM, 81)};
+  wait_ipv6_settled({{"", "plumb0"}, {"", "vclient"}, {"client", "eth0"}, {"pod1", "eth0"}});
+
+  check_from_client(client, ip, l);
+  check_from_node(ip, l);
+  check_hairpin(pod, ip, l);
+
+  // hostIP: only that address (and only IPv4) is mapped.
+  auto p = tcp_probe(client, kNodeV4, 8081, l.h4);
+  CHECK_MESSAGE(p.ok, "hostIP tcp: ", errtext(p.err));
+  CHECK(tcp_connect_error(client, ip.gw4, 8081) == ECONNREFUSED);
+  CHECK(tcp_connect_error(client, kNodeV6, 8081) == ECONNREFUSED);
+
+  const size_t rules = check_ruleset(ip);
+
+  // CHECK passes.
+  Proc check = fx.run("CHECK", "ctr-pod1", pod, "default", "pod1", config_with(fx, maps));
+  CHECK_MESSAGE(check.exit_code == 0, check.out);
+
+  Proc del = del_pod(fx, "pod1", maps);
+  INFO("DEL: ", del.out, del.err);
+  REQUIRE(del.exit_code == 0);
+  check_closed(client, l, rules);
 }
 
 TEST_CASE("CHECK fails naming the host port when its element was removed behind plumb's back") {

@@ -50,26 +50,10 @@ std::string addr_of(const std::string& ns, const std::string& dev, const std::st
   return "";
 }
 
-}  // namespace
-
-TEST_CASE("ptp: two pods get veths with the reference's /32 layout, reach each other through the node, DEL removes all") {
-  Node node;
-  PodFixture fx(node);
-  fx.add_nad("default", "p2p", ptp_nad(R"("mtu": 1400, "ipMasq": true, )", fx.ipam_dir()));
-  std::string pa = node.add_netns("pod-a"), pb = node.add_netns("pod-b");
-  fx.add_pod("default", "pod-a", R"([{"name": "p2p", "interface": "p0", "mac": "02:00:00:00:0b:01"}])");
-  fx.add_pod("default", "pod-b", R"([{"name": "p2p", "interface": "p0"}])");
-  auto node_links_before = links("");
-
-  Proc a = fx.run("ADD", "ctr-a", pa, "default", "pod-a", fx.config());
-  INFO("pod-a: ", a.out, a.err);
-  REQUIRE(a.exit_code == 0);
-  Proc b = fx.run("ADD", "ctr-b", pb, "default", "pod-b", fx.config());
-  INFO("pod-b: ", b.out, b.err);
-  REQUIRE(b.exit_code == 0);
-
-  // Pod side: a veth with the MTU and the MAC of the "mac" capability, the /24 address, no
-  // connected route but gw/32 scope link and the subnet via the gateway, both from the pod address.
+/// The pod side of pod-a's p0: a veth with the MTU and the MAC of the "mac" capability, the /24
+/// address, no connected route but gw/32 scope link and the subnet via the gateway, both from the
+/// pod address. Returns the pod's IPv4 and IPv6 address and the ifindex of its peer in the node.
+std::tuple<std::string, std::string, int> check_pod_side() {
   auto p0 = ip_json("-d -n pod-a link show dev p0");
   CHECK(std::string(p0[0]["linkinfo"]["info_kind"].GetString()) == "veth");
   CHECK(p0[0]["mtu"].GetInt() == 1400);
@@ -89,13 +73,17 @@ TEST_CASE("ptp: two pods get veths with the reference's /32 layout, reach each o
   }());
   CHECK(r6.count("2001:db8:7::1 src " + ip6 + " scope link") + r6.count("2001:db8:7::1 src " + ip6) == 1);
   CHECK(r6.count("2001:db8:7::/64 via 2001:db8:7::1 src " + ip6) == 1);
+  return {ip4, ip6, p0[0]["link_index"].GetInt()};
+}
 
-  // Node side: the host veth (the pod end's peer) holds the gateways as /32 and /128 and a
-  // scope-host route per pod address.
+/// The node side: the host veth (ifindex `peer`, the pod end's peer) holds the gateways as /32 and
+/// /128 and a scope-host route per pod address; forwarding is on; ipMasq: the pod's IPv4 address
+/// is an element of plumb's masquerade map.
+void check_node_side(PodFixture& fx, int peer, const std::string& ip4, const std::string& ip6) {
   std::string host;
   auto veths = ip_json("link show type veth");
   for (auto& l : veths.GetArray()) {
-    if (l["ifindex"].GetInt() == p0[0]["link_index"].GetInt()) host = l["ifname"].GetString();
+    if (l["ifindex"].GetInt() == peer) host = l["ifname"].GetString();
   }
   REQUIRE_FALSE(host.empty());
   rapidjson::Document st;
@@ -109,11 +97,12 @@ TEST_CASE("ptp: two pods get veths with the reference's /32 layout, reach each o
   CHECK(routes("", "-6", host).count(ip6) == 1);
   Proc fwd = sh("cat /proc/sys/net/ipv4/ip_forward /proc/sys/net/ipv6/conf/all/forwarding");
   CHECK(fwd.out == "1\n1\n");
-  // ipMasq: the pod addresses are elements of plumb's masquerade maps.
   Proc nft = sh("nft list map inet plumb masq4");
   CHECK(nft.out.find(ip4) != std::string::npos);
+}
 
-  // Traffic both ways through the node, v4 and v6, bounded.
+/// Traffic both ways through the node, v4 and v6, bounded: pod-a pings pod-b.
+void check_traffic() {
   std::string b4 = addr_of("pod-b", "p0", "inet"), b6 = addr_of("pod-b", "p0", "inet6");
   Proc ping = sh("ip netns exec pod-a ping -c 2 -W 2 " + b4.substr(0, b4.find('/')));
   INFO("ping: ", ping.out, ping.err);
@@ -121,14 +110,41 @@ TEST_CASE("ptp: two pods get veths with the reference's /32 layout, reach each o
   Proc ping6 = sh("ip netns exec pod-a ping -6 -c 2 -W 2 " + b6.substr(0, b6.find('/')));
   INFO("ping6: ", ping6.out, ping6.err);
   CHECK(ping6.exit_code == 0);
+}
 
-  Proc check = fx.run("CHECK", "ctr-a", pa, "default", "pod-a", fx.config(R"("prevResult": )" + a.out));
+/// CHECK of pod-a (ADD result `added`) passes, then notices a missing subnet route.
+void check_check(PodFixture& fx, const std::string& pa, const std::string& added) {
+  Proc check = fx.run("CHECK", "ctr-a", pa, "default", "pod-a", fx.config(R"("prevResult": )" + added));
   INFO("check: ", check.out, check.err);
   CHECK(check.exit_code == 0);
-  // CHECK notices a missing subnet route.
   REQUIRE(sh("ip -n pod-a route del 198.51.100.0/24 via 198.51.100.1 dev p0").exit_code == 0);
-  Proc bad = fx.run("CHECK", "ctr-a", pa, "default", "pod-a", fx.config(R"("prevResult": )" + a.out));
+  Proc bad = fx.run("CHECK", "ctr-a", pa, "default", "pod-a", fx.config(R"("prevResult": )" + added));
   CHECK(bad.exit_code != 0);
+}
+
+}  // namespace
+
+TEST_CASE(
+    "ptp: two pods get veths with the reference's /32 layout, reach each other through the node, DEL removes all") {
+  Node node;
+  PodFixture fx(node);
+  fx.add_nad("default", "p2p", ptp_nad(R"("mtu": 1400, "ipMasq": true, )", fx.ipam_dir()));
+  std::string pa = node.add_netns("pod-a"), pb = node.add_netns("pod-b");
+  fx.add_pod("default", "pod-a", R"([{"name": "p2p", "interface": "p0", "mac": "02:00:00:00:0b:01"}])");
+  fx.add_pod("default", "pod-b", R"([{"name": "p2p", "interface": "p0"}])");
+  auto node_links_before = links("");
+
+  Proc a = fx.run("ADD", "ctr-a", pa, "default", "pod-a", fx.config());
+  INFO("pod-a: ", a.out, a.err);
+  REQUIRE(a.exit_code == 0);
+  Proc b = fx.run("ADD", "ctr-b", pb, "default", "pod-b", fx.config());
+  INFO("pod-b: ", b.out, b.err);
+  REQUIRE(b.exit_code == 0);
+
+  auto [ip4, ip6, peer] = check_pod_side();
+  check_node_side(fx, peer, ip4, ip6);
+  check_traffic();
+  check_check(fx, pa, a.out);
 
   for (auto [cid, name, path] : {std::tuple{"ctr-a", "pod-a", pa}, std::tuple{"ctr-b", "pod-b", pb}}) {
     Proc del = fx.run("DEL", cid, path, "default", name, fx.config());

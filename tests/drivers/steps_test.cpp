@@ -210,9 +210,7 @@ TEST_CASE("moving a node device into the pod records its restore with its node n
           false});
 }
 
-TEST_CASE(
-    "admitting a pod in the firewall records its removal; isolating a bridge records nothing (shared, as the "
-    "reference)") {
+TEST_CASE("admitting a pod in the firewall records its removal; isolating a bridge records the release of its claim") {
   drivers::Context ctx;
   nft::FirewallPod pod;
   pod.container_id = "ctr-v3";
@@ -224,7 +222,10 @@ TEST_CASE(
       std::pair<std::string, bool>{
           R"({"op":"firewall.remove","containerID":"ctr-v3","ifname":"eth0","addresses":["203.0.113.3"],"adminChain":"CNI-ADMIN"})",
           false});
-  CHECK(recorded(ctx, drivers::steps::IsolateBridge{"brs", true}) == std::pair<std::string, bool>{"", false});
+  CHECK(recorded(ctx, drivers::steps::IsolateBridge{"brs", true, "ctr-v3", "eth0"}) ==
+        std::pair<std::string, bool>{R"({"op":"firewall.release_bridge","bridge":"brs","isolated":true,)"
+                                     R"("containerID":"ctr-v3","ifname":"eth0","ifUnknown":"skip"})",
+                                     false});
 }
 
 TEST_CASE("joining a VRF records its release, whether the step creates the VRF or finds it") {

@@ -8,20 +8,16 @@ count. A longer function is split into helper functions (the case then reads as 
 listed in EXCEPTIONS with the reason; an exception that names no such function fails too.
 Usage: function_size_test.py SOURCE_DIR
 """
-import pathlib
 import re
 import sys
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+from tree import report, source_root, walk  # noqa: E402
 
 LIMIT = 80
 
 # (file under tests/, the start of the function's first line) -> why it stays longer.
 EXCEPTIONS = {
-    ("drivers/bandwidth_test.cpp", 'TEST_CASE("bandwidth: macvlan pods (no host side)'):
-        "tests/drivers is being reworked with the write-ahead executor (issue 35, item 2); split there",
-    ("drivers/portmap_test.cpp", 'TEST_CASE("tcp and udp host ports reach the pod'):
-        "tests/drivers is being reworked with the write-ahead executor (issue 35, item 2); split there",
-    ("drivers/ptp_test.cpp", 'TEST_CASE("ptp: two pods get veths'):
-        "tests/drivers is being reworked with the write-ahead executor (issue 35, item 2); split there",
 }
 
 # Raw strings, strings, character literals and comments: blanked (newlines kept) before counting.
@@ -51,10 +47,9 @@ def long_functions(text):
 
 
 def main():
-    root = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else ".").resolve()
-    tests = root / "tests"
+    tests = source_root() / "tests"
     problems, used = [], set()
-    for f in sorted(list(tests.rglob("*.cpp")) + list(tests.rglob("*.hpp"))):
+    for f in walk(tests, (".cpp", ".hpp")):
         rel = f.relative_to(tests).as_posix()
         text = f.read_text(errors="replace")
         lines = text.split("\n")
@@ -73,11 +68,8 @@ def main():
         if key not in used:
             problems.append(f"tests/{key[0]}: the exception for {key[1]}... names no function over {LIMIT} lines: "
                             f"remove it from tests/layering/function_size_test.py")
-    for p in problems:
-        print(p)
-    print(f"function size: {len(problems)} problem(s)" if problems else
-          f"function size: no test function over {LIMIT} lines but the {len(EXCEPTIONS)} declared exceptions")
-    return 1 if problems else 0
+    return report(problems, f"function size: no test function over {LIMIT} lines but the {len(EXCEPTIONS)} declared "
+                            f"exceptions", "function size: {n} problem(s)")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@ import pathlib
 import re
 import sys
 
-LIBRARIES = ["engine", "ebpf", "ipam", "drivers", "cni-entry"]
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+from tree import LIBRARIES, report, source_root, walk  # noqa: E402
 
 # Sub-folder -> the sub-folders of the same library it may include (besides itself).
 SUBFOLDERS = {
@@ -52,9 +53,7 @@ def place(path):
 def violations(root):
     found = []
     for lib in LIBRARIES:
-        for f in sorted((root / lib).rglob("*")):
-            if f.suffix not in (".cpp", ".hpp", ".h", ".c") or "gen" in f.relative_to(root).parts:
-                continue
+        for f in walk(root / lib, (".cpp", ".hpp", ".h", ".c"), skip=("gen",)):
             rel = f.relative_to(root).as_posix()
             src_lib, src_sub = place(rel)
             if src_sub is not None and src_sub not in SUBFOLDERS[src_lib]:
@@ -75,12 +74,8 @@ def violations(root):
 
 
 def main():
-    root = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else ".").resolve()
-    found = violations(root)
-    for v in found:
-        print(v)
-    print(f"layering: {len(found)} include(s) against the rule" if found else "layering: every include follows the rule")
-    return 1 if found else 0
+    return report(violations(source_root()), "layering: every include follows the rule",
+                  "layering: {n} include(s) against the rule")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,9 @@ Usage: mirror_test.py SOURCE_DIR
 import pathlib
 import sys
 
-LAYERS = ["engine", "ebpf", "ipam", "drivers", "cni-entry"]
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+from tree import LIBRARIES, report, source_root, walk  # noqa: E402
+
 SOURCE_SUFFIXES = [".cpp", ".hpp", ".c", ".bpf.c"]
 
 # Aspect -> what the file holds of its source's tests.
@@ -65,8 +67,8 @@ def mirrors(root, name):
 def problems(root):
     found = []
     names = set()
-    for layer in LAYERS:
-        for f in sorted((root / "tests" / layer).rglob("*_test.cpp")):
+    for layer in LIBRARIES:
+        for f in walk(root / "tests" / layer, ("_test.cpp",)):
             name = f.relative_to(root / "tests").as_posix()[: -len("_test.cpp")]
             names.add(name)
             if name in CROSS_CUTTING or mirrors(root, name):
@@ -81,12 +83,8 @@ def problems(root):
 
 
 def main():
-    root = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else ".").resolve()
-    found = problems(root)
-    for p in found:
-        print(p)
-    print(f"mirror: {len(found)} test file(s) against the rule" if found else "mirror: every test file mirrors its source")
-    return 1 if found else 0
+    return report(problems(source_root()), "mirror: every test file mirrors its source",
+                  "mirror: {n} test file(s) against the rule")
 
 
 if __name__ == "__main__":

@@ -8,9 +8,11 @@ which run inverses). The files not moved to steps yet are listed in PENDING with
 the engine directly; a listed file that no longer does fails too, so the list only shrinks. A new
 driver file is checked from its first line. Usage: write_ahead_test.py SOURCE_DIR
 """
-import pathlib
 import re
 import sys
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+from tree import report, source_root, walk  # noqa: E402
 
 EXEMPT = {"steps.cpp", "undo.cpp", "undo_run.cpp"}
 
@@ -36,9 +38,9 @@ def direct_changes(text: str) -> list[str]:
 
 
 def main() -> int:
-    drivers = pathlib.Path(sys.argv[1]) / "drivers"
+    drivers = source_root() / "drivers"
     errors = []
-    for path in sorted(drivers.glob("*.cpp")):
+    for path in walk(drivers, (".cpp",)):
         if path.name in EXEMPT:
             continue
         calls = direct_changes(path.read_text())
@@ -49,9 +51,7 @@ def main() -> int:
     for name in PENDING:
         if not (drivers / name).exists():
             errors.append(f"PENDING names drivers/{name}, which does not exist")
-    for e in errors:
-        print(e)
-    return 1 if errors else 0
+    return report(errors, "")
 
 
 if __name__ == "__main__":
