@@ -300,6 +300,13 @@ class WatchLog:
             self.floor = self.events[-5000][0]
             self.events = self.events[-5000:]
 
+    def changed(self, ns, name):
+        """Whether the object's file differs from what the last scan saw (call with LOCK held)."""
+        if self.known is None:
+            return False
+        old = self.known.get((ns, name))
+        return (old[0] if old else None) != self.store.stamp(self.store.path(self.res, ns, name))
+
     def compact(self, rv):
         self.floor = max(self.floor, rv)
         self.events = [e for e in self.events if e[0] > rv]

@@ -299,6 +299,11 @@ class Handler(BaseHTTPRequestHandler):
             return self.write_status(res, name, opath, who)
         if self.command == "GET":
             with LOCK:
+                log = self.server.logs.get(res)
+                if log is not None and log.watched and log.changed(ns, name):
+                    # A file a test edited gets its new resourceVersion before a client reads it,
+                    # never between the read and a write that has that version as precondition.
+                    log.scan()
                 obj, data = self.server.store.load(opath)
             if obj is None:
                 return self.status(404, "NotFound", f'{res} "{name}" not found', who)
