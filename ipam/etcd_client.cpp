@@ -174,6 +174,7 @@ http::Options http_options(const Options& o) {
   h.retry.backoff_max = std::chrono::milliseconds(1000);
   h.retry.budget = std::chrono::milliseconds(o.retry_timeout_ms);
   h.peer = "etcd";
+  h.observed_as = "etcd";
   return h;
 }
 

@@ -179,7 +179,7 @@ bool Daemon::start() {
   for (int sig : {SIGCHLD, SIGTERM, SIGINT}) sigaddset(&set, sig);
   ::sigprocmask(SIG_BLOCK, &set, nullptr);
   signals_ = ::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
-  return signals_ >= 0 && (o_.metrics_bind_address.empty() || metrics_.start(o_.metrics_bind_address));
+  return signals_ >= 0 && (o_.metrics_bind_address.empty() || metrics_.start(o_.metrics_bind_address, o_.kubeconfig));
 }
 
 /// Forks one worker that serves up to `max_requests` invocations; false (stderr says why) when
@@ -265,6 +265,7 @@ void Daemon::accept_one() {
 /// its end.
 void Daemon::on_control(Worker& w) {
   char message[4096];
+  static_assert(sizeof(detail::Done) + detail::kMaxRequestSamples * sizeof(RequestSample) <= sizeof message);
   const ssize_t n = ::recv(w.control, message, sizeof message, MSG_DONTWAIT);
   if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
   constexpr size_t magic = sizeof detail::kLookupMagic;
@@ -273,8 +274,15 @@ void Daemon::on_control(Worker& w) {
     return;
   }
   detail::Done done{};
-  if (n == static_cast<ssize_t>(sizeof done)) std::memcpy(&done, message, sizeof done);
-  if (n != static_cast<ssize_t>(sizeof done)) {  // it ended: reap() answers its shim
+  const bool is_done =
+      n >= static_cast<ssize_t>(sizeof done) && (static_cast<size_t>(n) - sizeof done) % sizeof(RequestSample) == 0;
+  if (is_done) std::memcpy(&done, message, sizeof done);
+  for (size_t at = sizeof done; is_done && at < static_cast<size_t>(n); at += sizeof(RequestSample)) {
+    RequestSample r;  // the invocation's requests, after its Done
+    std::memcpy(&r, message + at, sizeof r);
+    metrics_.worker_request(r);
+  }
+  if (!is_done) {  // it ended: reap() answers its shim
     ::close(w.control);
     w.control = -1;
     w.retiring = true;
@@ -387,18 +395,21 @@ void Daemon::run() {
     }
     if (cache_ && !stopping_) (void)cache_->start();  // none yet, or the last one ended
     const int cache_fd = cache_ ? cache_->fd() : -1;
-    fds.assign({{signals_, POLLIN, 0}, {listen_, POLLIN, 0}, {cache_fd, POLLIN, 0}});
-    owner.assign(3, {-1, false});
+    const int metrics_wait = stopping_ ? -1 : metrics_.restart();  // a metrics process that ended, again
+    fds.assign({{signals_, POLLIN, 0}, {listen_, POLLIN, 0}, {cache_fd, POLLIN, 0}, {metrics_.fd(), POLLIN, 0}});
+    owner.assign(fds.size(), {-1, false});
     for (const auto& w : workers_) {
       if (w.control >= 0) fds.push_back({w.control, POLLIN, 0}), owner.emplace_back(w.pid, true);
       if (w.conn >= 0) fds.push_back({w.conn, POLLRDHUP, 0}), owner.emplace_back(w.pid, false);
     }
     // A cache process that ended is forked again within a second.
-    const int timeout = cache_ && cache_fd < 0 && !stopping_ ? 1000 : -1;
+    int timeout = cache_ && cache_fd < 0 && !stopping_ ? 1000 : -1;
+    if (metrics_wait >= 0 && (timeout < 0 || metrics_wait < timeout)) timeout = metrics_wait;
     report_state();
     if (::poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR) return;
     if (cache_fd >= 0 && fds[2].revents != 0) cache_->on_readable();
-    for (size_t i = 3; i < fds.size(); ++i) {
+    if (fds[3].fd >= 0 && fds[3].revents != 0) metrics_.ended();  // it never writes after its '1': it is gone
+    for (size_t i = 4; i < fds.size(); ++i) {
       if (fds[i].revents == 0) continue;
       for (auto& w : workers_) {
         if (w.pid != owner[i].first) continue;

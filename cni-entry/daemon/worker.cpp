@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "cni-entry/daemon/daemon.hpp"
+#include "cni-entry/daemon/metrics.hpp"
 #include "cni-entry/daemon/wire.hpp"
 #include "cni-entry/source/after_answer.hpp"
 #include "cni-entry/source/watched.hpp"
@@ -193,6 +194,7 @@ void worker_main(int control, int log, int max_requests, CniMain cni_main, bool 
   (void)park_stdio(log);  // without /dev/null, 0 and 1 stay the daemon's: no runtime's pipes
   static Lookup lookup(control);
   if (cached) source::set_watched_objects(&lookup);
+  observe_requests();  // the invocations' API server and etcd requests, sent with each Done
   static std::vector<std::function<void()>> later;  // what the invocation left for after its answer
   source::after_answer_queue() = &later;
   for (int served = 1;; ++served) {
@@ -218,7 +220,7 @@ void worker_main(int control, int log, int max_requests, CniMain cni_main, bool 
     }
     // The daemon first (it stops watching the shim, whose end is no early end from now on), then
     // the shim, answered here rather than through the daemon: one wake-up less before it exits.
-    const bool told = ::send(control, &done, sizeof done, MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof done);
+    const bool told = send_with_requests(control, &done, sizeof done);
     (void)wire::send_status(s.conn, {wire::End::kExited, s.code});
     ::close(s.conn);
     if (s.outcome) {  // once the runtime has its answer; one write, whole
@@ -230,7 +232,7 @@ void worker_main(int control, int log, int max_requests, CniMain cni_main, bool 
       for (auto& work : later) work();
       done.more = 0;
       done.cpu_us = done.minflt = 0;
-      (void)::send(control, &done, sizeof done, MSG_NOSIGNAL);
+      (void)send_with_requests(control, &done, sizeof done);
     }
     later.clear();
     if (!told || done.retiring != 0) ::_exit(0);

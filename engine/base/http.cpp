@@ -253,7 +253,22 @@ Client& Client::operator=(Client&& o) noexcept {
   return *this;
 }
 
+namespace {
+RequestObserver g_observer = nullptr;
+}  // namespace
+
+void set_request_observer(RequestObserver fn) { g_observer = fn; }
+
 Result<Response> Client::send(const Request& req) {
+  if (g_observer == nullptr || opts_.observed_as == nullptr) return attempt(req);
+  const auto began = std::chrono::steady_clock::now();
+  auto r = attempt(req);
+  g_observer(
+      Observed{opts_.observed_as, req.method, req.url, r ? r->status : 0, std::chrono::steady_clock::now() - began});
+  return r;
+}
+
+Result<Response> Client::attempt(const Request& req) {
   ++attempts_;
   const std::string what = req.method + " " + req.url;
   for (const auto& line : req.headers) {

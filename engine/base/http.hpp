@@ -60,6 +60,8 @@ struct Options {
   std::string unix_socket;                       // connect to this unix socket instead of the URL's host ("" = TCP)
   bool http2_prior_knowledge = false;            // speak HTTP/2 from the first byte (h2c, e.g. gRPC over a unix
                                                  // socket); each request then opens its own connection
+  const char* observed_as =
+      nullptr;  // who the peer is for the process's RequestObserver ("api", "etcd"); nullptr = not told
 };
 
 /// One request.
@@ -109,6 +111,21 @@ struct RetryStats {
 /// `attempt` keeps its own result; this only counts and waits.
 RetryStats retry(const RetryPolicy& policy, const std::function<Verdict()>& attempt);
 
+/// One attempt of a Client whose Options::observed_as is set, as the process's observer sees it.
+struct Observed {
+  std::string_view as;      // Options::observed_as
+  std::string_view method;  // "GET", "PATCH", ...
+  std::string_view url;     // the request's URL, query included
+  long status;              // the answer's HTTP status; 0 when no answer came
+  std::chrono::nanoseconds took;
+};
+/// Told of each attempt (after it); called on the sending thread, must not block.
+using RequestObserver = void (*)(const Observed&);
+/// Installs the process's observer (nullptr: none, the default). plumb daemon's workers count the
+/// requests of their invocations with it (cni-entry/daemon/metrics.hpp); a Client without
+/// observed_as, or with no observer installed, reads no clock for it.
+void set_request_observer(RequestObserver fn);
+
 /// An HTTP client: one libcurl easy handle (keep-alive across requests). Not thread-safe.
 class Client {
  public:
@@ -136,6 +153,8 @@ class Client {
   [[nodiscard]] const Options& options() const { return opts_; }
 
  private:
+  [[nodiscard]] Result<Response> attempt(const Request& req);
+
   Options opts_;
   void* curl_ = nullptr;  // CURL*, created by the first send()
   uint64_t attempts_ = 0;

@@ -37,6 +37,7 @@ http::Options http_options(const Credentials& creds, const Options& opts) {
   o.retry.backoff = opts.backoff;
   o.retry.backoff_max = opts.backoff_max;
   o.peer = "the API server";
+  o.observed_as = "api";
   return o;
 }
 

@@ -240,8 +240,8 @@ class Store:
 
 class WatchLog:
     """The history of one resource that watches are served from. The objects are files tests
-    edit directly, so changes are found by scanning them (their stamps): the first scan takes the
-    objects as they are (the history starts there); every later one logs ADDED, MODIFIED and DELETED events with a
+    edit directly, so changes are found by scanning them (their stamps): the first scan (at the
+    first list or watch of the resource) takes the objects as they are (the history starts there); every later one logs ADDED, MODIFIED and DELETED events with a
     resourceVersion above every earlier one (an object whose own metadata.resourceVersion is not
     above them gets a new one, written into its file). `floor`: events at or below it are
     compacted away (a watch from there gets 410 Expired)."""
@@ -250,7 +250,8 @@ class WatchLog:
         self.store, self.res, self.next_rv, self.bump_rv = store, res, next_rv, bump_rv
         self.known = None  # (ns, name) -> (stamp, obj)
         self.events = []   # (rv, type, obj)
-        self.floor = now   # the history starts at the first watch
+        self.floor = now   # the history starts at the first list or watch
+        self.watched = False  # scanned from the first watch on (kube_api_test_server.Server.listed)
 
     def files(self):
         base = os.path.join(self.store.root, "objects", self.res)
@@ -298,6 +299,13 @@ class WatchLog:
         if len(self.events) > 10000:
             self.floor = self.events[-5000][0]
             self.events = self.events[-5000:]
+
+    def changed(self, ns, name):
+        """Whether the object's file differs from what the last scan saw (call with LOCK held)."""
+        if self.known is None:
+            return False
+        old = self.known.get((ns, name))
+        return (old[0] if old else None) != self.store.stamp(self.store.path(self.res, ns, name))
 
     def compact(self, rv):
         self.floor = max(self.floor, rv)

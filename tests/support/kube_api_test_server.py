@@ -18,8 +18,10 @@ failure modes the tests need.
              GET    ...?watch=1: a watch (chunked, one JSON event a line) from resourceVersion,
                     bookmarks each 0.5 s with allowWatchBookmarks=true, ending after
                     timeoutSeconds. Changes are found by scanning the files every 50 ms from
-                    the first watch of a resource (kube_api_store.WatchLog: the first scan is
-                    the baseline; an edited file gets a new resourceVersion written into it).
+                    the first watch of a resource (kube_api_store.WatchLog: the baseline is
+                    the first list or watch, so nothing changed after a list is missed by a
+                    watch from its version; an edited file gets a new resourceVersion written
+                    into it).
                     <dir>/watch-control.json {"drop": N, "compact": N, "hold": bool}: a new
                     "drop" value ends every open watch; a new "compact" value compacts the
                     history, so a watch from an older version gets an ERROR event 410 Expired;
@@ -122,7 +124,7 @@ class Server(ThreadingHTTPServer):
         self.faults = Faults(os.path.join(root, "faults.json"))
         self.store = Store(root)
         self.rv = int(time.time() * 1000)  # a restarted server issues only newer versions
-        self.logs = {}  # resource -> WatchLog, from the first watch of it
+        self.logs = {}  # resource -> WatchLog, from the first list or watch of it
         self.latency = 0.0  # seconds every request waits (--latency-ms)
 
     def next_rv(self):
@@ -133,11 +135,23 @@ class Server(ThreadingHTTPServer):
         self.rv = max(self.rv, rv)
 
     def log(self, res):
-        """The resource's WatchLog, scanned (with LOCK held)."""
+        """The resource's WatchLog, scanned (with LOCK held); a watch of it from now on."""
+        log = self.listed(res)
+        log.watched = True
+        log.scan()
+        return log
+
+    def listed(self, res):
+        """The resource's WatchLog for a list (with LOCK held): its history starts at the first
+        list or watch, so a change made between a list and the first watch from the list's
+        resourceVersion is an event of that watch. Scanned only once watched: the objects of a
+        resource nothing watches keep the resourceVersions their files say."""
         if res not in self.logs:
             self.logs[res] = WatchLog(self.store, res, self.next_rv, self.bump_rv, self.rv)
+            self.logs[res].scan()  # the first scan: the baseline, no event
         log = self.logs[res]
-        log.scan()
+        if log.watched:
+            log.scan()
         return log
 
     def watch_control(self):
@@ -295,6 +309,11 @@ class Handler(BaseHTTPRequestHandler):
             return self.write_status(res, name, opath, who)
         if self.command == "GET":
             with LOCK:
+                log = self.server.logs.get(res)
+                if log is not None and log.watched and log.changed(ns, name):
+                    # A file a test edited gets its new resourceVersion before a client reads it,
+                    # never between the read and a write that has that version as precondition.
+                    log.scan()
                 obj, data = self.server.store.load(opath)
             if obj is None:
                 return self.status(404, "NotFound", f'{res} "{name}" not found', who)
@@ -314,8 +333,7 @@ class Handler(BaseHTTPRequestHandler):
             return self.watch(res, ns, query, who)
         if self.command == "GET":
             with LOCK:
-                if res in self.server.logs:  # watched: the list's resourceVersion follows the log
-                    self.server.log(res)
+                self.server.listed(res)  # the list's resourceVersion follows the log
             if ns is None:  # every namespace
                 d = os.path.join(self.server.root, "objects", res)
                 namespaces = sorted(os.listdir(d)) if os.path.isdir(d) else []

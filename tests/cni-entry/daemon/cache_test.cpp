@@ -2,9 +2,9 @@
 // --kubeconfig and --node-name lists and watches its node's pods, the NADs and the IPAMClaims of
 // the Kubernetes API test server; its workers read from there. Counted at the server: an ADD
 // whose pod and NADs are cached makes no GET, a DEL no request at all; a watch that drops
-// resumes from its resourceVersion without a list; a NAD and pod created a moment before the
-// ADD are read with a GET; an API server that goes away is retried with a back-off and listed
-// again when it is back.
+// resumes from its resourceVersion without a list; a compacted version (410 Expired) makes the
+// daemon list again; a NAD and pod created a moment before the ADD are read with a GET; an API
+// server that goes away is retried with a back-off and listed again when it is back.
 #include <doctest/doctest.h>
 
 #include <map>
@@ -121,7 +121,9 @@ TEST_CASE("a NAD and a pod created a moment before the ADD, not yet seen by the 
   CHECK(c.api.count("GET", kNadPath + "green", "200") == 1);
 }
 
-TEST_CASE("a watch that drops resumes from its resourceVersion without a list; the pod added meanwhile is cached") {
+TEST_CASE(
+    "a watch that drops resumes from its resourceVersion without a list; a compacted version makes the daemon list "
+    "again") {
   Node node;
   KubeCluster c(node);
   c.add_nad("default", "blue", plumb::test::bridge_net("br-blue", "198.51.100.0/24", c.fx.ipam_dir()));
@@ -146,6 +148,16 @@ TEST_CASE("a watch that drops resumes from its resourceVersion without a list; t
       return plumb::test::read_file(c.api.dir() + "/watch-events.log").find("ADDED pods default/web") !=
              std::string::npos;
     }));
+  }
+  SUBCASE("compacted while dropped: 410 Expired, listed again") {
+    write_control(c, R"({"hold": true})");
+    c.add_pod("default", "web", "uid-1", kBlue);
+    write_control(c, R"({"hold": true, "drop": 1, "compact": 1})");
+    // The first watch ended while the pod was held back: only the list that follows the 410 tells it.
+    REQUIRE(eventually([&] { return requests_like(c, pods_watch) >= 2; }));
+    write_control(c, R"({"drop": 1, "compact": 1})");
+    // The list that names the pod was sent to the daemon before the watch that follows it.
+    REQUIRE(eventually([&] { return requests_like(c, pods_list) == 2 && requests_like(c, pods_watch) >= 3; }));
   }
   // The pod reached the daemon's cache either way: an ADD without a GET.
   const std::string ns = node.add_netns("web");

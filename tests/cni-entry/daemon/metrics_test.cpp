@@ -2,13 +2,16 @@
 // /metrics in the Prometheus text format, /healthz and /readyz, scraped over the loopback of the
 // test's own network namespace: the invocations by verb and CNI code with a latency histogram per
 // verb, the workers busy and idle, the watched caches' sync state; ready only once the caches are
-// synced.
+// synced; the workers' requests to the API server and to etcd; a metrics process that dies is
+// started again.
 #include <doctest/doctest.h>
+#include <signal.h>
 
 #include <cstdlib>
 #include <string>
 
 #include "engine/base/http.hpp"
+#include "tests/support/etcd_cluster.hpp"
 #include "tests/support/kube_cluster.hpp"
 #include "tests/support/plumb_daemon.hpp"
 #include "tests/support/pod_fixture.hpp"
@@ -40,6 +43,27 @@ double sample(const std::string& text, const std::string& series) {
   const size_t at = ("\n" + text).find(line);
   if (at == std::string::npos) return -1;
   return std::strtod(text.c_str() + at + line.size() - 1, nullptr);
+}
+
+/// The sum of the samples of the scrape `text` whose line starts with `prefix` (a metric's name
+/// and "{") and holds every one of `labels` ("verb=\"GET\""); 0 when none.
+double sum_of(const std::string& text, const std::string& prefix, const std::vector<std::string>& labels) {
+  double total = 0;
+  for (const auto& line : plumb::test::lines_of(text)) {
+    if (!line.starts_with(prefix)) continue;
+    bool all = true;
+    for (const auto& l : labels) all = all && line.find(l) != std::string::npos;
+    if (all) total += std::strtod(line.c_str() + line.rfind(' ') + 1, nullptr);
+  }
+  return total;
+}
+
+/// The daemon's child named `comm` (its metrics process is "plumb-metrics"), or -1.
+pid_t child_named(const Daemon& d, const std::string& comm) {
+  for (pid_t p : d.workers()) {
+    if (plumb::test::read_file("/proc/" + std::to_string(p) + "/comm") == comm + "\n") return p;
+  }
+  return -1;
 }
 
 }  // namespace
@@ -128,4 +152,73 @@ TEST_CASE("--metrics-bind-address that is not HOST:PORT, or taken, stops the dae
       {plumb::test::plumb_binary(), "daemon", "--socket", dir.path + "/s", "--metrics-bind-address", kBind}, {}, "");
   CHECK(taken.exit_code == 1);
   CHECK_MESSAGE(taken.err.find("cannot listen") != std::string::npos, taken.err);
+}
+
+TEST_CASE("/metrics counts the workers' requests to the API server and to etcd by outcome, with their latency") {
+  Node node;
+  KubeCluster c(node);
+  plumb::test::EtcdCluster etcd(1, 32579);
+  REQUIRE_MESSAGE(etcd.ok(), etcd.log(0));
+  // blue: whereabouts on the API server's IPPools; red: whereabouts on etcd.
+  c.add_nad(
+      "default", "blue",
+      R"({"cniVersion": "0.4.0", "type": "bridge", "bridge": "br-blue", "ipam": {"type": "whereabouts", "range": "192.0.2.0/24"}})");
+  c.add_nad(
+      "default", "red",
+      R"({"cniVersion": "0.4.0", "type": "bridge", "bridge": "br-red", "ipam": {"type": "whereabouts", "range": "198.51.100.0/24", "etcd_endpoints": )" +
+          etcd.endpoints_json() + "}}");
+  c.add_pod("default", "web", "uid-1", {{"k8s.v1.cni.cncf.io/networks", "blue,red"}});
+  // No watched caches (no node name): the pod and the NADs are read with GETs; the kubeconfig
+  // is where /metrics lists the IPPools.
+  Daemon d({"--workers", "1", "--kubeconfig", c.kubeconfig, "--metrics-bind-address", kBind});
+  Proc add = c.run("ADD", "ctr-1", node.add_netns("web"), "default", "web", "uid-1",
+                   c.config(R"("whereaboutsNamespace": "kube-system")"), {{"PLUMB_DAEMON_SOCKET", d.socket}},
+                   plumb::test::plumb_shim_binary());
+  REQUIRE_MESSAGE(add.exit_code == 0, add.out << add.err << plumb::test::read_file(d.log));
+  INFO("requests: " << plumb::test::read_file(c.api.dir() + "/requests.log"));
+
+  std::string text;
+  // The Events are posted after the shim's answer: counted with the worker's second Done.
+  REQUIRE_MESSAGE(eventually([&] {
+                    text = get("/metrics").body;
+                    return sum_of(text, "plumb_api_requests_total{", {R"(resource="events")", R"(verb="POST")"}) >= 3;
+                  }),
+                  text);
+  CHECK(sample(text, R"(plumb_api_requests_total{outcome="ok",resource="pods",verb="GET"})") >= 1);
+  CHECK(sample(text,
+               R"(plumb_api_requests_total{outcome="ok",resource="network-attachment-definitions",verb="GET"})") == 2);
+  CHECK(sample(text, R"(plumb_api_requests_total{outcome="ok",resource="pods/status",verb="PATCH"})") == 1);
+  // One AddedInterface per attachment: the default network, blue, red.
+  CHECK(sample(text, R"(plumb_api_requests_total{outcome="ok",resource="events",verb="POST"})") == 3);
+  // The cluster IPAM of blue: the IPPool read (absent at first) and created.
+  CHECK(sample(text, R"(plumb_api_requests_total{outcome="notfound",resource="ippools",verb="GET"})") == 1);
+  CHECK(sample(text, R"(plumb_api_requests_total{outcome="ok",resource="ippools",verb="POST"})") == 1);
+  CHECK(sample(text, R"(plumb_api_request_duration_seconds_count{resource="pods/status",verb="PATCH"})") == 1);
+  CHECK(sample(text, R"(plumb_api_request_duration_seconds_sum{resource="pods/status",verb="PATCH"})") > 0);
+  // red's allocation in etcd: a read and a transaction at least.
+  CHECK(sum_of(text, "plumb_etcd_requests_total{", {R"(outcome="ok")"}) >= 2);
+  CHECK(sum_of(text, "plumb_etcd_requests_total{", {R"(operation="kv/txn")", R"(outcome="ok")"}) >= 1);
+  CHECK(sum_of(text, "plumb_etcd_request_duration_seconds_count{", {}) >= 2);
+  // blue's IPPool as the scrape lists it: one address allocated of the 254 of a /24.
+  const std::string pool = R"(pool="kube-system/192.0.2.0-24")";
+  CHECK(sum_of(text, "plumb_ippool_addresses{", {pool, R"(state="allocated")"}) == 1);
+  CHECK(sum_of(text, "plumb_ippool_addresses{", {pool, R"(state="total")"}) == 254);
+}
+
+TEST_CASE("a metrics process that dies is started again by the daemon; meanwhile its port is closed, so not ready") {
+  Node node;
+  Daemon d({"--workers", "1", "--metrics-bind-address", kBind});
+  REQUIRE(eventually([&] { return get("/readyz").status == 200; }));
+  const pid_t first = child_named(d, "plumb-metrics");
+  REQUIRE(first > 0);
+  REQUIRE(::kill(first, SIGKILL) == 0);
+  // Forked again after a back-off (a second at first): until then nothing answers a probe.
+  REQUIRE(eventually([&] { return get("/readyz").status == 0; }));
+  REQUIRE_MESSAGE(eventually([&] { return get("/readyz").status == 200; }), plumb::test::read_file(d.log));
+  const pid_t second = child_named(d, "plumb-metrics");
+  CHECK(second > 0);
+  CHECK(second != first);
+  // The new process has the daemon's state again.
+  CHECK(sample(get("/metrics").body, R"(plumb_daemon_workers{state="idle"})") == 1);
+  CHECK(plumb::test::read_file(d.log).find("the metrics process ended") != std::string::npos);
 }
