@@ -207,11 +207,11 @@ Status configure_pod_interface(const Context& ctx, int index, const cni::CniResu
   return configure_pod_link(ctx, index, nullptr, r, dad, arp_notify);
 }
 
-Status finish_pod_interface(Context& ctx, const link::LinkInfo& pod_link, cni::CniResult& r) {
+Status finish_pod_interface(Context& ctx, const link::LinkInfo& pod_link, cni::CniResult& r, bool arp_notify) {
   r.interfaces.clear();
   r.interfaces.push_back({ctx.ifname, pod_link.mac() ? pod_link.mac()->str() : "", pod_link.mtu_bytes, ctx.netns_path, {}, {}});
   for (auto& ip : r.ips) ip.interface = 0;
-  return configure_pod_link(ctx, pod_link.index, &pod_link, r, /*dad=*/true, /*arp_notify=*/false);
+  return configure_pod_link(ctx, pod_link.index, &pod_link, r, /*dad=*/true, arp_notify);
 }
 
 Result<std::optional<Mac>> requested_mac(const json::Value& conf, const ParseInput& in) {
