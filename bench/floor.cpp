@@ -343,21 +343,9 @@ std::string cni_arg(const std::string& args, const std::string& key) {
 /// stderr), the operations, the exit status back.
 void serve_one(int conn, Warm& w) {
   static thread_local std::vector<char> body(wire::kMaxRequestBytes);
-  iovec iov{body.data(), body.size()};
-  alignas(cmsghdr) char control[CMSG_SPACE(4 * sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  const ssize_t n = ::recvmsg(conn, &msg, MSG_CMSG_CLOEXEC);
-  std::vector<int> fds;
-  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-    const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    fds.resize(count);
-    std::memcpy(fds.data(), CMSG_DATA(c), count * sizeof(int));
-  }
+  int fds[3] = {-1, -1, -1};
+  int nfds = 0;
+  const ssize_t n = wire::recv_with_fds(conn, body.data(), body.size(), fds, 3, nfds);
   int code = 0;
   try {
     if (n < static_cast<ssize_t>(sizeof wire::kRequestMagic) ||
@@ -384,11 +372,11 @@ void serve_one(int conn, Warm& w) {
     a.host_port = static_cast<uint16_t>(number("FLOOR_PORT", cni_arg(args, "FLOOR_PORT"), 0x10000));
     run(a, w);
   } catch (const std::exception& e) {
-    if (fds.size() >= 3) dprintf(fds[2], "plumb-floor serve: %s\n", e.what());
+    if (nfds == 3) dprintf(fds[2], "plumb-floor serve: %s\n", e.what());
     code = 1;
   }
   wire::send_status(conn, wire::Status{wire::End::kExited, code});
-  for (int fd : fds) close(fd);
+  for (int i = 0; i < nfds; ++i) close(fds[i]);
 }
 
 /// `plumb-floor serve <socket> <bpffs dir>`: listens until killed, 8 threads in accept().

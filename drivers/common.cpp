@@ -137,9 +137,10 @@ Status add_pod_address(Context& ctx, int index, const IpPrefix& prefix, bool nod
   return {};
 }
 
-}  // namespace
-
-Status configure_pod_interface(Context& ctx, int index, const cni::CniResult& r, bool dad, bool arp_notify) {
+/// configure_pod_interface, with the answer about the link already at hand (`known`: its flags
+/// and accept_dad; nullptr: looked up when they matter).
+Status configure_pod_link(Context& ctx, int index, const link::LinkInfo* known, const cni::CniResult& r, bool dad,
+                          bool arp_notify) {
   netlink::Socket& pod = *ctx.pod;
   const bool v4 = std::any_of(r.ips.begin(), r.ips.end(), [](const cni::IpConfig& ip) { return ip.address.addr.is_v4(); });
   // arp_notify before the link comes up, so that its coming up announces the IPv4 addresses;
@@ -152,7 +153,9 @@ Status configure_pod_interface(Context& ctx, int index, const cni::CniResult& r,
   // devices on the node.
   const bool v6 =
       std::any_of(r.ips.begin(), r.ips.end(), [](const cni::IpConfig& ip) { return !ip.address.addr.is_v4(); });
-  if (dad && v6 && ctx.pod_ns != nullptr && PLUMB_TRY(addr::dad_skipped(pod, *ctx.pod_ns, index))) dad = false;
+  if (dad && v6 && ctx.pod_ns != nullptr &&
+      PLUMB_TRY(known != nullptr ? addr::dad_skipped(*known, *ctx.pod_ns) : addr::dad_skipped(pod, *ctx.pod_ns, index)))
+    dad = false;
   bool v6_gateway = false;
   for (auto& ip : r.ips) {
     PLUMB_TRY(add_pod_address(ctx, index, ip.address, !dad && !ip.address.addr.is_v4()));
@@ -193,11 +196,17 @@ Status configure_pod_interface(Context& ctx, int index, const cni::CniResult& r,
   return {};
 }
 
-Status finish_pod_interface(Context& ctx, const link::LinkInfo& pod_link, cni::CniResult& r) {
+}  // namespace
+
+Status configure_pod_interface(Context& ctx, int index, const cni::CniResult& r, bool dad, bool arp_notify) {
+  return configure_pod_link(ctx, index, nullptr, r, dad, arp_notify);
+}
+
+Status finish_pod_interface(Context& ctx, const link::LinkInfo& pod_link, cni::CniResult& r, bool arp_notify) {
   r.interfaces.clear();
   r.interfaces.push_back({ctx.ifname, pod_link.mac() ? pod_link.mac()->str() : "", pod_link.mtu_bytes, ctx.netns_path, {}, {}});
   for (auto& ip : r.ips) ip.interface = 0;
-  return configure_pod_interface(ctx, pod_link.index, r, /*dad=*/true);
+  return configure_pod_link(ctx, pod_link.index, &pod_link, r, /*dad=*/true, arp_notify);
 }
 
 Result<std::optional<Mac>> requested_mac(const json::Value& conf, const ParseInput& in) {

@@ -213,8 +213,11 @@ inline constexpr std::chrono::milliseconds kDadSettleTimeout{5000};
 
 /// Makes `r` the result of a driver whose only interface is the pod's `pod_link` (ctx.ifname in
 /// ctx.netns_path): interfaces = [it], every IP on interface 0; then configure_pod_interface
-/// (addresses, up, routes; IPv6 with DAD). Errors: configure_pod_interface's.
-[[nodiscard]] Status finish_pod_interface(Context& ctx, const link::LinkInfo& pod_link, cni::CniResult& r);
+/// (addresses, up, routes; IPv6 with DAD; arp_notify with `arp_notify`), deciding whether the
+/// kernel skips DAD from `pod_link` itself (addr::dad_skipped: no look-up of the link).
+/// Errors: configure_pod_interface's.
+[[nodiscard]] Status finish_pod_interface(Context& ctx, const link::LinkInfo& pod_link, cni::CniResult& r,
+                                          bool arp_notify = false);
 /// Announces the result's addresses on pod interface `index` (MAC `mac`) once it is up:
 /// engine/kernel/announce.hpp's gratuitous ARP per IPv4 address and, with `ipv6`, unsolicited
 /// Neighbor Advertisement per IPv6 address, after waiting up to `carrier_wait` for carrier (as

@@ -81,8 +81,8 @@ Result<cni::CniResult> ipvlan_add(Context& ctx, const IpvlanConfig& c, const cni
   cni::CniResult r = use_prev_ips ? *prev : PLUMB_TRY(run_ipam(ctx, c.ipam, release_registered));
   apply_config_dns(r, c.dns, /*always=*/true);  // as the reference ipvlan: the config's "dns" replaces the IPAM's
   if (r.ips.empty()) return fail(cni_code::kInvalidConfig, ctx.network + ": IPAM plugin returned missing IP config");
-  PLUMB_TRY(lower::notify_neighbours(ctx, pod_link.index, r));
-  PLUMB_TRY(finish_pod_interface(ctx, pod_link, r));
+  PLUMB_TRY(lower::notify_neighbours(ctx, r));
+  PLUMB_TRY(finish_pod_interface(ctx, pod_link, r, /*arp_notify=*/true));
   lower::announce(ctx, pod_link, r);
   return r;
 }

@@ -76,8 +76,7 @@ Result<link::LinkInfo> create_in_pod(Context& ctx, const std::string& what, cons
   return *made;
 }
 
-Status notify_neighbours(Context& ctx, int index, const cni::CniResult& r) {
-  PLUMB_TRY(enable_arp_notify(ctx, index));
+Status notify_neighbours(Context& ctx, const cni::CniResult& r) {
   bool v6 = std::any_of(r.ips.begin(), r.ips.end(), [](const cni::IpConfig& ip) { return !ip.address.addr.is_v4(); });
   if (!v6) return {};
   return steps::run(ctx, steps::WritePodSysctl{"net/ipv6/conf/" + ctx.ifname + "/ndisc_notify", "1"});

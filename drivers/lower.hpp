@@ -51,11 +51,12 @@ struct Keys {
 [[nodiscard]] Result<link::LinkInfo> create_in_pod(Context& ctx, const std::string& what, const Keys& k,
                                                    steps::PodLinkSpec spec);
 
-/// Sets arp_notify on the pod interface `index` (ctx.ifname), and ndisc_notify when `r` has an
-/// IPv6 address, so neighbours learn the interface's MAC when it comes up (what the reference
-/// macvlan/ipvlan plugins set): arp_notify over rtnetlink, ndisc_notify (which rtnetlink cannot
-/// set) through /proc/sys in the pod namespace. Errors: the kernel's, naming the key.
-[[nodiscard]] Status notify_neighbours(Context& ctx, int index, const cni::CniResult& r);
+/// Sets ndisc_notify on the pod interface ctx.ifname when `r` has an IPv6 address, so neighbours
+/// learn the interface's MAC when it comes up (what the reference macvlan/ipvlan plugins set;
+/// through /proc/sys in the pod namespace: rtnetlink cannot set it). Its arp_notify, the other
+/// half, is finish_pod_interface's (with arp_notify), in the message that brings the link up
+/// where there is no IPv4 address to announce. Errors: the kernel's, naming the key.
+[[nodiscard]] Status notify_neighbours(Context& ctx, const cni::CniResult& r);
 
 /// Once `pod_link` is up with `r`'s addresses: a gratuitous ARP per IPv4 address (IPv6 addresses
 /// are still in DAD), as the reference macvlan plugin and sriov-cni do, so switches and neighbours

@@ -94,8 +94,8 @@ Result<cni::CniResult> macvlan_add(Context& ctx, const MacvlanConfig& c, const c
   cni::CniResult r = PLUMB_TRY(run_ipam(ctx, c.ipam, release_registered));
   apply_config_dns(r, c.dns, /*always=*/true);  // as the reference macvlan: the config's "dns" replaces the IPAM's
   // Neighbours learn the new MAC when the link comes up (the reference sets these too).
-  PLUMB_TRY(lower::notify_neighbours(ctx, pod_link.index, r));
-  PLUMB_TRY(finish_pod_interface(ctx, pod_link, r));
+  PLUMB_TRY(lower::notify_neighbours(ctx, r));
+  PLUMB_TRY(finish_pod_interface(ctx, pod_link, r, /*arp_notify=*/true));
   lower::announce(ctx, pod_link, r);
   return r;
 }

@@ -34,35 +34,6 @@ namespace {
 
 namespace wire = daemon_wire;
 
-/// Receives one message of up to `cap` bytes with up to `max_fds` descriptors (any beyond are
-/// closed). Returns the byte count (0 at end of stream, -1 on error or a truncated message);
-/// `nfds` gets the descriptors received.
-ssize_t recv_with_fds(int sock, char* buf, size_t cap, int* fds, int max_fds, int& nfds) {
-  iovec iov{buf, cap};
-  alignas(cmsghdr) char control[CMSG_SPACE(4 * sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  ssize_t n;
-  do n = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
-  while (n < 0 && errno == EINTR);
-  nfds = 0;
-  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-    const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (size_t i = 0; i < count; ++i) {
-      int fd;
-      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
-      if (nfds < max_fds) fds[nfds++] = fd;
-      else ::close(fd);
-    }
-  }
-  if (n >= 0 && (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0) return -1;
-  return n;
-}
-
 /// The current request's CNI variables, by their index in wire::kCniVariables: pointers to the
 /// values inside the request's body (nullptr: not in the request). Never the process's
 /// environment: glibc's setenv() keeps every "NAME=value" string it ever made (setenv.c's
@@ -135,7 +106,7 @@ Served serve(int conn, int log, CniMain cni_main) {
   static char body[wire::kMaxRequestBytes];
   int fds[3] = {-1, -1, -1};
   int nfds = 0;
-  const ssize_t len = recv_with_fds(conn, body, sizeof body, fds, 3, nfds);
+  const ssize_t len = wire::recv_with_fds(conn, body, sizeof body, fds, 3, nfds);
   const bool ok = len > 0 && install_request(body, static_cast<size_t>(len), fds, nfds);
   for (int i = 0; i < nfds; ++i) ::close(fds[i]);
   if (!ok) {
@@ -200,7 +171,7 @@ void worker_main(int control, int log, int max_requests, CniMain cni_main, bool 
   for (int served = 1;; ++served) {
     char one;
     int conn = -1, nconn = 0;
-    if (recv_with_fds(control, &one, 1, &conn, 1, nconn) <= 0 || nconn != 1) ::_exit(0);  // the daemon stops
+    if (wire::recv_with_fds(control, &one, 1, &conn, 1, nconn) <= 0 || nconn != 1) ::_exit(0);  // the daemon stops
     rusage before{}, after{};
     ::getrusage(RUSAGE_SELF, &before);
     const Served s = serve(conn, log, cni_main);

@@ -170,46 +170,10 @@ Status settle(netlink::Socket& nl, int netns_fd, int index, std::chrono::millise
   }
 }
 
-namespace {
-
-/// The IFF_* flags of link `index` and its own accept_dad (IFLA_AF_SPEC / AF_INET6 /
-/// IFLA_INET6_CONF: the link's IPv6 sysctls, one s32 per DEVCONF_* index), from one
-/// RTM_GETLINK; nullopt when there is no such link or it has no IPv6 configuration.
-Result<std::optional<std::pair<uint32_t, int32_t>>> dad_conf(netlink::Socket& nl, int index) {
-  Message m(RTM_GETLINK, 0);
-  m.put_header<ifinfomsg>()->ifi_index = index;
-  std::optional<std::pair<uint32_t, int32_t>> out;
-  auto st = nl.query(
-      m, "look up the IPv6 configuration of link index " + std::to_string(index), [&](const nlmsghdr* nlh) -> Status {
-        if (nlh->nlmsg_type != RTM_NEWLINK) return {};
-        const auto* ifi = static_cast<const ifinfomsg*>(mnl_nlmsg_get_payload(nlh));
-        auto tb = PLUMB_TRY(netlink::parse_attrs(nlh, sizeof(ifinfomsg), IFLA_MAX, {{IFLA_AF_SPEC, MNL_TYPE_NESTED}}));
-        if (tb[IFLA_AF_SPEC] == nullptr) return {};
-        return netlink::for_each_nested(tb[IFLA_AF_SPEC], [&](const nlattr* family) -> Status {
-          if (mnl_attr_get_type(family) != AF_INET6) return {};
-          auto conf = PLUMB_TRY(netlink::parse_nested(family, IFLA_INET6_MAX, {{IFLA_INET6_CONF, MNL_TYPE_BINARY}}));
-          const size_t at = static_cast<size_t>(DEVCONF_ACCEPT_DAD) * sizeof(int32_t);
-          if (conf[IFLA_INET6_CONF] == nullptr ||
-              mnl_attr_get_payload_len(conf[IFLA_INET6_CONF]) < at + sizeof(int32_t))
-            return {};
-          int32_t v = 0;
-          std::memcpy(&v, static_cast<const uint8_t*>(mnl_attr_get_payload(conf[IFLA_INET6_CONF])) + at, sizeof v);
-          out = std::pair{ifi->ifi_flags, v};
-          return {};
-        });
-      });
-  if (!st && st.error().sys_errno == ENODEV) return std::optional<std::pair<uint32_t, int32_t>>{};
-  if (!st) return std::unexpected(st.error());
-  return out;
-}
-
-}  // namespace
-
-Result<bool> dad_skipped(netlink::Socket& nl, const netns::Netns& ns, int index) {
-  auto conf = PLUMB_TRY(dad_conf(nl, index));
-  if (!conf) return false;
-  if ((conf->first & IFF_NOARP) != 0) return true;
-  if (conf->second >= 1) return false;
+Result<bool> dad_skipped(const link::LinkInfo& link, const netns::Netns& ns) {
+  if (!link.inet6_accept_dad) return false;
+  if ((link.flags & IFF_NOARP) != 0) return true;
+  if (*link.inet6_accept_dad >= 1) return false;
   // The namespace-wide switch has no netlink form; read only where the link's own is off.
   auto guard = PLUMB_TRY(netns::Guard::enter(ns));
   const std::string all = PLUMB_TRY(sysctl::read("net/ipv6/conf/all/accept_dad"));
@@ -218,6 +182,12 @@ Result<bool> dad_skipped(netlink::Socket& nl, const netns::Netns& ns, int index)
   if (all.empty() || *end != '\0')
     return fail(cni_code::kKernel, "net.ipv6.conf.all.accept_dad reads \"" + all + "\", not a number");
   return v < 1;
+}
+
+Result<bool> dad_skipped(netlink::Socket& nl, const netns::Netns& ns, int index) {
+  auto l = PLUMB_TRY(link::get(nl, index));
+  if (!l) return false;
+  return dad_skipped(*l, ns);
 }
 
 }  // namespace plumb::addr

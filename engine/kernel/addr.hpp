@@ -7,6 +7,7 @@
 #include "engine/base/ip.hpp"
 #include "engine/base/netns.hpp"
 #include "engine/base/result.hpp"
+#include "engine/kernel/link.hpp"
 #include "engine/netlink/socket.hpp"
 
 namespace plumb::addr {
@@ -38,14 +39,19 @@ struct AddrInfo {
 /// kKernel ETIMEDOUT "address <a> still tentative after <n> ms" on a running link; listing's.
 [[nodiscard]] Status settle(netlink::Socket& nl, int netns_fd, int index, std::chrono::milliseconds timeout);
 
-/// Whether the kernel skips IPv6 duplicate address detection on link `index` of `nl`'s
-/// namespace, as addrconf_dad_begin decides it: the link has IFF_NOARP, or both its own
-/// accept_dad (IFLA_INET6_CONF of one RTM_GETLINK) and net.ipv6.conf.all.accept_dad of namespace `ns` (read
-/// there only when the link's is off) are below 1. Then a new address is tentative only until
-/// the kernel's address configuration work runs, which clears the flag without sending
-/// anything: no address can fail detection, and waiting for it measures only how busy that
-/// work queue is (it grows with the devices of the node). Returns false for a link without IPv6
-/// or that does not exist. Errors: the look-up's; the sysctl read's, naming the key.
+/// Whether the kernel skips IPv6 duplicate address detection on `link` (an answer about a link
+/// of namespace `ns`, as link::get gives it), as addrconf_dad_begin decides it: the link has
+/// IFF_NOARP, or both its own accept_dad (LinkInfo::inet6_accept_dad) and
+/// net.ipv6.conf.all.accept_dad of namespace `ns` (read there only when the link's is off) are
+/// below 1. Then a new address is tentative only until the kernel's address configuration work
+/// runs, which clears the flag without sending anything: no address can fail detection, and
+/// waiting for it measures only how busy that work queue is (it grows with the devices of the
+/// node). Returns false for a link without IPv6. No netlink request: the caller's answer is
+/// trusted to be current (accept_dad changed since it was read is not seen). Errors: the sysctl
+/// read's, naming the key.
+[[nodiscard]] Result<bool> dad_skipped(const link::LinkInfo& link, const netns::Netns& ns);
+/// The same for link `index` of `nl`'s namespace, looked up with one RTM_GETLINK; false for a
+/// link that does not exist. Errors: the look-up's and the sysctl read's.
 [[nodiscard]] Result<bool> dad_skipped(netlink::Socket& nl, const netns::Netns& ns, int index);
 
 }  // namespace plumb::addr

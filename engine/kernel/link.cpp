@@ -3,6 +3,7 @@
 #include <linux/if.h>
 #include <linux/if_link.h>
 #include <linux/ip.h>
+#include <linux/ipv6.h>
 #include <linux/rtnetlink.h>
 #include <linux/veth.h>
 #include <sys/socket.h>
@@ -22,6 +23,7 @@ const std::vector<AttrPolicy> kLinkPolicy = {
     {IFLA_IFNAME, MNL_TYPE_NUL_STRING}, {IFLA_ADDRESS, MNL_TYPE_BINARY},   {IFLA_MTU, MNL_TYPE_U32},
     {IFLA_MASTER, MNL_TYPE_U32},        {IFLA_LINK, MNL_TYPE_U32},         {IFLA_LINK_NETNSID, MNL_TYPE_U32},
     {IFLA_TXQLEN, MNL_TYPE_U32},        {IFLA_LINKINFO, MNL_TYPE_NESTED},   {IFLA_GROUP, MNL_TYPE_U32},
+    {IFLA_AF_SPEC, MNL_TYPE_NESTED},
 };
 const std::vector<AttrPolicy> kLinkInfoPolicy = {
     {IFLA_INFO_KIND, MNL_TYPE_NUL_STRING},
@@ -49,6 +51,21 @@ Status parse_info_data(const nlattr* data, LinkInfo& li) {
   return {};
 }
 
+/// The link's own accept_dad from IFLA_AF_SPEC / AF_INET6 / IFLA_INET6_CONF (the link's IPv6
+/// sysctls, one s32 per DEVCONF_* index); left unset when the link has no IPv6 configuration.
+Status parse_inet6_conf(const nlattr* af_spec, LinkInfo& li) {
+  return netlink::for_each_nested(af_spec, [&](const nlattr* family) -> Status {
+    if (mnl_attr_get_type(family) != AF_INET6) return {};
+    auto conf = PLUMB_TRY(netlink::parse_nested(family, IFLA_INET6_MAX, {{IFLA_INET6_CONF, MNL_TYPE_BINARY}}));
+    const size_t at = static_cast<size_t>(DEVCONF_ACCEPT_DAD) * sizeof(int32_t);
+    if (conf[IFLA_INET6_CONF] == nullptr || mnl_attr_get_payload_len(conf[IFLA_INET6_CONF]) < at + sizeof(int32_t)) return {};
+    int32_t v = 0;
+    std::memcpy(&v, static_cast<const uint8_t*>(mnl_attr_get_payload(conf[IFLA_INET6_CONF])) + at, sizeof v);
+    li.inet6_accept_dad = v;
+    return {};
+  });
+}
+
 Result<LinkInfo> parse_link(const nlmsghdr* nlh) {
   auto tb = PLUMB_TRY(netlink::parse_attrs(nlh, sizeof(ifinfomsg), IFLA_MAX, kLinkPolicy));
   const auto* ifi = static_cast<const ifinfomsg*>(mnl_nlmsg_get_payload(nlh));
@@ -71,6 +88,7 @@ Result<LinkInfo> parse_link(const nlmsghdr* nlh) {
     if (info[IFLA_INFO_KIND]) li.kind = mnl_attr_get_str(info[IFLA_INFO_KIND]);
     if (info[IFLA_INFO_DATA]) PLUMB_TRY(parse_info_data(info[IFLA_INFO_DATA], li));
   }
+  if (tb[IFLA_AF_SPEC]) PLUMB_TRY(parse_inet6_conf(tb[IFLA_AF_SPEC], li));
   return li;
 }
 

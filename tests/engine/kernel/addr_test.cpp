@@ -174,3 +174,45 @@ TEST_CASE("dad_skipped: a link without IPv6 configuration, or none at all, is no
   REQUIRE_OK(gone);
   CHECK_FALSE(*gone);
 }
+
+TEST_CASE(
+    "dad_skipped from a link answer: link::get reports the link's own accept_dad, and the answer decides without a look-up "
+    "of its own (a stale answer is believed)") {
+  plumb::test::Node node;
+  netlink::Socket nl = open_socket();
+  netns::Netns self = open_ns("/proc/thread-self/ns/net");
+  make_veth(nl, "e0", "e1");
+  set("net/ipv6/conf/all/accept_dad", "0");
+  for (const char* v : {"0", "1", "2"}) {
+    CAPTURE(v);
+    set("net/ipv6/conf/e0/accept_dad", v);
+    const link::LinkInfo answer = must_get(nl, "e0");
+    REQUIRE(answer.inet6_accept_dad.has_value());
+    CHECK(*answer.inet6_accept_dad == std::stoi(v));
+    auto from_answer = addr::dad_skipped(answer, self);
+    auto looked_up = addr::dad_skipped(nl, self, answer.index);
+    REQUIRE_OK(from_answer);
+    REQUIRE_OK(looked_up);
+    CHECK(*from_answer == (std::string(v) == "0"));
+    CHECK(*from_answer == *looked_up);
+  }
+
+  // The link changed after the answer: the answer's accept_dad (on) still decides, a look-up sees it off.
+  set("net/ipv6/conf/e0/accept_dad", "1");
+  const link::LinkInfo before = must_get(nl, "e0");
+  set("net/ipv6/conf/e0/accept_dad", "0");
+  auto stale = addr::dad_skipped(before, self);
+  auto fresh = addr::dad_skipped(nl, self, before.index);
+  REQUIRE_OK(stale);
+  REQUIRE_OK(fresh);
+  CHECK_FALSE(*stale);
+  CHECK(*fresh);
+
+  // An answer without IPv6 configuration (inet6_accept_dad unset): not skipped.
+  link::LinkInfo no_v6 = before;
+  no_v6.inet6_accept_dad.reset();
+  no_v6.flags |= IFF_NOARP;
+  auto none = addr::dad_skipped(no_v6, self);
+  REQUIRE_OK(none);
+  CHECK_FALSE(*none);
+}
