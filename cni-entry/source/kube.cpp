@@ -3,12 +3,15 @@
 #include "cni-entry/source/kube.hpp"
 
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
 #include <functional>
 #include <map>
+#include <memory>
+#include <vector>
 
 #include "engine/base/json.hpp"
 #include "engine/k8s/client.hpp"
@@ -102,13 +105,48 @@ json::Document event_json(const PodRef& ref, const std::string& uid, const PodEv
   return d;
 }
 
+// ---- the client kept across invocations (keep_clients) ----
+
+struct KeptClient {
+  pid_t owner = 0;  // the process that made `client`
+  Credentials creds;
+  Options opts;
+  std::shared_ptr<k8s::Client> client;
+};
+bool keeping = false;
+/// Never destroyed: a child forked with it that exits must not close its parent's connection.
+KeptClient& kept() {
+  static auto* k = new KeptClient;
+  return *k;
+}
+
+/// Sets aside a kept client inherited through a fork: its connection is the parent's. It is
+/// never used, and never destroyed (that would close the parent's TLS session).
+void set_aside_inherited(KeptClient& k) {
+  static auto* inherited = new std::vector<std::shared_ptr<k8s::Client>>;  // never destroyed, as kept()
+  if (k.client && k.owner != ::getpid()) inherited->push_back(std::move(k.client));
+}
+
+/// The client of a new source: the kept one when keeping and it was made by this process with
+/// the same credentials and options, else a new one (kept when keeping).
+std::shared_ptr<k8s::Client> client_for(Credentials creds, Options opts) {
+  if (!keeping) return std::make_shared<k8s::Client>(std::move(creds), opts);
+  KeptClient& k = kept();
+  set_aside_inherited(k);
+  if (!k.client || k.creds != creds || k.opts != opts) {
+    auto client = std::make_shared<k8s::Client>(creds, opts);
+    k = KeptClient{::getpid(), std::move(creds), opts, std::move(client)};
+  }
+  return k.client;
+}
+
 class KubeSource final : public PodSource {
  public:
   KubeSource(Credentials creds, Options opts, std::string probe_ns)
-      : client_(std::move(creds), opts), probe_ns_(std::move(probe_ns)) {}
+      : client_(client_for(std::move(creds), opts)), probe_ns_(std::move(probe_ns)) {}
 
   std::string describe() const override {
-    return "API server " + client_.credentials().server + " (" + client_.credentials().origin + ")";
+    return "API server " + client_->credentials().server + " (" + client_->credentials().origin + ")";
   }
 
   Result<std::optional<std::map<std::string, std::string>>> pod_annotations(const PodRef& ref) override {
@@ -123,7 +161,7 @@ class KubeSource final : public PodSource {
                                        const std::function<bool(const json::Document&)>& usable = {}) {
     WatchedObjects* cache = watched_objects();
     if (cache == nullptr) return std::nullopt;
-    auto text = cache->find(kind, client_.credentials().server, ns, name);
+    auto text = cache->find(kind, client_->credentials().server, ns, name);
     if (!text) return std::nullopt;
     auto d = json::parse(*text, "watched object");
     if (!d || !d->IsObject() || (usable && !usable(*d))) return std::nullopt;
@@ -132,8 +170,8 @@ class KubeSource final : public PodSource {
 
   /// GET of `path`: the object, or the error naming `what` (404 included).
   Result<json::Document> read(const std::string& path, const std::string& what) {
-    Response resp = PLUMB_TRY(client_.request("GET", path));
-    if (resp.status != 200) return std::unexpected(client_.http_error(what, "GET", path, resp));
+    Response resp = PLUMB_TRY(client_->request("GET", path));
+    if (resp.status != 200) return std::unexpected(client_->http_error(what, "GET", path, resp));
     return object_of(resp, what + ": the answer");
   }
 
@@ -208,7 +246,7 @@ class KubeSource final : public PodSource {
       if (!owner.empty()) json::set_string(ann, kSandboxAnnotation, owner, a);
       json::set(meta, "annotations", std::move(ann), a);
       json::set(patch, "metadata", std::move(meta), a);
-      Response resp = PLUMB_TRY(client_.request("PATCH", path, json::dump(patch), kMergePatch));
+      Response resp = PLUMB_TRY(client_->request("PATCH", path, json::dump(patch), kMergePatch));
       if (resp.status == 200 || resp.status == 201) {
         if (auto d = object_of(resp, what); d) known_[key].rv = meta_string(*d, "resourceVersion");
         return {};
@@ -217,7 +255,7 @@ class KubeSource final : public PodSource {
       // server may also answer 422 "uid: field is immutable" to a UID taken from K8S_POD_UID,
       // e.g. for a static pod's mirror). Re-read and retry.
       bool retry = resp.status == 409 || (resp.status == 422 && !read);
-      if (!retry || i >= kConflictRetries) return std::unexpected(client_.http_error(what, "PATCH", path, resp));
+      if (!retry || i >= kConflictRetries) return std::unexpected(client_->http_error(what, "PATCH", path, resp));
       auto info = pod(ref);
       if (!info) return std::unexpected(info.error().within(what + " after a conflict"));
       if (!ref.uid.empty() && (*info)->uid != ref.uid && !(*info)->is_static) {
@@ -245,9 +283,9 @@ class KubeSource final : public PodSource {
       return ips != nullptr && ips->IsArray() && !ips->Empty();
     });
     if (!hit) {
-      Response resp = PLUMB_TRY(client_.request("GET", path));
+      Response resp = PLUMB_TRY(client_->request("GET", path));
       if (resp.status == 404) return std::optional<IpamClaim>{};
-      if (resp.status != 200) return std::unexpected(client_.http_error(what, "GET", path, resp));
+      if (resp.status != 200) return std::unexpected(client_->http_error(what, "GET", path, resp));
       hit = PLUMB_TRY(object_of(resp, what + ": the answer"));
     }
     json::Document& d = *hit;
@@ -282,10 +320,10 @@ class KubeSource final : public PodSource {
       json::Value status;
       status.CopyFrom(ipam_claim_status_json(written), a);
       json::set(patch, "status", std::move(status), a);
-      Response resp = PLUMB_TRY(client_.request("PATCH", path, json::dump(patch), kMergePatch));
+      Response resp = PLUMB_TRY(client_->request("PATCH", path, json::dump(patch), kMergePatch));
       if (resp.status == 200 || resp.status == 201) return {};
       if (resp.status != 409 || i >= kConflictRetries)
-        return std::unexpected(client_.http_error(what, "PATCH", path, resp));
+        return std::unexpected(client_->http_error(what, "PATCH", path, resp));
       auto again = PLUMB_TRY(ipam_claim(ns, name));
       if (!again) return fail(cni_code::kNotFound, what + ": the claim was deleted meanwhile");
       if (!again->ips.empty()) {
@@ -307,11 +345,11 @@ class KubeSource final : public PodSource {
     Status first;
     for (size_t i = 0; i < events.size(); ++i) {
       const std::string body = json::dump(event_json(ref, uid, events[i], instance, i));
-      auto resp = client_.request("POST", path, body, k8s::kJson);
+      auto resp = client_->request("POST", path, body, k8s::kJson);
       Status st = !resp ? Status(std::unexpected(resp.error()))
                   : resp->status == 201 || resp->status == 200
                       ? Status{}
-                      : Status(std::unexpected(client_.http_error(
+                      : Status(std::unexpected(client_->http_error(
                             "post Event " + events[i].reason + " on pod " + ref.namespace_ + "/" + ref.name, "POST",
                             path, *resp)));
       if (!st && first) first = st;
@@ -322,7 +360,7 @@ class KubeSource final : public PodSource {
   Status ready() override {
     const std::string path =
         "/apis/k8s.cni.cncf.io/v1/namespaces/" + probe_ns_ + "/network-attachment-definitions?limit=1";
-    auto resp = client_.request("GET", path, {}, {}, 0);
+    auto resp = client_->request("GET", path, {}, {}, 0);
     if (!resp) {
       Error e = resp.error();
       e.cni_code = e.cni_code == cni_code::kTryAgainLater ? cni_code::kPluginNotReady : cni_code::kPluginNotAvailable;
@@ -330,7 +368,7 @@ class KubeSource final : public PodSource {
       return std::unexpected(e);
     }
     if (resp->status == 200) return {};
-    Error e = client_.http_error("plumb cannot serve ADD: list NetworkAttachmentDefinitions", "GET", path, *resp);
+    Error e = client_->http_error("plumb cannot serve ADD: list NetworkAttachmentDefinitions", "GET", path, *resp);
     e.cni_code = http::transient_status(resp->status) ? cni_code::kPluginNotReady : cni_code::kPluginNotAvailable;
     return std::unexpected(e);
   }
@@ -341,7 +379,7 @@ class KubeSource final : public PodSource {
     std::string rv;
     bool is_static = false;
   };
-  k8s::Client client_;
+  std::shared_ptr<k8s::Client> client_;  // shared with later sources when kept (keep_clients)
   std::string probe_ns_;
   std::map<std::string, Known> known_;           // pods read in this invocation
   std::map<std::string, std::string> claim_rv_;  // resourceVersion of claims read
@@ -351,6 +389,13 @@ class KubeSource final : public PodSource {
 
 std::unique_ptr<PodSource> make_kube_source(Credentials creds, Options opts, std::string probe_namespace) {
   return std::make_unique<KubeSource>(std::move(creds), opts, std::move(probe_namespace));
+}
+
+void keep_clients(bool on) {
+  keeping = on;
+  if (on) return;
+  set_aside_inherited(kept());
+  kept() = KeptClient{};
 }
 
 }  // namespace plumb::source::kube

@@ -38,6 +38,8 @@ struct Credentials {
   std::optional<ExecConfig> exec;  // exec: a credential plugin giving the token or client certificate
   std::string namespace_;        // the current context's namespace ("" = not set)
   std::string origin;            // for messages: "kubeconfig /etc/.. (context c)"
+
+  bool operator==(const Credentials&) const = default;
 };
 
 /// Loads the credentials of a kubeconfig file: its current-context (or its only context when
@@ -75,6 +77,8 @@ struct Options {
   int retries = 3;                              // extra attempts after a transient failure
   std::chrono::milliseconds backoff{500};       // wait before the first retry, doubled each time
   std::chrono::milliseconds backoff_max{4000};  // cap of the wait
+
+  bool operator==(const Options&) const = default;
 };
 
 /// Content types of the writes.

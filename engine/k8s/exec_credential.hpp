@@ -24,6 +24,8 @@ struct ExecConfig {
   std::vector<std::string> args;
   std::vector<std::pair<std::string, std::string>> env;  // env: [{name, value}], in order
   bool provide_cluster_info = false;                     // provideClusterInfo: spec.cluster in KUBERNETES_EXEC_INFO
+
+  bool operator==(const ExecConfig&) const = default;
 };
 
 /// The cluster as KUBERNETES_EXEC_INFO's spec.cluster gives it to the plugin.

@@ -1,14 +1,19 @@
 // The pod source on the Kubernetes API (cni-entry/source/kube.cpp) against the API test server (TLS
 // on the node's loopback): in-cluster service-account credentials with a token rotated between two
-// requests of one process, TLS verification, timeouts with retries and backoff, and conflict
-// handling of IPAMClaim status writes.
+// requests of one process, TLS verification, timeouts with retries and backoff, conflict
+// handling of IPAMClaim status writes, and the client a daemon worker keeps across invocations
+// (one TLS connection for many, a new one after a server restart, a fork or other credentials).
 #include <doctest/doctest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 
 #include "cni-entry/source/kube.hpp"
 #include "tests/support/kube_cluster.hpp"
+#include "tests/support/plumb_daemon.hpp"
 
 using namespace plumb;
 using plumb::test::KubeApiServer;
@@ -32,6 +37,12 @@ std::string service_account(const Node& node, const KubeApiServer& api, const st
   std::filesystem::copy_file(api.tls("ca.crt"), dir + "/ca.crt", std::filesystem::copy_options::overwrite_existing);
   write_file(dir + "/token", token);
   return dir;
+}
+
+/// The TLS connections the server has accepted (its connections.log, one line each).
+size_t tls_connections(const KubeApiServer& api) {
+  const std::string log = plumb::test::read_file(api.dir() + "/connections.log");
+  return static_cast<size_t>(std::count(log.begin(), log.end(), '\n'));
 }
 
 }  // namespace
@@ -177,4 +188,90 @@ TEST_CASE("IPAMClaim status.ips: a stale resourceVersion is re-read and retried;
   auto gone = src->ipam_claim("default", "c1");
   REQUIRE(gone.has_value());
   CHECK_FALSE(gone->has_value());
+}
+
+TEST_CASE("kept clients: sources one after another share one TLS connection; other options, a fork or a restart get a new one") {
+  Node node;
+  KubeApiServer api(node.dir() + "/api");
+  add_pod(api);
+  api.set_tokens({"sa-1"});
+  const std::string sa = service_account(node, api, "sa-1");
+  auto creds = source::kube::in_cluster("127.0.0.1", std::to_string(api.port()), sa);
+  REQUIRE(creds.has_value());
+  // One source per invocation, as a daemon worker makes them: "ok" or what went wrong.
+  auto read_pod = [&](const source::kube::Options& o) {
+    auto got = source::kube::make_kube_source(*creds, o, "kube-system")->pod({"default", "web", "uid-1"});
+    return !got ? got.error().text() : got->has_value() ? std::string("ok") : std::string("no pod");
+  };
+  source::kube::keep_clients(true);
+  CHECK(read_pod({}) == "ok");
+  CHECK(read_pod({}) == "ok");
+  CHECK(tls_connections(api) == 1);
+  // The token is still read from its file for every request.
+  api.set_tokens({"sa-2"});
+  write_file(sa + "/token", "sa-2\n");
+  CHECK(read_pod({}) == "ok");
+  CHECK(tls_connections(api) == 1);
+
+  source::kube::Options other;
+  other.retries = 2;
+  CHECK(read_pod(other) == "ok");  // a client of its own
+  CHECK(read_pod(other) == "ok");
+  CHECK(tls_connections(api) == 2);
+
+  // The server closed the kept connection: the next request is made on a new one, no error.
+  api.restart();
+  CHECK(read_pod(other) == "ok");
+  CHECK(tls_connections(api) == 3);
+  CHECK(api.count("GET", kPodPath, "200") == 6);
+
+  // A child forked with the kept client makes its own; the parent's connection still serves.
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) ::_exit(read_pod(other) == "ok" ? 0 : 1);
+  int status = -1;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  CHECK(tls_connections(api) == 4);
+  CHECK(read_pod(other) == "ok");
+  CHECK(tls_connections(api) == 4);
+
+  source::kube::keep_clients(false);  // a client per source again
+  CHECK(read_pod(other) == "ok");
+  CHECK(read_pod(other) == "ok");
+  CHECK(tls_connections(api) == 6);
+}
+
+TEST_CASE("a daemon worker's ADDs share one API server connection; after a server restart the next ADD still succeeds") {
+  Node node;
+  plumb::test::KubeCluster c(node);
+  c.add_nad("default", "blue", plumb::test::bridge_net("br-blue", "198.51.100.0/24", c.fx.ipam_dir()));
+  const std::map<std::string, std::string> blue = {{"k8s.v1.cni.cncf.io/networks", "blue"}};
+  c.add_pod("default", "web", "uid-1", blue);
+  c.add_pod("default", "db", "uid-2", blue);
+  c.add_pod("default", "app", "uid-3", blue);
+  plumb::test::Daemon d({"--workers", "1"});
+  size_t events = 0;  // the Events posted so far (201)
+  auto add = [&](const std::string& cid, const std::string& pod, const std::string& uid) {
+    plumb::test::Proc p = c.run("ADD", cid, node.add_netns(pod), "default", pod, uid, c.config(),
+                                {{"PLUMB_DAEMON_SOCKET", d.socket}}, plumb::test::plumb_shim_binary());
+    REQUIRE_MESSAGE(p.exit_code == 0, p.out << p.err << plumb::test::read_file(d.log));
+    // Its two Events (eth0, net1) are posted after the answer; the worker is busy until then and
+    // a next ADD meanwhile would get a worker of its own.
+    events += 2;
+    REQUIRE(plumb::test::eventually([&] { return c.api.count("POST", "/apis/events.k8s.io/v1/namespaces/default/events", "201") == events; }));
+    CHECK(c.network_status("default", pod).find("198.51.100.") != std::string::npos);
+  };
+  add("ctr-1", "web", "uid-1");
+  add("ctr-2", "db", "uid-2");
+  const auto pids = d.served_by(2);
+  REQUIRE(pids.size() == 2);
+  CHECK(pids[0] == pids[1]);
+  CHECK(c.api.count("GET", kPodPath, "200") == 1);
+  CHECK(tls_connections(c.api) == 1);
+
+  c.api.restart();
+  add("ctr-3", "app", "uid-3");
+  CHECK(d.served_by(3).back() == pids[0]);
+  CHECK(tls_connections(c.api) == 2);
 }
