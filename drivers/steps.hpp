@@ -6,7 +6,7 @@
 //
 // A step's apply lives in steps.cpp alone: drivers reach the mutating engine calls of the steps
 // below only through run() (the ctest entry `layering/write_ahead` fails when a driver file calls
-// them or undo::will() itself; the drivers not yet moved to steps are listed there).
+// them or undo::will() itself).
 //
 // Adding a kind of change: a struct here (its fields: everything apply and its inverse need), its
 // inverse() and apply() in steps.cpp, an undo operation in undo.hpp if none fits.
