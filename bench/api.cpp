@@ -8,9 +8,8 @@
 // (its pod and NADs GET per ADD), and the floors. What the server saw of each ADD is counted from
 // its request log: GETs, the status PATCH, the Events, and for thick plumb when its last Event
 // arrived after the shim's answer (the worker's time spent on them).
-#include <unistd.h>
-
 #include <rapidjson/document.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -44,17 +43,19 @@ std::string quoted(const std::string& v) {
 }
 
 std::string nad_object(const std::string& name, const std::string& config) {
-  return R"({"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition", "metadata": {"name": ")" + name +
-         R"(", "namespace": "default", "uid": "nad-)" + name + R"(", "resourceVersion": "10"}, "spec": {"config": )" +
-         quoted(config) + "}}";
+  return R"({"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition", "metadata": {"name": ")" +
+         name + R"(", "namespace": "default", "uid": "nad-)" + name +
+         R"(", "resourceVersion": "10"}, "spec": {"config": )" + quoted(config) + "}}";
 }
 
 std::string pod_uid(const Pod& p) { return "uid-" + p.name; }
 
 std::string pod_object(const Pod& p) {
-  const std::string networks = R"([{"name": "sec-bridge", "interface": "net1"}, {"name": "sec-macvlan", "interface": "net2"}])";
-  return R"({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": ")" + p.name + R"(", "namespace": "default", "uid": ")" +
-         pod_uid(p) + R"(", "resourceVersion": "100", "annotations": {"k8s.v1.cni.cncf.io/networks": )" + quoted(networks) +
+  const std::string networks =
+      R"([{"name": "sec-bridge", "interface": "net1"}, {"name": "sec-macvlan", "interface": "net2"}])";
+  return R"({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": ")" + p.name +
+         R"(", "namespace": "default", "uid": ")" + pod_uid(p) +
+         R"(", "resourceVersion": "100", "annotations": {"k8s.v1.cni.cncf.io/networks": )" + quoted(networks) +
          R"(}}, "spec": {"nodeName": ")" + kNode + R"("}, "status": {"phase": "Pending"}})";
 }
 
@@ -80,8 +81,10 @@ void expect_from_pod_addresses(Pod& p) {
   for (int net = 2; net <= 3; ++net) {
     const std::string ifname = net == 2 ? "net1" : "net2";
     const auto subnet = must(plumb::IpPrefix::parse(kSubnet[net]), "subnet");
-    auto l = std::find_if(links.begin(), links.end(), [&](const plumb::link::LinkInfo& li) { return li.name == ifname; });
-    if (l == links.end()) throw std::runtime_error(std::string(way_name(p.way)) + " ADD of " + p.cid + ": no " + ifname);
+    auto l =
+        std::find_if(links.begin(), links.end(), [&](const plumb::link::LinkInfo& li) { return li.name == ifname; });
+    if (l == links.end())
+      throw std::runtime_error(std::string(way_name(p.way)) + " ADD of " + p.cid + ": no " + ifname);
     for (const auto& a : addrs) {
       if (a.index == l->index && subnet.contains(a.prefix.addr)) p.expect[ifname].push_back(a.prefix.addr);
     }
@@ -102,22 +105,28 @@ void Bench::start_api(int latency_ms) {
   write_text(nads + "sec-bridge.json", nad_object("sec-bridge", sec_bridge_json(ipam_p)));
   write_text(nads + "sec-macvlan.json", nad_object("sec-macvlan", sec_macvlan_json(ipam_p)));
   if (access(o_.kube_api_server.c_str(), R_OK) != 0) {
-    throw std::runtime_error("the Kubernetes API test server " + o_.kube_api_server + " cannot be read (--kube-api-server)");
+    throw std::runtime_error("the Kubernetes API test server " + o_.kube_api_server +
+                             " cannot be read (--kube-api-server)");
   }
   {
     InNetns in(*plumb_.ns);  // 127.0.0.1 is the node's loopback, where plumb's daemon and workers run
-    api_.proc.start({"/usr/bin/python3", o_.kube_api_server, "--dir", api_.dir, "--latency-ms", std::to_string(latency_ms)},
-                    {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}, api_.dir + "/server.log");
+    api_.proc.start(
+        {"/usr/bin/python3", o_.kube_api_server, "--dir", api_.dir, "--latency-ms", std::to_string(latency_ms)},
+        {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}, api_.dir + "/server.log");
   }
   std::string port;
   for (int i = 0; i < 600 && (port = read_text(api_.dir + "/port")).empty(); ++i) ::usleep(50'000);
-  if (port.empty()) throw std::runtime_error("the Kubernetes API test server did not start in 30 s: " + read_text(api_.dir + "/server.log"));
+  if (port.empty())
+    throw std::runtime_error("the Kubernetes API test server did not start in 30 s: " +
+                             read_text(api_.dir + "/server.log"));
   api_.kubeconfig = plumb_.dir + "/kubeconfig-" + tag;
   write_text(api_.kubeconfig,
              "apiVersion: v1\nkind: Config\ncurrent-context: bench\nclusters:\n- name: bench\n  cluster:\n    server: "
-             "https://127.0.0.1:" + port + "\n    certificate-authority: " + api_.dir +
+             "https://127.0.0.1:" +
+                 port + "\n    certificate-authority: " + api_.dir +
                  "/tls/ca.crt\ncontexts:\n- name: bench\n  context:\n    cluster: bench\n    user: plumb\nusers:\n- "
-                 "name: plumb\n  user:\n    tokenFile: " + plumb_.dir + "/api-token\n");
+                 "name: plumb\n  user:\n    tokenFile: " +
+                 plumb_.dir + "/api-token\n");
   start_daemon(api_daemon_, plumb_.dir + "/daemon-api-" + tag, {"--kubeconfig", api_.kubeconfig, "--node-name", kNode});
   // Measure only once both watches run (their lists done): every ADD then finds its NADs cached.
   const int64_t t0 = now_ns();
@@ -141,10 +150,13 @@ void Bench::start_api(int latency_ms) {
     write_text(file, pod_object(sentinel));
     const std::string line = "ADDED pods default/" + sentinel.name + " ";
     const int64_t put = now_ns();
-    while (read_text(api_.dir + "/watch-events.log").find(line) == std::string::npos && now_ns() - put < 1'000'000'000) ::usleep(5'000);
+    while (read_text(api_.dir + "/watch-events.log").find(line) == std::string::npos && now_ns() - put < 1'000'000'000)
+      ::usleep(5'000);
     ::unlink(file.c_str());
     if (read_text(api_.dir + "/watch-events.log").find(line) != std::string::npos) break;
-    if (k == 9) throw std::runtime_error("the API server's pod watch sent none of 10 pods within a second each: " + read_text(api_daemon_.log));
+    if (k == 9)
+      throw std::runtime_error("the API server's pod watch sent none of 10 pods within a second each: " +
+                               read_text(api_daemon_.log));
   }
   api_.events_read = read_text(api_.dir + "/watch-events.log").size();
   (void)api_new_requests();  // the lists and watches are not any ADD's
@@ -156,14 +168,17 @@ void Bench::stop_api() {
   api_.proc.stop();
 }
 
-void Bench::api_put_pod(const Pod& p) { write_text(api_.dir + "/objects/pods/default/" + p.name + ".json", pod_object(p)); }
+void Bench::api_put_pod(const Pod& p) {
+  write_text(api_.dir + "/objects/pods/default/" + p.name + ".json", pod_object(p));
+}
 
 void Bench::api_wait_watched(const std::vector<Pod>& pods) {
   const int64_t t0 = now_ns();
   for (const Pod& p : pods) {
     const std::string line = "ADDED pods default/" + p.name + " ";
     while (read_text(api_.dir + "/watch-events.log").find(line, api_.events_read) == std::string::npos) {
-      if (now_ns() - t0 > kWaitNs) throw std::runtime_error("the API server's pod watch did not send " + p.name + " within 10 s");
+      if (now_ns() - t0 > kWaitNs)
+        throw std::runtime_error("the API server's pod watch did not send " + p.name + " within 10 s");
       ::usleep(2'000);
     }
   }
@@ -231,12 +246,14 @@ Cost Bench::add_api(Pod& p, ApiCounts& n) {
   // What the server saw; thick plumb's Events come after its answer: wait for them.
   for (bool first = true; first || (p.way != Way::ApiThin && n.events < kAttachments); first = false) {
     if (now_ns() - answered > kWaitNs) {
-      throw std::runtime_error(std::string(way_name(p.way)) + " ADD of " + p.cid + ": " + std::to_string(n.events) + " of " +
-                               std::to_string(kAttachments) + " Events within 10 s; daemon's log: " + read_text(api_daemon_.log));
+      throw std::runtime_error(std::string(way_name(p.way)) + " ADD of " + p.cid + ": " + std::to_string(n.events) +
+                               " of " + std::to_string(kAttachments) +
+                               " Events within 10 s; daemon's log: " + read_text(api_daemon_.log));
     }
     if (!first) ::usleep(100);
     for (const std::string& line : api_new_requests()) {
-      n.gets += line.starts_with("GET " + std::string(kPodPath) + p.name + " ") || line.starts_with("GET " + std::string(kNadPath));
+      n.gets += line.starts_with("GET " + std::string(kPodPath) + p.name + " ") ||
+                line.starts_with("GET " + std::string(kNadPath));
       n.status += line.starts_with("PATCH " + std::string(kPodPath) + p.name + "/status ");
       n.events += line.starts_with("POST " + std::string(kEventsPath) + " ");
     }
@@ -249,7 +266,8 @@ Cost Bench::add_api(Pod& p, ApiCounts& n) {
                              " network-status write(s) (expected " + (want_status ? "one" : "none") + ")");
   }
   if (want_status) {
-    expect_from_network_status(stored_network_status(read_text(api_.dir + "/objects/pods/default/" + p.name + ".json")), p.name, p);
+    expect_from_network_status(stored_network_status(read_text(api_.dir + "/objects/pods/default/" + p.name + ".json")),
+                               p.name, p);
   } else {
     rapidjson::Document res;
     res.Parse(r.out.c_str());
@@ -294,7 +312,8 @@ void Bench::api_iteration(int latency_ms, int it, bool warmup) {
   api_wait_watched(on_server);
   for (Pod& p : pods) {
     progress_.set("api: " + std::to_string(latency_ms) + " ms per request, iteration " + std::to_string(it + 1) + "/" +
-                  std::to_string(o_.warmup + o_.api_samples) + " (" + std::to_string(o_.warmup) + " warm-up), " + way_name(p.way));
+                  std::to_string(o_.warmup + o_.api_samples) + " (" + std::to_string(o_.warmup) + " warm-up), " +
+                  way_name(p.way));
     Sample s{"api", 'b', p.way, 0, it - o_.warmup, warmup, {}, {}, latency_ms, {}};
     {
       InNetns in(*plumb_.ns);
@@ -314,7 +333,9 @@ void Bench::api_iteration(int latency_ms, int it, bool warmup) {
 void Bench::phase_api() {
   const int64_t t0 = now_ns();
   for (int latency : o_.api_latencies) {
-    progress_.set("api: starting the API test server (" + std::to_string(latency) + " ms per request) and plumb's daemon on it", true);
+    progress_.set(
+        "api: starting the API test server (" + std::to_string(latency) + " ms per request) and plumb's daemon on it",
+        true);
     start_api(latency);
     for (int it = 0; it < o_.warmup + o_.api_samples; ++it) api_iteration(latency, it, it < o_.warmup);
     stop_api();

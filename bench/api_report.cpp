@@ -35,7 +35,9 @@ std::vector<double> pairs(const Results& r, int latency, Way num, Way den, F f) 
   return out;
 }
 
-double add_ratio(const Sample& a, const Sample& b) { return static_cast<double>(a.add.ns) / static_cast<double>(b.add.ns); }
+double add_ratio(const Sample& a, const Sample& b) {
+  return static_cast<double>(a.add.ns) / static_cast<double>(b.add.ns);
+}
 double add_diff_ms(const Sample& a, const Sample& b) { return static_cast<double>(a.add.ns - b.add.ns) / 1e6; }
 
 /// "1.05× [0.98×, 1.20×]" of pair ratios.
@@ -58,17 +60,21 @@ rj::Value api_report(const Results& r, std::ostream& md, rj::Document::Allocator
   md << "\n## Pods and NADs from a Kubernetes API server (scenario b; issue 32)\n\n"
      << "The pod (default network + net1 on `br1` + net2 a macvlan, from its `k8s.v1.cni.cncf.io/networks`) and its "
         "two NADs served by the Kubernetes API test server (`tests/support/kube_api_test_server.py`, TLS, a bearer "
-        "token), every request held the given latency before it is answered. **plumb** is the same ADD from the embedded "
+        "token), every request held the given latency before it is answered. **plumb** is the same ADD from the "
+        "embedded "
         "store (no API server: the reference); **api-thick**: `plumb daemon --kubeconfig --node-name` watching the "
         "server's pods and NADs, the shim per verb (no GET when cached); **api-thick-no-status**: the same with the "
         "pod's namespace in `systemNamespaces` (no network-status write); **api-thin**: the plumb binary per verb, its "
         "pod and NADs read with GETs. Each ADD writes network-status (a PATCH of pods/status) and posts one Event per "
         "attachment (thin: before it exits; thick: after the shim has its answer, the worker still busy). Requests "
-        "and TLS connections (each a handshake) counted from the server's logs; the Events' time is from the shim's answer to the server's log of the last "
+        "and TLS connections (each a handshake) counted from the server's logs; the Events' time is from the shim's "
+        "answer to the server's log of the last "
         "one. "
      << o.api_samples << " interleaved samples per way and latency.\n\n"
-     << "| API latency | way | ADD p50 | ADD p90 | DEL p50 | ADD CPU p50 | GETs per ADD | status writes per ADD | Events per "
-        "ADD | TLS connections per ADD | ADD / plumb (embedded) | ADD / its floor |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+     << "| API latency | way | ADD p50 | ADD p90 | DEL p50 | ADD CPU p50 | GETs per ADD | status writes per ADD | "
+        "Events per "
+        "ADD | TLS connections per ADD | ADD / plumb (embedded) | ADD / its floor "
+        "|\n|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (int latency : o.api_latencies) {
     rj::Value lv(rj::kObjectType);
     lv.AddMember("latency_ms", latency, al);
@@ -89,9 +95,10 @@ rj::Value api_report(const Results& r, std::ostream& md, rj::Document::Allocator
       const Way fl = floor_of(w, o.thick);
       const auto over_floor = pairs(r, latency, w, fl, add_ratio);
       const bool counted = is_api(w);
-      md << "| " << latency << " ms | " << way_name(w) << " | " << ms(a.p50) << " | " << ms(a.p90) << " | " << ms(d.p50) << " | "
-         << ms(c.p50) << " | " << (counted ? fmt(1, dist(gets).mean) : "-") << " | " << (counted ? fmt(1, dist(status).mean) : "-")
-         << " | " << (counted ? fmt(1, dist(events).mean) : "-") << " | " << (counted ? fmt(1, dist(conns).mean) : "-") << " | " << (w == Way::Plumb ? "1" : ratio_span(over_embedded))
+      md << "| " << latency << " ms | " << way_name(w) << " | " << ms(a.p50) << " | " << ms(a.p90) << " | " << ms(d.p50)
+         << " | " << ms(c.p50) << " | " << (counted ? fmt(1, dist(gets).mean) : "-") << " | "
+         << (counted ? fmt(1, dist(status).mean) : "-") << " | " << (counted ? fmt(1, dist(events).mean) : "-") << " | "
+         << (counted ? fmt(1, dist(conns).mean) : "-") << " | " << (w == Way::Plumb ? "1" : ratio_span(over_embedded))
          << " | " << (is_floor(w) ? "-" : ratio_span(over_floor) + " (" + way_name(fl) + ")") << " |\n";
       rj::Value wv(rj::kObjectType);
       wv.AddMember("way", rj::Value(way_name(w), al), al);
@@ -122,7 +129,8 @@ rj::Value api_report(const Results& r, std::ostream& md, rj::Document::Allocator
     const auto status_ms = pairs(r, latency, Way::ApiThick, Way::ApiThickNoStatus, add_diff_ms);
     const auto status_ratio = pairs(r, latency, Way::ApiThick, Way::ApiThickNoStatus, add_ratio);
     std::vector<double> events_ms;
-    for (const auto& [it, s] : of(r, latency, Way::ApiThick)) events_ms.push_back(static_cast<double>(s->api.events_ns) / 1e6);
+    for (const auto& [it, s] : of(r, latency, Way::ApiThick))
+      events_ms.push_back(static_cast<double>(s->api.events_ns) / 1e6);
     const Dist ev = dist(events_ms);
     const auto thin_extra = pairs(r, latency, Way::ApiThin, Way::Plumb, add_diff_ms);
     md << "| " << latency << " ms | " << ms(pct(status_ms, 0.5)) << " [" << ms(pct(status_ms, 0.1)) << ", "

@@ -67,7 +67,8 @@ inline constexpr Way kWays[] = {Way::Plumb, Way::Reference, Way::Floor, Way::Flo
 inline constexpr Way kLatencyWays[] = {Way::Plumb, Way::Reference, Way::Floor, Way::FloorWarm, Way::FloorNaive};
 /// The ways of the API phase, the embedded store's plumb first (its first pod makes the node
 /// objects the floors take as given).
-inline constexpr Way kApiWays[] = {Way::Plumb, Way::ApiThick, Way::ApiThickNoStatus, Way::ApiThin, Way::FloorWarm, Way::Floor};
+inline constexpr Way kApiWays[] = {Way::Plumb,   Way::ApiThick,  Way::ApiThickNoStatus,
+                                   Way::ApiThin, Way::FloorWarm, Way::Floor};
 /// Whether `w` reads its pod and NADs from the API server.
 inline bool is_api(Way w) { return w == Way::ApiThin || w == Way::ApiThick || w == Way::ApiThickNoStatus; }
 /// Whether `w` is one of the floors (plumb-floor, per verb or warm).
@@ -95,10 +96,10 @@ struct Cost {
 
 /// What the API server saw of one ADD (API phase): its requests, counted from its log.
 struct ApiCounts {
-  int gets = 0;          ///< GETs of the pod and its NADs (a cache miss, or thin plumb's reads)
-  int status = 0;        ///< PATCHes of the pod's status (network-status)
-  int events = 0;        ///< Events POSTed (one per attachment)
-  int connections = 0;   ///< TLS connections the server accepted (each a handshake)
+  int gets = 0;         ///< GETs of the pod and its NADs (a cache miss, or thin plumb's reads)
+  int status = 0;       ///< PATCHes of the pod's status (network-status)
+  int events = 0;       ///< Events POSTed (one per attachment)
+  int connections = 0;  ///< TLS connections the server accepted (each a handshake)
   /// Thick: from the shim's exit until the server logged the ADD's last Event (the worker's time
   /// after the runtime has its answer); thin: 0 (its Events are inside its ADD).
   int64_t events_ns = 0;
@@ -189,20 +190,20 @@ struct NodeNs {
 /// (--thick), or the API phase's, watching the API test server.
 struct PlumbDaemon {
   Background proc;
-  std::string dir;           ///< its socket, --usage-log file and log are here
+  std::string dir;  ///< its socket, --usage-log file and log are here
   std::string socket, usage, log;
-  size_t usage_read = 0;     ///< bytes of `usage` already counted
+  size_t usage_read = 0;          ///< bytes of `usage` already counted
   std::atomic<int> in_flight{0};  ///< invocations of the bench's threads running through it
 };
 
 /// The API phase's Kubernetes API test server (tests/support/kube_api_test_server.py, api.cpp).
 struct ApiServer {
   Background proc;
-  std::string dir;           ///< its objects, tokens, requests.log, watch-events.log
-  std::string kubeconfig;    ///< a kubeconfig for it (bearer token file)
-  size_t log_read = 0;       ///< bytes of requests.log already counted
-  size_t conn_read = 0;      ///< bytes of connections.log already counted
-  size_t events_read = 0;    ///< bytes of watch-events.log already searched
+  std::string dir;         ///< its objects, tokens, requests.log, watch-events.log
+  std::string kubeconfig;  ///< a kubeconfig for it (bearer token file)
+  size_t log_read = 0;     ///< bytes of requests.log already counted
+  size_t conn_read = 0;    ///< bytes of connections.log already counted
+  size_t events_read = 0;  ///< bytes of watch-events.log already searched
 };
 
 /// Everything a run measured, for report().
@@ -338,6 +339,7 @@ void report(const Results& r);
 /// The API phase's section (api_report.cpp): its Markdown tables to `md`, its summary as the
 /// returned JSON list (one object per latency); `goal` gets, per latency (ms), the median pair
 /// ratio of api-thick's ADD over the embedded store's.
-rapidjson::Value api_report(const Results& r, std::ostream& md, rapidjson::Document::AllocatorType& al, std::map<int, double>& goal);
+rapidjson::Value api_report(const Results& r, std::ostream& md, rapidjson::Document::AllocatorType& al,
+                            std::map<int, double>& goal);
 
 }  // namespace bench

@@ -64,7 +64,9 @@ std::vector<std::string> phase_list(const std::string& s) {
 
 }  // namespace
 
-bool Options::runs(const std::string& phase) const { return std::find(phases.begin(), phases.end(), phase) != phases.end(); }
+bool Options::runs(const std::string& phase) const {
+  return std::find(phases.begin(), phases.end(), phase) != phases.end();
+}
 
 Options parse_options(int argc, char** argv) {
   Options o;
@@ -115,7 +117,8 @@ Options parse_options(int argc, char** argv) {
       o.api_samples = number(k, next());
     else if (k == "--phases")
       o.phases = phase_list(next());
-    else if (k == "--kube-api-server") o.kube_api_server = next();
+    else if (k == "--kube-api-server")
+      o.kube_api_server = next();
     else if (k == "--out") o.out_dir = next();
     else if (k == "--plumb") o.plumb = next();
     else if (k == "--floor") o.floor = next();
@@ -143,7 +146,8 @@ Options parse_options(int argc, char** argv) {
     if (is_user_scenario(c) && o.conflists.empty())
       throw std::runtime_error("scenarios x and y are the networks of --conflist FILE");
   }
-  if (o.samples < 1 || o.api_samples < 1 || o.warmup < 0 || o.fill_samples < 1 || o.fill_workers < 1 || o.tput_pods < 1 || o.tput_rounds < 1) {
+  if (o.samples < 1 || o.api_samples < 1 || o.warmup < 0 || o.fill_samples < 1 || o.fill_workers < 1 ||
+      o.tput_pods < 1 || o.tput_rounds < 1) {
     throw std::runtime_error("sample counts and worker counts must be positive");
   }
   std::sort(o.fill_levels.begin(), o.fill_levels.end());

@@ -1,9 +1,8 @@
 // The bench's output (bench.hpp report()): results.json (settings, summaries, every sample),
 // results.md (the tables of bench/README.md) and the latency-vs-pods plot through gnuplot.
-#include <sys/utsname.h>
-
 #include <rapidjson/prettywriter.h>
 #include <rapidjson/stringbuffer.h>
+#include <sys/utsname.h>
 
 #include <algorithm>
 #include <array>
@@ -444,7 +443,8 @@ void Report::goals() {
   };
   auto api_goals = [&] {
     for (const auto& [latency, v] : api_goal_) {
-      goal("API server at " + std::to_string(latency) + " ms per request: thick ADD api-thick/plumb (embedded store) ≤ 1.1×",
+      goal("API server at " + std::to_string(latency) +
+               " ms per request: thick ADD api-thick/plumb (embedded store) ≤ 1.1×",
            v, v <= 1.1);
     }
   };

@@ -14,9 +14,12 @@ const char* way_name(Way w) {
     case Way::Reference: return "reference";
     case Way::Floor: return "floor";
     case Way::FloorNaive: return "floor-naive";
-    case Way::FloorWarm: return "floor-warm";
-    case Way::ApiThin: return "api-thin";
-    case Way::ApiThick: return "api-thick";
+    case Way::FloorWarm:
+      return "floor-warm";
+    case Way::ApiThin:
+      return "api-thin";
+    case Way::ApiThick:
+      return "api-thick";
     case Way::ApiThickNoStatus:
       return "api-thick-no-status";
   }

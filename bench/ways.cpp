@@ -69,7 +69,8 @@ Cost Bench::del(Pod& p) {
   switch (p.way) {
     case Way::ApiThin:
     case Way::ApiThick:
-    case Way::ApiThickNoStatus: return del_api(p);
+    case Way::ApiThickNoStatus:
+      return del_api(p);
     case Way::Plumb: return del_plumb(p);
     case Way::Reference: return del_reference(p);
     case Way::Floor:
@@ -80,8 +81,8 @@ Cost Bench::del(Pod& p) {
   return {};
 }
 
-void expect_from_result(const rapidjson::Value& r, std::map<std::string, std::vector<IpAddr>>& expect, const std::string& what,
-                        bool ips_required) {
+void expect_from_result(const rapidjson::Value& r, std::map<std::string, std::vector<IpAddr>>& expect,
+                        const std::string& what, bool ips_required) {
   if (!ips_required && r.IsObject() && !r.HasMember("ips")) return;
   if (!r.IsObject() || !r.HasMember("ips") || !r["ips"].IsArray() || !r.HasMember("interfaces") || !r["interfaces"].IsArray()) {
     throw std::runtime_error(what + ": result has no ips/interfaces: " + json_dump(r));
@@ -103,7 +104,8 @@ void expect_from_result(const rapidjson::Value& r, std::map<std::string, std::ve
 void expect_from_network_status(const std::string& status, const std::string& pod, Pod& p) {
   rapidjson::Document d;
   d.Parse(status.c_str());
-  if (d.HasParseError() || !d.IsArray()) throw std::runtime_error("plumb wrote no valid network-status for " + pod + ": " + status);
+  if (d.HasParseError() || !d.IsArray())
+    throw std::runtime_error("plumb wrote no valid network-status for " + pod + ": " + status);
   for (const auto& e : d.GetArray()) {
     if (!e.HasMember("interface") || !e.HasMember("ips")) continue;
     for (const auto& ip : e["ips"].GetArray()) {
@@ -118,7 +120,8 @@ void Bench::check_result_eth0(const Pod& p, const std::string& result) {
   if (res.HasParseError()) throw std::runtime_error("plumb ADD printed no JSON result: " + result);
   std::map<std::string, std::vector<IpAddr>> from_result;
   expect_from_result(res, from_result, "plumb ADD", !is_user_scenario(p.scenario));
-  if (from_result["eth0"] != p.expect.at("eth0")) throw std::runtime_error("plumb's result and network-status disagree on eth0's addresses");
+  if (from_result["eth0"] != p.expect.at("eth0"))
+    throw std::runtime_error("plumb's result and network-status disagree on eth0's addresses");
 }
 
 void Bench::start_daemon(PlumbDaemon& d, const std::string& dir, const std::vector<std::string>& extra) {
@@ -192,7 +195,8 @@ Proc Bench::run_shim(PlumbDaemon& d, const std::vector<std::string>& env, const 
   --d.in_flight;
   if (!r.ok()) {
     const std::string log = read_text(d.log);
-    r.err += "\n  plumb daemon's log (" + d.log + ", its end): " + log.substr(log.size() > 3000 ? log.size() - 3000 : 0);
+    r.err +=
+        "\n  plumb daemon's log (" + d.log + ", its end): " + log.substr(log.size() > 3000 ? log.size() - 3000 : 0);
   }
   const auto [worker_us, worker_rss] = take_invocation_usage(d);
   c.cpu_us += worker_us + (d.proc.cpu_ns() - daemon0) / 1000;

@@ -404,7 +404,13 @@ struct MoveRdmaIntoPod {
   std::string device;
 };
 
-using Step = std::variant<CreateBridge, AddNodeAddress, RemoveNodeAddress, WriteNodeSysctl, AddMacspoof, AddMasquerade, AddPortMappings, FlushConntrack, CreatePodLink, WritePodSysctl, CreatePodTap, SetUpPodLink, TunePodLink, SetUpNodeLink, AddOwnLinkAddress, AddOwnLinkRoute, RemoveOwnLinkRoute, WriteNodeLinkSysctl, EnableForwarding, AddSourceRules, MoveLinkIntoPod, AddFirewallPod, IsolateBridge, JoinPodVrf, WriteBandwidthEntries, AddClsact, AttachShapingFilter, SetRootFq, SetUpBridge, SetBridgePort, SetPortVlans, CreateSharedVeth, ReclaimVf, ClaimVf, SetVfSettings, ReloadVfDriver, TakeVfNetdev, ChangeVfNetdev, MoveVfNetdev, MoveRdmaIntoPod>;
+using Step = std::variant<CreateBridge, AddNodeAddress, RemoveNodeAddress, WriteNodeSysctl, AddMacspoof, AddMasquerade,
+                          AddPortMappings, FlushConntrack, CreatePodLink, WritePodSysctl, CreatePodTap, SetUpPodLink,
+                          TunePodLink, SetUpNodeLink, AddOwnLinkAddress, AddOwnLinkRoute, RemoveOwnLinkRoute,
+                          WriteNodeLinkSysctl, EnableForwarding, AddSourceRules, MoveLinkIntoPod, AddFirewallPod,
+                          IsolateBridge, JoinPodVrf, WriteBandwidthEntries, AddClsact, AttachShapingFilter, SetRootFq,
+                          SetUpBridge, SetBridgePort, SetPortVlans, CreateSharedVeth, ReclaimVf, ClaimVf, SetVfSettings,
+                          ReloadVfDriver, TakeVfNetdev, ChangeVfNetdev, MoveVfNetdev, MoveRdmaIntoPod>;
 
 // --- Calls: steps that return what they made --------------------------------------------------------
 // A call is a step whose apply returns a value (the veth pair as made, an IPAM's or a delegated

@@ -106,8 +106,10 @@ inline ssize_t recv_with_fds(int sock, char* buf, size_t cap, int* fds, int max_
     for (size_t i = 0; i < count; ++i) {
       int fd;
       memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
-      if (nfds < max_fds) fds[nfds++] = fd;
-      else ::close(fd);
+      if (nfds < max_fds)
+        fds[nfds++] = fd;
+      else
+        ::close(fd);
     }
   }
   if ((msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0) return -1;

@@ -13,10 +13,10 @@
 #include <memory>
 #include <vector>
 
-#include "engine/base/json.hpp"
-#include "engine/k8s/client.hpp"
 #include "cni-entry/npwg/nad.hpp"
 #include "cni-entry/source/watched.hpp"
+#include "engine/base/json.hpp"
+#include "engine/k8s/client.hpp"
 
 namespace plumb::source::kube {
 namespace {

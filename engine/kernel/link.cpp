@@ -20,9 +20,9 @@ using netlink::classify_create;
 
 /// What we read from an RTM_NEWLINK; nothing else is looked at.
 const std::vector<AttrPolicy> kLinkPolicy = {
-    {IFLA_IFNAME, MNL_TYPE_NUL_STRING}, {IFLA_ADDRESS, MNL_TYPE_BINARY},   {IFLA_MTU, MNL_TYPE_U32},
-    {IFLA_MASTER, MNL_TYPE_U32},        {IFLA_LINK, MNL_TYPE_U32},         {IFLA_LINK_NETNSID, MNL_TYPE_U32},
-    {IFLA_TXQLEN, MNL_TYPE_U32},        {IFLA_LINKINFO, MNL_TYPE_NESTED},   {IFLA_GROUP, MNL_TYPE_U32},
+    {IFLA_IFNAME, MNL_TYPE_NUL_STRING}, {IFLA_ADDRESS, MNL_TYPE_BINARY},  {IFLA_MTU, MNL_TYPE_U32},
+    {IFLA_MASTER, MNL_TYPE_U32},        {IFLA_LINK, MNL_TYPE_U32},        {IFLA_LINK_NETNSID, MNL_TYPE_U32},
+    {IFLA_TXQLEN, MNL_TYPE_U32},        {IFLA_LINKINFO, MNL_TYPE_NESTED}, {IFLA_GROUP, MNL_TYPE_U32},
     {IFLA_AF_SPEC, MNL_TYPE_NESTED},
 };
 const std::vector<AttrPolicy> kLinkInfoPolicy = {
@@ -58,7 +58,8 @@ Status parse_inet6_conf(const nlattr* af_spec, LinkInfo& li) {
     if (mnl_attr_get_type(family) != AF_INET6) return {};
     auto conf = PLUMB_TRY(netlink::parse_nested(family, IFLA_INET6_MAX, {{IFLA_INET6_CONF, MNL_TYPE_BINARY}}));
     const size_t at = static_cast<size_t>(DEVCONF_ACCEPT_DAD) * sizeof(int32_t);
-    if (conf[IFLA_INET6_CONF] == nullptr || mnl_attr_get_payload_len(conf[IFLA_INET6_CONF]) < at + sizeof(int32_t)) return {};
+    if (conf[IFLA_INET6_CONF] == nullptr || mnl_attr_get_payload_len(conf[IFLA_INET6_CONF]) < at + sizeof(int32_t))
+      return {};
     int32_t v = 0;
     std::memcpy(&v, static_cast<const uint8_t*>(mnl_attr_get_payload(conf[IFLA_INET6_CONF])) + at, sizeof v);
     li.inet6_accept_dad = v;

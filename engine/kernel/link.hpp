@@ -32,7 +32,8 @@ struct LinkInfo {
   uint32_t vrf_table = 0;               // "vrf": IFLA_VRF_TABLE
   std::optional<bool> vlan_filtering;   // "bridge": IFLA_BR_VLAN_FILTERING
   uint32_t group = 0;               // IFLA_GROUP (0: the default group)
-  std::optional<int32_t> inet6_accept_dad;  // the link's own net.ipv6.conf.<link>.accept_dad (IFLA_INET6_CONF); nullopt: no IPv6
+  std::optional<int32_t>
+      inet6_accept_dad;  // the link's own net.ipv6.conf.<link>.accept_dad (IFLA_INET6_CONF); nullopt: no IPv6
   bool up() const;
   std::optional<Mac> mac() const;   // when hwaddr is 6 bytes
 };

@@ -17,9 +17,8 @@
 // times, stopping at the first sample inside the band: EVERY sample must be <= +10% (an overshoot
 // is a shaper bug, never load), and the best sample must be >= -10%. The band is never widened.
 // (The iperf3 server, the transfers and the read-backs: bandwidth_helpers.hpp.)
-#include <doctest/doctest.h>
-
 #include <bpf/bpf.h>
+#include <doctest/doctest.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -33,11 +32,11 @@
 #include "drivers/driver.hpp"
 #include "drivers/steps.hpp"
 #include "ebpf/loader.hpp"
+#include "engine/base/netns.hpp"
 #include "engine/kernel/link.hpp"
 #include "engine/netlink/socket.hpp"
-#include "engine/base/netns.hpp"
-#include "engine/state/state.hpp"
 #include "engine/state/journal.hpp"
+#include "engine/state/state.hpp"
 #include "tests/drivers/bandwidth_helpers.hpp"
 #include "tests/support/driver_harness.hpp"
 #include "tests/support/full_kernel.hpp"

@@ -326,7 +326,8 @@ TEST_CASE(
   CHECK(steps[4].first == "allocate_addresses");
   CHECK(steps[4].second.starts_with(R"({"op":"ipam_release","ipam":{"type":"host-local")"));
   CHECK(steps[4].second.ends_with(R"("network":"net-net1","ifname":"net1"})"));
-  const std::vector<std::string> rest{"add_own_link_address", "set_up_pod_link", "write_pod_sysctl", "write_pod_sysctl"};
+  const std::vector<std::string> rest{"add_own_link_address", "set_up_pod_link", "write_pod_sysctl",
+                                      "write_pod_sysctl"};
   std::vector<std::string> names;
   for (size_t i = 5; i < steps.size(); ++i) names.push_back(steps[i].first);
   CHECK(names == rest);

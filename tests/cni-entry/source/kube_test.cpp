@@ -3,6 +3,8 @@
 // requests of one process, TLS verification, timeouts with retries and backoff, conflict
 // handling of IPAMClaim status writes, and the client a daemon worker keeps across invocations
 // (one TLS connection for many, a new one after a server restart, a fork or other credentials).
+#include "cni-entry/source/kube.hpp"
+
 #include <doctest/doctest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -11,7 +13,6 @@
 #include <chrono>
 #include <filesystem>
 
-#include "cni-entry/source/kube.hpp"
 #include "tests/support/kube_cluster.hpp"
 #include "tests/support/plumb_daemon.hpp"
 
@@ -190,7 +191,9 @@ TEST_CASE("IPAMClaim status.ips: a stale resourceVersion is re-read and retried;
   CHECK_FALSE(gone->has_value());
 }
 
-TEST_CASE("kept clients: sources one after another share one TLS connection; other options, a fork or a restart get a new one") {
+TEST_CASE(
+    "kept clients: sources one after another share one TLS connection; other options, a fork or a restart get a new "
+    "one") {
   Node node;
   KubeApiServer api(node.dir() + "/api");
   add_pod(api);
@@ -242,7 +245,8 @@ TEST_CASE("kept clients: sources one after another share one TLS connection; oth
   CHECK(tls_connections(api) == 6);
 }
 
-TEST_CASE("a daemon worker's ADDs share one API server connection; after a server restart the next ADD still succeeds") {
+TEST_CASE(
+    "a daemon worker's ADDs share one API server connection; after a server restart the next ADD still succeeds") {
   Node node;
   plumb::test::KubeCluster c(node);
   c.add_nad("default", "blue", plumb::test::bridge_net("br-blue", "198.51.100.0/24", c.fx.ipam_dir()));
@@ -259,7 +263,8 @@ TEST_CASE("a daemon worker's ADDs share one API server connection; after a serve
     // Its two Events (eth0, net1) are posted after the answer; the worker is busy until then and
     // a next ADD meanwhile would get a worker of its own.
     events += 2;
-    REQUIRE(plumb::test::eventually([&] { return c.api.count("POST", "/apis/events.k8s.io/v1/namespaces/default/events", "201") == events; }));
+    REQUIRE(plumb::test::eventually(
+        [&] { return c.api.count("POST", "/apis/events.k8s.io/v1/namespaces/default/events", "201") == events; }));
     CHECK(c.network_status("default", pod).find("198.51.100.") != std::string::npos);
   };
   add("ctr-1", "web", "uid-1");

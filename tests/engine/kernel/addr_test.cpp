@@ -176,7 +176,8 @@ TEST_CASE("dad_skipped: a link without IPv6 configuration, or none at all, is no
 }
 
 TEST_CASE(
-    "dad_skipped from a link answer: link::get reports the link's own accept_dad, and the answer decides without a look-up "
+    "dad_skipped from a link answer: link::get reports the link's own accept_dad, and the answer decides without a "
+    "look-up "
     "of its own (a stale answer is believed)") {
   plumb::test::Node node;
   netlink::Socket nl = open_socket();
