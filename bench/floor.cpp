@@ -62,6 +62,7 @@
 #include <thread>
 #include <vector>
 
+#include "cni-entry/daemon/recv_fds.hpp"
 #include "cni-entry/daemon/wire.hpp"
 #include "ebpf/loader.hpp"
 #include "engine/kernel/addr.hpp"

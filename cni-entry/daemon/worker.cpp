@@ -23,6 +23,7 @@
 
 #include "cni-entry/daemon/daemon.hpp"
 #include "cni-entry/daemon/metrics.hpp"
+#include "cni-entry/daemon/recv_fds.hpp"
 #include "cni-entry/daemon/wire.hpp"
 #include "cni-entry/source/after_answer.hpp"
 #include "cni-entry/source/kube.hpp"
