@@ -98,14 +98,18 @@ class Store {
  public:
   /// Opens and locks the network's directory. With create, makes it (mode 0755, like the
   /// reference's MkdirAll); without, a missing directory yields nullopt (nothing is held).
+  ///
+  /// The network's directory is opened by its whole path, the data directory never on its own:
+  /// the network name is validated (no '/', not "." or ".."), so that path's last component is
+  /// the network's, opened without following a link as Dir::sub would. The recycled files'
+  /// directory is opened once per invocation (Recycler::shared by path), not once per network.
   static Result<std::optional<Store>> open(const std::string& data_dir, const std::string& network, bool create) {
     const std::optional<mode_t> mode = create ? std::optional<mode_t>(0755) : std::nullopt;  // the reference's 0755
-    auto base = Dir::open(data_dir, mode);
-    auto dir = base ? base->sub(network, mode) : Result<Dir>(std::unexpected(base.error()));
+    auto dir = Dir::open(data_dir + "/" + network, mode);
     if (!dir && dir.error().cni_code == cni_code::kNotFound && !create) return std::optional<Store>{};
     if (!dir) return std::unexpected(dir.error().within("host-local"));
     int fd = PLUMB_TRY(dir->open_lock("lock", 0644));
-    Store s(std::move(*dir), fd, Recycler::shared(*base, kRecycled));
+    Store s(std::move(*dir), fd, Recycler::shared(data_dir, kRecycled));
     while (::flock(fd, LOCK_EX) != 0) {
       if (errno != EINTR) return io_fail(errno, "host-local: flock " + s.dir_.path_of("lock"));
     }

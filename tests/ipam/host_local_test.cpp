@@ -27,6 +27,7 @@
 #include "tests/support/pod_fixture.hpp"
 #include "tests/support/private_node.hpp"
 #include "tests/support/seccomp_child.hpp"
+#include "tests/support/syscall_count.hpp"
 
 using namespace plumb;
 
@@ -604,4 +605,32 @@ TEST_CASE("host-local: an empty address file (an allocator killed between creati
   auto third = net.add("c3");
   CHECK(third == std::vector<std::string>{"192.0.2.4/24"});
   CHECK(slurp(net.dir() + "/192.0.2.9").empty());  // not met yet: still there
+}
+
+TEST_CASE("host-local: a store opens its network's directory by path, never the data directory on its own: an ADD opens 5 files, a DEL 3") {
+  test::Node node;
+  Net net("opens", node.dir() + "/ipam", R"("ranges":[[{"subnet":"192.0.2.0/24"}]])");
+  // A first pod makes the directory, its lock, last_reserved_ip.0 and the recycled files' pool.
+  auto warm = net.impl->add(net.req("c0"));
+  REQUIRE(warm.has_value());
+  ipam::Request warm_del = net.req("c0");
+  warm_del.held = {warm->ips[0].address.addr};
+  REQUIRE(net.impl->del(warm_del).has_value());
+
+  ipam::Request add = net.req("c1");
+  add.first_allocation = true;
+  cni::CniResult got;
+  const long add_opens = test::count_syscalls("openat", [&] {
+    auto r = net.impl->add(add);
+    REQUIRE(r.has_value());
+    got = *r;
+  });
+  ipam::Request del = net.req("c1");
+  del.held = {got.ips[0].address.addr};
+  const long del_opens = test::count_syscalls("openat", [&] { REQUIRE(net.impl->del(del).has_value()); });
+  // ADD: <dataDir>/<network>, its lock, last_reserved_ip.0 read and rewritten, the recycled file
+  // written before it is named. DEL: the directory, its lock, the held address's file.
+  CHECK(add_opens == 5);
+  CHECK(del_opens == 3);
+  CHECK(ip_files(net.dir()).empty());
 }
