@@ -25,6 +25,8 @@ namespace {
 
 constexpr std::string_view kLineBreak = "\r\n";
 constexpr std::string_view kLastReservedPrefix = "last_reserved_ip.";
+/// What of last_reserved_ip.<N> is read: an address and blanks (an IPv6 address is at most 45 bytes).
+constexpr size_t kLastReservedMaxBytes = 256;
 /// The temporary file reserve() links into place where the filesystem has no unnamed files: one
 /// name per network directory (every reservation holds its lock), so a crash leftover is removed
 /// by the next reservation that needs it. Files of this prefix found under the lock (the
@@ -116,7 +118,10 @@ class Store {
     return std::optional<Store>(std::move(s));
   }
 
-  Store(Store&& o) noexcept : dir_(std::move(o.dir_)), fd_(o.fd_), recycled_(o.recycled_) { o.fd_ = -1; }
+  Store(Store&& o) noexcept
+      : dir_(std::move(o.dir_)), fd_(o.fd_), recycled_(o.recycled_), last_(std::move(o.last_)) {
+    o.fd_ = -1;
+  }
   Store& operator=(Store&&) = delete;
   Store(const Store&) = delete;
   ~Store() {
@@ -208,20 +213,44 @@ class Store {
     return "container " + id + (ifname.empty() ? std::string() : " interface " + ifname);
   }
 
-  /// Writes `ip` to last_reserved_ip.<rangeset> in place (Dir::write_in_place: not O_TRUNC, which
-  /// made ext4 flush and discard on every ADD). Both allocators write it under the lock; a writer
-  /// killed in between leaves at worst another address there, which only moves where the next
-  /// search starts.
+  /// Writes `ip` to last_reserved_ip.<rangeset> in place (not O_TRUNC, which made ext4 flush and
+  /// discard on every ADD): through the descriptor last_reserved() left open for this range set,
+  /// else by name (Dir::write_in_place). Both allocators write it under the lock; a writer killed
+  /// in between leaves at worst another address there, which only moves where the next search
+  /// starts.
   [[nodiscard]] Status write_last_reserved(const IpAddr& ip, size_t rangeset) const {
-    auto st = dir_.write_in_place(std::string(kLastReservedPrefix) + std::to_string(rangeset), ip.str(), 0644);
+    const std::string name = std::string(kLastReservedPrefix) + std::to_string(rangeset);
+    const std::string text = ip.str();
+    if (last_.fd.get() >= 0 && last_.rangeset == rangeset) {
+      UniqueFd fd = std::move(last_.fd);
+      const auto len = static_cast<off_t>(text.size());
+      if (::pwrite(fd.get(), text.data(), text.size(), 0) == static_cast<ssize_t>(text.size()) &&
+          (last_.size <= len || ::ftruncate(fd.get(), len) == 0) && ::close(fd.release()) == 0) {
+        return {};
+      }
+      // Whatever failed, the write by name below says why (or succeeds).
+    }
+    auto st = dir_.write_in_place(name, text, 0644);
     if (!st) return std::unexpected(st.error().within("host-local"));
     return {};
   }
 
-  /// Content of last_reserved_ip.<rangeset>, if present and an address.
+  /// Content of last_reserved_ip.<rangeset>, if present and an address. The file (a regular one
+  /// of the reference's mode 0644) stays open for write_last_reserved: one open per allocation.
   [[nodiscard]] std::optional<IpAddr> last_reserved(size_t rangeset) const {
+    const std::string name = std::string(kLastReservedPrefix) + std::to_string(rangeset);
+    UniqueFd fd(::openat(dir_.fd(), name.c_str(), O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+    struct stat st {};
     std::string content;
-    if (!read_small(std::string(kLastReservedPrefix) + std::to_string(rangeset), content)) return {};
+    if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
+      // Missing, or not writable here (a read-only mount): read by name as the reference does.
+      if (fd.get() >= 0 || errno == ENOENT || !read_small(name, content)) return {};
+    } else {
+      char buf[kLastReservedMaxBytes];
+      const ssize_t n = ::pread(fd.get(), buf, sizeof buf, 0);
+      if (n > 0) content.assign(buf, static_cast<size_t>(n));
+      if ((st.st_mode & 07777) == 0644) last_ = LastReserved{std::move(fd), st.st_size, rangeset};
+    }
     auto ip = IpAddr::parse(text::trim(content));
     if (!ip) return {};
     return *ip;
@@ -255,6 +284,13 @@ class Store {
   Dir dir_;
   int fd_ = -1;
   Recycler* recycled_;  // shared by the stores of its dataDir (Recycler::shared)
+  /// last_reserved_ip.<rangeset> as last_reserved() opened it, for write_last_reserved().
+  struct LastReserved {
+    UniqueFd fd;
+    off_t size = 0;
+    size_t rangeset = 0;
+  };
+  mutable LastReserved last_;
 };
 
 /// Requested addresses in the reference's order: CNI_ARGS IP= (comma separated), args.cni.ips,

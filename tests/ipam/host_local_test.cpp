@@ -607,7 +607,7 @@ TEST_CASE("host-local: an empty address file (an allocator killed between creati
   CHECK(slurp(net.dir() + "/192.0.2.9").empty());  // not met yet: still there
 }
 
-TEST_CASE("host-local: a store opens its network's directory by path, never the data directory on its own: an ADD opens 5 files, a DEL 3") {
+TEST_CASE("host-local: a store opens its network's directory by path, never the data directory on its own: an ADD opens 4 files (last_reserved_ip once), a DEL 3") {
   test::Node node;
   Net net("opens", node.dir() + "/ipam", R"("ranges":[[{"subnet":"192.0.2.0/24"}]])");
   // A first pod makes the directory, its lock, last_reserved_ip.0 and the recycled files' pool.
@@ -628,9 +628,20 @@ TEST_CASE("host-local: a store opens its network's directory by path, never the 
   ipam::Request del = net.req("c1");
   del.held = {got.ips[0].address.addr};
   const long del_opens = test::count_syscalls("openat", [&] { REQUIRE(net.impl->del(del).has_value()); });
-  // ADD: <dataDir>/<network>, its lock, last_reserved_ip.0 read and rewritten, the recycled file
-  // written before it is named. DEL: the directory, its lock, the held address's file.
-  CHECK(add_opens == 5);
+  // ADD: <dataDir>/<network>, its lock, last_reserved_ip.0 (read, then rewritten through the same
+  // descriptor), the recycled file written before it is named. DEL: the directory, its lock, the
+  // held address's file.
+  CHECK(add_opens == 4);
   CHECK(del_opens == 3);
   CHECK(ip_files(net.dir()).empty());
+
+  // Rewritten through that descriptor, last_reserved_ip.0 holds the new address alone: a longer
+  // content is cut (the reference reads the whole file as the address).
+  { std::ofstream(net.dir() + "/last_reserved_ip.0") << "192.0.2.100   \n"; }
+  ipam::Request next = net.req("c2");
+  next.first_allocation = true;
+  auto r = net.impl->add(next);
+  REQUIRE(r.has_value());
+  CHECK(r->ips[0].address.addr.str() == "192.0.2.101");
+  CHECK(slurp(net.dir() + "/last_reserved_ip.0") == "192.0.2.101");
 }
