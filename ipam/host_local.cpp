@@ -118,8 +118,7 @@ class Store {
     return std::optional<Store>(std::move(s));
   }
 
-  Store(Store&& o) noexcept
-      : dir_(std::move(o.dir_)), fd_(o.fd_), recycled_(o.recycled_), last_(std::move(o.last_)) {
+  Store(Store&& o) noexcept : dir_(std::move(o.dir_)), fd_(o.fd_), recycled_(o.recycled_), last_(std::move(o.last_)) {
     o.fd_ = -1;
   }
   Store& operator=(Store&&) = delete;

@@ -607,7 +607,9 @@ TEST_CASE("host-local: an empty address file (an allocator killed between creati
   CHECK(slurp(net.dir() + "/192.0.2.9").empty());  // not met yet: still there
 }
 
-TEST_CASE("host-local: a store opens its network's directory by path, never the data directory on its own: an ADD opens 4 files (last_reserved_ip once), a DEL 3") {
+TEST_CASE(
+    "host-local: a store opens its network's directory by path, never the data directory on its own: an ADD opens 4 "
+    "files (last_reserved_ip once), a DEL 3") {
   test::Node node;
   Net net("opens", node.dir() + "/ipam", R"("ranges":[[{"subnet":"192.0.2.0/24"}]])");
   // A first pod makes the directory, its lock, last_reserved_ip.0 and the recycled files' pool.
