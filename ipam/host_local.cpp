@@ -244,6 +244,8 @@ class Store {
     if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
       // Missing, or not writable here (a read-only mount): read by name as the reference does.
       if (fd.get() >= 0 || errno == ENOENT || !read_small(name, content)) return {};
+    } else if (st.st_size > static_cast<off_t>(kLastReservedMaxBytes)) {
+      if (!read_small(name, content)) return {};  // an address and many blanks: read whole
     } else {
       char buf[kLastReservedMaxBytes];
       const ssize_t n = ::pread(fd.get(), buf, sizeof buf, 0);
