@@ -61,33 +61,15 @@ FileMemo<std::vector<nad::NetworkAttachmentDefinition>>& nad_memo() {
   return memo;
 }
 
-/// An exclusive flock on a status directory: one namespace's status files change under it, so a
-/// DEL's owner check and removal never interleave with another sandbox's write.
-class DirLock {
- public:
-  static Result<DirLock> take(const Dir& dir) {
-    int fd = ::openat(dir.fd(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return std::unexpected(Error{cni_code::kIo, errno, "open " + dir.path(), {}});
-    while (::flock(fd, LOCK_EX) != 0) {
-      if (errno == EINTR) continue;
-      int err = errno;
-      ::close(fd);
-      return std::unexpected(Error{cni_code::kIo, err, "lock " + dir.path(), {}});
-    }
-    return DirLock(fd);
+/// Takes an exclusive flock on a status directory through its own descriptor: one namespace's
+/// status files change under it, so a DEL's owner check and removal never interleave with another
+/// sandbox's write. Held until `dir` is closed (no other descriptor is opened for it).
+Status lock_dir(const Dir& dir) {
+  while (::flock(dir.fd(), LOCK_EX) != 0) {
+    if (errno != EINTR) return std::unexpected(Error{cni_code::kIo, errno, "lock " + dir.path(), {}});
   }
-  DirLock(DirLock&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
-  DirLock& operator=(DirLock&&) = delete;
-  DirLock(const DirLock&) = delete;
-  DirLock& operator=(const DirLock&) = delete;
-  ~DirLock() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-
- private:
-  explicit DirLock(int fd) : fd_(fd) {}
-  int fd_ = -1;
-};
+  return {};
+}
 
 /// True when a status file's recorded owner is `owner` ("<containerID>:<ifname>"); an owner
 /// written by an older plumb is a bare container ID and matches that container.
@@ -174,8 +156,10 @@ class LocalStore final : public PodSource {
 
   Status write_network_status(const PodRef& pod, const std::string& status_json, const std::string& owner) override {
     PLUMB_TRY(check_pod(pod));
-    auto dir = PLUMB_TRY(PLUMB_TRY(PLUMB_TRY(Dir::open(root_, 0755)).sub("status", 0755)).sub(pod.namespace_, 0755));
-    DirLock lock = PLUMB_TRY(DirLock::take(dir));
+    // One open of the namespace's directory by its path (the namespace is a DNS-1123 label: one
+    // component, not followed if a link), as remove_network_status opens it; made when missing.
+    auto dir = PLUMB_TRY(Dir::open(root_ + "/status/" + pod.namespace_, 0755));
+    PLUMB_TRY(lock_dir(dir));
     // No fsync (two disk flushes per ADD): network-status describes a pod's networks, which do not
     // outlive a power loss either; the rename still gives readers the old or the new file. A
     // pod's first status takes recycled files, written before they are named.
@@ -251,7 +235,7 @@ class LocalStore final : public PodSource {
     auto opened = Dir::open(root_ + "/status/" + pod.namespace_);
     if (!opened) return opened.error().cni_code == cni_code::kNotFound ? Status{} : Status(std::unexpected(opened.error()));
     const Dir& dir = *opened;
-    DirLock lock = PLUMB_TRY(DirLock::take(dir));
+    PLUMB_TRY(lock_dir(dir));
     // Only the attachments that wrote the status remove it (a file without an owner was written
     // by a plumb before owners were recorded: removed as then).
     auto written_by = dir.read(pod.name + ".owner", "network-status owner", 4096);
@@ -295,7 +279,7 @@ class LocalStore final : public PodSource {
   Status remove_unvouched_in(const Dir& status, const std::string& ns, const std::function<bool(std::string_view)>& vouched,
                              std::vector<std::string>& removed) const {
     const Dir dir = PLUMB_TRY(status.sub(ns));
-    DirLock lock = PLUMB_TRY(DirLock::take(dir));
+    PLUMB_TRY(lock_dir(dir));
     Status first;
     for (const auto& e : PLUMB_TRY(dir.list())) {
       constexpr std::string_view kOwner = ".owner";

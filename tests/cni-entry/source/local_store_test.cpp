@@ -10,6 +10,7 @@
 #include <string>
 
 #include "cni-entry/source/source.hpp"
+#include "tests/support/syscall_count.hpp"
 #include "tests/support/temp_dir.hpp"
 
 using namespace plumb;
@@ -171,6 +172,27 @@ TEST_CASE("network-status is written atomically with its owner and removed on DE
   CHECK_FALSE(fs::exists(s.root + "/status/team-a/web-0.owner"));
   CHECK(s.src->remove_network_status(pod, "sandbox-1").has_value());  // already gone: fine
   CHECK(s.src->remove_network_status({"never", "written", ""}, "sandbox-1").has_value());
+}
+
+TEST_CASE(
+    "network-status: the namespace's directory is opened once by its path and locked through that descriptor: a write "
+    "opens 3 files, a removal 2") {
+  Store s(false);
+  source::PodRef pod{"team-a", "web-0", "uid-1"};
+  // The first pod makes the directories and the recycled files' pool.
+  REQUIRE(s.src->write_network_status({"team-a", "warm", ""}, "[0]", "sandbox-0").has_value());
+  REQUIRE(s.src->remove_network_status({"team-a", "warm", ""}, "sandbox-0").has_value());
+  const long write_opens = test::count_syscalls("openat", [&] {
+    REQUIRE(s.src->write_network_status(pod, R"([{"name":"x","default":true}])", "sandbox-1").has_value());
+  });
+  const long remove_opens =
+      test::count_syscalls("openat", [&] { REQUIRE(s.src->remove_network_status(pod, "sandbox-1").has_value()); });
+  // Write: status/<namespace>, then "<pod>.owner" and "<pod>.json" each written before named.
+  // Removal: status/<namespace> and the owner file read.
+  CHECK(write_opens == 3);
+  CHECK(remove_opens == 2);
+  CHECK_FALSE(fs::exists(s.root + "/status/team-a/web-0.json"));
+  CHECK_FALSE(fs::exists(s.root + "/status/team-a/web-0.owner"));
 }
 
 TEST_CASE("network-status: a killed writer's temporary files are found by name (replaced by the next write, removed by DEL), no listing; other pods' files stay") {
