@@ -2,35 +2,22 @@
 #include "cni-entry/cli/cli.hpp"
 
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
 
 #include "cni-entry/daemon/pod_jobs.hpp"
+#include "cni-entry/deferred_init.hpp"
 #include "engine/base/text.hpp"
 #include "engine/cni/cni.hpp"
 #include "plumb/version.hpp"
 
-// The initialisers of this file's static objects (CLI11's validators, <iostream>'s streams): the
-// build renames this object's .init_array to plumb_cli_init (CMakeLists.txt), so that they run
-// when parse() first runs them, never at the start of a CNI invocation; the linker defines these
-// two symbols around the section (weak: without the section, both are null and nothing is run
-// here, the initialisers having run at start).
-extern "C" {
-extern void (*const __start_plumb_cli_init[])() __attribute__((weak));
-extern void (*const __stop_plumb_cli_init[])() __attribute__((weak));
-}
+// This file's static objects (CLI11's validators, <iostream>'s streams) are constructed by
+// parse(), never at the start of a CNI invocation: the build moves this object's initialisers
+// into the deferred section (cni-entry/deferred_init.hpp).
 
 namespace plumb::cli {
 namespace {
-
-void run_static_initialisers() {
-  static bool done = false;
-  if (done) return;
-  done = true;
-  for (auto* init = __start_plumb_cli_init; init != __stop_plumb_cli_init; ++init) (*init)();
-}
 
 constexpr const char* kDescription =
     "plumb: the Network Plumbing WG's multi-network standard (Multus), the reference CNI plugins, sriov-cni and\n"
@@ -189,7 +176,7 @@ Command usage_error(Command c, const std::string& who, const std::string& what) 
 }  // namespace
 
 Command parse(const std::vector<std::string>& args, const std::function<const char*(const char*)>& getenv) {
-  run_static_initialisers();
+  deferred_init::run();
   Command c;
   double interval = 1;
   CLI::App app(kDescription, "plumb");

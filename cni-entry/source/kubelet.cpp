@@ -14,7 +14,9 @@
 #include "engine/base/http.hpp"
 
 #if PLUMB_STATIC_BINARY
-// The static build links the codec in (cni-entry/source/podresources/CMakeLists.txt).
+// The static build links the codec in (cni-entry/source/podresources/CMakeLists.txt), its and
+// libprotobuf-lite's static initialisers deferred to the first call (cni-entry/deferred_init.hpp).
+#include "cni-entry/deferred_init.hpp"
 extern "C" const plumb_podresources_codec* plumb_podresources_entry();
 #else
 #include "engine/base/embedded_lib.hpp"
@@ -39,6 +41,7 @@ Result<const plumb_podresources_codec*> codec() {
   std::call_once(once, [] {
     loaded = [&]() -> Result<const plumb_podresources_codec*> {
 #if PLUMB_STATIC_BINARY
+      deferred_init::run();
       const plumb_podresources_codec* c = plumb_podresources_entry();
 #else
       std::span<const unsigned char> image(plumb_podresources_so_start, plumb_podresources_so_end);

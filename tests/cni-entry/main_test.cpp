@@ -3,9 +3,10 @@
 // and searched for symbols on every exec: ADD, DEL, CHECK, VERSION alike; heavy libraries are
 // loaded later, only by what uses them; the static build, PLUMB_STATIC, the release binaries,
 // asks for nothing: it has no loader at all), and that a CNI invocation runs nothing of the
-// command line's. Started by a person: --help, --version and every subcommand's --help answer
-// at once with stdin left open, and without CNI_COMMAND plumb says what it is, as the reference
-// plugins' skel does, instead of waiting for a configuration on stdin.
+// command line's or the pod-resources codec's. Started by a person: --help, --version and every
+// subcommand's --help answer at once with stdin left open, and without CNI_COMMAND plumb says
+// what it is, as the reference plugins' skel does, instead of waiting for a configuration on
+// stdin.
 #include <doctest/doctest.h>
 
 #include <set>
@@ -133,7 +134,7 @@ TEST_CASE("VERSION answers without a configuration on stdin, and with the config
 }
 
 #ifndef PLUMB_SANITIZED  // valgrind cannot run the AddressSanitizer's binaries
-TEST_CASE("a CNI invocation runs no code of the command line: CLI11's and the standard streams' initialisers wait for one") {
+TEST_CASE("a CNI invocation runs no code of the command line or the pod-resources codec: their initialisers wait") {
   plumb::test::TempDir d;
   // Every function the process ran (callgrind, all of them: no threshold), as callgrind_annotate names them.
   auto functions_run = [&d](const std::string& env, const std::string& args) {
@@ -146,11 +147,11 @@ TEST_CASE("a CNI invocation runs no code of the command line: CLI11's and the st
   };
   const std::string cni = functions_run("CNI_COMMAND=VERSION", "");
   CHECK(cni.find("CLI::") == std::string::npos);
-#if !PLUMB_STATIC_BINARY
-  // A static binary also carries the C++ library's and protobuf-lite's own objects, whose stream
-  // initialisers run at every start whatever plumb defers: there only CLI11's are asserted.
   CHECK(cni.find("ios_base::Init::Init") == std::string::npos);
-#endif
+  // Nor of the pod-resources codec: the static binary carries protobuf-lite, whose initialisers
+  // (and the codec's) wait for a pod with device resources (cni-entry/deferred_init.hpp).
+  CHECK(cni.find("google::protobuf") == std::string::npos);
+  CHECK(cni.find("plumb_podresources") == std::string::npos);
   // The same search finds them where a command line is parsed.
   const std::string cli = functions_run("", "--version");
   CHECK(cli.find("CLI::") != std::string::npos);
