@@ -281,5 +281,6 @@ TEST_CASE("a metrics process that dies again and again is restarted after a back
                            }),
                     plumb::test::read_file(d.log));
   }
+  INFO(plumb::test::read_file(d.log));
   CHECK(announced_backoffs(plumb::test::read_file(d.log)) == expected);
 }
