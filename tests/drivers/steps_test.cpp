@@ -327,52 +327,72 @@ TEST_CASE(
   CHECK(test::sh("nft list ruleset").out.empty());
 }
 
-TEST_CASE("tuning a pod link records the previous values of exactly what it changes; recorded, not applied") {
+namespace {
+
+/// The node of the tuning cases: a bridge brs in the private node, which stands for the pod; a
+/// Context whose pod side is the node and whose executor records.
+struct TuningNode {
   test::Node node;
-  REQUIRE(test::sh("ip link add brs type bridge").exit_code == 0);
-  auto nl = netlink::Socket::open();
-  REQUIRE(nl);
-  auto self = netns::Netns::open("/proc/self/ns/net");
-  REQUIRE(self);
-  auto brs = link::get(*nl, "brs");
-  REQUIRE(brs);
-  REQUIRE(*brs);
+  netlink::Socket nl;
+  netns::Netns self;
   drivers::steps::RecordingExecutor rec;
   drivers::Context ctx;
-  ctx.pod = &*nl;  // the private node stands for the pod: the step reads and writes there only
-  ctx.pod_ns = &*self;
-  ctx.executor = &rec;
+
+  TuningNode() : nl(open_socket()), self(open_self()) {
+    ctx.pod = &nl;
+    ctx.pod_ns = &self;
+    ctx.executor = &rec;
+  }
+
+  /// The one step made: tune_pod_link, with tuning.restore of brs's values before it as inverse;
+  /// brs itself untouched (recorded, not applied).
+  void check_one_restore_recorded() {
+    REQUIRE(rec.made().size() == 1);
+    CHECK(rec.made()[0].step == "tune_pod_link");
+    REQUIRE(rec.made()[0].inverse);
+    CHECK(
+        json::dump(drivers::undo::encode(rec.made()[0].inverse->op)) ==
+        R"({"op":"tuning.restore","ifname":"brs","sysctl":{"net/ipv4/conf/brs/arp_filter":"0"},"mtu":1500,"promisc":false})");
+    CHECK(test::read_file("/proc/sys/net/ipv4/conf/brs/arp_filter") == "0\n");
+    CHECK(test::sh("ip -o link show brs").out.find("mtu 1500") != std::string::npos);
+  }
+
+ private:
+  // Called after `node` is constructed (members in declaration order): brs is the node's.
+  static netlink::Socket open_socket() {
+    REQUIRE(test::sh("ip link add brs type bridge").exit_code == 0);
+    auto nl = netlink::Socket::open();
+    REQUIRE(nl);
+    return std::move(*nl);
+  }
+  static netns::Netns open_self() {
+    auto self = netns::Netns::open("/proc/self/ns/net");
+    REQUIRE(self);
+    return std::move(*self);
+  }
+};
+
+}  // namespace
+
+TEST_CASE_FIXTURE(TuningNode,
+                  "tuning a pod link records the previous values of exactly what it changes; recorded, not applied") {
+  auto brs = link::get(nl, "brs");
+  REQUIRE(brs);
+  REQUIRE(*brs);
   drivers::steps::TunePodLink tune{(*brs)->index, "brs", {{"net/ipv4/conf/brs/arp_filter", "1"}}, {}};
   tune.change.mtu_bytes = 1400;
   tune.change.promisc = true;
   REQUIRE(drivers::steps::run(ctx, tune));
-  REQUIRE(rec.made().size() == 1);
-  CHECK(rec.made()[0].step == "tune_pod_link");
-  REQUIRE(rec.made()[0].inverse);
-  CHECK(
-      json::dump(drivers::undo::encode(rec.made()[0].inverse->op)) ==
-      R"({"op":"tuning.restore","ifname":"brs","sysctl":{"net/ipv4/conf/brs/arp_filter":"0"},"mtu":1500,"promisc":false})");
+  check_one_restore_recorded();
   CHECK_FALSE(rec.made()[0].inverse->rollback_only);
-  CHECK(test::read_file("/proc/sys/net/ipv4/conf/brs/arp_filter") == "0\n");
-  CHECK(test::sh("ip -o link show brs").out.find("mtu 1500") != std::string::npos);
 }
 
-TEST_CASE("tuning with a RecordingExecutor: its one step and tuning.restore recorded; the interface untouched") {
-  test::Node node;
-  REQUIRE(test::sh("ip link add brs type bridge").exit_code == 0);
-  auto nl = netlink::Socket::open();
-  REQUIRE(nl);
-  auto self = netns::Netns::open("/proc/self/ns/net");
-  REQUIRE(self);
-  drivers::steps::RecordingExecutor rec;
-  drivers::Context ctx;
+TEST_CASE_FIXTURE(
+    TuningNode, "tuning with a RecordingExecutor: its one step and tuning.restore recorded; the interface untouched") {
   ctx.container_id = "ctr-rec";
   ctx.ifname = "brs";  // the private node stands for the pod
   ctx.network = "rec-net";
-  ctx.node = &*nl;
-  ctx.pod = &*nl;
-  ctx.pod_ns = &*self;
-  ctx.executor = &rec;
+  ctx.node = &nl;
   cni::CniResult prev;
   prev.cni_version = "1.1.0";
   prev.interfaces = {{"brs", "", std::nullopt, "/proc/self/ns/net", "", ""}};
@@ -382,14 +402,7 @@ TEST_CASE("tuning with a RecordingExecutor: its one step and tuning.restore reco
   REQUIRE(conf);
   auto r = test::add_plugin(ctx, *conf, &prev);
   REQUIRE_MESSAGE(r, r.error().text());
-  REQUIRE(rec.made().size() == 1);
-  CHECK(rec.made()[0].step == "tune_pod_link");
-  REQUIRE(rec.made()[0].inverse);
-  CHECK(
-      json::dump(drivers::undo::encode(rec.made()[0].inverse->op)) ==
-      R"({"op":"tuning.restore","ifname":"brs","sysctl":{"net/ipv4/conf/brs/arp_filter":"0"},"mtu":1500,"promisc":false})");
-  CHECK(test::read_file("/proc/sys/net/ipv4/conf/brs/arp_filter") == "0\n");
-  CHECK(test::sh("ip -o link show brs").out.find("mtu 1500") != std::string::npos);
+  check_one_restore_recorded();
 }
 
 TEST_CASE("addr_del, addr_restore and sysctl_restore against the kernel; a link gone is success") {

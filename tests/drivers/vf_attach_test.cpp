@@ -6,9 +6,12 @@
 // (tests/support/vf_harness.hpp). Then single steps: allocation records in a scratch state
 // directory ([temp state dir]) and the shared parse steps (no kernel, no files). Last, the VF
 // steps (drivers/steps.hpp): their inverses (golden JSON, no kernel), the sriov and ib-sriov ADDs
-// run with a RecordingExecutor, and the sysfs root a VF operation carries to DEL.
+// run with a RecordingExecutor, and the sysfs root a VF operation carries to DEL; the format-1
+// records of in-process VFs (tests/fixtures/state-v1/in-process-vf) torn down under a fake /sys.
 #include <doctest/doctest.h>
+#include <sys/mount.h>
 
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -402,4 +405,109 @@ TEST_CASE(
   REQUIRE(restore);
   CHECK_FALSE(restore->sysfs_root.has_value());
   CHECK(json::dump(drivers::undo::encode(*op)) == old_op);
+}
+
+namespace {
+
+/// The fake sysfs tree mounted over /sys in this test process's private mount namespace
+/// (test_main), for a record that rebinds under /sys; unmounted when it goes.
+struct FakeSysMount {
+  explicit FakeSysMount(const std::string& root) {
+    REQUIRE(::mount(root.c_str(), "/sys", nullptr, MS_BIND, nullptr) == 0);
+    // What follows writes under /sys: it must be the fake tree, never the machine's.
+    if (!std::filesystem::equivalent("/sys", root)) {
+      ::umount2("/sys", MNT_DETACH);
+      FAIL("/sys is not the fake tree after the bind mount");
+    }
+  }
+  ~FakeSysMount() { ::umount2("/sys", MNT_DETACH); }
+  FakeSysMount(const FakeSysMount&) = delete;
+  FakeSysMount& operator=(const FakeSysMount&) = delete;
+};
+
+/// The undo list of a record of tests/fixtures/state-v1/in-process-vf (@NODE@: `node_dir`).
+json::Document v1_undo(const std::string& record, const std::string& node_dir) {
+  std::string text =
+      test::read_file(std::string(fixtures_dir()) + "/state-v1/in-process-vf/containers/ctr-v1/" + record);
+  for (size_t at = 0; (at = text.find("@NODE@", at)) != std::string::npos; at += node_dir.size())
+    text.replace(at, 6, node_dir);
+  auto doc = json::parse(text, record);
+  REQUIRE(doc);
+  REQUIRE_FALSE(doc->HasMember("format"));  // a format-1 record
+  json::Document undo;
+  undo.CopyFrom((*doc)["undo"], undo.GetAllocator());
+  return undo;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "[kernel netdevs, recorded PF, fake RDMA, fake /sys] DEL from the format-1 records of in-process VFs "
+    "(state-v1/in-process-vf) puts back exactly what they recorded") {
+  Node node;
+  Bench b(node);
+  sriov_tree(b);
+  ib_tree(b);
+  const VfState ib_initial = b.pf.vfs[{"ibp0", 0}];
+  node.add_netns("pod1");
+  // The pod as the fixtures' ADDs left it, made by this plumb with the same settings.
+  Att s(b, "ctr-v1", "net1", "pod1"), ib(b, "ctr-v1", "ib1", "pod1");
+  auto rs = s.add("sriov", sriov_conf(R"("deviceID":"0000:03:00.2","vlan":100,"vlanQoS":3,"mac":"02:11:22:33:44:55",)"
+                                      R"("spoofchk":"off","trust":"on","link_state":"enable","min_tx_rate":10,)"
+                                      R"("max_tx_rate":100,"mtu":1300)",
+                                      b.ipam("198.51.100.0/24")));
+  REQUIRE_MESSAGE(rs, (rs ? "" : rs.error().text()));
+  auto ri = ib.add("ib-sriov", ib_conf(R"("rdmaIsolation":true,"link_state":"enable",)"
+                                       R"("runtimeConfig":{"infinibandGUID":"02:00:00:00:00:00:00:aa"})",
+                                       b.ipam("198.51.100.0/24")));
+  REQUIRE_MESSAGE(ri, (ri ? "" : ri.error().text()));
+  REQUIRE(b.rdma.moves.size() == 1);
+  // The fixtures' VF allocation records in place of this plumb's.
+  for (const char* pci : {"0000:03:00.2", "0000:81:00.2"}) {
+    REQUIRE(read_allocation(b.state(), pci)->has_value());
+    write_file(b.state() + "/sriov/" + pci,
+               test::read_file(std::string(fixtures_dir()) + "/state-v1/in-process-vf/sriov/" + pci));
+  }
+  REQUIRE(address_files(node.dir() + "/ipam").size() == 2);
+  std::ofstream(b.sys.root() + "/bus/pci/drivers/mlx5_core/bind", std::ios::trunc).close();
+  std::ofstream(b.sys.root() + "/bus/pci/drivers/mlx5_core/unbind", std::ios::trunc).close();
+
+  // DEL of each record, as the orchestrator unwinds it; its rebind has no sysfs root: /sys.
+  {
+    FakeSysMount sys(b.sys.root());
+    for (auto [att, record] : {std::pair{&ib, "2-ib1.json"}, std::pair{&s, "1-net1.json"}}) {
+      CAPTURE(record);
+      json::Document undo = v1_undo(record, node.dir());
+      att->open();
+      att->ctx.sysfs_root = node.dir() + "/no-such-sys";  // the record's root, not the DEL's, counts
+      auto del = drivers::undo::unwind(att->ctx, undo, true, record);
+      REQUIRE_MESSAGE(del, (del ? "" : del.error().text()));
+    }
+  }
+  // net1: the PF-side VLAN, spoof check, MAC, rates and link state back; trust, which format 1
+  // did not record, stays on. The netdev back under its name with its MAC and MTU.
+  VfState vf1 = initial_state(1);
+  vf1.trust = true;
+  CHECK(test::same_state(b.pf.vfs[{"pf0", 1}], vf1));
+  // ib1: its GUIDs and link state back, the VF rebound under /sys (the fake tree), its RDMA
+  // device returned to the node.
+  CHECK(test::same_state(b.pf.vfs[{"ibp0", 0}], ib_initial));
+  CHECK(b.sys.driver_file("mlx5_core", "unbind") == "0000:81:00.2");
+  CHECK(b.sys.driver_file("mlx5_core", "bind") == "0000:81:00.2");
+  REQUIRE(b.rdma.moves.size() == 2);
+  CHECK(b.rdma.moves[1].dev == "mlx5_2");
+  CHECK(b.rdma.moves[1].from_ino == b.rdma.moves[0].to_ino);
+  CHECK(b.rdma.moves[1].to_ino == b.rdma.moves[0].from_ino);
+  for (auto [name, mac, mtu] : std::vector<std::tuple<std::string, std::string, unsigned>>{
+           {"vfnd1", "02:aa:00:00:00:01", 1400}, {"ibvf0", "02:bb:00:00:00:01", 2044}}) {
+    auto l = ip_link("", name);
+    INFO(name);
+    REQUIRE(l);
+    CHECK(l->mac == mac);
+    CHECK(l->mtu == mtu);
+  }
+  CHECK(test::ip_json("-n pod1 link show").Size() == 1);  // lo only
+  // Both allocations and both addresses released.
+  for (const char* pci : {"0000:03:00.2", "0000:81:00.2"}) CHECK_FALSE(read_allocation(b.state(), pci)->has_value());
+  CHECK(address_files(node.dir() + "/ipam").empty());
 }

@@ -47,9 +47,11 @@ failure modes the tests need.
   auth       a request is authenticated by a bearer token listed in <dir>/tokens (one per line,
              re-read on every request) or by a client certificate signed by the CA; else 401.
   faults     <dir>/faults.json, re-read on every request: a list of rules
-               {"match": "<regex on 'METHOD /path'>", "action": "delay|drop|fail|bump_rv",
+               {"match": "<regex on 'METHOD /path'>", "action": "delay|drop|cut|fail|bump_rv",
                 "seconds": 2.5, "code": 503, "times": N}
-             delay: wait before answering; drop: close the connection without an answer;
+             delay: wait before answering; drop: close the connection without an answer; cut:
+             send the answer's headers and half its body, then close the connection (logged
+             as status CUT);
              fail: answer `code` with a Status (409: reason Conflict); bump_rv: after answering a
              GET, bump the object's resourceVersion (another writer). "times" limits how often a
              rule fires (counted from the last change of the file; default unlimited).
@@ -213,12 +215,23 @@ class Handler(BaseHTTPRequestHandler):
                 f.write(f"{self.command} {self.path} {status} {who}\n")
 
     def send_bytes(self, code, body, who):
-        self.record(code, who)  # before answering: a client that got the answer finds it logged
+        cut = getattr(self, "cut", False)
+        # Logged before answering: a client that got the answer finds it logged.
+        self.record("CUT" if cut else code, who)
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        self.wfile.write(body)
+        if not cut:
+            self.wfile.write(body)
+            return
+        self.wfile.write(body[:len(body) // 2])
+        self.wfile.flush()
+        self.close_connection = True
+        try:
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
 
     def send_json(self, code, obj, who):
         self.send_bytes(code, json.dumps(obj).encode(), who)
@@ -254,6 +267,7 @@ class Handler(BaseHTTPRequestHandler):
     def apply_faults(self):
         """Runs the fault rules; True when one answered (or dropped) the request."""
         self.bump_after = False
+        self.cut = False
         for r in self.server.faults.matching(f"{self.command} {self.path}"):
             act = r.get("action")
             if act == "delay":
@@ -271,6 +285,8 @@ class Handler(BaseHTTPRequestHandler):
                 reason = {409: "Conflict", 422: "Invalid", 429: "TooManyRequests"}.get(code, "InternalError")
                 self.status(code, reason, f"injected failure {code}", "-")
                 return True
+            elif act == "cut":
+                self.cut = True
             elif act == "bump_rv":
                 self.bump_after = True
         return False

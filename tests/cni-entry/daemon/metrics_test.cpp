@@ -3,12 +3,16 @@
 // test's own network namespace: the invocations by verb and CNI code with a latency histogram per
 // verb, the workers busy and idle, the watched caches' sync state; ready only once the caches are
 // synced; the workers' requests to the API server and to etcd; a metrics process that dies is
-// started again.
+// started again, after a back-off that doubles while it keeps dying.
 #include <doctest/doctest.h>
 #include <signal.h>
 
+#include <chrono>
 #include <cstdlib>
+#include <functional>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "engine/base/http.hpp"
 #include "tests/support/etcd_cluster.hpp"
@@ -64,6 +68,28 @@ pid_t child_named(const Daemon& d, const std::string& comm) {
     if (plumb::test::read_file("/proc/" + std::to_string(p) + "/comm") == comm + "\n") return p;
   }
   return -1;
+}
+
+/// The back-offs the daemon announced in its log `text`, in order: the N of each "the metrics
+/// process ended; started again in N ms".
+std::vector<long> announced_backoffs(const std::string& text) {
+  const std::string mark = "the metrics process ended; started again in ";
+  std::vector<long> out;
+  for (const auto& line : plumb::test::lines_of(text)) {
+    const size_t at = line.find(mark);
+    if (at != std::string::npos) out.push_back(std::strtol(line.c_str() + at + mark.size(), nullptr, 10));
+  }
+  return out;
+}
+
+/// Polls `cond` every 50 ms for at most `limit`: a bound on a wait, not a measure of speed.
+bool within(std::chrono::seconds limit, const std::function<bool()>& cond) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return cond();
 }
 
 }  // namespace
@@ -228,4 +254,33 @@ TEST_CASE("a metrics process that dies is started again by the daemon; meanwhile
   // The new process has the daemon's state again.
   CHECK(sample(get("/metrics").body, R"(plumb_daemon_workers{state="idle"})") == 1);
   CHECK(plumb::test::read_file(d.log).find("the metrics process ended") != std::string::npos);
+}
+
+TEST_CASE("a metrics process that dies again and again is restarted after a back-off doubling from 1 s up to 30 s") {
+  Node node;
+  Daemon d({"--workers", "1", "--metrics-bind-address", kBind});
+  REQUIRE(eventually([&] { return get("/readyz").status == 200; }));
+  // Each process is killed as soon as it is up, well within the minute that would reset the
+  // back-off; the daemon logs the wait before the next start. The sixth wait would be 32 s
+  // doubled: it is held at 30 s (the last process is not waited for).
+  const std::vector<long> expected = {1000, 2000, 4000, 8000, 16000, 30000};
+  for (size_t i = 0; i < expected.size(); ++i) {
+    CAPTURE(i);
+    const pid_t metrics = child_named(d, "plumb-metrics");
+    REQUIRE(metrics > 0);
+    REQUIRE(::kill(metrics, SIGKILL) == 0);
+    REQUIRE_MESSAGE(eventually([&] { return announced_backoffs(plumb::test::read_file(d.log)).size() == i + 1; }),
+                    plumb::test::read_file(d.log));
+    if (i + 1 == expected.size()) break;
+    // The next process, after the announced wait (bounded generously: the machine may be loaded).
+    const auto limit = std::chrono::seconds(expected[i] / 1000 + 20);
+    REQUIRE_MESSAGE(within(limit,
+                           [&] {
+                             const pid_t next = child_named(d, "plumb-metrics");
+                             return next > 0 && next != metrics && get("/readyz").status == 200;
+                           }),
+                    plumb::test::read_file(d.log));
+  }
+  INFO(plumb::test::read_file(d.log));
+  CHECK(announced_backoffs(plumb::test::read_file(d.log)) == expected);
 }

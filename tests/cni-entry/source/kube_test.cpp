@@ -2,7 +2,8 @@
 // on the node's loopback): in-cluster service-account credentials with a token rotated between two
 // requests of one process, TLS verification, timeouts with retries and backoff, conflict
 // handling of IPAMClaim status writes, and the client a daemon worker keeps across invocations
-// (one TLS connection for many, a new one after a server restart, a fork or other credentials).
+// (one TLS connection for many, a new one after a server restart, a fork or other credentials; a
+// connection the server closes in the middle of an answer: the read retried on a new one).
 #include "cni-entry/source/kube.hpp"
 
 #include <doctest/doctest.h>
@@ -12,6 +13,9 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
 
 #include "tests/support/kube_cluster.hpp"
 #include "tests/support/plumb_daemon.hpp"
@@ -45,6 +49,36 @@ size_t tls_connections(const KubeApiServer& api) {
   const std::string log = plumb::test::read_file(api.dir() + "/connections.log");
   return static_cast<size_t>(std::count(log.begin(), log.end(), '\n'));
 }
+
+/// Pods web, db and app (uid-1..3) on network blue (a bridge), ADDed through the shim to a
+/// one-worker daemon that keeps its API client across invocations.
+struct WorkerPods {
+  plumb::test::KubeCluster c;
+  plumb::test::Daemon d{std::vector<std::string>{"--workers", "1"}};
+  Node& node;
+  size_t events = 0;  // the Events posted so far (201)
+
+  explicit WorkerPods(Node& n) : c(n), node(n) {
+    c.add_nad("default", "blue", plumb::test::bridge_net("br-blue", "198.51.100.0/24", c.fx.ipam_dir()));
+    const std::map<std::string, std::string> blue = {{"k8s.v1.cni.cncf.io/networks", "blue"}};
+    c.add_pod("default", "web", "uid-1", blue);
+    c.add_pod("default", "db", "uid-2", blue);
+    c.add_pod("default", "app", "uid-3", blue);
+  }
+
+  /// ADD of `pod` (container `cid`): it succeeds and its network-status names its address.
+  void add(const std::string& cid, const std::string& pod, const std::string& uid) {
+    plumb::test::Proc p = c.run("ADD", cid, node.add_netns(pod), "default", pod, uid, c.config(),
+                                {{"PLUMB_DAEMON_SOCKET", d.socket}}, plumb::test::plumb_shim_binary());
+    REQUIRE_MESSAGE(p.exit_code == 0, p.out << p.err << plumb::test::read_file(d.log));
+    // Its two Events (eth0, net1) are posted after the answer; the worker is busy until then and
+    // a next ADD meanwhile would get a worker of its own.
+    events += 2;
+    REQUIRE(plumb::test::eventually(
+        [&] { return c.api.count("POST", "/apis/events.k8s.io/v1/namespaces/default/events", "201") == events; }));
+    CHECK(c.network_status("default", pod).find("198.51.100.") != std::string::npos);
+  }
+};
 
 }  // namespace
 
@@ -248,35 +282,43 @@ TEST_CASE(
 TEST_CASE(
     "a daemon worker's ADDs share one API server connection; after a server restart the next ADD still succeeds") {
   Node node;
-  plumb::test::KubeCluster c(node);
-  c.add_nad("default", "blue", plumb::test::bridge_net("br-blue", "198.51.100.0/24", c.fx.ipam_dir()));
-  const std::map<std::string, std::string> blue = {{"k8s.v1.cni.cncf.io/networks", "blue"}};
-  c.add_pod("default", "web", "uid-1", blue);
-  c.add_pod("default", "db", "uid-2", blue);
-  c.add_pod("default", "app", "uid-3", blue);
-  plumb::test::Daemon d({"--workers", "1"});
-  size_t events = 0;  // the Events posted so far (201)
-  auto add = [&](const std::string& cid, const std::string& pod, const std::string& uid) {
-    plumb::test::Proc p = c.run("ADD", cid, node.add_netns(pod), "default", pod, uid, c.config(),
-                                {{"PLUMB_DAEMON_SOCKET", d.socket}}, plumb::test::plumb_shim_binary());
-    REQUIRE_MESSAGE(p.exit_code == 0, p.out << p.err << plumb::test::read_file(d.log));
-    // Its two Events (eth0, net1) are posted after the answer; the worker is busy until then and
-    // a next ADD meanwhile would get a worker of its own.
-    events += 2;
-    REQUIRE(plumb::test::eventually(
-        [&] { return c.api.count("POST", "/apis/events.k8s.io/v1/namespaces/default/events", "201") == events; }));
-    CHECK(c.network_status("default", pod).find("198.51.100.") != std::string::npos);
-  };
-  add("ctr-1", "web", "uid-1");
-  add("ctr-2", "db", "uid-2");
-  const auto pids = d.served_by(2);
+  WorkerPods w(node);
+  auto& c = w.c;
+  w.add("ctr-1", "web", "uid-1");
+  w.add("ctr-2", "db", "uid-2");
+  const auto pids = w.d.served_by(2);
   REQUIRE(pids.size() == 2);
   CHECK(pids[0] == pids[1]);
   CHECK(c.api.count("GET", kPodPath, "200") == 1);
   CHECK(tls_connections(c.api) == 1);
 
   c.api.restart();
-  add("ctr-3", "app", "uid-3");
-  CHECK(d.served_by(3).back() == pids[0]);
+  w.add("ctr-3", "app", "uid-3");
+  CHECK(w.d.served_by(3).back() == pids[0]);
+  CHECK(tls_connections(c.api) == 2);
+}
+
+TEST_CASE(
+    "a daemon worker's kept API connection closed by the server in the middle of an answer: the read is retried on a "
+    "new connection, that ADD and the next succeed") {
+  Node node;
+  WorkerPods w(node);
+  auto& c = w.c;
+  w.add("ctr-1", "web", "uid-1");
+  REQUIRE(tls_connections(c.api) == 1);
+
+  // db's pod read gets its headers and half its body, then the server closes the kept connection.
+  const std::string db = "/api/v1/namespaces/default/pods/db";
+  c.api.set_faults("[{\"match\": \"^GET " + db + "([?]|$)\", \"action\": \"cut\", \"times\": 1}]");
+  w.add("ctr-2", "db", "uid-2");
+  CHECK(c.api.count("GET", db, "CUT") == 1);
+  CHECK(c.api.count("GET", db, "200") == 1);
+  CHECK(tls_connections(c.api) == 2);
+
+  // The worker keeps the new connection for its next ADD.
+  w.add("ctr-3", "app", "uid-3");
+  const auto pids = w.d.served_by(3);
+  REQUIRE(pids.size() == 3);
+  CHECK((pids[0] == pids[1] && pids[1] == pids[2]));
   CHECK(tls_connections(c.api) == 2);
 }
