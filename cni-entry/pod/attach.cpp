@@ -43,7 +43,7 @@ Status refuse_node_netns(const std::string& netns_path) {
 
 Result<Kernel> open_kernel(const std::string& netns_path, bool need_pod) {
   Kernel k;
-  k.node = PLUMB_TRY(netlink::Socket::open());
+  k.node = PLUMB_TRY(netlink::shared(NETLINK_ROUTE));
   if (!netns_path.empty()) {
     auto ns = netns::Netns::open(netns_path);
     if (ns && is_node_netns(ns->fd())) {
@@ -71,7 +71,7 @@ drivers::Context make_context(const cni::Env& env, const PlumbConfig& conf, Kern
   ctx.network = network;
   ctx.netns_path = k.pod_ns ? k.pod_ns->path() : "";
   ctx.pod_ns = k.pod_ns ? &*k.pod_ns : nullptr;
-  ctx.node = k.node ? &*k.node : nullptr;
+  ctx.node = k.node.get();
   ctx.pod = k.pod ? &*k.pod : nullptr;
   ctx.cni_args = env.args;
   ctx.plugin_search = plugin_search(conf, env.path);

@@ -3,6 +3,7 @@
 // from a state record (ADD rollback, DEL, GC).
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,7 +23,9 @@ inline constexpr std::string_view kInternalVersion = "1.1.0";
 
 /// Sockets and namespace handles of one invocation.
 struct Kernel {
-  std::optional<netlink::Socket> node;
+  /// The calling thread's rtnetlink socket in the node namespace (netlink::shared): a daemon
+  /// worker's invocations all use one, rather than opening and closing one each.
+  std::shared_ptr<netlink::Socket> node;
   std::optional<netns::Netns> pod_ns;
   std::optional<netlink::Socket> pod;
   bool netns_is_node = false;  ///< the path named the node's own namespace: not opened as the pod's
@@ -33,11 +36,12 @@ struct Kernel {
 /// (open_kernel() reports it). Errors: kInvalidEnv naming CNI_NETNS and the path.
 [[nodiscard]] Status refuse_node_netns(const std::string& netns_path);
 
-/// Opens the node socket and, when `netns_path` is given and exists, the pod namespace and its
-/// socket. A path naming the node's own network namespace (plumb's, or PID 1's: same device and
-/// inode of the nsfs file) is never a pod's: with `need_pod` it is refused, else it is treated as
-/// gone (netns_is_node). Errors: kInvalidEnv naming CNI_NETNS when `need_pod` and it is missing,
-/// cannot be opened or is the node's namespace; socket errors.
+/// Takes the node socket (netlink::shared: opened at a thread's first invocation, then kept) and,
+/// when `netns_path` is given and exists, opens the pod namespace and its socket. A path naming
+/// the node's own network namespace (plumb's, or PID 1's: same device and inode of the nsfs file)
+/// is never a pod's: with `need_pod` it is refused, else it is treated as gone (netns_is_node).
+/// Errors: kInvalidEnv naming CNI_NETNS when `need_pod` and it is missing, cannot be opened or is
+/// the node's namespace; socket errors.
 [[nodiscard]] Result<Kernel> open_kernel(const std::string& netns_path, bool need_pod);
 
 /// The drivers' context for attachment (container, ifname, network) of this invocation.
