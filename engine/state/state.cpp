@@ -211,7 +211,7 @@ Result<const Dir*> StateDir::key_dir(const Key& key) const {
   key_dir_.reset();
   const Dir& containers = *PLUMB_TRY(open_dir(kContainers, true));
   (void)recycled().claim_dir(containers, key.name());  // a directory without a new inode (false: none, or it exists)
-  key_dir_ = std::make_shared<KeyDirCache>(KeyDirCache{key.name(), PLUMB_TRY(containers.sub(key.name(), 0700)), {}});
+  key_dir_ = std::make_shared<KeyDirCache>(KeyDirCache{key.name(), PLUMB_TRY(containers.sub(key.name(), 0700)), {}, {}});
   return &key_dir_->dir;
 }
 
@@ -311,13 +311,14 @@ Status StateDir::remove(const AttachmentRecord& rec) const {
   const Dir& containers = *PLUMB_TRY(open_dir(kContainers, true));
   const std::string dir_name = dir.path().substr(containers.path().size() + 1);
   // Once empty, the key's directory goes to the recycled files (else it is removed; kept while it
-  // holds other records). Recycled, it keeps its link count: the directory this process kept open
-  // for its writes (key_dir()) is forgotten here, as a removed one is by its link count 0.
-  if (recycled().recycle_dir(containers, dir_name)) {
-    if (key_dir_) key_dir_->name.clear();  // for every copy of this StateDir
-    return {};
-  }
-  (void)PLUMB_TRY(containers.remove_dir(dir_name));
+  // holds other records). Gone, the directory this process kept open for its writes (key_dir())
+  // is forgotten for every copy of this StateDir (a recycled one keeps its link count), and
+  // release() knows the key has nothing left.
+  const bool recycled_dir = recycled().recycle_dir(containers, dir_name);
+  if (!recycled_dir && !PLUMB_TRY(containers.remove_dir(dir_name))) return {};
+  if (!key_dir_) key_dir_ = std::make_shared<KeyDirCache>();
+  key_dir_->name.clear();
+  key_dir_->emptied = dir_name;
   return {};
 }
 
@@ -341,14 +342,19 @@ Result<std::string> StateDir::quarantine(const Key& key, const std::string& path
 }
 
 void StateDir::release(KeyLock& lock, const Key& key) const {
-  auto left = read(key);
-  if (!left || !left->empty()) return;
-  // The key's directory, when an ADD killed before its first record left it empty (read() has
-  // removed the temporary files a killed writer leaves); kept when anything else is in it.
-  if (auto containers = open_dir(kContainers, false); containers && *containers != nullptr) {
-    if (auto there = (*containers)->stat(key.name()); there && *there && S_ISDIR((*there)->st_mode)) {
-      if (key_dir_ && key_dir_->name == key.name()) key_dir_->name.clear();
-      if (!recycled().recycle_dir(**containers, key.name())) (void)(*containers)->remove_dir(key.name());
+  // A key whose record directory remove() took away (every record of it was there, under the
+  // lock) has nothing left to read or remove, unless an older plumb's directory of its container
+  // is there too (then it holds the legacy lock).
+  if (lock.legacy || !key_dir_ || key_dir_->emptied != key.name()) {
+    auto left = read(key);
+    if (!left || !left->empty()) return;
+    // The key's directory, when an ADD killed before its first record left it empty (read() has
+    // removed the temporary files a killed writer leaves); kept when anything else is in it.
+    if (auto containers = open_dir(kContainers, false); containers && *containers != nullptr) {
+      if (auto there = (*containers)->stat(key.name()); there && *there && S_ISDIR((*there)->st_mode)) {
+        if (key_dir_ && key_dir_->name == key.name()) key_dir_->name.clear();
+        if (!recycled().recycle_dir(**containers, key.name())) (void)(*containers)->remove_dir(key.name());
+      }
     }
   }
   lock.own.recycle_path(recycled());

@@ -165,6 +165,9 @@ class StateDir {
     std::string name;
     Dir dir;
     std::map<std::string, SpareFds> spares;  ///< record file name -> its write_via_spare descriptors
+    /// The record directory remove() took away last (empty: recycled or removed), until a write
+    /// opens a key's directory again: release() of that key has nothing left to read.
+    std::string emptied;
   };
   /// The root and the subdirectories opened so far, kept for the StateDir's life (one
   /// invocation): each operation otherwise opens them again by path.

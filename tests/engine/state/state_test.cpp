@@ -534,3 +534,34 @@ TEST_CASE("a key's directory removed between two versions written through held f
   REQUIRE(got->records.size() == 1);
   CHECK(got->records[0].network == "v5");
 }
+
+TEST_CASE("release() after remove() took the key's directory away frees the key; a record written again since keeps it") {
+  TempDir t;
+  put(t.path + "/recycled/1", "x");
+  put(t.path + "/recycled/2", "y");
+  state::StateDir dir(t.path);
+  const state::Key key{"c1", "eth0"};
+  const std::string lock_path = t.path + "/locks/c1:eth0";
+  {
+    auto lock = dir.lock(key);
+    REQUIRE(lock);
+    auto rec = record("c1", "eth0", 0, "eth0");
+    REQUIRE(dir.write(rec));
+    REQUIRE(dir.remove(rec));
+    REQUIRE_FALSE(fs::exists(t.path + "/containers/c1:eth0"));
+    // Written again after its directory went: the key has a record, which release() must see.
+    auto again = record("c1", "eth0", 1, "net1");
+    REQUIRE(dir.write(again));
+    dir.release(*lock, key);
+    CHECK(fs::exists(lock_path));
+    auto got = dir.read(key);
+    REQUIRE(got);
+    REQUIRE(got->records.size() == 1);
+    CHECK(got->records[0].ifname == "net1");
+    REQUIRE(dir.remove(got->records[0]));
+    dir.release(*lock, key);  // nothing left now: the lock file and the directory go
+  }
+  CHECK_FALSE(fs::exists(lock_path));
+  CHECK_FALSE(fs::exists(t.path + "/containers/c1:eth0"));
+  CHECK(dir.read(key)->empty());
+}
