@@ -175,7 +175,8 @@ Status Recycler::recycle(int from_fd, const std::string& from_path, std::string_
       if (!listed_) list();
       // Named by its inode number: unique among the files that exist.
       const std::string pooled_name = std::to_string(st.st_ino);
-      if (pooled_ < max_files_ && ::renameat2(from_fd, n.c_str(), pool_->fd(), pooled_name.c_str(), RENAME_NOREPLACE) == 0) {
+      if (pooled_ < max_files_ &&
+          ::renameat2(from_fd, n.c_str(), pool_->fd(), pooled_name.c_str(), RENAME_NOREPLACE) == 0) {
         ++pooled_;
         candidates_.push_back(pooled_name);
         return {};

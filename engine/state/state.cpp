@@ -211,7 +211,8 @@ Result<const Dir*> StateDir::key_dir(const Key& key) const {
   key_dir_.reset();
   const Dir& containers = *PLUMB_TRY(open_dir(kContainers, true));
   (void)recycled().claim_dir(containers, key.name());  // a directory without a new inode (false: none, or it exists)
-  key_dir_ = std::make_shared<KeyDirCache>(KeyDirCache{key.name(), PLUMB_TRY(containers.sub(key.name(), 0700)), {}, {}});
+  key_dir_ =
+      std::make_shared<KeyDirCache>(KeyDirCache{key.name(), PLUMB_TRY(containers.sub(key.name(), 0700)), {}, {}});
   return &key_dir_->dir;
 }
 
@@ -236,8 +237,10 @@ Status StateDir::write(AttachmentRecord& rec) const {
   auto next_version = [&](const Dir& dir) {
     const bool last = rec.phase == "ready";
     SpareFds& held = key_dir_->spares[name];
-    if (held.spare.get() < 0) (void)recycled().claim(dir, spare);  // false: none, or a spare is there
-    if (last) recycled().keep(dir, name);  // the version the rename replaces goes to the pool
+    // A spare claimed unless held (false: none pooled, or a spare is there); the version a final
+    // rename replaces goes to the pool.
+    if (held.spare.get() < 0) (void)recycled().claim(dir, spare);
+    if (last) recycled().keep(dir, name);
     auto st = dir.write_via_spare(name, spare, encoded, 0600, last, &held);
     if (last || !st) key_dir_->spares.erase(name);
     return st;

@@ -507,7 +507,8 @@ TEST_CASE("an ADD's record versions after its second open no file: both files st
   CHECK(got->records[0].phase == "ready");
 }
 
-TEST_CASE("a key's directory removed between two versions written through held files: the next version lands in a new one") {
+TEST_CASE(
+    "a key's directory removed between two versions written through held files: the next version lands in a new one") {
   TempDir t;
   put(t.path + "/recycled/1", "x");
   put(t.path + "/recycled/2", "y");
@@ -535,7 +536,8 @@ TEST_CASE("a key's directory removed between two versions written through held f
   CHECK(got->records[0].network == "v5");
 }
 
-TEST_CASE("release() after remove() took the key's directory away frees the key; a record written again since keeps it") {
+TEST_CASE(
+    "release() after remove() took the key's directory away frees the key; a record written again since keeps it") {
   TempDir t;
   put(t.path + "/recycled/1", "x");
   put(t.path + "/recycled/2", "y");
