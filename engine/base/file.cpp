@@ -311,11 +311,18 @@ Status Dir::write_via_spare(std::string_view name, std::string_view spare, std::
     }
     return {};
   }
-  if (held != nullptr) *held = SpareFds{};  // `spare` is renamed away below, or failed
-  // The final version, no `name` yet (ENOENT), or no RENAME_EXCHANGE here (EINVAL): a rename.
+  // The final version, no `name` yet (ENOENT), or no RENAME_EXCHANGE here (EINVAL): a rename,
+  // after which the file written is `name` (held as such) and there is no spare.
+  SpareFds renamed;
+  if (held != nullptr) {
+    renamed.named = std::move(held->spare);
+    renamed.named_bytes = held->spare_bytes;
+    *held = SpareFds{};
+  }
   if (::renameat(fd_.get(), from.c_str(), fd_.get(), to.c_str()) != 0) {
     return io_error(errno, "rename " + path_of(spare) + " to " + path_of(name));
   }
+  if (held != nullptr) *held = std::move(renamed);
   return {};
 }
 

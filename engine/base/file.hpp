@@ -130,7 +130,8 @@ class Dir {
   /// read empty after a power loss; a crash leaves at most `spare` (callers remove it).
   /// With `held` (the caller keeps it between the writes of one file), the descriptors of both
   /// files stay open across calls, so a write opens nothing once both were opened (the intents
-  /// of one ADD). Only while nothing else renames or replaces `name` or `spare` (the caller's
+  /// of one ADD); after a rename (`last`, or no `name` yet) the file written stays held as
+  /// `name`'s. Only while nothing else renames or replaces `name` or `spare` (the caller's
   /// lock). Errors: kIo naming the path (ELOOP when a link is at `spare`).
   [[nodiscard]] Status write_via_spare(std::string_view name, std::string_view spare, std::string_view data, mode_t mode,
                                        bool last, SpareFds* held = nullptr) const;

@@ -17,12 +17,24 @@ bool lone_regular_file(int at, const char* name, struct stat& st) {
   return ::fstatat(at, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1;
 }
 
-/// True when `name` in `at` is a directory (not a link to one) with no entries.
+/// True when `name` in `at` is a directory (not a link to one) with no entries. Read through the
+/// descriptor just opened, which starts at the directory's beginning (Dir::list() opens a
+/// position of its own), until the first entry other than "." and "..".
 bool empty_dir(const Dir& at, const std::string& name) {
   auto d = at.sub(name);
   if (!d) return false;
-  auto entries = d->list();
-  return entries && entries->empty();
+  alignas(struct dirent64) char buf[1024];
+  for (;;) {
+    const ssize_t n = ::getdents64(d->fd(), buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return false;
+    if (n == 0) return true;
+    for (ssize_t off = 0; off < n;) {
+      const auto* e = reinterpret_cast<const struct dirent64*>(buf + off);
+      off += e->d_reclen;
+      if (std::string_view name_of(e->d_name); name_of != "." && name_of != "..") return false;
+    }
+  }
 }
 
 /// shared()'s Recyclers by pool path.
@@ -155,15 +167,20 @@ bool Recycler::repool(const std::string& own) {
 
 Status Recycler::recycle(int from_fd, const std::string& from_path, std::string_view name) {
   const std::string n(name);
-  struct stat st {};
-  if (pool_ && pooled_ < max_files_ && lone_regular_file(from_fd, n.c_str(), st)) {
-    if (!listed_) list();
-    // Named by its inode number: unique among the files that exist.
-    const std::string pooled_name = std::to_string(st.st_ino);
-    if (pooled_ < max_files_ && ::renameat2(from_fd, n.c_str(), pool_->fd(), pooled_name.c_str(), RENAME_NOREPLACE) == 0) {
-      ++pooled_;
-      candidates_.push_back(pooled_name);
-      return {};
+  if (pool_ && pooled_ < max_files_) {
+    struct stat st {};
+    if (::fstatat(from_fd, n.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      if (errno == ENOENT) return {};  // missing: nothing to move or unlink
+    } else if (S_ISREG(st.st_mode) && st.st_nlink == 1) {
+      if (!listed_) list();
+      // Named by its inode number: unique among the files that exist.
+      const std::string pooled_name = std::to_string(st.st_ino);
+      if (pooled_ < max_files_ &&
+          ::renameat2(from_fd, n.c_str(), pool_->fd(), pooled_name.c_str(), RENAME_NOREPLACE) == 0) {
+        ++pooled_;
+        candidates_.push_back(pooled_name);
+        return {};
+      }
     }
   }
   if (::unlinkat(from_fd, n.c_str(), 0) != 0 && errno != ENOENT) {

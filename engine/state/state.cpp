@@ -109,6 +109,12 @@ void read_dir(const Dir& containers, const std::string& name, const Key& key, bo
 
 Result<const Dir*> StateDir::open_dir(std::string_view sub, bool create) const {
   const std::optional<mode_t> mode = create ? std::optional<mode_t>(0700) : std::nullopt;
+  // A subdirectory opened before is used as it is: the root is checked (its link count) only when
+  // something is opened in it, once per subdirectory and invocation, not at every operation. A
+  // root removed after that fails the operations below it (ENOENT), never silently.
+  if (!sub.empty() && open_->root) {
+    if (auto it = open_->subs.find(sub); it != open_->subs.end()) return &it->second;
+  }
   if (open_->root) {
     struct stat st {};
     if (::fstat(open_->root->fd(), &st) != 0 || st.st_nlink == 0) *open_ = OpenDirs{};
@@ -119,7 +125,6 @@ Result<const Dir*> StateDir::open_dir(std::string_view sub, bool create) const {
     open_->root = PLUMB_TRY(std::move(root));
   }
   if (sub.empty()) return &*open_->root;
-  if (auto it = open_->subs.find(sub); it != open_->subs.end()) return &it->second;
   auto d = open_->root->sub(sub, mode);
   if (!d && d.error().cni_code == cni_code::kNotFound && !create) return nullptr;
   return &open_->subs.emplace(std::string(sub), PLUMB_TRY(std::move(d))).first->second;
@@ -206,44 +211,67 @@ Result<const Dir*> StateDir::key_dir(const Key& key) const {
   key_dir_.reset();
   const Dir& containers = *PLUMB_TRY(open_dir(kContainers, true));
   (void)recycled().claim_dir(containers, key.name());  // a directory without a new inode (false: none, or it exists)
-  key_dir_ = std::make_shared<KeyDirCache>(KeyDirCache{key.name(), PLUMB_TRY(containers.sub(key.name(), 0700)), {}});
+  key_dir_ =
+      std::make_shared<KeyDirCache>(KeyDirCache{key.name(), PLUMB_TRY(containers.sub(key.name(), 0700)), {}, {}});
   return &key_dir_->dir;
 }
 
 Recycler& StateDir::recycled() const {
+  // The root opened by an earlier call of this invocation, without checking that it is still
+  // linked: a pool reached through a removed root only fails its renames (claims find nothing,
+  // recycling unlinks), and every write or read opens the root through open_dir(), which checks.
+  if (open_->root) return Recycler::shared(*open_->root, kRecycled);
   auto root = open_dir("", true);
   return root ? Recycler::shared(**root, kRecycled) : Recycler::shared(root_, kRecycled);
 }
 
 Status StateDir::write(AttachmentRecord& rec) const {
-  const Dir& dir = *PLUMB_TRY(key_dir(rec.key()));
   const std::string name = record_name(rec);
   const std::string spare = name + kSpareSuffix;
   const std::string encoded = encode(rec);
-  if (rec.origin != dir.path_of(name)) {
-    // The record's first version here: written into a recycled file claimed as its spare and
-    // renamed into place, or else a new unnamed file linked in place (a killed writer leaves at
-    // most the spare, which read() removes).
-    key_dir_->spares.erase(name);
-    if (recycled().claim(dir, spare)) {
-      PLUMB_TRY(dir.write_via_spare(name, spare, encoded, 0600, /*last=*/true));
-    } else {
-      PLUMB_TRY(dir.write_atomic(name, encoded));
+  // A later version of a record already in `dir`, the key's directory: the journal rewrites it at
+  // every intent of an ADD (phase "adding"). Those versions are swapped in through the record's
+  // spare file (no new inode, flush or freed blocks per intent), both files kept open from one
+  // intent to the next (the key's lock is held: nothing else renames them); the complete record
+  // ("ready") is renamed over, which ext4 orders after its data.
+  auto next_version = [&](const Dir& dir) {
+    const bool last = rec.phase == "ready";
+    SpareFds& held = key_dir_->spares[name];
+    // A spare claimed unless held (false: none pooled, or a spare is there); the version a final
+    // rename replaces goes to the pool.
+    if (held.spare.get() < 0) (void)recycled().claim(dir, spare);
+    if (last) recycled().keep(dir, name);
+    auto st = dir.write_via_spare(name, spare, encoded, 0600, last, &held);
+    if (last || !st) key_dir_->spares.erase(name);
+    return st;
+  };
+  if (key_dir_ && key_dir_->name == rec.key().name() && rec.origin == key_dir_->dir.path_of(name)) {
+    // Both files of the record open from its previous versions: swapped in through the directory
+    // kept open, its link count not asked first. A directory removed meanwhile fails the swap
+    // (ENOENT; the descriptors are dropped): written again below, through the one key_dir() finds.
+    auto it = key_dir_->spares.find(name);
+    if (it != key_dir_->spares.end() && it->second.named.get() >= 0 && it->second.spare.get() >= 0) {
+      auto st = next_version(key_dir_->dir);
+      if (st || st.error().sys_errno != ENOENT) return st;
     }
-    rec.origin = dir.path_of(name);
-    return {};
   }
-  // The journal rewrites a record at every intent of an ADD (phase "adding"): those versions are
-  // swapped in through the record's spare file (no new inode, flush or freed blocks per intent),
-  // both files kept open from one intent to the next (the key's lock is held: nothing else
-  // renames them); the complete record ("ready") is renamed over, which ext4 orders after its data.
-  const bool last = rec.phase == "ready";
-  SpareFds& held = key_dir_->spares[name];
-  if (held.spare.get() < 0) (void)recycled().claim(dir, spare);  // false: none, or a spare is there
-  if (last) recycled().keep(dir, name);  // the version the rename replaces goes to the pool
-  auto st = dir.write_via_spare(name, spare, encoded, 0600, last, &held);
-  if (last || !st) key_dir_->spares.erase(name);
-  return st;
+  const Dir& dir = *PLUMB_TRY(key_dir(rec.key()));
+  if (rec.origin == dir.path_of(name)) return next_version(dir);
+  // The record's first version here: written into a recycled file claimed as its spare and
+  // renamed into place (held open for the versions the journal writes next, none after a
+  // complete record), or else a new unnamed file linked in place (a killed writer leaves at most
+  // the spare, which read() removes).
+  key_dir_->spares.erase(name);
+  if (recycled().claim(dir, spare)) {
+    SpareFds* held = rec.phase == "ready" ? nullptr : &key_dir_->spares[name];
+    auto st = dir.write_via_spare(name, spare, encoded, 0600, /*last=*/true, held);
+    if (!st) key_dir_->spares.erase(name);
+    PLUMB_TRY(std::move(st));
+  } else {
+    PLUMB_TRY(dir.write_atomic(name, encoded));
+  }
+  rec.origin = dir.path_of(name);
+  return {};
 }
 
 Result<Records> StateDir::read(const Key& key) const {
@@ -286,13 +314,14 @@ Status StateDir::remove(const AttachmentRecord& rec) const {
   const Dir& containers = *PLUMB_TRY(open_dir(kContainers, true));
   const std::string dir_name = dir.path().substr(containers.path().size() + 1);
   // Once empty, the key's directory goes to the recycled files (else it is removed; kept while it
-  // holds other records). Recycled, it keeps its link count: the directory this process kept open
-  // for its writes (key_dir()) is forgotten here, as a removed one is by its link count 0.
-  if (recycled().recycle_dir(containers, dir_name)) {
-    if (key_dir_) key_dir_->name.clear();  // for every copy of this StateDir
-    return {};
-  }
-  (void)PLUMB_TRY(containers.remove_dir(dir_name));
+  // holds other records). Gone, the directory this process kept open for its writes (key_dir())
+  // is forgotten for every copy of this StateDir (a recycled one keeps its link count), and
+  // release() knows the key has nothing left.
+  const bool recycled_dir = recycled().recycle_dir(containers, dir_name);
+  if (!recycled_dir && !PLUMB_TRY(containers.remove_dir(dir_name))) return {};
+  if (!key_dir_) key_dir_ = std::make_shared<KeyDirCache>();
+  key_dir_->name.clear();
+  key_dir_->emptied = dir_name;
   return {};
 }
 
@@ -316,14 +345,19 @@ Result<std::string> StateDir::quarantine(const Key& key, const std::string& path
 }
 
 void StateDir::release(KeyLock& lock, const Key& key) const {
-  auto left = read(key);
-  if (!left || !left->empty()) return;
-  // The key's directory, when an ADD killed before its first record left it empty (read() has
-  // removed the temporary files a killed writer leaves); kept when anything else is in it.
-  if (auto containers = open_dir(kContainers, false); containers && *containers != nullptr) {
-    if (auto there = (*containers)->stat(key.name()); there && *there && S_ISDIR((*there)->st_mode)) {
-      if (key_dir_ && key_dir_->name == key.name()) key_dir_->name.clear();
-      if (!recycled().recycle_dir(**containers, key.name())) (void)(*containers)->remove_dir(key.name());
+  // A key whose record directory remove() took away (every record of it was there, under the
+  // lock) has nothing left to read or remove, unless an older plumb's directory of its container
+  // is there too (then it holds the legacy lock).
+  if (lock.legacy || !key_dir_ || key_dir_->emptied != key.name()) {
+    auto left = read(key);
+    if (!left || !left->empty()) return;
+    // The key's directory, when an ADD killed before its first record left it empty (read() has
+    // removed the temporary files a killed writer leaves); kept when anything else is in it.
+    if (auto containers = open_dir(kContainers, false); containers && *containers != nullptr) {
+      if (auto there = (*containers)->stat(key.name()); there && *there && S_ISDIR((*there)->st_mode)) {
+        if (key_dir_ && key_dir_->name == key.name()) key_dir_->name.clear();
+        if (!recycled().recycle_dir(**containers, key.name())) (void)(*containers)->remove_dir(key.name());
+      }
     }
   }
   lock.own.recycle_path(recycled());

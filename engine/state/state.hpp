@@ -165,6 +165,9 @@ class StateDir {
     std::string name;
     Dir dir;
     std::map<std::string, SpareFds> spares;  ///< record file name -> its write_via_spare descriptors
+    /// The record directory remove() took away last (empty: recycled or removed), until a write
+    /// opens a key's directory again: release() of that key has nothing left to read.
+    std::string emptied;
   };
   /// The root and the subdirectories opened so far, kept for the StateDir's life (one
   /// invocation): each operation otherwise opens them again by path.
@@ -172,8 +175,9 @@ class StateDir {
     std::optional<Dir> root;
     std::map<std::string, Dir, std::less<>> subs;
   };
-  /// <root>/<sub> (sub "": the root), opened once (again only when the root was removed: its
-  /// link count is 0) and created (0700) with `create`; nullptr when missing and not `create`.
+  /// <root>/<sub> (sub "": the root), opened once per invocation (again only when the root was
+  /// found removed, its link count 0, as another subdirectory or the root itself is opened) and
+  /// created (0700) with `create`; nullptr when missing and not `create`.
   /// Errors: the I/O error naming the path.
   [[nodiscard]] Result<const Dir*> open_dir(std::string_view sub, bool create) const;
   /// The directory holding `path` (a record written below <root>/containers) and the file's

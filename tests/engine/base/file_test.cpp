@@ -306,13 +306,14 @@ TEST_CASE("write_via_spare with held descriptors: the same versions and inodes, 
   CHECK(slurp(path) == "decoy");                  // exchanged with the name's file...
   CHECK(slurp(spare + ".moved") == "fourth");      // ...while the held spare got the version
   // Held afresh (the caller's files now differ from what it holds), then the final version:
-  // renamed over, and nothing held any more.
+  // renamed over; the file written stays held as the name's, and no spare is held.
   held = SpareFds{};
   REQUIRE(dir->write_via_spare("rec.json", "rec.json.spare", "fifth", 0640, false, &held));
   REQUIRE(dir->write_via_spare("rec.json", "rec.json.spare", "final", 0640, true, &held));
   CHECK(slurp(path) == "final");
   CHECK_FALSE(std::filesystem::exists(spare));
-  CHECK(held.named.get() < 0);
+  REQUIRE(held.named.get() >= 0);
+  CHECK(held_inode(held.named) == inode_of(path));
   CHECK(held.spare.get() < 0);
 }
 

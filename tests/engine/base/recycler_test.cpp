@@ -241,3 +241,18 @@ TEST_CASE("shared(): one Recycler per pool path until release_shared(), which fo
   CHECK(lstat_of(f.in_work("again")).st_ino == ino);
   Recycler::release_shared();
 }
+
+TEST_CASE("emptiness is read whole: a directory of one long-named entry, or of many, is never pooled") {
+  PoolFixture f;
+  Recycler r(f.open("pool"));
+  fs::create_directory(f.in_work("long"));
+  put(f.in_work("long") + "/" + std::string(255, 'n'), "kept");
+  CHECK_FALSE(r.recycle_dir(f.work, "long"));
+  fs::create_directory(f.in_work("many"));
+  for (int i = 0; i < 100; ++i) put(f.in_work("many") + "/" + std::string(200, 'a') + std::to_string(i), "x");
+  CHECK_FALSE(r.recycle_dir(f.work, "many"));
+  CHECK(f.pooled() == 0);
+  // A missing name is recycled as nothing: no error, nothing pooled.
+  CHECK(r.recycle(f.work, "missing"));
+  CHECK(f.pooled() == 0);
+}

@@ -466,3 +466,104 @@ TEST_CASE("members of a newer plumb's record this plumb does not know are kept w
   CHECK(state::encode(*again) == state::encode(*whole));
   CHECK_FALSE(state::decode(plain, "rec")->extra.IsObject());  // none: nothing added
 }
+
+namespace {
+
+/// The descriptors this process has open.
+size_t open_fds() {
+  return static_cast<size_t>(std::distance(fs::directory_iterator("/proc/self/fd"), fs::directory_iterator{}));
+}
+
+}  // namespace
+
+TEST_CASE("an ADD's record versions after its second open no file: both files stay open from the first version on") {
+  TempDir t;
+  // Pooled files (the files a previous pod's DEL recycled): the first version is written into one.
+  put(t.path + "/recycled/1", "an old record, longer than the new one will be ...............................");
+  put(t.path + "/recycled/2", "x");
+  state::StateDir dir(t.path);
+  auto rec = record("c1", "eth0", 0, "eth0");
+  rec.phase = "adding";
+  REQUIRE(dir.write(rec));  // the first version: the pooled file it was written into stays open
+  rec.network = "v2";
+  REQUIRE(dir.write(rec));  // through the spare: now both files are open
+  const size_t held = open_fds();
+  for (int v = 3; v <= 5; ++v) {
+    rec.network = "v" + std::to_string(v);
+    REQUIRE(dir.write(rec));
+    CHECK(open_fds() == held);
+    auto got = dir.read({"c1", "eth0"});
+    REQUIRE(got);
+    REQUIRE(got->records.size() == 1);
+    CHECK(got->records[0].network == rec.network);
+  }
+  rec.phase = "ready";
+  REQUIRE(dir.write(rec));
+  CHECK(open_fds() == held - 2);  // the complete record closes both
+  CHECK_FALSE(fs::exists(t.path + "/containers/c1:eth0/0-eth0.json.spare"));
+  auto got = dir.read({"c1", "eth0"});
+  REQUIRE(got);
+  REQUIRE(got->records.size() == 1);
+  CHECK(got->records[0].phase == "ready");
+}
+
+TEST_CASE(
+    "a key's directory removed between two versions written through held files: the next version lands in a new one") {
+  TempDir t;
+  put(t.path + "/recycled/1", "x");
+  put(t.path + "/recycled/2", "y");
+  state::StateDir dir(t.path);
+  auto rec = record("c1", "eth0", 0, "eth0");
+  rec.phase = "adding";
+  for (int v = 1; v <= 3; ++v) {
+    rec.network = "v" + std::to_string(v);
+    REQUIRE(dir.write(rec));
+  }
+  // Behind this process's back (a test only: the key's lock keeps plumb processes out): the files
+  // the next version would be swapped through are gone with their directory.
+  fs::remove_all(t.path + "/containers/c1:eth0");
+  rec.network = "v4";
+  REQUIRE(dir.write(rec));
+  auto got = dir.read({"c1", "eth0"});
+  REQUIRE(got);
+  REQUIRE(got->records.size() == 1);
+  CHECK(got->records[0].network == "v4");
+  rec.network = "v5";
+  REQUIRE(dir.write(rec));
+  got = dir.read({"c1", "eth0"});
+  REQUIRE(got);
+  REQUIRE(got->records.size() == 1);
+  CHECK(got->records[0].network == "v5");
+}
+
+TEST_CASE(
+    "release() after remove() took the key's directory away frees the key; a record written again since keeps it") {
+  TempDir t;
+  put(t.path + "/recycled/1", "x");
+  put(t.path + "/recycled/2", "y");
+  state::StateDir dir(t.path);
+  const state::Key key{"c1", "eth0"};
+  const std::string lock_path = t.path + "/locks/c1:eth0";
+  {
+    auto lock = dir.lock(key);
+    REQUIRE(lock);
+    auto rec = record("c1", "eth0", 0, "eth0");
+    REQUIRE(dir.write(rec));
+    REQUIRE(dir.remove(rec));
+    REQUIRE_FALSE(fs::exists(t.path + "/containers/c1:eth0"));
+    // Written again after its directory went: the key has a record, which release() must see.
+    auto again = record("c1", "eth0", 1, "net1");
+    REQUIRE(dir.write(again));
+    dir.release(*lock, key);
+    CHECK(fs::exists(lock_path));
+    auto got = dir.read(key);
+    REQUIRE(got);
+    REQUIRE(got->records.size() == 1);
+    CHECK(got->records[0].ifname == "net1");
+    REQUIRE(dir.remove(got->records[0]));
+    dir.release(*lock, key);  // nothing left now: the lock file and the directory go
+  }
+  CHECK_FALSE(fs::exists(lock_path));
+  CHECK_FALSE(fs::exists(t.path + "/containers/c1:eth0"));
+  CHECK(dir.read(key)->empty());
+}
