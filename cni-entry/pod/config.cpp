@@ -128,6 +128,13 @@ Result<PlumbConfig> parse_config(std::string_view text) {
     c.api_retries = static_cast<int>(*v);
   }
   c.status_errors_fatal = PLUMB_TRY(json::get_bool(d, "statusErrorsFatal", w)).value_or(false);
+  c.status_after_answer = PLUMB_TRY(json::get_bool(d, "statusAfterAnswer", w)).value_or(false);
+  // A write made after the answer can no longer fail the ADD.
+  if (c.status_after_answer && c.status_errors_fatal) {
+    return fail(cni_code::kInvalidConfig,
+                "plumb config.statusAfterAnswer true and statusErrorsFatal true exclude each other: a network-status "
+                "write after the runtime's answer cannot fail the ADD");
+  }
   if (auto v = PLUMB_TRY(json::get_string(d, "whereaboutsNamespace", w)); v && !v->empty()) {
     if (!nad::is_dns1123_label(*v)) {
       return fail(cni_code::kInvalidConfig, "plumb config.whereaboutsNamespace \"" + *v + "\" is not a namespace name (DNS-1123 label)");
