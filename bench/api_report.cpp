@@ -65,7 +65,8 @@ rj::Value api_report(const Results& r, std::ostream& md, rj::Document::Allocator
         "store (no API server: the reference); **api-thick**: `plumb daemon --kubeconfig --node-name` watching the "
         "server's pods and NADs, the shim per verb (no GET when cached); **api-thick-no-status**: the same with the "
         "pod's namespace in `systemNamespaces` (no network-status write); **api-thick-status-after**: api-thick with "
-        "`statusAfterAnswer` (the network-status write after the shim's answer, before the Events); **api-thin**: the plumb binary per verb, its "
+        "`statusAfterAnswer` (the network-status write after the shim's answer, before the Events); **api-thin**: the "
+        "plumb binary per verb, its "
         "pod and NADs read with GETs. Each ADD writes network-status (a PATCH of pods/status) and posts one Event per "
         "attachment (thin: before it exits; thick: after the shim has its answer, the worker still busy). Requests "
         "and TLS connections (each a handshake) counted from the server's logs; the Events' time is from the shim's "
@@ -141,9 +142,9 @@ rj::Value api_report(const Results& r, std::ostream& md, rj::Document::Allocator
     const auto over_embedded = [&](Way w) { return ratio(pct(pairs(r, latency, w, Way::Plumb, add_ratio), 0.5)); };
     md << "| " << latency << " ms | " << ms(pct(status_ms, 0.5)) << " [" << ms(pct(status_ms, 0.1)) << ", "
        << ms(pct(status_ms, 0.9)) << "] | " << ratio_span(status_ratio) << " | " << over_embedded(Way::ApiThick) << ", "
-       << over_embedded(Way::ApiThickNoStatus) << ", " << over_embedded(Way::ApiThickStatusAfter) << " | "
-       << ms(ev.p50) << " / " << ms(ev.p90) << " | " << ms(later.p50) << " / " << ms(later.p90) << " | "
-       << ms(pct(thin_extra, 0.5)) << " |\n";
+       << over_embedded(Way::ApiThickNoStatus) << ", " << over_embedded(Way::ApiThickStatusAfter) << " | " << ms(ev.p50)
+       << " / " << ms(ev.p90) << " | " << ms(later.p50) << " / " << ms(later.p90) << " | " << ms(pct(thin_extra, 0.5))
+       << " |\n";
     out[i].AddMember("status_write_ms", dist_json(dist(status_ms), al), al);
     out[i].AddMember("add_thick_over_no_status", dist_json(dist(status_ratio), al), al);
     out[i].AddMember("events_after_answer_ms", dist_json(ev, al), al);

@@ -69,8 +69,9 @@ inline constexpr Way kWays[] = {Way::Plumb, Way::Reference, Way::Floor, Way::Flo
 inline constexpr Way kLatencyWays[] = {Way::Plumb, Way::Reference, Way::Floor, Way::FloorWarm, Way::FloorNaive};
 /// The ways of the API phase, the embedded store's plumb first (its first pod makes the node
 /// objects the floors take as given).
-inline constexpr Way kApiWays[] = {Way::Plumb,   Way::ApiThick,  Way::ApiThickNoStatus, Way::ApiThickStatusAfter,
-                                   Way::ApiThin, Way::FloorWarm, Way::Floor};
+inline constexpr Way kApiWays[] = {
+    Way::Plumb,     Way::ApiThick, Way::ApiThickNoStatus, Way::ApiThickStatusAfter, Way::ApiThin,
+    Way::FloorWarm, Way::Floor};
 /// Whether `w` reads its pod and NADs from the API server.
 inline bool is_api(Way w) {
   return w == Way::ApiThin || w == Way::ApiThick || w == Way::ApiThickNoStatus || w == Way::ApiThickStatusAfter;

@@ -247,7 +247,8 @@ std::string event_instance(const PlumbConfig& conf) {
 struct LaterLog {
   std::string level, file;
   bool to_stderr = true;
-  explicit LaterLog(const PlumbConfig& conf) : level(conf.log_level), file(conf.log_file), to_stderr(conf.log_to_stderr) {}
+  explicit LaterLog(const PlumbConfig& conf)
+      : level(conf.log_level), file(conf.log_file), to_stderr(conf.log_to_stderr) {}
   Log open() const {
     Log log;
     log.configure(level, file, to_stderr);
@@ -264,7 +265,8 @@ void post_events(const AddRun& run, const Result<std::string>& outcome, std::sha
   source::after_answer([src, events = events_of(run, outcome), pod = run.pod, instance = event_instance(run.conf),
                         who = "ADD " + run.env.container_id, log = LaterLog(run.conf)] {
     if (auto st = src->post_events(pod, events, instance); !st)
-      log.open().warning(who + ": Events of pod " + pod.namespace_ + "/" + pod.name + " not posted: " + st.error().text());
+      log.open().warning(who + ": Events of pod " + pod.namespace_ + "/" + pod.name +
+                         " not posted: " + st.error().text());
   });
 }
 
@@ -301,8 +303,9 @@ void write_status_later(const AddRun& run, std::shared_ptr<source::PodSource> sr
         continue;
       }
       log.error(what + " not written after " + std::to_string(attempt) + " attempt(s), the attachments stay: " + error);
-      const source::PodEvent event{true, "ErrorWritingNetworkStatus", "WriteNetworkStatus",
-                                   "network-status of pod " + pod.namespace_ + "/" + pod.name + " not written: " + error};
+      const source::PodEvent event{
+          true, "ErrorWritingNetworkStatus", "WriteNetworkStatus",
+          "network-status of pod " + pod.namespace_ + "/" + pod.name + " not written: " + error};
       if (auto st = src->post_events(pod, {event}, instance); !st)
         log.warning(what + ": Warning Event not posted: " + st.error().text());
       return;
@@ -362,7 +365,8 @@ Result<std::string> do_add(const cni::Env& env, const PlumbConfig& conf, Log& lo
              {}};
   auto out = add_with(run);
   if (out && !run.later_status.empty()) write_status_later(run, store);
-  if (!out || run.results.size() == run.plan.attachments.size()) post_events(run, out, store);  // not for a repeated ADD
+  if (!out || run.results.size() == run.plan.attachments.size())
+    post_events(run, out, store);  // not for a repeated ADD
   return out;
 }
 

@@ -25,9 +25,9 @@
 using plumb::test::Daemon;
 using plumb::test::eventually;
 using plumb::test::KubeCluster;
-using plumb::test::Proc;
 using plumb::test::link_names;
 using plumb::test::Node;
+using plumb::test::Proc;
 using plumb::test::read_file;
 using plumb::test::write_file;
 namespace fs = std::filesystem;
@@ -225,7 +225,8 @@ TEST_CASE("a local-store ADD in a daemon worker leaves no work for after its ans
   CHECK(events_in(c, "default").size() == 1);
 }
 
-TEST_CASE("statusAfterAnswer: a daemon worker answers the ADD first, then writes network-status; an exec'd plumb before") {
+TEST_CASE(
+    "statusAfterAnswer: a daemon worker answers the ADD first, then writes network-status; an exec'd plumb before") {
   Node node;
   KubeCluster c(node);
   c.add_nad("default", "blue", plumb::test::bridge_net("br-blue", "198.51.100.0/24", c.fx.ipam_dir()));
@@ -233,7 +234,8 @@ TEST_CASE("statusAfterAnswer: a daemon worker answers the ADD first, then writes
   c.add_pod("default", "db", "uid-2", {});
   const std::string conf = after_answer_config(c);
   Daemon d({"--workers", "1"});
-  c.api.set_faults(R"([{"match": "^PATCH /api/v1/namespaces/default/pods/web/status", "action": "delay", "seconds": 2}])");
+  c.api.set_faults(
+      R"([{"match": "^PATCH /api/v1/namespaces/default/pods/web/status", "action": "delay", "seconds": 2}])");
   Proc add = add_via(c, d, "ctr-1", node.add_netns("web"), conf);
   REQUIRE_MESSAGE(add.exit_code == 0, add.out << add.err << read_file(d.log));
   // The server logs a request when it answers it: the shim had its answer before the PATCH's.
@@ -251,13 +253,16 @@ TEST_CASE("statusAfterAnswer: a daemon worker answers the ADD first, then writes
   CHECK(!c.network_status("default", "db").empty());
 }
 
-TEST_CASE("statusAfterAnswer: a failing write is retried with back-off, logged and reported as a Warning Event; the ADD stands") {
+TEST_CASE(
+    "statusAfterAnswer: a failing write is retried with back-off, logged and reported as a Warning Event; the ADD "
+    "stands") {
   Node node;
   KubeCluster c(node);
   c.add_nad("default", "blue", plumb::test::bridge_net("br-blue", "198.51.100.0/24", c.fx.ipam_dir()));
   c.add_pod("default", "web", "uid-1", kBlue);
   Daemon d({"--workers", "1"});
-  c.api.set_faults(R"([{"match": "^PATCH /api/v1/namespaces/default/pods/web/status", "action": "fail", "code": 500}])");
+  c.api.set_faults(
+      R"([{"match": "^PATCH /api/v1/namespaces/default/pods/web/status", "action": "fail", "code": 500}])");
   Proc add = add_via(c, d, "ctr-1", node.add_netns("web"), after_answer_config(c));
   REQUIRE_MESSAGE(add.exit_code == 0, add.out << add.err << read_file(d.log));
   rapidjson::Document warning;
@@ -286,7 +291,8 @@ TEST_CASE("statusAfterAnswer: a DEL of the sandbox while its write is retried: t
   Daemon d({"--workers", "2"});
   // The first PATCH is held, then refused (the client's retry too): the next attempt comes after
   // the DEL.
-  c.api.set_faults(R"([{"match": "^PATCH /api/v1/namespaces/default/pods/web/status", "action": "delay", "seconds": 4, "times": 1},
+  c.api.set_faults(
+      R"([{"match": "^PATCH /api/v1/namespaces/default/pods/web/status", "action": "delay", "seconds": 4, "times": 1},
                        {"match": "^PATCH /api/v1/namespaces/default/pods/web/status", "action": "fail", "code": 500, "times": 2}])");
   const std::string conf = after_answer_config(c);
   const std::string ns = node.add_netns("web");
@@ -302,13 +308,15 @@ TEST_CASE("statusAfterAnswer: a DEL of the sandbox while its write is retried: t
   CHECK(c.network_status("default", "web").empty());
 }
 
-TEST_CASE("statusAfterAnswer: a write overtaken by the sandbox's DEL and the next sandbox's status never lands over it") {
+TEST_CASE(
+    "statusAfterAnswer: a write overtaken by the sandbox's DEL and the next sandbox's status never lands over it") {
   Node node;
   KubeCluster c(node);
   c.add_pod("default", "web", "uid-1", {});
   Daemon d({"--workers", "2"});
   // ctr-1's PATCH is held while its sandbox is deleted and the next sandbox's ADD writes its own.
-  c.api.set_faults(R"([{"match": "^PATCH /api/v1/namespaces/default/pods/web/status", "action": "delay", "seconds": 8, "times": 1}])");
+  c.api.set_faults(
+      R"([{"match": "^PATCH /api/v1/namespaces/default/pods/web/status", "action": "delay", "seconds": 8, "times": 1}])");
   const std::string conf = after_answer_config(c);
   const std::string ns1 = node.add_netns("web");
   Proc add1 = add_via(c, d, "ctr-1", ns1, conf);
