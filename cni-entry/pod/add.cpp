@@ -260,7 +260,7 @@ struct LaterLog {
 /// worker's after answering its shim; an exec'd plumb's at once), with the pod source, which
 /// they share; a refused post is logged, never the ADD's failure. Nothing is queued when the
 /// source posts no Events (the local store): the worker is free at once.
-void post_events(const AddRun& run, const Result<std::string>& outcome, std::shared_ptr<source::PodSource> src) {
+void post_events(const AddRun& run, const Result<std::string>& outcome, const std::shared_ptr<source::PodSource>& src) {
   if (run.pod.name.empty() || !src->posts_events()) return;
   source::after_answer([src, events = events_of(run, outcome), pod = run.pod, instance = event_instance(run.conf),
                         who = "ADD " + run.env.container_id, log = LaterLog(run.conf)] {
@@ -280,7 +280,7 @@ constexpr std::chrono::milliseconds kLaterStatusBackoff{500};
 /// next sandbox's status write after it, are never overtaken: write_network_status_if). A failed
 /// write is retried with back-off up to kLaterStatusAttempts times (not a replaced pod's), then
 /// logged as an error and reported on the pod as a Warning Event; never the ADD's failure.
-void write_status_later(const AddRun& run, std::shared_ptr<source::PodSource> src) {
+void write_status_later(const AddRun& run, const std::shared_ptr<source::PodSource>& src) {
   source::after_answer([src, pod = run.pod, status = run.later_status, owner = run.key.name(), root = run.state.root(),
                         cid = run.env.container_id, instance = event_instance(run.conf), later = LaterLog(run.conf)] {
     Log log = later.open();
