@@ -60,6 +60,8 @@ enum class Way {
   /// ApiThick with the pod's namespace in systemNamespaces: the same ADD without its
   /// network-status write.
   ApiThickNoStatus = 7,
+  /// ApiThick with statusAfterAnswer: the network-status write after the shim's answer.
+  ApiThickStatusAfter = 8,
 };
 /// The ways of every phase.
 inline constexpr Way kWays[] = {Way::Plumb, Way::Reference, Way::Floor, Way::FloorWarm};
@@ -67,14 +69,17 @@ inline constexpr Way kWays[] = {Way::Plumb, Way::Reference, Way::Floor, Way::Flo
 inline constexpr Way kLatencyWays[] = {Way::Plumb, Way::Reference, Way::Floor, Way::FloorWarm, Way::FloorNaive};
 /// The ways of the API phase, the embedded store's plumb first (its first pod makes the node
 /// objects the floors take as given).
-inline constexpr Way kApiWays[] = {Way::Plumb,   Way::ApiThick,  Way::ApiThickNoStatus,
-                                   Way::ApiThin, Way::FloorWarm, Way::Floor};
+inline constexpr Way kApiWays[] = {
+    Way::Plumb,     Way::ApiThick, Way::ApiThickNoStatus, Way::ApiThickStatusAfter, Way::ApiThin,
+    Way::FloorWarm, Way::Floor};
 /// Whether `w` reads its pod and NADs from the API server.
-inline bool is_api(Way w) { return w == Way::ApiThin || w == Way::ApiThick || w == Way::ApiThickNoStatus; }
+inline bool is_api(Way w) {
+  return w == Way::ApiThin || w == Way::ApiThick || w == Way::ApiThickNoStatus || w == Way::ApiThickStatusAfter;
+}
 /// Whether `w` is one of the floors (plumb-floor, per verb or warm).
 inline bool is_floor(Way w) { return w == Way::Floor || w == Way::FloorNaive || w == Way::FloorWarm; }
 /// "plumb", "reference", "floor", "floor-naive", "floor-warm", "api-thin", "api-thick",
-/// "api-thick-no-status".
+/// "api-thick-no-status", "api-thick-status-after".
 const char* way_name(Way w);
 
 /// Scenarios b and c give the pod two secondary networks (net1, net2).
@@ -101,7 +106,8 @@ struct ApiCounts {
   int events = 0;       ///< Events POSTed (one per attachment)
   int connections = 0;  ///< TLS connections the server accepted (each a handshake)
   /// Thick: from the shim's exit until the server logged the ADD's last Event (the worker's time
-  /// after the runtime has its answer); thin: 0 (its Events are inside its ADD).
+  /// after the runtime has its answer; api-thick-status-after: its network-status write, then
+  /// the Events); thin: 0 (its Events are inside its ADD).
   int64_t events_ns = 0;
 };
 

@@ -22,6 +22,8 @@ const char* way_name(Way w) {
       return "api-thick";
     case Way::ApiThickNoStatus:
       return "api-thick-no-status";
+    case Way::ApiThickStatusAfter:
+      return "api-thick-status-after";
   }
   return "?";
 }

@@ -51,7 +51,8 @@ Cost Bench::add(Pod& p) {
   switch (p.way) {
     case Way::ApiThin:
     case Way::ApiThick:
-    case Way::ApiThickNoStatus: {
+    case Way::ApiThickNoStatus:
+    case Way::ApiThickStatusAfter: {
       ApiCounts ignored;
       return add_api(p, ignored);
     }
@@ -70,6 +71,7 @@ Cost Bench::del(Pod& p) {
     case Way::ApiThin:
     case Way::ApiThick:
     case Way::ApiThickNoStatus:
+    case Way::ApiThickStatusAfter:
       return del_api(p);
     case Way::Plumb: return del_plumb(p);
     case Way::Reference: return del_reference(p);

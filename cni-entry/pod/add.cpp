@@ -1,9 +1,13 @@
 // ADD: plan everything, then attach in order, finish (default route, IPAMClaims, network-status,
 // records ready), or undo everything this ADD did (spec 7.2).
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <optional>
+#include <string>
+#include <thread>
 
 #include "cni-entry/npwg/nad.hpp"
 #include "cni-entry/pod/attach.hpp"
@@ -31,6 +35,7 @@ struct AddRun {
   std::vector<state::AttachmentRecord> records;
   std::vector<cni::CniResult> results;
   size_t started = 0;  ///< attachments that may have changes to undo
+  std::string later_status;  ///< network-status left for after the answer (statusAfterAnswer), "" = none
 };
 
 /// CRI semantics: an ADD repeated for attachments that exist returns the recorded result; the
@@ -153,6 +158,15 @@ Status publish_status(AddRun& run, const std::string& status_json) {
   return {};
 }
 
+/// statusAfterAnswer: a daemon worker (one that runs work after the answer) writes network-status
+/// on the API server once the runtime has its answer. An exec'd plumb writes it before, as
+/// without the key: its runtime waits for the process to end anyway, so nothing would be gained.
+/// The embedded store's status is a local file: written before the answer too.
+bool status_after_answer(const AddRun& run) {
+  return run.conf.status_after_answer && source::after_answer_queue() != nullptr && run.store.status_is_remote() &&
+         !run.pod.name.empty() && !is_system_namespace(run.conf, run.pod.namespace_);
+}
+
 /// 7.2: undoes everything this ADD did, newest first, shared objects it created included; what
 /// fails stays recorded for a DEL.
 void rollback(AddRun& run) {
@@ -221,21 +235,80 @@ std::vector<source::PodEvent> events_of(const AddRun& run, const Result<std::str
   return events;
 }
 
+/// The Events' reportingInstance: plumb on its node ("plumb@<NODE_NAME or nodeName>").
+std::string event_instance(const PlumbConfig& conf) {
+  std::string node = conf.node_name;
+  if (const char* n = std::getenv("NODE_NAME"); n != nullptr && *n != '\0') node = n;
+  return "plumb@" + node;
+}
+
+/// The log as the ADD's configuration sets it up, for work done after the answer (the ADD's own
+/// Log belongs to the invocation).
+struct LaterLog {
+  std::string level, file;
+  bool to_stderr = true;
+  explicit LaterLog(const PlumbConfig& conf)
+      : level(conf.log_level), file(conf.log_file), to_stderr(conf.log_to_stderr) {}
+  Log open() const {
+    Log log;
+    log.configure(level, file, to_stderr);
+    return log;
+  }
+};
+
 /// Posts the ADD's Events once the runtime has its answer (source/after_answer.hpp: a daemon
 /// worker's after answering its shim; an exec'd plumb's at once), with the pod source, which
-/// they take over; a refused post is logged, never the ADD's failure.
-void post_events(const AddRun& run, const Result<std::string>& outcome, std::unique_ptr<source::PodSource> store) {
-  if (run.pod.name.empty()) return;
-  std::string node = run.conf.node_name;
-  if (const char* n = std::getenv("NODE_NAME"); n != nullptr && *n != '\0') node = n;
-  std::shared_ptr<source::PodSource> src(std::move(store));
-  source::after_answer([src, events = events_of(run, outcome), pod = run.pod, instance = "plumb@" + node,
-                        who = "ADD " + run.env.container_id, level = run.conf.log_level, file = run.conf.log_file,
-                        to_stderr = run.conf.log_to_stderr] {
-    if (auto st = src->post_events(pod, events, instance); !st) {
-      Log log;
-      log.configure(level, file, to_stderr);
-      log.warning(who + ": Events of pod " + pod.namespace_ + "/" + pod.name + " not posted: " + st.error().text());
+/// they share; a refused post is logged, never the ADD's failure. Nothing is queued when the
+/// source posts no Events (the local store): the worker is free at once.
+void post_events(const AddRun& run, const Result<std::string>& outcome, const std::shared_ptr<source::PodSource>& src) {
+  if (run.pod.name.empty() || !src->posts_events()) return;
+  source::after_answer([src, events = events_of(run, outcome), pod = run.pod, instance = event_instance(run.conf),
+                        who = "ADD " + run.env.container_id, log = LaterLog(run.conf)] {
+    if (auto st = src->post_events(pod, events, instance); !st)
+      log.open().warning(who + ": Events of pod " + pod.namespace_ + "/" + pod.name +
+                         " not posted: " + st.error().text());
+  });
+}
+
+/// Attempts of a network-status write after the answer, and the wait before the second (doubled
+/// before each next one).
+constexpr int kLaterStatusAttempts = 4;
+constexpr std::chrono::milliseconds kLaterStatusBackoff{500};
+
+/// statusAfterAnswer (status_after_answer()): writes run.later_status once the runtime has its
+/// answer, only while the sandbox's attachments are recorded (a DEL that came meanwhile, and the
+/// next sandbox's status write after it, are never overtaken: write_network_status_if). A failed
+/// write is retried with back-off up to kLaterStatusAttempts times (not a replaced pod's), then
+/// logged as an error and reported on the pod as a Warning Event; never the ADD's failure.
+void write_status_later(const AddRun& run, const std::shared_ptr<source::PodSource>& src) {
+  source::after_answer([src, pod = run.pod, status = run.later_status, owner = run.key.name(), root = run.state.root(),
+                        cid = run.env.container_id, instance = event_instance(run.conf), later = LaterLog(run.conf)] {
+    Log log = later.open();
+    const std::string what = "ADD " + cid + ": network-status of pod " + pod.namespace_ + "/" + pod.name;
+    const std::function<bool()> current = [&] { return state::StateDir(root).has_records(cid); };
+    auto wait = kLaterStatusBackoff;
+    for (int attempt = 1;; ++attempt) {
+      auto written = src->write_network_status_if(pod, status, owner, current);
+      if (written) {
+        if (!*written) log.info(what + " not written: the sandbox was deleted meanwhile");
+        return;
+      }
+      const std::string error = written.error().text();
+      if (attempt < kLaterStatusAttempts && written.error().cni_code != cni_code::kConflict) {
+        log.warning(what + " not written (attempt " + std::to_string(attempt) + " of " +
+                    std::to_string(kLaterStatusAttempts) + "), tried again in " + std::to_string(wait.count()) +
+                    " ms: " + error);
+        std::this_thread::sleep_for(wait);
+        wait *= 2;
+        continue;
+      }
+      log.error(what + " not written after " + std::to_string(attempt) + " attempt(s), the attachments stay: " + error);
+      const source::PodEvent event{
+          true, "ErrorWritingNetworkStatus", "WriteNetworkStatus",
+          "network-status of pod " + pod.namespace_ + "/" + pod.name + " not written: " + error};
+      if (auto st = src->post_events(pod, {event}, instance); !st)
+        log.warning(what + ": Warning Event not posted: " + st.error().text());
+      return;
     }
   });
 }
@@ -256,7 +329,10 @@ Result<std::string> add_with(AddRun& run) {
   // The lock is released: a DEL of this sandbox never waits for the API server below (it removes
   // what is recorded; the status written after it is the pod's next sandbox's to replace).
   Status st = publish_claims(run);
-  if (st) st = publish_status(run, status_json);
+  if (st && status_after_answer(run))
+    run.later_status = std::move(status_json);
+  else if (st)
+    st = publish_status(run, status_json);
   if (!st) {
     undo_published(run);
     return std::unexpected(st.error());
@@ -272,7 +348,7 @@ Result<std::string> do_add(const cni::Env& env, const PlumbConfig& conf, Log& lo
   // Everything that can be refused is refused before the lock is taken and before any change:
   // the pod's namespace (never the node's), the plan (the pod source, maybe the API server, and
   // every plugin parsed).
-  auto store = PLUMB_TRY(make_source(conf));
+  std::shared_ptr<source::PodSource> store = PLUMB_TRY(make_source(conf));
   PLUMB_TRY(await_readiness(conf));  // Multus: the default network must be ready first
   AddRun run{env,
              conf,
@@ -285,10 +361,12 @@ Result<std::string> do_add(const cni::Env& env, const PlumbConfig& conf, Log& lo
              {},
              {},
              {},
-             0};
+             0,
+             {}};
   auto out = add_with(run);
+  if (out && !run.later_status.empty()) write_status_later(run, store);
   if (!out || run.results.size() == run.plan.attachments.size())
-    post_events(run, out, std::move(store));  // not for a repeated ADD
+    post_events(run, out, store);  // not for a repeated ADD
   return out;
 }
 

@@ -65,6 +65,20 @@ Status parse_pod_resources(const json::Value& d, PlumbConfig& c) {
   return {};
 }
 
+/// statusErrorsFatal and statusAfterAnswer, which exclude each other: a write made after the
+/// runtime's answer can no longer fail the ADD.
+Status parse_status_keys(const json::Value& d, PlumbConfig& c) {
+  const std::string w = "plumb config";
+  c.status_errors_fatal = PLUMB_TRY(json::get_bool(d, "statusErrorsFatal", w)).value_or(false);
+  c.status_after_answer = PLUMB_TRY(json::get_bool(d, "statusAfterAnswer", w)).value_or(false);
+  if (c.status_after_answer && c.status_errors_fatal) {
+    return fail(cni_code::kInvalidConfig,
+                "plumb config.statusAfterAnswer true and statusErrorsFatal true exclude each other: a network-status "
+                "write after the runtime's answer cannot fail the ADD");
+  }
+  return {};
+}
+
 /// nodeName, which `plumb install` writes from the DaemonSet's NODE_NAME: a node name (not
 /// empty, no '/', as ipam::cluster::node_name requires).
 Status parse_node_name(const json::Value& d, PlumbConfig& c) {
@@ -127,7 +141,7 @@ Result<PlumbConfig> parse_config(std::string_view text) {
     if (*v < 0 || *v > 20) return fail(cni_code::kInvalidConfig, "plumb config.apiRetries " + std::to_string(*v) + " must be in 0..20");
     c.api_retries = static_cast<int>(*v);
   }
-  c.status_errors_fatal = PLUMB_TRY(json::get_bool(d, "statusErrorsFatal", w)).value_or(false);
+  PLUMB_TRY(parse_status_keys(d, c));
   if (auto v = PLUMB_TRY(json::get_string(d, "whereaboutsNamespace", w)); v && !v->empty()) {
     if (!nad::is_dns1123_label(*v)) {
       return fail(cni_code::kInvalidConfig, "plumb config.whereaboutsNamespace \"" + *v + "\" is not a namespace name (DNS-1123 label)");

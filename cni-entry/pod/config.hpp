@@ -46,6 +46,8 @@ struct PlumbConfig {
   double api_timeout_seconds = 30;      // apiTimeoutSeconds: one request attempt, connect included
   int api_retries = 3;                  // apiRetries: extra attempts after transient errors (backoff 0.5 s doubling, max 4 s)
   bool status_errors_fatal = false;     // statusErrorsFatal: a failed network-status write fails (and undoes) the ADD
+  bool status_after_answer = false;     // statusAfterAnswer: a daemon worker writes network-status on the API
+                                        // server after the runtime's answer (exec'd plumb: ignored)
   std::string node_name;                // nodeName: the node's Kubernetes name when NODE_NAME is not set ("" = none)
   std::string whereabouts_namespace;    // whereaboutsNamespace: where whereabouts' IPPools live ("" = the
                                         // kubeconfig context's namespace, else kube-system, as whereabouts)

@@ -219,54 +219,17 @@ class KubeSource final : public PodSource {
   }
 
   Status write_network_status(const PodRef& ref, const std::string& status_json, const std::string& owner) override {
-    PLUMB_TRY(check_ns("pod", ref.namespace_));
-    PLUMB_TRY(check_name("pod", ref.name));
-    const std::string key = ref.namespace_ + "/" + ref.name;
-    const std::string what = "write network-status of pod " + key;
-    const std::string path = pod_path(ref.namespace_, ref.name) + "/status";
-    // Preconditions: the UID (never write into another pod of the same name) and, when the pod
-    // was read in this invocation, its resourceVersion (a 409 makes us re-read and retry).
-    Known k;
-    bool read = false;  // the pod was read in this invocation: its UID is the object's own
-    if (auto it = known_.find(key); it != known_.end()) {
-      k = it->second;
-      read = true;
-    }
-    if (k.uid.empty()) k.uid = ref.uid;
-    for (int i = 0;; ++i) {
-      json::Document patch(rapidjson::kObjectType);
-      auto& a = patch.GetAllocator();
-      json::Value meta(rapidjson::kObjectType);
-      if (!k.uid.empty()) json::set_string(meta, "uid", k.uid, a);
-      if (!k.rv.empty()) json::set_string(meta, "resourceVersion", k.rv, a);
-      json::Value ann(rapidjson::kObjectType);
-      json::set_string(ann, nad::kNetworkStatusAnnotation, status_json, a);
-      // The sandbox these networks belong to, in the same write: the reconciler tells an older
-      // sandbox's leftover allocations from the current one's by it.
-      if (!owner.empty()) json::set_string(ann, kSandboxAnnotation, owner, a);
-      json::set(meta, "annotations", std::move(ann), a);
-      json::set(patch, "metadata", std::move(meta), a);
-      Response resp = PLUMB_TRY(client_->request("PATCH", path, json::dump(patch), kMergePatch));
-      if (resp.status == 200 || resp.status == 201) {
-        if (auto d = object_of(resp, what); d) known_[key].rv = meta_string(*d, "resourceVersion");
-        return {};
-      }
-      // Conflict: someone else changed the pod, or the UID precondition failed (409; an API
-      // server may also answer 422 "uid: field is immutable" to a UID taken from K8S_POD_UID,
-      // e.g. for a static pod's mirror). Re-read and retry.
-      bool retry = resp.status == 409 || (resp.status == 422 && !read);
-      if (!retry || i >= kConflictRetries) return std::unexpected(client_->http_error(what, "PATCH", path, resp));
-      auto info = pod(ref);
-      if (!info) return std::unexpected(info.error().within(what + " after a conflict"));
-      if (!ref.uid.empty() && (*info)->uid != ref.uid && !(*info)->is_static) {
-        return fail(cni_code::kConflict, what + ": the pod was replaced (API server UID " + (*info)->uid +
-                                             ", K8S_POD_UID " + ref.uid + "); network-status not written");
-      }
-      k.uid = (*info)->uid;
-      k.rv = (*info)->resource_version;
-      read = true;
-    }
+    PLUMB_TRY(write_status(ref, status_json, owner, nullptr));
+    return {};
   }
+
+  Result<bool> write_network_status_if(const PodRef& ref, const std::string& status_json, const std::string& owner,
+                                       const std::function<bool()>& current) override {
+    return write_status(ref, status_json, owner, &current);
+  }
+
+  bool posts_events() const override { return true; }
+  bool status_is_remote() const override { return true; }
 
   Status remove_network_status(const PodRef&, const std::string&) override { return {}; }
 
@@ -379,6 +342,65 @@ class KubeSource final : public PodSource {
     std::string rv;
     bool is_static = false;
   };
+
+  /// The network-status PATCH (write_network_status); with `current` (write_network_status_if)
+  /// the pod is read first when its resourceVersion is not known, `current` is asked after each
+  /// read and before each PATCH, and false is returned once it says no.
+  Result<bool> write_status(const PodRef& ref, const std::string& status_json, const std::string& owner,
+                            const std::function<bool()>* current) {
+    PLUMB_TRY(check_ns("pod", ref.namespace_));
+    PLUMB_TRY(check_name("pod", ref.name));
+    const std::string key = ref.namespace_ + "/" + ref.name;
+    const std::string what = "write network-status of pod " + key;
+    const std::string path = pod_path(ref.namespace_, ref.name) + "/status";
+    // Preconditions: the UID (never write into another pod of the same name) and, when the pod
+    // was read in this invocation, its resourceVersion (a 409 makes us re-read and retry).
+    Known k;
+    bool read = false;  // the pod was read in this invocation: its UID is the object's own
+    if (auto it = known_.find(key); it != known_.end()) {
+      k = it->second;
+      read = true;
+    }
+    if (k.uid.empty()) k.uid = ref.uid;
+    bool reread = current != nullptr && k.rv.empty();  // a write after the answer needs a precondition
+    for (int i = 0;; ++i) {
+      if (reread) {
+        auto info = pod(ref);
+        if (!info) return std::unexpected(info.error().within(what + (i == 0 ? "" : " after a conflict")));
+        if (!ref.uid.empty() && (*info)->uid != ref.uid && !(*info)->is_static) {
+          return fail(cni_code::kConflict, what + ": the pod was replaced (API server UID " + (*info)->uid +
+                                               ", K8S_POD_UID " + ref.uid + "); network-status not written");
+        }
+        k.uid = (*info)->uid;
+        k.rv = (*info)->resource_version;
+        read = true;
+      }
+      if (current != nullptr && !(*current)()) return false;
+      json::Document patch(rapidjson::kObjectType);
+      auto& a = patch.GetAllocator();
+      json::Value meta(rapidjson::kObjectType);
+      if (!k.uid.empty()) json::set_string(meta, "uid", k.uid, a);
+      if (!k.rv.empty()) json::set_string(meta, "resourceVersion", k.rv, a);
+      json::Value ann(rapidjson::kObjectType);
+      json::set_string(ann, nad::kNetworkStatusAnnotation, status_json, a);
+      // The sandbox these networks belong to, in the same write: the reconciler tells an older
+      // sandbox's leftover allocations from the current one's by it.
+      if (!owner.empty()) json::set_string(ann, kSandboxAnnotation, owner, a);
+      json::set(meta, "annotations", std::move(ann), a);
+      json::set(patch, "metadata", std::move(meta), a);
+      Response resp = PLUMB_TRY(client_->request("PATCH", path, json::dump(patch), kMergePatch));
+      if (resp.status == 200 || resp.status == 201) {
+        if (auto d = object_of(resp, what); d) known_[key].rv = meta_string(*d, "resourceVersion");
+        return true;
+      }
+      // Conflict: someone else changed the pod, or the UID precondition failed (409; an API
+      // server may also answer 422 "uid: field is immutable" to a UID taken from K8S_POD_UID,
+      // e.g. for a static pod's mirror). Re-read and retry.
+      bool retry = resp.status == 409 || (resp.status == 422 && !read);
+      if (!retry || i >= kConflictRetries) return std::unexpected(client_->http_error(what, "PATCH", path, resp));
+      reread = true;
+    }
+  }
   std::shared_ptr<k8s::Client> client_;  // shared with later sources when kept (keep_clients)
   std::string probe_ns_;
   std::map<std::string, Known> known_;           // pods read in this invocation

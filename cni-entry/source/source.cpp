@@ -53,6 +53,13 @@ Status PodSource::ready() { return {}; }
 
 Status PodSource::post_events(const PodRef&, const std::vector<PodEvent>&, const std::string&) { return {}; }
 
+Result<bool> PodSource::write_network_status_if(const PodRef& pod, const std::string& status_json,
+                                                const std::string& owner, const std::function<bool()>& current) {
+  if (!current()) return false;
+  PLUMB_TRY(write_network_status(pod, status_json, owner));
+  return true;
+}
+
 Result<std::vector<std::string>> PodSource::remove_unvouched_status(const std::function<bool(std::string_view)>&) {
   return std::vector<std::string>{};
 }

@@ -85,6 +85,24 @@ class PodSource {
   /// still tried); callers log it, an ADD never fails for an Event.
   [[nodiscard]] virtual Status post_events(const PodRef& pod, const std::vector<PodEvent>& events,
                                            const std::string& instance);
+  /// Whether post_events() posts anything (the API server); false (the local store): an ADD
+  /// leaves no Events to post after its answer.
+  [[nodiscard]] virtual bool posts_events() const { return false; }
+  /// Whether write_network_status() is a request to a server (the API server), which
+  /// statusAfterAnswer may move after the runtime's answer; false (the local store): a local file,
+  /// written before the answer.
+  [[nodiscard]] virtual bool status_is_remote() const { return false; }
+  /// write_network_status() for a write made after the runtime's answer, when the sandbox may have
+  /// been deleted meanwhile: `current` (true while the sandbox's attachments are recorded) is
+  /// asked before each write request, after the pod was read; the API server source makes the
+  /// request with the resourceVersion of that read as precondition and starts again (read, ask,
+  /// write) after a 409. So a write that a DEL and the next sandbox's status write overtook is
+  /// refused by the API server, and then never made. Returns false when `current` said no
+  /// (nothing written). Default: asks `current` once, then write_network_status(). Errors: as
+  /// write_network_status().
+  [[nodiscard]] virtual Result<bool> write_network_status_if(const PodRef& pod, const std::string& status_json,
+                                                             const std::string& owner,
+                                                             const std::function<bool()>& current);
   /// CNI STATUS: whether the source can serve an ADD now. Default: ready. Errors carry code
   /// kPluginNotAvailable (50: unusable, e.g. credentials rejected) or kPluginNotReady (51: the
   /// API server cannot be reached) and the reason.

@@ -1,7 +1,9 @@
 // ADD (cni-entry/pod/add.cpp) as a runtime drives it: the key's lock covers the kernel changes and
 // the records only, never a request to the API server, so a DEL of the sandbox never waits behind
 // an ADD stuck on an unresponsive API server (multus-cni #586's other half); the Events it posts
-// on the pod, as Multus's.
+// on the pod, as Multus's; the work it leaves for after the runtime's answer in a daemon worker
+// (the Events, and network-status with statusAfterAnswer: written after the answer, retried,
+// reported when it fails, never over the status of the pod's next sandbox).
 #include <doctest/doctest.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -13,12 +15,19 @@
 #include <filesystem>
 #include <thread>
 
+#include "cni-entry/pod/config.hpp"
+#include "cni-entry/pod/verbs.hpp"
+#include "cni-entry/source/after_answer.hpp"
 #include "tests/support/bounded_run.hpp"
 #include "tests/support/kube_cluster.hpp"
+#include "tests/support/plumb_daemon.hpp"
 
+using plumb::test::Daemon;
+using plumb::test::eventually;
 using plumb::test::KubeCluster;
 using plumb::test::link_names;
 using plumb::test::Node;
+using plumb::test::Proc;
 using plumb::test::read_file;
 using plumb::test::write_file;
 namespace fs = std::filesystem;
@@ -151,4 +160,178 @@ TEST_CASE(
   CHECK(str(warning["regarding"], "name") == "broken");
   CHECK(str(warning, "note").starts_with("error adding container to network \"default/bad\": "));
   CHECK(str(warning, "note").find("nosuchlink0") != std::string::npos);
+}
+
+namespace {
+
+/// The work an in-process ADD (as a daemon worker runs it) left for after its answer.
+std::vector<std::function<void()>> add_in_process(const std::string& config, const std::string& cid,
+                                                  const std::string& netns, const std::string& pod) {
+  auto conf = plumb::pod::parse_config(config);
+  REQUIRE_MESSAGE(conf, conf.error().text());
+  plumb::cni::Env env;
+  env.command = plumb::cni::Command::Add;
+  env.container_id = cid;
+  env.netns = netns;
+  env.ifname = "eth0";
+  env.path = "/usr/lib/cni";
+  env.args = {{"K8S_POD_NAMESPACE", "default"}, {"K8S_POD_NAME", pod}};
+  std::vector<std::function<void()>> later;
+  plumb::source::after_answer_queue() = &later;
+  plumb::pod::Log log;
+  auto out = plumb::pod::do_add(env, *conf, log);
+  plumb::source::after_answer_queue() = nullptr;
+  REQUIRE_MESSAGE(out, out.error().text());
+  return later;
+}
+
+/// The pod's annotation `key` as the API server stores it ("" if none).
+std::string pod_annotation(const KubeCluster& c, const std::string& pod, const std::string& key) {
+  rapidjson::Document d;
+  d.Parse(c.api.get("pods", "default", pod).c_str());
+  if (!d.IsObject() || !d.HasMember("metadata") || !d["metadata"].HasMember("annotations")) return {};
+  return str(d["metadata"]["annotations"], key.c_str());
+}
+
+const std::string kWebStatus = "/api/v1/namespaces/default/pods/web/status";
+const std::map<std::string, std::string> kBlue = {{"k8s.v1.cni.cncf.io/networks", "blue"}};
+
+/// plumb's config on the API server with statusAfterAnswer; requests may take 30 s (the held ones
+/// below are held for less), one retry of a transient failure.
+std::string after_answer_config(const KubeCluster& c) {
+  return c.fx.config(R"("kubeconfig": ")" + c.kubeconfig +
+                     R"(", "apiTimeoutSeconds": 30, "apiRetries": 1, "statusAfterAnswer": true)");
+}
+
+Proc add_via(const KubeCluster& c, const Daemon& d, const std::string& cid, const std::string& netns,
+             const std::string& conf) {
+  return c.run("ADD", cid, netns, "default", "web", "uid-1", conf, {{"PLUMB_DAEMON_SOCKET", d.socket}},
+               plumb::test::plumb_shim_binary());
+}
+
+}  // namespace
+
+TEST_CASE("a local-store ADD in a daemon worker leaves no work for after its answer; an API server's its Events") {
+  Node node;
+  KubeCluster c(node);
+  c.fx.add_pod("default", "local", "");
+  c.add_pod("default", "web", "uid-1", {});
+  // The embedded store posts no Events: the worker is free as soon as its shim has the answer.
+  CHECK(add_in_process(c.fx.config(), "ctr-1", node.add_netns("local"), "local").empty());
+  auto later = add_in_process(c.config(), "ctr-2", node.add_netns("web"), "web");
+  CHECK(later.size() == 1);
+  CHECK(events_in(c, "default").empty());
+  for (auto& work : later) work();
+  CHECK(events_in(c, "default").size() == 1);
+}
+
+TEST_CASE(
+    "statusAfterAnswer: a daemon worker answers the ADD first, then writes network-status; an exec'd plumb before") {
+  Node node;
+  KubeCluster c(node);
+  c.add_nad("default", "blue", plumb::test::bridge_net("br-blue", "198.51.100.0/24", c.fx.ipam_dir()));
+  c.add_pod("default", "web", "uid-1", kBlue);
+  c.add_pod("default", "db", "uid-2", {});
+  const std::string conf = after_answer_config(c);
+  Daemon d({"--workers", "1"});
+  c.api.set_faults(
+      R"([{"match": "^PATCH /api/v1/namespaces/default/pods/web/status", "action": "delay", "seconds": 2}])");
+  Proc add = add_via(c, d, "ctr-1", node.add_netns("web"), conf);
+  REQUIRE_MESSAGE(add.exit_code == 0, add.out << add.err << read_file(d.log));
+  // The server logs a request when it answers it: the shim had its answer before the PATCH's.
+  CHECK(c.api.count("PATCH", kWebStatus) == 0);
+  CHECK(link_names("web") == std::set<std::string>{"lo", "eth0", "net1"});
+  REQUIRE(eventually([&] { return c.network_status("default", "web").find("198.51.100.2") != std::string::npos; }));
+  CHECK(c.api.count("PATCH", kWebStatus, "200") == 1);
+  CHECK(pod_annotation(c, "web", "plumb/sandbox") == "ctr-1:eth0");
+  CHECK_MESSAGE(eventually([&] { return events_in(c, "default").size() == 2; }), read_file(d.log));  // then the Events
+
+  // Thin: the runtime waits for the process anyway; written before it exits, as without the key.
+  Proc thin = c.run("ADD", "ctr-2", node.add_netns("db"), "default", "db", "uid-2", conf);
+  REQUIRE_MESSAGE(thin.exit_code == 0, thin.out << thin.err);
+  CHECK(c.api.count("PATCH", "/api/v1/namespaces/default/pods/db/status", "200") == 1);
+  CHECK(!c.network_status("default", "db").empty());
+}
+
+TEST_CASE(
+    "statusAfterAnswer: a failing write is retried with back-off, logged and reported as a Warning Event; the ADD "
+    "stands") {
+  Node node;
+  KubeCluster c(node);
+  c.add_nad("default", "blue", plumb::test::bridge_net("br-blue", "198.51.100.0/24", c.fx.ipam_dir()));
+  c.add_pod("default", "web", "uid-1", kBlue);
+  Daemon d({"--workers", "1"});
+  c.api.set_faults(
+      R"([{"match": "^PATCH /api/v1/namespaces/default/pods/web/status", "action": "fail", "code": 500}])");
+  Proc add = add_via(c, d, "ctr-1", node.add_netns("web"), after_answer_config(c));
+  REQUIRE_MESSAGE(add.exit_code == 0, add.out << add.err << read_file(d.log));
+  rapidjson::Document warning;
+  REQUIRE(eventually([&] {
+    for (auto& e : events_in(c, "default")) {
+      if (str(e, "type") == "Warning") warning = std::move(e);
+    }
+    return warning.IsObject();
+  }));
+  CHECK(str(warning, "reason") == "ErrorWritingNetworkStatus");
+  CHECK(str(warning["regarding"], "name") == "web");
+  CHECK(str(warning, "note").starts_with("network-status of pod default/web not written: "));
+  CHECK(str(warning, "note").find("500") != std::string::npos);
+  // 4 attempts, each with the client's own retry (apiRetries 1).
+  CHECK(c.api.count("PATCH", kWebStatus, "500") == 8);
+  CHECK(c.network_status("default", "web").empty());
+  CHECK(read_file(d.log).find("ADD ctr-1: network-status of pod default/web not written after 4 attempt(s)") !=
+        std::string::npos);
+  CHECK(link_names("web") == std::set<std::string>{"lo", "eth0", "net1"});  // never the ADD's failure
+}
+
+TEST_CASE("statusAfterAnswer: a DEL of the sandbox while its write is retried: the write is not made again") {
+  Node node;
+  KubeCluster c(node);
+  c.add_pod("default", "web", "uid-1", {});
+  Daemon d({"--workers", "2"});
+  // The first PATCH is held, then refused (the client's retry too): the next attempt comes after
+  // the DEL.
+  c.api.set_faults(
+      R"([{"match": "^PATCH /api/v1/namespaces/default/pods/web/status", "action": "delay", "seconds": 4, "times": 1},
+                       {"match": "^PATCH /api/v1/namespaces/default/pods/web/status", "action": "fail", "code": 500, "times": 2}])");
+  const std::string conf = after_answer_config(c);
+  const std::string ns = node.add_netns("web");
+  Proc add = add_via(c, d, "ctr-1", ns, conf);
+  REQUIRE_MESSAGE(add.exit_code == 0, add.out << add.err << read_file(d.log));
+  Proc del = c.run("DEL", "ctr-1", ns, "default", "web", "uid-1", conf, {{"PLUMB_DAEMON_SOCKET", d.socket}},
+                   plumb::test::plumb_shim_binary());
+  REQUIRE_MESSAGE(del.exit_code == 0, del.err);
+  REQUIRE_MESSAGE(c.api.count("PATCH", kWebStatus) == 0, "the DEL came after the held write");
+  CHECK(eventually([&] { return events_in(c, "default").size() == 1; }));  // the after-answer work done
+  CHECK(c.api.count("PATCH", kWebStatus, "500") == 2);
+  CHECK(c.api.count("PATCH", kWebStatus) == 2);
+  CHECK(c.network_status("default", "web").empty());
+}
+
+TEST_CASE(
+    "statusAfterAnswer: a write overtaken by the sandbox's DEL and the next sandbox's status never lands over it") {
+  Node node;
+  KubeCluster c(node);
+  c.add_pod("default", "web", "uid-1", {});
+  Daemon d({"--workers", "2"});
+  // ctr-1's PATCH is held while its sandbox is deleted and the next sandbox's ADD writes its own.
+  c.api.set_faults(
+      R"([{"match": "^PATCH /api/v1/namespaces/default/pods/web/status", "action": "delay", "seconds": 8, "times": 1}])");
+  const std::string conf = after_answer_config(c);
+  const std::string ns1 = node.add_netns("web");
+  Proc add1 = add_via(c, d, "ctr-1", ns1, conf);
+  REQUIRE_MESSAGE(add1.exit_code == 0, add1.out << add1.err << read_file(d.log));
+  Proc del = c.run("DEL", "ctr-1", ns1, "default", "web", "uid-1", conf, {{"PLUMB_DAEMON_SOCKET", d.socket}},
+                   plumb::test::plumb_shim_binary());
+  REQUIRE_MESSAGE(del.exit_code == 0, del.err);
+  Proc add2 = add_via(c, d, "ctr-2", node.add_netns("web2"), c.config());  // Multus's order
+  REQUIRE_MESSAGE(add2.exit_code == 0, add2.out << add2.err);
+  REQUIRE_MESSAGE(c.api.count("PATCH", kWebStatus) == 1, "ctr-1's write was still held");
+  CHECK(pod_annotation(c, "web", "plumb/sandbox") == "ctr-2:eth0");
+  // ctr-1's held write is refused (the pod changed since its read), and not made again: its
+  // sandbox is gone. Its Event comes after.
+  REQUIRE(eventually([&] { return events_in(c, "default").size() == 2; }));
+  CHECK(c.api.count("PATCH", kWebStatus, "409") == 1);
+  CHECK(c.api.count("PATCH", kWebStatus, "200") == 1);
+  CHECK(pod_annotation(c, "web", "plumb/sandbox") == "ctr-2:eth0");
 }

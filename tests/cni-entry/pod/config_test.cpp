@@ -37,3 +37,21 @@ TEST_CASE("plumb config: API keys, defaults and validation") {
     CHECK(contains(e.error().msg, std::string(bad).substr(1, std::string(bad).find('"', 1) - 1)));
   }
 }
+
+TEST_CASE("plumb config: statusAfterAnswer, off by default, refused with statusErrorsFatal") {
+  auto c = pod::parse_config(R"({"cniVersion": "1.0.0", "name": "p"})");
+  REQUIRE(c.has_value());
+  CHECK_FALSE(c->status_after_answer);
+  auto s = pod::parse_config(R"({"cniVersion": "1.0.0", "name": "p", "statusAfterAnswer": true})");
+  REQUIRE(s.has_value());
+  CHECK(s->status_after_answer);
+  auto both = pod::parse_config(
+      R"({"cniVersion": "1.0.0", "name": "p", "statusAfterAnswer": true, "statusErrorsFatal": true})");
+  REQUIRE_FALSE(both.has_value());
+  CHECK(both.error().cni_code == cni_code::kInvalidConfig);
+  CHECK(contains(both.error().msg, "statusAfterAnswer"));
+  CHECK(contains(both.error().msg, "statusErrorsFatal"));
+  auto bad = pod::parse_config(R"({"cniVersion": "1.0.0", "name": "p", "statusAfterAnswer": "yes"})");
+  REQUIRE_FALSE(bad.has_value());
+  CHECK(contains(bad.error().msg, "statusAfterAnswer"));
+}
