@@ -375,10 +375,17 @@ Status add_port_mappings(const PodPortMappings& pm) {
   const Groups g = group(pm);
   auto session = Session::open();
   if (!session) return std::unexpected(session.error().within(context));
+  // The elements are sent first, without reading the markers: the sets exist only once the
+  // transaction that created them with the chains and rules committed, so a warm node pays one
+  // transaction per pod and no look-up; a failure other than a taken host port installs the
+  // objects (ensure_base/ensure_class) and sends the elements again.
+  bool install = false;
   for (int attempt = 1;; ++attempt) {
-    if (auto st = ensure_base(*session); !st) return std::unexpected(st.error().within(context));
-    for (const Conditions& c : pm.conditions) {
-      if (auto st = ensure_class(*session, c); !st) return std::unexpected(st.error().within(context));
+    if (install) {
+      if (auto st = ensure_base(*session); !st) return std::unexpected(st.error().within(context));
+      for (const Conditions& c : pm.conditions) {
+        if (auto st = ensure_class(*session, c); !st) return std::unexpected(st.error().within(context));
+      }
     }
     auto ab = add_batch(*session, pm, g);
     if (!ab) return std::unexpected(ab.error().within(context));
@@ -400,6 +407,12 @@ Status add_port_mappings(const PodPortMappings& pm) {
       auto e = nfnl::to_error(*ab->batch, *out);
       e.msg += " (set " + set_ref_text(pmobj::kOwners) + " holds a host port of this request without a mapping)";
       return std::unexpected(e.within(context));
+    }
+    // Any other failure of the first transaction (ENOENT: the table or a set is not there yet)
+    // is answered by installing the objects, whose own errors name what the kernel lacks.
+    if (!install && attempt < kAttempts) {
+      install = true;
+      continue;
     }
     // ENOENT only: the table or a set was removed meanwhile; recreate and retry.
     if (attempt < kAttempts && only_errno(*out, ENOENT)) continue;

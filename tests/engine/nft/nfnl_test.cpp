@@ -40,7 +40,7 @@ TEST_CASE("has_chain and has_set: false without the table or the object, true on
   auto bridge = s->has_chain(NFPROTO_BRIDGE, nft::kTableName, nft::pmobj::kChainDnat);  // the inet table only
   REQUIRE(bridge.has_value());
   CHECK_FALSE(*bridge);
-  // A second pod's mappings find the objects in place (the marker read) and add their elements.
+  // A second pod's mappings go to the objects in place (one transaction: portmap_test counts it).
   pm.container_id = "c2";
   pm.mappings[0].host_port = 8081;
   pm.mappings[0].pod_ip = *IpAddr::parse("192.0.2.3");
