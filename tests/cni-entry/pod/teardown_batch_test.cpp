@@ -6,7 +6,10 @@
 // its steps leaves records from which the next DEL finishes the job.
 #include <doctest/doctest.h>
 #include <signal.h>
+#include <sys/stat.h>
 
+#include <iterator>
+#include <regex>
 #include <set>
 #include <string>
 
@@ -64,7 +67,40 @@ void check_clean(const PodFixture& fx, const std::set<std::string>& node_links, 
   for (auto& f : plumb::test::address_files(fx.ipam_dir())) FAIL_CHECK(("address still held: " + f));
 }
 
+/// Runs a DEL under strace and counts its rtnetlink link requests (RTM_NEWLINK .. RTM_SETLINK:
+/// strace names them on node sockets; a socket made in the pod namespace it cannot identify, and
+/// shows their numbers, 0x10 .. 0x13).
+long del_link_requests(Node& node, const PodFixture& fx, const std::string& container, const std::string& pod,
+                       const std::string& name, const std::string& config) {
+  const std::string log = node.dir() + "/del.strace", wrapper = node.dir() + "/strace-plumb";
+  plumb::test::write_file(wrapper, "#!/bin/sh\nexec strace -f -qq -e trace=sendto,sendmsg -e signal=none -o " + log + " " +
+                                       plumb::test::plumb_binary() + " \"$@\"\n");
+  REQUIRE(::chmod(wrapper.c_str(), 0755) == 0);
+  Proc del = fx.run_with(wrapper, {}, "DEL", container, pod, "default", name, config);
+  INFO(del.out, del.err);
+  REQUIRE(del.exit_code == 0);
+  const std::string trace = plumb::test::read_file(log);
+  INFO(trace);
+  static const std::regex link_request(R"(nlmsg_type=(RTM_(NEW|DEL|GET|SET)LINK|0x1[0-3])\b)");
+  return std::distance(std::sregex_iterator(trace.begin(), trace.end(), link_request), std::sregex_iterator());
+}
+
 }  // namespace
+
+TEST_CASE("a batched DEL sends two link requests: the group check's dump and the group deletion") {
+  // Each device the group deletion removed (veth node ends with their pod ends) needs no request
+  // of its own after it.
+  Node node;
+  PodFixture fx(node);
+  const std::string pod = setup(node, fx, "p5");
+  REQUIRE(fx.run("ADD", "ctr-5", pod, "default", "p5", fx.config()).exit_code == 0);
+  std::set<std::string> without_pod;
+  for (auto& l : link_names("")) {
+    if (l.rfind("veth", 0) != 0) without_pod.insert(l);
+  }
+  CHECK(del_link_requests(node, fx, "ctr-5", pod, "p5", fx.config()) == 2);
+  check_clean(fx, without_pod, "p5");
+}
 
 TEST_CASE("a pod's devices are in plumb's link group; one DEL removes them all, their node ends with them") {
   Node node;
@@ -101,7 +137,7 @@ TEST_CASE("a device of the group that is not the container's is left alone, and 
   CHECK(PodFixture::files_under(fx.state() + "/containers").empty());
 }
 
-TEST_CASE("bandwidth on the default network's veth: the batched DEL changes no qdisc or filter, the device's deletion takes them; its map entries go") {
+TEST_CASE("bandwidth on the default network's veth: the batched DEL changes no qdisc or filter and looks no device up, the device's deletion takes them; its map entries go") {
   Node node;
   PodFixture fx(node);
   plumb::test::PrivateBpffs bpf(node);
@@ -135,12 +171,11 @@ TEST_CASE("bandwidth on the default network's veth: the batched DEL changes no q
     });
   };
   REQUIRE(mark("mon0"));
-  Proc del = fx.run("DEL", "ctr-4", pod, "default", "p4", config);
+  const long link_requests = del_link_requests(node, fx, "ctr-4", pod, "p4", config);
   REQUIRE(mark("mon1"));
   const std::string whole = plumb::test::read_file(log);
   plumb::test::stop_child(monitor);
-  INFO(del.out, del.err);
-  REQUIRE(del.exit_code == 0);
+  CHECK(link_requests == 2);  // the group check's dump and the group deletion
   INFO(whole);
   const size_t after_first = whole.find('\n', whole.rfind("deleted qdisc clsact ffff: dev mon0 "));
   const size_t second = whole.find("qdisc clsact ffff: dev mon1 ");
