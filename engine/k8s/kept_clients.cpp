@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <memory>
 #include <vector>
 
 #include "engine/k8s/client.hpp"
@@ -21,7 +22,7 @@ struct Kept {
 
 struct Keeper {
   bool on = false;
-  pid_t owner = 0;          // the process that made `clients`
+  pid_t owner = 0;            // the process that made `clients`
   std::vector<Kept> clients;  // most recently used last
 };
 

@@ -1,11 +1,12 @@
 // The daemon's pod jobs (cni-entry/daemon/pod_jobs.cpp): which watched pod changes become jobs;
 // the release job against the API test server on the loopback of a private node namespace (an
 // allocation of a deleted pod released, a log line and an Event for it; a job's process on one
-// API server connection); and `plumb daemon`
-// watching that server: a running pod whose selection annotation the server changes is
-// hot-plugged (the sandbox ADDed through plumb-shim; a DEL then removes everything), and a pod
-// deleted from the server loses its allocation at once, each change an Event on the pod. The hot-plug's own cases
-// (kills at each step) are in tests/cni-entry/pod/hotplug_test.cpp.
+// API server connection); and `plumb daemon` watching that server: a running pod whose selection
+// annotation the server changes is hot-plugged (the sandbox ADDed through plumb-shim; a DEL then removes everything),
+// and a pod deleted from the server loses its allocation at once, each change an Event on the pod. The hot-plug's own
+// cases (kills at each step) are in tests/cni-entry/pod/hotplug_test.cpp.
+#include "cni-entry/daemon/pod_jobs.hpp"
+
 #include <doctest/doctest.h>
 #include <sys/wait.h>
 
@@ -16,7 +17,6 @@
 #include <string>
 #include <vector>
 
-#include "cni-entry/daemon/pod_jobs.hpp"
 #include "engine/base/json.hpp"
 #include "ipam/cluster.hpp"
 #include "ipam/cluster_kube.hpp"
