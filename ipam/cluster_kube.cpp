@@ -329,7 +329,7 @@ uint64_t KubeClusterIpam::Impl::rng() {
 
 // ---- the Ipam ------------------------------------------------------------------------------------
 
-KubeClusterIpam::KubeClusterIpam(Config cfg, std::string node, std::unique_ptr<k8s::Client> client, std::string ns)
+KubeClusterIpam::KubeClusterIpam(Config cfg, std::string node, std::shared_ptr<k8s::Client> client, std::string ns)
     : cfg_(std::move(cfg)), node_(std::move(node)), ns_(std::move(ns)), client_(std::move(client)) {}
 KubeClusterIpam::~KubeClusterIpam() = default;
 
@@ -358,7 +358,7 @@ Status KubeClusterIpam::gc(const Request& req, const KeepFn& keep) {
   return measured(Impl(*this), stats_, *client_, [&](Impl& im) { return im.gc(req, keep); });
 }
 
-std::unique_ptr<KubeClusterIpam> make_kube(Config cfg, const std::string& node, std::unique_ptr<k8s::Client> client,
+std::unique_ptr<KubeClusterIpam> make_kube(Config cfg, const std::string& node, std::shared_ptr<k8s::Client> client,
                                            const std::string& ns) {
   std::string where = ns;
   if (where.empty()) where = client->credentials().namespace_;
@@ -380,7 +380,7 @@ Result<std::unique_ptr<KubeClusterIpam>> make_kube(Config cfg, const std::string
                            "plumb's kubeconfig, run in-cluster, set ipam.kubernetes.kubeconfig, or give etcd_host");
   }
   k8s::Options opts = access != nullptr ? access->api : k8s::Options{};
-  auto client = std::make_unique<k8s::Client>(std::move(*creds), opts);
+  auto client = k8s::client_for(std::move(*creds), opts);  // kept in a daemon worker
   return make_kube(std::move(cfg), node, std::move(client), access != nullptr ? access->pool_namespace : std::string());
 }
 

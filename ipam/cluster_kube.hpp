@@ -55,7 +55,7 @@ inline constexpr std::string_view kDefaultPoolNamespace = "kube-system";
 class KubeClusterIpam final : public Ipam {
  public:
   /// `ns`: the namespace of whereabouts' objects.
-  KubeClusterIpam(Config cfg, std::string node, std::unique_ptr<k8s::Client> client, std::string ns);
+  KubeClusterIpam(Config cfg, std::string node, std::shared_ptr<k8s::Client> client, std::string ns);
   ~KubeClusterIpam() override;
 
   /// Allocates one address per range, or returns what container_id+ifname (or Request::owner)
@@ -84,17 +84,18 @@ class KubeClusterIpam final : public Ipam {
   Config cfg_;
   std::string node_;
   std::string ns_;
-  std::unique_ptr<k8s::Client> client_;
+  std::shared_ptr<k8s::Client> client_;
   KubeStats stats_;
 };
 
 /// Builds the Kubernetes datastore IPAM for `node` with `client` (no request is made).
 /// `ns`: whereabouts' namespace ("" = the client's credentials' namespace, else kube-system).
 [[nodiscard]] std::unique_ptr<KubeClusterIpam> make_kube(Config cfg, const std::string& node,
-                                                         std::unique_ptr<k8s::Client> client, const std::string& ns);
+                                                         std::shared_ptr<k8s::Client> client, const std::string& ns);
 
 /// Builds it with plumb's credentials from `access` (its kubeconfig, else the in-cluster service
-/// account), else the config's kubernetes.kubeconfig. Reads the kubeconfig file only. Errors:
+/// account), else the config's kubernetes.kubeconfig, on k8s::client_for's client (kept across
+/// invocations in a daemon worker: k8s::keep_clients). Reads the kubeconfig file only. Errors:
 /// kInvalidConfig when there are no credentials at all, naming what was looked for; the
 /// kubeconfig's errors.
 [[nodiscard]] Result<std::unique_ptr<KubeClusterIpam>> make_kube(Config cfg, const std::string& node,

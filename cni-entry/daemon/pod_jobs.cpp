@@ -92,9 +92,9 @@ int run_release(const Job& job, const pod::PlumbConfig& conf, pod::Log& log, Eve
   if (!*creds) return 0;  // no API server: no whereabouts objects
   std::string ns = conf.whereabouts_namespace.empty() ? (*creds)->namespace_ : conf.whereabouts_namespace;
   if (ns.empty()) ns = ipam::cluster::kDefaultPoolNamespace;
-  k8s::Client client(std::move(**creds), pod::api_options(conf));
+  auto client = k8s::client_for(std::move(**creds), pod::api_options(conf));  // the pod source's when kept
   const state::StateDir state(conf.state_dir);
-  auto report = reconcile::release_deleted_pod(client, ns, job.ns, job.name,
+  auto report = reconcile::release_deleted_pod(*client, ns, job.ns, job.name,
                                                [&](const std::string& id) { return state.has_records(id); });
   for (const auto& act : report.actions) {
     log.info("released " + act.what + ": " + act.reason);
@@ -141,7 +141,10 @@ int run(const Job& job, const pod::PlumbConfig& conf, pod::Log& log, EventFn on_
 
 pid_t start(const Job& job, const pod::PlumbConfig& conf, pod::Log& log, EventFn on_event, void* ctx) {
   const pid_t pid = ::fork();
-  if (pid == 0) ::_exit(run(job, conf, log, on_event, ctx));
+  if (pid == 0) {
+    k8s::keep_clients(true);  // the job's requests and Events on one API server connection
+    ::_exit(run(job, conf, log, on_event, ctx));
+  }
   return pid;
 }
 
@@ -193,6 +196,7 @@ void Starter::launch(const Job& job) const {
     ::_exit(1);
   }
   log.configure(conf->log_level == "debug" ? "debug" : "info", "", true);
+  k8s::keep_clients(true);  // the job's requests and Events on one API server connection
   ::_exit(run(job, *conf, log));
 }
 

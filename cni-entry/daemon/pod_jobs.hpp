@@ -47,7 +47,9 @@ using EventFn = void (*)(void* ctx, const Job& job, const std::string& type, con
                       void* ctx = nullptr);
 
 /// Forks a process that runs `job` (run()) and exits with its status; the daemon reaps it as any
-/// child. Returns its pid, or -1 when fork() failed (errno set).
+/// child. The process keeps its API clients (k8s::keep_clients): the job's reads, writes, cluster
+/// IPAM requests and Events share one connection per credentials and options. Returns its pid, or
+/// -1 when fork() failed (errno set).
 [[nodiscard]] pid_t start(const Job& job, const pod::PlumbConfig& conf, pod::Log& log, EventFn on_event = nullptr,
                           void* ctx = nullptr);
 

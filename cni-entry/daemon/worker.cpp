@@ -26,9 +26,9 @@
 #include "cni-entry/daemon/recv_fds.hpp"
 #include "cni-entry/daemon/wire.hpp"
 #include "cni-entry/source/after_answer.hpp"
-#include "cni-entry/source/kube.hpp"
 #include "cni-entry/source/watched.hpp"
 #include "engine/base/recycler.hpp"
+#include "engine/k8s/client.hpp"
 #include "engine/netlink/socket.hpp"
 
 namespace plumb::daemon::detail {
@@ -170,7 +170,7 @@ void worker_main(int control, int log, int max_requests, CniMain cni_main, bool 
   observe_requests();  // the invocations' API server and etcd requests, sent with each Done
   static std::vector<std::function<void()>> later;  // what the invocation left for after its answer
   source::after_answer_queue() = &later;
-  source::kube::keep_clients(true);  // one API server connection for all its invocations
+  k8s::keep_clients(true);  // one API server connection for all its invocations
   for (int served = 1;; ++served) {
     char one;
     int conn = -1, nconn = 0;

@@ -3,7 +3,6 @@
 #include "cni-entry/source/kube.hpp"
 
 #include <time.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -105,45 +104,10 @@ json::Document event_json(const PodRef& ref, const std::string& uid, const PodEv
   return d;
 }
 
-// ---- the client kept across invocations (keep_clients) ----
-
-struct KeptClient {
-  pid_t owner = 0;  // the process that made `client`
-  Credentials creds;
-  Options opts;
-  std::shared_ptr<k8s::Client> client;
-};
-bool keeping = false;
-/// Never destroyed: a child forked with it that exits must not close its parent's connection.
-KeptClient& kept() {
-  static auto* k = new KeptClient;
-  return *k;
-}
-
-/// Sets aside a kept client inherited through a fork: its connection is the parent's. It is
-/// never used, and never destroyed (that would close the parent's TLS session).
-void set_aside_inherited(KeptClient& k) {
-  static auto* inherited = new std::vector<std::shared_ptr<k8s::Client>>;  // never destroyed, as kept()
-  if (k.client && k.owner != ::getpid()) inherited->push_back(std::move(k.client));
-}
-
-/// The client of a new source: the kept one when keeping and it was made by this process with
-/// the same credentials and options, else a new one (kept when keeping).
-std::shared_ptr<k8s::Client> client_for(Credentials creds, Options opts) {
-  if (!keeping) return std::make_shared<k8s::Client>(std::move(creds), opts);
-  KeptClient& k = kept();
-  set_aside_inherited(k);
-  if (!k.client || k.creds != creds || k.opts != opts) {
-    auto client = std::make_shared<k8s::Client>(creds, opts);
-    k = KeptClient{::getpid(), std::move(creds), opts, std::move(client)};
-  }
-  return k.client;
-}
-
 class KubeSource final : public PodSource {
  public:
   KubeSource(Credentials creds, Options opts, std::string probe_ns)
-      : client_(client_for(std::move(creds), opts)), probe_ns_(std::move(probe_ns)) {}
+      : client_(k8s::client_for(std::move(creds), opts)), probe_ns_(std::move(probe_ns)) {}
 
   std::string describe() const override {
     return "API server " + client_->credentials().server + " (" + client_->credentials().origin + ")";
@@ -401,7 +365,7 @@ class KubeSource final : public PodSource {
       reread = true;
     }
   }
-  std::shared_ptr<k8s::Client> client_;  // shared with later sources when kept (keep_clients)
+  std::shared_ptr<k8s::Client> client_;  // shared with later sources when kept (k8s::keep_clients)
   std::string probe_ns_;
   std::map<std::string, Known> known_;           // pods read in this invocation
   std::map<std::string, std::string> claim_rv_;  // resourceVersion of claims read
@@ -411,13 +375,6 @@ class KubeSource final : public PodSource {
 
 std::unique_ptr<PodSource> make_kube_source(Credentials creds, Options opts, std::string probe_namespace) {
   return std::make_unique<KubeSource>(std::move(creds), opts, std::move(probe_namespace));
-}
-
-void keep_clients(bool on) {
-  keeping = on;
-  if (on) return;
-  set_aside_inherited(kept());
-  kept() = KeptClient{};
 }
 
 }  // namespace plumb::source::kube

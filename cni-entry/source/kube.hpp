@@ -36,17 +36,7 @@ inline constexpr std::string_view kSandboxAnnotation = "plumb/sandbox";
 /// metadata.resourceVersion as preconditions when known; a 409 re-reads the object and retries.
 /// ready() lists NADs in `probe_namespace` (limit 1) with a single attempt: unreachable gives
 /// kPluginNotReady (51), rejected credentials or missing permission kPluginNotAvailable (50).
+/// Its client is k8s::client_for's: kept across invocations in a daemon worker (k8s::keep_clients).
 [[nodiscard]] std::unique_ptr<PodSource> make_kube_source(Credentials creds, Options opts, std::string probe_namespace);
-
-/// With `on`, the sources made from then on in this process share one API client per
-/// credentials and options (a change of either gives a new client), so a `plumb daemon`
-/// worker's invocations reuse its open connection instead of each opening one (a TCP and TLS
-/// handshake per ADD). A kept client belongs to the process that made it: a process forked
-/// after that never uses it (its connection is the parent's) nor closes it, and makes its own.
-/// A kept connection the server has closed is replaced by libcurl, which retries the request
-/// on a new one (and http::Client retries transient failures). Off (the default, and an exec'd
-/// plumb's: one invocation per process): each source has its own client; `on` false also drops
-/// the kept one.
-void keep_clients(bool on);
 
 }  // namespace plumb::source::kube

@@ -4,7 +4,8 @@
 // and the answers' JSON objects. It knows the REST conventions (paths, Status answers, JSON merge
 // and JSON patches, create/delete preconditions) but no resource: the pod source
 // (cni-entry/source/kube.cpp) reads pods, NADs and IPAMClaims through it, the cluster IPAM
-// (ipam/cluster_kube.cpp) whereabouts' IPPools.
+// (ipam/cluster_kube.cpp) whereabouts' IPPools, both on clients a daemon worker keeps across
+// invocations (keep_clients, kept_clients.cpp).
 #pragma once
 
 #include <chrono>
@@ -158,6 +159,22 @@ class Client {
   std::unique_ptr<http::Client> http_;
   uint64_t retired_attempts_ = 0;  // attempts of HTTP clients replaced for a new exec certificate
 };
+
+/// With `on`, client_for() keeps the clients it makes in this process, one per credentials and
+/// options (a change of either gives a new client; a few are kept, the least recently used
+/// dropped first), so a `plumb daemon` worker's invocations (the pod source, the cluster IPAM)
+/// reuse an open connection instead of each opening one (a TCP and TLS handshake). A kept client
+/// belongs to the process that made it: a process forked after that never uses it (its
+/// connection is the parent's) nor closes it, and makes its own. A kept connection the server
+/// has closed is replaced by libcurl, which retries the request on a new one (and http::Client
+/// retries transient failures). Off (the default, and an exec'd plumb's: one invocation per
+/// process): each client_for() makes a new client; `on` false also drops the kept ones.
+void keep_clients(bool on);
+
+/// A client of `creds` with `opts`: the kept one of this process when keeping (keep_clients)
+/// and one was made with equal credentials and options, else a new one (kept when keeping).
+/// Shared: used by one thread at a time, as Client.
+[[nodiscard]] std::shared_ptr<Client> client_for(Credentials creds, Options opts);
 
 /// The answer's body as a JSON object. Errors: kDecode naming `what`.
 [[nodiscard]] Result<json::Document> object_of(const http::Response& resp, const std::string& what);

@@ -92,6 +92,8 @@ class KubeApiServer {
     return n;
   }
   void clear_requests() const { std::filesystem::remove(dir_ + "/requests.log"); }
+  /// The TLS connections accepted so far (connections.log, one line each).
+  size_t tls_connections() const { return lines_of(read_file(dir_ + "/connections.log")).size(); }
 
   /// Writes a kubeconfig for this server at `path`. `user_yaml` is the user's map body, e.g.
   /// "tokenFile: /x" or "client-certificate: /a\n    client-key: /b" (4-space indent).

@@ -1,11 +1,14 @@
 // The daemon's pod jobs (cni-entry/daemon/pod_jobs.cpp): which watched pod changes become jobs;
 // the release job against the API test server on the loopback of a private node namespace (an
-// allocation of a deleted pod released, a log line and an Event for it); and `plumb daemon`
-// watching that server: a running pod whose selection annotation the server changes is
-// hot-plugged (the sandbox ADDed through plumb-shim; a DEL then removes everything), and a pod
-// deleted from the server loses its allocation at once, each change an Event on the pod. The hot-plug's own cases
-// (kills at each step) are in tests/cni-entry/pod/hotplug_test.cpp.
+// allocation of a deleted pod released, a log line and an Event for it; a job's process on one
+// API server connection); and `plumb daemon` watching that server: a running pod whose selection
+// annotation the server changes is hot-plugged (the sandbox ADDed through plumb-shim; a DEL then removes everything),
+// and a pod deleted from the server loses its allocation at once, each change an Event on the pod. The hot-plug's own
+// cases (kills at each step) are in tests/cni-entry/pod/hotplug_test.cpp.
+#include "cni-entry/daemon/pod_jobs.hpp"
+
 #include <doctest/doctest.h>
+#include <sys/wait.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -14,7 +17,6 @@
 #include <string>
 #include <vector>
 
-#include "cni-entry/daemon/pod_jobs.hpp"
 #include "engine/base/json.hpp"
 #include "ipam/cluster.hpp"
 #include "ipam/cluster_kube.hpp"
@@ -115,9 +117,9 @@ TEST_CASE("a changed selection annotation asks for a hot-plug; other updates, ho
   CHECK_FALSE(jobs::on_delete(pod_object("{}", R"({"hostNetwork": true})")).has_value());
 }
 
-TEST_CASE("the release job frees a deleted pod's allocation and says so in an Event") {
-  Node node;
-  KubeApiServer api(node.dir() + "/api");
+/// Pod default/web's allocation (container c-dead) in IPPool kube-system/blue-192.0.2.0-24 of
+/// `api`, web itself absent; plumb's configuration reaching `api` (token "tok").
+plumb::pod::PlumbConfig dead_pod_allocation(const Node& node, const KubeApiServer& api) {
   api.set_tokens({"tok"});
   const std::string kubeconfig = node.dir() + "/kubeconfig";
   api.write_kubeconfig(kubeconfig, "token: tok");
@@ -137,6 +139,13 @@ TEST_CASE("the release job frees a deleted pod's allocation and says so in an Ev
   conf.kubeconfig = kubeconfig;
   conf.whereabouts_namespace = "kube-system";
   conf.state_dir = node.dir() + "/state";
+  return conf;
+}
+
+TEST_CASE("the release job frees a deleted pod's allocation and says so in an Event") {
+  Node node;
+  KubeApiServer api(node.dir() + "/api");
+  const plumb::pod::PlumbConfig conf = dead_pod_allocation(node, api);
   plumb::pod::Log log;
   Events events;
   CHECK(jobs::run(jobs::Job{jobs::Job::Kind::ReleaseAddresses, "default", "web"}, conf, log, &Events::add, &events) ==
@@ -154,6 +163,28 @@ TEST_CASE("the release job frees a deleted pod's allocation and says so in an Ev
     CHECK(e.find(": pod default/web no longer exists") != std::string::npos);
   }
   CHECK(events.seen.front().find("IPPool kube-system/blue-192.0.2.0-24") != std::string::npos);
+}
+
+TEST_CASE("a release job's process makes its IPPool requests and posts its Event on one API server connection") {
+  Node node;
+  KubeApiServer api(node.dir() + "/api");
+  const plumb::pod::PlumbConfig conf = dead_pod_allocation(node, api);
+  const size_t before = api.tls_connections();  // the allocation's own
+  plumb::pod::Log log;
+  const pid_t pid = jobs::start(jobs::Job{jobs::Job::Kind::ReleaseAddresses, "default", "web"}, conf, log);
+  REQUIRE(pid > 0);
+  int status = -1;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  INFO("requests: " << plumb::test::read_file(api.dir() + "/requests.log"));
+  // The IPPool read and written (the pool and its reservation released), then the Events posted.
+  auto stored = json::parse(api.get("ippools", "kube-system", "blue-192.0.2.0-24"), "pool");
+  REQUIRE(stored.has_value());
+  auto p = ipam::whereabouts::decode_pool(*stored, "pool");
+  REQUIRE(p.has_value());
+  CHECK(p->allocations.empty());
+  CHECK(api.count("POST", "/apis/events.k8s.io/v1/namespaces/default/events", "201") >= 1);
+  CHECK(api.tls_connections() == before + 1);
 }
 
 TEST_CASE(

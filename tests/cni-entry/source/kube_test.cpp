@@ -3,7 +3,8 @@
 // requests of one process, TLS verification, timeouts with retries and backoff, conflict
 // handling of IPAMClaim status writes, and the client a daemon worker keeps across invocations
 // (one TLS connection for many, a new one after a server restart, a fork or other credentials; a
-// connection the server closes in the middle of an answer: the read retried on a new one).
+// connection the server closes in the middle of an answer: the read retried on a new one; the
+// cluster IPAM's requests on the same connection).
 #include "cni-entry/source/kube.hpp"
 
 #include <doctest/doctest.h>
@@ -44,22 +45,18 @@ std::string service_account(const Node& node, const KubeApiServer& api, const st
   return dir;
 }
 
-/// The TLS connections the server has accepted (its connections.log, one line each).
-size_t tls_connections(const KubeApiServer& api) {
-  const std::string log = plumb::test::read_file(api.dir() + "/connections.log");
-  return static_cast<size_t>(std::count(log.begin(), log.end(), '\n'));
-}
-
-/// Pods web, db and app (uid-1..3) on network blue (a bridge), ADDed through the shim to a
-/// one-worker daemon that keeps its API client across invocations.
+/// Pods web, db and app (uid-1..3) on network blue (a bridge; its config `blue`, else
+/// host-local on 198.51.100.0/24), ADDed through the shim to a one-worker daemon that keeps its
+/// API client across invocations.
 struct WorkerPods {
   plumb::test::KubeCluster c;
   plumb::test::Daemon d{std::vector<std::string>{"--workers", "1"}};
   Node& node;
   size_t events = 0;  // the Events posted so far (201)
 
-  explicit WorkerPods(Node& n) : c(n), node(n) {
-    c.add_nad("default", "blue", plumb::test::bridge_net("br-blue", "198.51.100.0/24", c.fx.ipam_dir()));
+  explicit WorkerPods(Node& n, const std::string& blue_conf = {}) : c(n), node(n) {
+    c.add_nad("default", "blue",
+              blue_conf.empty() ? plumb::test::bridge_net("br-blue", "198.51.100.0/24", c.fx.ipam_dir()) : blue_conf);
     const std::map<std::string, std::string> blue = {{"k8s.v1.cni.cncf.io/networks", "blue"}};
     c.add_pod("default", "web", "uid-1", blue);
     c.add_pod("default", "db", "uid-2", blue);
@@ -240,26 +237,26 @@ TEST_CASE(
     auto got = source::kube::make_kube_source(*creds, o, "kube-system")->pod({"default", "web", "uid-1"});
     return !got ? got.error().text() : got->has_value() ? std::string("ok") : std::string("no pod");
   };
-  source::kube::keep_clients(true);
+  k8s::keep_clients(true);
   CHECK(read_pod({}) == "ok");
   CHECK(read_pod({}) == "ok");
-  CHECK(tls_connections(api) == 1);
+  CHECK(api.tls_connections() == 1);
   // The token is still read from its file for every request.
   api.set_tokens({"sa-2"});
   write_file(sa + "/token", "sa-2\n");
   CHECK(read_pod({}) == "ok");
-  CHECK(tls_connections(api) == 1);
+  CHECK(api.tls_connections() == 1);
 
   source::kube::Options other;
   other.retries = 2;
   CHECK(read_pod(other) == "ok");  // a client of its own
   CHECK(read_pod(other) == "ok");
-  CHECK(tls_connections(api) == 2);
+  CHECK(api.tls_connections() == 2);
 
   // The server closed the kept connection: the next request is made on a new one, no error.
   api.restart();
   CHECK(read_pod(other) == "ok");
-  CHECK(tls_connections(api) == 3);
+  CHECK(api.tls_connections() == 3);
   CHECK(api.count("GET", kPodPath, "200") == 6);
 
   // A child forked with the kept client makes its own; the parent's connection still serves.
@@ -269,14 +266,14 @@ TEST_CASE(
   int status = -1;
   REQUIRE(::waitpid(child, &status, 0) == child);
   CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
-  CHECK(tls_connections(api) == 4);
+  CHECK(api.tls_connections() == 4);
   CHECK(read_pod(other) == "ok");
-  CHECK(tls_connections(api) == 4);
+  CHECK(api.tls_connections() == 4);
 
-  source::kube::keep_clients(false);  // a client per source again
+  k8s::keep_clients(false);  // a client per source again
   CHECK(read_pod(other) == "ok");
   CHECK(read_pod(other) == "ok");
-  CHECK(tls_connections(api) == 6);
+  CHECK(api.tls_connections() == 6);
 }
 
 TEST_CASE(
@@ -290,12 +287,30 @@ TEST_CASE(
   REQUIRE(pids.size() == 2);
   CHECK(pids[0] == pids[1]);
   CHECK(c.api.count("GET", kPodPath, "200") == 1);
-  CHECK(tls_connections(c.api) == 1);
+  CHECK(c.api.tls_connections() == 1);
 
   c.api.restart();
   w.add("ctr-3", "app", "uid-3");
   CHECK(w.d.served_by(3).back() == pids[0]);
-  CHECK(tls_connections(c.api) == 2);
+  CHECK(c.api.tls_connections() == 2);
+}
+
+TEST_CASE("a daemon worker's cluster-IPAM ADDs (whereabouts on the API server) share its one API server connection") {
+  Node node;
+  WorkerPods w(node, R"({"cniVersion": "0.4.0", "type": "bridge", "bridge": "br-blue",
+                        "ipam": {"type": "whereabouts", "range": "198.51.100.0/24"}})");
+  auto& c = w.c;
+  w.add("ctr-1", "web", "uid-1");
+  w.add("ctr-2", "db", "uid-2");
+  const auto pids = w.d.served_by(2);
+  REQUIRE(pids.size() == 2);
+  CHECK(pids[0] == pids[1]);
+  // Both ADDs allocated from the IPPool (created by the first), on the pod source's connection.
+  INFO("requests: " << plumb::test::read_file(c.api.dir() + "/requests.log"));
+  const std::string pool = "/apis/whereabouts.cni.cncf.io/v1alpha1/namespaces/kube-system/ippools/198.51.100.0-24";
+  CHECK(c.api.count("POST", "/apis/whereabouts.cni.cncf.io/v1alpha1/namespaces/kube-system/ippools", "201") == 1);
+  CHECK(c.api.count("GET", pool, "200") >= 1);
+  CHECK(c.api.tls_connections() == 1);
 }
 
 TEST_CASE(
@@ -305,7 +320,7 @@ TEST_CASE(
   WorkerPods w(node);
   auto& c = w.c;
   w.add("ctr-1", "web", "uid-1");
-  REQUIRE(tls_connections(c.api) == 1);
+  REQUIRE(c.api.tls_connections() == 1);
 
   // db's pod read gets its headers and half its body, then the server closes the kept connection.
   const std::string db = "/api/v1/namespaces/default/pods/db";
@@ -313,12 +328,12 @@ TEST_CASE(
   w.add("ctr-2", "db", "uid-2");
   CHECK(c.api.count("GET", db, "CUT") == 1);
   CHECK(c.api.count("GET", db, "200") == 1);
-  CHECK(tls_connections(c.api) == 2);
+  CHECK(c.api.tls_connections() == 2);
 
   // The worker keeps the new connection for its next ADD.
   w.add("ctr-3", "app", "uid-3");
   const auto pids = w.d.served_by(3);
   REQUIRE(pids.size() == 3);
   CHECK((pids[0] == pids[1] && pids[1] == pids[2]));
-  CHECK(tls_connections(c.api) == 2);
+  CHECK(c.api.tls_connections() == 2);
 }
