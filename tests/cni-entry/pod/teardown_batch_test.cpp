@@ -5,6 +5,7 @@
 // bandwidth teardown leaves its tc objects to the device's deletion, and a DEL killed at any of
 // its steps leaves records from which the next DEL finishes the job.
 #include <doctest/doctest.h>
+#include <rapidjson/document.h>
 #include <signal.h>
 #include <sys/stat.h>
 
@@ -12,8 +13,6 @@
 #include <regex>
 #include <set>
 #include <string>
-
-#include <rapidjson/document.h>
 
 #include "engine/kernel/link.hpp"
 #include "tests/support/child_process.hpp"
@@ -74,10 +73,11 @@ long del_link_requests(Node& node, const PodFixture& fx, const std::string& cont
                        const std::string& name, const std::string& config) {
   const std::string log = node.dir() + "/del.strace", wrapper = node.dir() + "/strace-plumb";
   // LeakSanitizer cannot run under ptrace: the sanitizer build's plumb checks no leaks here.
-  plumb::test::write_file(wrapper,
-                          "#!/bin/sh\nexport ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0\"\nexec strace -f -qq "
-                          "-e trace=sendto,sendmsg -e signal=none -o " +
-                              log + " " + plumb::test::plumb_binary() + " \"$@\"\n");
+  plumb::test::write_file(
+      wrapper,
+      "#!/bin/sh\nexport ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0\"\nexec strace -f -qq "
+      "-e trace=sendto,sendmsg -e signal=none -o " +
+          log + " " + plumb::test::plumb_binary() + " \"$@\"\n");
   REQUIRE(::chmod(wrapper.c_str(), 0755) == 0);
   Proc del = fx.run_with(wrapper, {}, "DEL", container, pod, "default", name, config);
   INFO(del.out, del.err);
@@ -140,7 +140,9 @@ TEST_CASE("a device of the group that is not the container's is left alone, and 
   CHECK(PodFixture::files_under(fx.state() + "/containers").empty());
 }
 
-TEST_CASE("bandwidth on the default network's veth: the batched DEL changes no qdisc or filter and looks no device up, the device's deletion takes them; its map entries go") {
+TEST_CASE(
+    "bandwidth on the default network's veth: the batched DEL changes no qdisc or filter and looks no device up, the "
+    "device's deletion takes them; its map entries go") {
   Node node;
   PodFixture fx(node);
   plumb::test::PrivateBpffs bpf(node);
