@@ -203,11 +203,30 @@ std::string after_answer_config(const KubeCluster& c) {
                      R"(", "apiTimeoutSeconds": 30, "apiRetries": 1, "statusAfterAnswer": true)");
 }
 
-Proc add_via(const KubeCluster& c, const Daemon& d, const std::string& cid, const std::string& netns,
-             const std::string& conf) {
-  return c.run("ADD", cid, netns, "default", "web", "uid-1", conf, {{"PLUMB_DAEMON_SOCKET", d.socket}},
-               plumb::test::plumb_shim_binary());
-}
+/// A statusAfterAnswer case's set-up: pod web (uid-1; on network blue when `blue`) on the API
+/// server, whose answers to PATCHes of web's status follow `faults` (the test server's fault
+/// rules), plumb's config with statusAfterAnswer (`conf`) and a daemon of `workers` workers.
+struct AfterAnswer {
+  KubeCluster c;
+  Daemon d;
+  std::string conf;
+
+  AfterAnswer(Node& node, const std::string& workers, bool blue, const std::string& faults)
+      : c(node), d({"--workers", workers}) {
+    if (blue) c.add_nad("default", "blue", plumb::test::bridge_net("br-blue", "198.51.100.0/24", c.fx.ipam_dir()));
+    c.add_pod("default", "web", "uid-1", blue ? kBlue : std::map<std::string, std::string>{});
+    conf = after_answer_config(c);
+    c.api.set_faults(faults);
+  }
+
+  /// `verb` (ADD or DEL) of web's sandbox `cid` in `netns` through the daemon's shim with
+  /// `config`; it must succeed.
+  void run(const std::string& verb, const std::string& cid, const std::string& netns, const std::string& config) {
+    Proc p = c.run(verb, cid, netns, "default", "web", "uid-1", config, {{"PLUMB_DAEMON_SOCKET", d.socket}},
+                   plumb::test::plumb_shim_binary());
+    REQUIRE_MESSAGE(p.exit_code == 0, verb << " " << cid << ": " << p.out << p.err << read_file(d.log));
+  }
+};
 
 }  // namespace
 
@@ -228,26 +247,22 @@ TEST_CASE("a local-store ADD in a daemon worker leaves no work for after its ans
 TEST_CASE(
     "statusAfterAnswer: a daemon worker answers the ADD first, then writes network-status; an exec'd plumb before") {
   Node node;
-  KubeCluster c(node);
-  c.add_nad("default", "blue", plumb::test::bridge_net("br-blue", "198.51.100.0/24", c.fx.ipam_dir()));
-  c.add_pod("default", "web", "uid-1", kBlue);
+  AfterAnswer a(node, "1", true,
+                R"([{"match": "^PATCH /api/v1/namespaces/default/pods/web/status", "action": "delay", "seconds": 2}])");
+  auto& c = a.c;
   c.add_pod("default", "db", "uid-2", {});
-  const std::string conf = after_answer_config(c);
-  Daemon d({"--workers", "1"});
-  c.api.set_faults(
-      R"([{"match": "^PATCH /api/v1/namespaces/default/pods/web/status", "action": "delay", "seconds": 2}])");
-  Proc add = add_via(c, d, "ctr-1", node.add_netns("web"), conf);
-  REQUIRE_MESSAGE(add.exit_code == 0, add.out << add.err << read_file(d.log));
+  a.run("ADD", "ctr-1", node.add_netns("web"), a.conf);
   // The server logs a request when it answers it: the shim had its answer before the PATCH's.
   CHECK(c.api.count("PATCH", kWebStatus) == 0);
   CHECK(link_names("web") == std::set<std::string>{"lo", "eth0", "net1"});
   REQUIRE(eventually([&] { return c.network_status("default", "web").find("198.51.100.2") != std::string::npos; }));
   CHECK(c.api.count("PATCH", kWebStatus, "200") == 1);
   CHECK(pod_annotation(c, "web", "plumb/sandbox") == "ctr-1:eth0");
-  CHECK_MESSAGE(eventually([&] { return events_in(c, "default").size() == 2; }), read_file(d.log));  // then the Events
+  CHECK_MESSAGE(eventually([&] { return events_in(c, "default").size() == 2; }),
+                read_file(a.d.log));  // then the Events
 
   // Thin: the runtime waits for the process anyway; written before it exits, as without the key.
-  Proc thin = c.run("ADD", "ctr-2", node.add_netns("db"), "default", "db", "uid-2", conf);
+  Proc thin = c.run("ADD", "ctr-2", node.add_netns("db"), "default", "db", "uid-2", a.conf);
   REQUIRE_MESSAGE(thin.exit_code == 0, thin.out << thin.err);
   CHECK(c.api.count("PATCH", "/api/v1/namespaces/default/pods/db/status", "200") == 1);
   CHECK(!c.network_status("default", "db").empty());
@@ -257,14 +272,10 @@ TEST_CASE(
     "statusAfterAnswer: a failing write is retried with back-off, logged and reported as a Warning Event; the ADD "
     "stands") {
   Node node;
-  KubeCluster c(node);
-  c.add_nad("default", "blue", plumb::test::bridge_net("br-blue", "198.51.100.0/24", c.fx.ipam_dir()));
-  c.add_pod("default", "web", "uid-1", kBlue);
-  Daemon d({"--workers", "1"});
-  c.api.set_faults(
-      R"([{"match": "^PATCH /api/v1/namespaces/default/pods/web/status", "action": "fail", "code": 500}])");
-  Proc add = add_via(c, d, "ctr-1", node.add_netns("web"), after_answer_config(c));
-  REQUIRE_MESSAGE(add.exit_code == 0, add.out << add.err << read_file(d.log));
+  AfterAnswer a(node, "1", true,
+                R"([{"match": "^PATCH /api/v1/namespaces/default/pods/web/status", "action": "fail", "code": 500}])");
+  auto& c = a.c;
+  a.run("ADD", "ctr-1", node.add_netns("web"), a.conf);
   rapidjson::Document warning;
   REQUIRE(eventually([&] {
     for (auto& e : events_in(c, "default")) {
@@ -279,28 +290,23 @@ TEST_CASE(
   // 4 attempts, each with the client's own retry (apiRetries 1).
   CHECK(c.api.count("PATCH", kWebStatus, "500") == 8);
   CHECK(c.network_status("default", "web").empty());
-  CHECK(read_file(d.log).find("ADD ctr-1: network-status of pod default/web not written after 4 attempt(s)") !=
+  CHECK(read_file(a.d.log).find("ADD ctr-1: network-status of pod default/web not written after 4 attempt(s)") !=
         std::string::npos);
   CHECK(link_names("web") == std::set<std::string>{"lo", "eth0", "net1"});  // never the ADD's failure
 }
 
 TEST_CASE("statusAfterAnswer: a DEL of the sandbox while its write is retried: the write is not made again") {
   Node node;
-  KubeCluster c(node);
-  c.add_pod("default", "web", "uid-1", {});
-  Daemon d({"--workers", "2"});
   // The first PATCH is held, then refused (the client's retry too): the next attempt comes after
   // the DEL.
-  c.api.set_faults(
+  AfterAnswer a(
+      node, "2", false,
       R"([{"match": "^PATCH /api/v1/namespaces/default/pods/web/status", "action": "delay", "seconds": 4, "times": 1},
-                       {"match": "^PATCH /api/v1/namespaces/default/pods/web/status", "action": "fail", "code": 500, "times": 2}])");
-  const std::string conf = after_answer_config(c);
+          {"match": "^PATCH /api/v1/namespaces/default/pods/web/status", "action": "fail", "code": 500, "times": 2}])");
+  auto& c = a.c;
   const std::string ns = node.add_netns("web");
-  Proc add = add_via(c, d, "ctr-1", ns, conf);
-  REQUIRE_MESSAGE(add.exit_code == 0, add.out << add.err << read_file(d.log));
-  Proc del = c.run("DEL", "ctr-1", ns, "default", "web", "uid-1", conf, {{"PLUMB_DAEMON_SOCKET", d.socket}},
-                   plumb::test::plumb_shim_binary());
-  REQUIRE_MESSAGE(del.exit_code == 0, del.err);
+  a.run("ADD", "ctr-1", ns, a.conf);
+  a.run("DEL", "ctr-1", ns, a.conf);
   REQUIRE_MESSAGE(c.api.count("PATCH", kWebStatus) == 0, "the DEL came after the held write");
   CHECK(eventually([&] { return events_in(c, "default").size() == 1; }));  // the after-answer work done
   CHECK(c.api.count("PATCH", kWebStatus, "500") == 2);
@@ -311,21 +317,15 @@ TEST_CASE("statusAfterAnswer: a DEL of the sandbox while its write is retried: t
 TEST_CASE(
     "statusAfterAnswer: a write overtaken by the sandbox's DEL and the next sandbox's status never lands over it") {
   Node node;
-  KubeCluster c(node);
-  c.add_pod("default", "web", "uid-1", {});
-  Daemon d({"--workers", "2"});
   // ctr-1's PATCH is held while its sandbox is deleted and the next sandbox's ADD writes its own.
-  c.api.set_faults(
+  AfterAnswer a(
+      node, "2", false,
       R"([{"match": "^PATCH /api/v1/namespaces/default/pods/web/status", "action": "delay", "seconds": 8, "times": 1}])");
-  const std::string conf = after_answer_config(c);
+  auto& c = a.c;
   const std::string ns1 = node.add_netns("web");
-  Proc add1 = add_via(c, d, "ctr-1", ns1, conf);
-  REQUIRE_MESSAGE(add1.exit_code == 0, add1.out << add1.err << read_file(d.log));
-  Proc del = c.run("DEL", "ctr-1", ns1, "default", "web", "uid-1", conf, {{"PLUMB_DAEMON_SOCKET", d.socket}},
-                   plumb::test::plumb_shim_binary());
-  REQUIRE_MESSAGE(del.exit_code == 0, del.err);
-  Proc add2 = add_via(c, d, "ctr-2", node.add_netns("web2"), c.config());  // Multus's order
-  REQUIRE_MESSAGE(add2.exit_code == 0, add2.out << add2.err);
+  a.run("ADD", "ctr-1", ns1, a.conf);
+  a.run("DEL", "ctr-1", ns1, a.conf);
+  a.run("ADD", "ctr-2", node.add_netns("web2"), c.config());  // Multus's order
   REQUIRE_MESSAGE(c.api.count("PATCH", kWebStatus) == 1, "ctr-1's write was still held");
   CHECK(pod_annotation(c, "web", "plumb/sandbox") == "ctr-2:eth0");
   // ctr-1's held write is refused (the pod changed since its read), and not made again: its

@@ -75,6 +75,16 @@ struct WorkerPods {
         [&] { return c.api.count("POST", "/apis/events.k8s.io/v1/namespaces/default/events", "201") == events; }));
     CHECK(c.network_status("default", pod).find("198.51.100.") != std::string::npos);
   }
+
+  /// ADDs of web (ctr-1) and db (ctr-2); both served by the one worker, whose pid it returns.
+  pid_t add_two() {
+    add("ctr-1", "web", "uid-1");
+    add("ctr-2", "db", "uid-2");
+    const auto pids = d.served_by(2);
+    REQUIRE(pids.size() == 2);
+    CHECK(pids[0] == pids[1]);
+    return pids[0];
+  }
 };
 
 }  // namespace
@@ -281,17 +291,13 @@ TEST_CASE(
   Node node;
   WorkerPods w(node);
   auto& c = w.c;
-  w.add("ctr-1", "web", "uid-1");
-  w.add("ctr-2", "db", "uid-2");
-  const auto pids = w.d.served_by(2);
-  REQUIRE(pids.size() == 2);
-  CHECK(pids[0] == pids[1]);
+  const pid_t worker = w.add_two();
   CHECK(c.api.count("GET", kPodPath, "200") == 1);
   CHECK(c.api.tls_connections() == 1);
 
   c.api.restart();
   w.add("ctr-3", "app", "uid-3");
-  CHECK(w.d.served_by(3).back() == pids[0]);
+  CHECK(w.d.served_by(3).back() == worker);
   CHECK(c.api.tls_connections() == 2);
 }
 
@@ -300,11 +306,7 @@ TEST_CASE("a daemon worker's cluster-IPAM ADDs (whereabouts on the API server) s
   WorkerPods w(node, R"({"cniVersion": "0.4.0", "type": "bridge", "bridge": "br-blue",
                         "ipam": {"type": "whereabouts", "range": "198.51.100.0/24"}})");
   auto& c = w.c;
-  w.add("ctr-1", "web", "uid-1");
-  w.add("ctr-2", "db", "uid-2");
-  const auto pids = w.d.served_by(2);
-  REQUIRE(pids.size() == 2);
-  CHECK(pids[0] == pids[1]);
+  w.add_two();
   // Both ADDs allocated from the IPPool (created by the first), on the pod source's connection.
   INFO("requests: " << plumb::test::read_file(c.api.dir() + "/requests.log"));
   const std::string pool = "/apis/whereabouts.cni.cncf.io/v1alpha1/namespaces/kube-system/ippools/198.51.100.0-24";

@@ -53,6 +53,14 @@ std::string replace(std::string s, const std::string& from, const std::string& t
   return s.replace(pos, from.size(), to);
 }
 
+/// The one intact record `dir` holds for `key` (a test failure when there is not exactly one).
+state::AttachmentRecord read_one(const state::StateDir& dir, const state::Key& key) {
+  auto got = dir.read(key);
+  REQUIRE(got);
+  REQUIRE(got->records.size() == 1);
+  return std::move(got->records[0]);
+}
+
 }  // namespace
 
 TEST_CASE("format 3 round-trips and ends with its integrity trailer") {
@@ -313,10 +321,7 @@ TEST_CASE("write() keeps the key's directory open, and follows it when the direc
   REQUIRE_FALSE(fs::exists(t.path + "/containers/c1:eth0"));
   auto second = record("c1", "eth0", 1, "net1");
   REQUIRE(dir.write(second));
-  auto got = dir.read(key);
-  REQUIRE(got);
-  REQUIRE(got->records.size() == 1);
-  CHECK(got->records[0].ifname == "net1");
+  CHECK(read_one(dir, key).ifname == "net1");
   CHECK(fs::exists(t.path + "/containers/c1:eth0/1-net1.json"));
   // A directory removed behind this process's back (as a test, since the key's lock keeps other
   // plumb processes out) is followed the same way.
@@ -366,21 +371,15 @@ TEST_CASE("a version that cannot be written leaves the record's previous one, an
   REQUIRE_FALSE(st);
   CHECK(st.error().msg.find(t.path + "/containers/c1:eth0/") != std::string::npos);
   CHECK(slurp(path) == before);
-  auto got = dir.read({"c1", "eth0"});
-  REQUIRE(got);
-  REQUIRE(got->records.size() == 1);
-  CHECK(got->records[0].network == "second");
+  CHECK(read_one(dir, {"c1", "eth0"}).network == "second");
   // The descriptors were dropped with the failure: the next versions are written whole.
   rec.network = "third";
   REQUIRE(dir.write(rec));
-  got = dir.read({"c1", "eth0"});
-  REQUIRE(got->records.size() == 1);  // not damaged: nothing of the failed version is left in it
-  CHECK(got->records[0].network == "third");
+  // Not damaged: nothing of the failed version is left in it.
+  CHECK(read_one(dir, {"c1", "eth0"}).network == "third");
   rec.phase = "ready";
   REQUIRE(dir.write(rec));
-  got = dir.read({"c1", "eth0"});
-  REQUIRE(got->records.size() == 1);
-  CHECK(got->records[0].phase == "ready");
+  CHECK(read_one(dir, {"c1", "eth0"}).phase == "ready");
   CHECK_FALSE(fs::exists(path + ".spare"));
 }
 
@@ -469,6 +468,13 @@ TEST_CASE("members of a newer plumb's record this plumb does not know are kept w
 
 namespace {
 
+/// Two files in `root`'s pool (recycled/, as a previous pod's DEL leaves them), which a record's
+/// first version and its spare take.
+void pool_two(const std::string& root) {
+  put(root + "/recycled/1", "x");
+  put(root + "/recycled/2", "y");
+}
+
 /// The descriptors this process has open.
 size_t open_fds() {
   return static_cast<size_t>(std::distance(fs::directory_iterator("/proc/self/fd"), fs::directory_iterator{}));
@@ -492,26 +498,19 @@ TEST_CASE("an ADD's record versions after its second open no file: both files st
     rec.network = "v" + std::to_string(v);
     REQUIRE(dir.write(rec));
     CHECK(open_fds() == held);
-    auto got = dir.read({"c1", "eth0"});
-    REQUIRE(got);
-    REQUIRE(got->records.size() == 1);
-    CHECK(got->records[0].network == rec.network);
+    CHECK(read_one(dir, {"c1", "eth0"}).network == rec.network);
   }
   rec.phase = "ready";
   REQUIRE(dir.write(rec));
   CHECK(open_fds() == held - 2);  // the complete record closes both
   CHECK_FALSE(fs::exists(t.path + "/containers/c1:eth0/0-eth0.json.spare"));
-  auto got = dir.read({"c1", "eth0"});
-  REQUIRE(got);
-  REQUIRE(got->records.size() == 1);
-  CHECK(got->records[0].phase == "ready");
+  CHECK(read_one(dir, {"c1", "eth0"}).phase == "ready");
 }
 
 TEST_CASE(
     "a key's directory removed between two versions written through held files: the next version lands in a new one") {
   TempDir t;
-  put(t.path + "/recycled/1", "x");
-  put(t.path + "/recycled/2", "y");
+  pool_two(t.path);
   state::StateDir dir(t.path);
   auto rec = record("c1", "eth0", 0, "eth0");
   rec.phase = "adding";
@@ -522,25 +521,17 @@ TEST_CASE(
   // Behind this process's back (a test only: the key's lock keeps plumb processes out): the files
   // the next version would be swapped through are gone with their directory.
   fs::remove_all(t.path + "/containers/c1:eth0");
-  rec.network = "v4";
-  REQUIRE(dir.write(rec));
-  auto got = dir.read({"c1", "eth0"});
-  REQUIRE(got);
-  REQUIRE(got->records.size() == 1);
-  CHECK(got->records[0].network == "v4");
-  rec.network = "v5";
-  REQUIRE(dir.write(rec));
-  got = dir.read({"c1", "eth0"});
-  REQUIRE(got);
-  REQUIRE(got->records.size() == 1);
-  CHECK(got->records[0].network == "v5");
+  for (const char* v : {"v4", "v5"}) {  // the first into the new directory, the next through it
+    rec.network = v;
+    REQUIRE(dir.write(rec));
+    CHECK(read_one(dir, {"c1", "eth0"}).network == v);
+  }
 }
 
 TEST_CASE(
     "release() after remove() took the key's directory away frees the key; a record written again since keeps it") {
   TempDir t;
-  put(t.path + "/recycled/1", "x");
-  put(t.path + "/recycled/2", "y");
+  pool_two(t.path);
   state::StateDir dir(t.path);
   const state::Key key{"c1", "eth0"};
   const std::string lock_path = t.path + "/locks/c1:eth0";
@@ -556,11 +547,9 @@ TEST_CASE(
     REQUIRE(dir.write(again));
     dir.release(*lock, key);
     CHECK(fs::exists(lock_path));
-    auto got = dir.read(key);
-    REQUIRE(got);
-    REQUIRE(got->records.size() == 1);
-    CHECK(got->records[0].ifname == "net1");
-    REQUIRE(dir.remove(got->records[0]));
+    const auto got = read_one(dir, key);
+    CHECK(got.ifname == "net1");
+    REQUIRE(dir.remove(got));
     dir.release(*lock, key);  // nothing left now: the lock file and the directory go
   }
   CHECK_FALSE(fs::exists(lock_path));
