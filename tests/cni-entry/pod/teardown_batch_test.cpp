@@ -7,16 +7,14 @@
 #include <doctest/doctest.h>
 #include <rapidjson/document.h>
 #include <signal.h>
-#include <sys/stat.h>
 
-#include <iterator>
-#include <regex>
 #include <set>
 #include <string>
 
 #include "engine/kernel/link.hpp"
 #include "tests/support/child_process.hpp"
 #include "tests/support/pod_fixture.hpp"
+#include "tests/support/syscall_count.hpp"
 
 using plumb::test::ip_json;
 using plumb::test::link_names;
@@ -66,31 +64,21 @@ void check_clean(const PodFixture& fx, const std::set<std::string>& node_links, 
   for (auto& f : plumb::test::address_files(fx.ipam_dir())) FAIL_CHECK(("address still held: " + f));
 }
 
-/// Runs a DEL under strace and counts its rtnetlink link requests (RTM_NEWLINK .. RTM_SETLINK:
-/// strace names them on node sockets; a socket made in the pod namespace it cannot identify, and
-/// shows their numbers, 0x10 .. 0x13).
-long del_link_requests(Node& node, const PodFixture& fx, const std::string& container, const std::string& pod,
-                       const std::string& name, const std::string& config) {
-  const std::string log = node.dir() + "/del.strace", wrapper = node.dir() + "/strace-plumb";
-  // LeakSanitizer cannot run under ptrace: the sanitizer build's plumb checks no leaks here.
-  plumb::test::write_file(
-      wrapper,
-      "#!/bin/sh\nexport ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0\"\nexec strace -f -qq "
-      "-e trace=sendto,sendmsg -e signal=none -o " +
-          log + " " + plumb::test::plumb_binary() + " \"$@\"\n");
-  REQUIRE(::chmod(wrapper.c_str(), 0755) == 0);
-  Proc del = fx.run_with(wrapper, {}, "DEL", container, pod, "default", name, config);
+/// Runs a DEL and counts its rtnetlink requests (every send on a NETLINK_ROUTE socket, in the
+/// node's namespace or the pod's, by the plumb process it runs).
+long del_rtnetlink_requests(const PodFixture& fx, const std::string& container, const std::string& pod,
+                            const std::string& name, const std::string& config) {
+  Proc del;
+  const long requests =
+      plumb::test::count_rtnetlink_sends([&] { del = fx.run("DEL", container, pod, "default", name, config); });
   INFO(del.out, del.err);
   REQUIRE(del.exit_code == 0);
-  const std::string trace = plumb::test::read_file(log);
-  INFO(trace);
-  static const std::regex link_request(R"(nlmsg_type=(RTM_(NEW|DEL|GET|SET)LINK|0x1[0-3])\b)");
-  return std::distance(std::sregex_iterator(trace.begin(), trace.end(), link_request), std::sregex_iterator());
+  return requests;
 }
 
 }  // namespace
 
-TEST_CASE("a batched DEL sends two link requests: the group check's dump and the group deletion") {
+TEST_CASE("a batched DEL makes two rtnetlink requests: the group check's link dump and the group deletion") {
   // Each device the group deletion removed (veth node ends with their pod ends) needs no request
   // of its own after it.
   Node node;
@@ -101,7 +89,7 @@ TEST_CASE("a batched DEL sends two link requests: the group check's dump and the
   for (auto& l : link_names("")) {
     if (l.rfind("veth", 0) != 0) without_pod.insert(l);
   }
-  CHECK(del_link_requests(node, fx, "ctr-5", pod, "p5", fx.config()) == 2);
+  CHECK(del_rtnetlink_requests(fx, "ctr-5", pod, "p5", fx.config()) == 2);
   check_clean(fx, without_pod, "p5");
 }
 
@@ -176,11 +164,11 @@ TEST_CASE(
     });
   };
   REQUIRE(mark("mon0"));
-  const long link_requests = del_link_requests(node, fx, "ctr-4", pod, "p4", config);
+  const long rtnetlink_requests = del_rtnetlink_requests(fx, "ctr-4", pod, "p4", config);
   REQUIRE(mark("mon1"));
   const std::string whole = plumb::test::read_file(log);
   plumb::test::stop_child(monitor);
-  CHECK(link_requests == 2);  // the group check's dump and the group deletion
+  CHECK(rtnetlink_requests == 2);  // the group check's link dump and the group deletion
   INFO(whole);
   const size_t after_first = whole.find('\n', whole.rfind("deleted qdisc clsact ffff: dev mon0 "));
   const size_t second = whole.find("qdisc clsact ffff: dev mon1 ");
