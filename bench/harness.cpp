@@ -4,6 +4,8 @@
 #include <fcntl.h>
 #include <net/if.h>
 #include <poll.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
 #include <sched.h>
 #include <spawn.h>
 #include <sys/ioctl.h>
@@ -14,9 +16,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <rapidjson/stringbuffer.h>
-#include <rapidjson/writer.h>
-
+#include <array>
+#include <atomic>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -198,6 +199,38 @@ Proc spawn(const std::vector<std::string>& argv, const std::vector<std::string>&
   return p;
 }
 
+namespace {
+
+/// The process groups of the running Background programs, for end_groups(): a bench ended by a
+/// signal (Ctrl-C, timeout's SIGTERM) ends them too, which it did when they shared its group.
+std::array<std::atomic<pid_t>, 16> g_groups{};
+
+extern "C" void end_groups(int sig) {
+  for (auto& g : g_groups) {
+    if (const pid_t p = g.load(); p > 0) ::kill(-p, SIGTERM);
+  }
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+/// Records (or with `pgid` 0, forgets) `was`'s slot; installs end_groups() once.
+void track_group(pid_t was, pid_t pgid) {
+  static const bool installed = [] {
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::signal(sig, end_groups);
+    return true;
+  }();
+  (void)installed;
+  for (auto& g : g_groups) {
+    pid_t expected = was;
+    if (g.compare_exchange_strong(expected, pgid)) return;
+  }
+}
+
+/// Whether any process of group `pgid` is left (zombies included, until their parent reaps them).
+bool group_alive(pid_t pgid) { return ::kill(-pgid, 0) == 0 || errno != ESRCH; }
+
+}  // namespace
+
 void Background::start(const std::vector<std::string>& argv, const std::vector<std::string>& env, const std::string& log_path) {
   std::vector<char*> av = c_strings(argv), ev = c_strings(env);
   posix_spawn_file_actions_t fa;
@@ -205,23 +238,34 @@ void Background::start(const std::vector<std::string>& argv, const std::vector<s
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_addopen(&fa, 1, log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
   posix_spawn_file_actions_adddup2(&fa, 1, 2);
-  const int rc = posix_spawn(&pid_, av[0], &fa, nullptr, av.data(), ev.data());
+  // A process group of its own: stop() ends everything it started, even through a wrapper that
+  // execs a tracer (strace, perf) whose child is the program.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
+  const int rc = posix_spawn(&pid_, av[0], &fa, &attr, av.data(), ev.data());
+  posix_spawnattr_destroy(&attr);
   posix_spawn_file_actions_destroy(&fa);
   if (rc != 0) {
     pid_ = -1;
     throw std::runtime_error("posix_spawn " + argv[0] + ": " + std::strerror(rc));
   }
+  track_group(0, pid_);
 }
 
 void Background::stop() {
   if (pid_ <= 0) return;
-  ::kill(pid_, SIGTERM);
+  ::kill(-pid_, SIGTERM);
   int status = 0;
-  for (int i = 0; i < 1000 && waitpid(pid_, &status, WNOHANG) == 0; ++i) ::usleep(10'000);
-  if (waitpid(pid_, &status, WNOHANG) == 0) {
-    ::kill(pid_, SIGKILL);
-    waitpid(pid_, &status, 0);
+  bool reaped = false;
+  for (int i = 0; i < 1000 && group_alive(pid_); ++i) {
+    if (!reaped) reaped = waitpid(pid_, &status, WNOHANG) == pid_;
+    ::usleep(10'000);
   }
+  if (group_alive(pid_)) ::kill(-pid_, SIGKILL);
+  if (!reaped) waitpid(pid_, &status, 0);
+  track_group(pid_, 0);
   pid_ = -1;
 }
 

@@ -78,8 +78,10 @@ std::string command_line(const std::vector<std::string>& argv, const std::vector
 /// stdout/stderr. Timed from just before posix_spawn to wait4's return. Throws if it cannot start.
 Proc spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env, const std::string& input);
 
-/// A program left running beside the bench (`plumb daemon` in --thick runs), ended by stop() or
-/// the destructor: SIGTERM, then SIGKILL when it has not exited within 10 s.
+/// A program left running beside the bench (`plumb daemon` in --thick runs), in a process group
+/// of its own, ended with everything it started by stop() or the destructor (SIGTERM to the
+/// group, then SIGKILL when some of it has not exited within 10 s) or by a signal that ends the
+/// bench (SIGINT, SIGTERM, SIGHUP: passed on to the group as SIGTERM).
 class Background {
  public:
   Background() = default;
