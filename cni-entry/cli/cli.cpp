@@ -219,8 +219,17 @@ Command parse(const std::vector<std::string>& args, const std::function<const ch
   return c;
 }
 
+std::optional<Command> answer_before_parsing(const std::vector<std::string>& args) {
+  if (args.size() != 2 || args[1] != "--version") return std::nullopt;
+  Command c;
+  c.out = version_text() + "\n";  // as CLI11's exit() prints its CallForVersion
+  return c;
+}
+
 int run(int argc, char** argv, daemon::CniMain cni_main) {
-  const Command c = parse(std::vector<std::string>(argv, argv + argc), [](const char* name) { return std::getenv(name); });
+  const std::vector<std::string> args(argv, argv + argc);
+  std::optional<Command> early = answer_before_parsing(args);
+  const Command c = early ? std::move(*early) : parse(args, [](const char* name) { return std::getenv(name); });
   switch (c.kind) {
     case Command::Kind::kInstall:
       return install::run(c.install);

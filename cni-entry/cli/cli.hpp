@@ -7,6 +7,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,8 +36,13 @@ struct Command {
 /// exit code 2 whose `err` names the option and value.
 [[nodiscard]] Command parse(const std::vector<std::string>& args, const std::function<const char*(const char*)>& getenv);
 
-/// `plumb ARGS...` (argc >= 2): parses, then prints or runs the subcommand; `cni_main` is the
-/// CNI entry a `plumb daemon`'s workers run. Returns the exit status.
+/// `plumb --version` (`args` exactly that) answered without CLI11: the kPrint parse() makes of it,
+/// byte for byte. CLI11 answers --version by throwing, and the first exception a static binary
+/// throws has the C++ runtime sort its whole unwind table. nullopt: anything else, for parse().
+[[nodiscard]] std::optional<Command> answer_before_parsing(const std::vector<std::string>& args);
+
+/// `plumb ARGS...` (argc >= 2): answer_before_parsing() or parse(), then prints or runs the
+/// subcommand; `cni_main` is the CNI entry a `plumb daemon`'s workers run. Returns the exit status.
 int run(int argc, char** argv, daemon::CniMain cni_main);
 
 }  // namespace plumb::cli

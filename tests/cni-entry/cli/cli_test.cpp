@@ -79,6 +79,25 @@ TEST_CASE("--version: the configured project version with git describe, and the 
   CHECK(c.out.find("CNI protocol versions supported: 0.1.0, 0.2.0, 0.3.0, 0.3.1, 0.4.0, 1.0.0, 1.1.0\n") != std::string::npos);
 }
 
+TEST_CASE("`plumb --version` is answered without CLI11, byte for byte as CLI11 answers it; nothing else is") {
+  const Command cli11 = parse({"--version"});
+  const auto early = plumb::cli::answer_before_parsing({"plumb", "--version"});
+  REQUIRE(early.has_value());
+  CHECK(early->kind == Command::Kind::kPrint);
+  CHECK(early->exit_code == cli11.exit_code);
+  CHECK(early->out == cli11.out);
+  CHECK(early->err == cli11.err);
+  for (const std::vector<std::string>& other : {std::vector<std::string>{"plumb"},
+                                                {"plumb", "--help"},
+                                                {"plumb", "--version", "daemon"},
+                                                {"plumb", "daemon", "--version"},
+                                                {"plumb", "--versions"},
+                                                {"plumb", "version"}}) {
+    CAPTURE(other.back());
+    CHECK_FALSE(plumb::cli::answer_before_parsing(other).has_value());
+  }
+}
+
 TEST_CASE("every subcommand takes --flag value and --flag=value alike") {
   for (bool joined : {false, true}) {
     CAPTURE(joined);
