@@ -107,27 +107,45 @@ void read_dir(const Dir& containers, const std::string& name, const Key& key, bo
 
 }  // namespace
 
+StateDir::StateDir(std::string root) : root_(std::move(root)) {
+  // A daemon worker's invocations share the directories they opened (the root, locks/,
+  // containers/, recycled/), kept open from one to the next.
+  if (!invocations::keeping()) return;
+  static std::map<std::string, std::shared_ptr<OpenDirs>, std::less<>> kept;
+  auto& held = kept[root_];
+  if (!held) held = std::make_shared<OpenDirs>();
+  open_ = held;
+}
+
 Result<const Dir*> StateDir::open_dir(std::string_view sub, bool create) const {
   const std::optional<mode_t> mode = create ? std::optional<mode_t>(0700) : std::nullopt;
+  OpenDirs& o = *open_;
+  // Kept from a worker's earlier invocation: used while the configured path still names the root
+  // and the root still holds each subdirectory under its name (checked once per invocation), so
+  // nothing is written into a state directory an administrator removed, moved or replaced.
+  if (o.root && !o.root->id.still_named(AT_FDCWD, o.root->dir.path())) o = OpenDirs{};
   // A subdirectory opened before is used as it is: the root is checked (its link count) only when
   // something is opened in it, once per subdirectory and invocation, not at every operation. A
   // root removed after that fails the operations below it (ENOENT), never silently.
-  if (!sub.empty() && open_->root) {
-    if (auto it = open_->subs.find(sub); it != open_->subs.end()) return &it->second;
+  if (!sub.empty() && o.root) {
+    if (auto it = o.subs.find(sub); it != o.subs.end()) {
+      if (it->second.id.still_named(o.root->dir.fd(), it->first)) return &it->second.dir;
+      o.subs.erase(it);
+    }
   }
-  if (open_->root) {
+  if (o.root) {
     struct stat st {};
-    if (::fstat(open_->root->fd(), &st) != 0 || st.st_nlink == 0) *open_ = OpenDirs{};
+    if (::fstat(o.root->dir.fd(), &st) != 0 || st.st_nlink == 0) o = OpenDirs{};
   }
-  if (!open_->root) {
+  if (!o.root) {
     auto root = Dir::open(root_, mode);
     if (!root && root.error().cni_code == cni_code::kNotFound && !create) return nullptr;
-    open_->root = PLUMB_TRY(std::move(root));
+    o.root.emplace(PLUMB_TRY(std::move(root)));
   }
-  if (sub.empty()) return &*open_->root;
-  auto d = open_->root->sub(sub, mode);
+  if (sub.empty()) return &o.root->dir;
+  auto d = o.root->dir.sub(sub, mode);
   if (!d && d.error().cni_code == cni_code::kNotFound && !create) return nullptr;
-  return &open_->subs.emplace(std::string(sub), PLUMB_TRY(std::move(d))).first->second;
+  return &o.subs.emplace(std::string(sub), PLUMB_TRY(std::move(d))).first->second.dir;
 }
 
 Result<std::pair<Dir, std::string>> StateDir::containing_dir(const std::string& path) const {
@@ -210,9 +228,11 @@ Result<const Dir*> StateDir::key_dir(const Key& key) const {
   }
   key_dir_.reset();
   const Dir& containers = *PLUMB_TRY(open_dir(kContainers, true));
-  (void)recycled().claim_dir(containers, key.name());  // a directory without a new inode (false: none, or it exists)
-  key_dir_ =
-      std::make_shared<KeyDirCache>(KeyDirCache{key.name(), PLUMB_TRY(containers.sub(key.name(), 0700)), {}, {}});
+  // A directory without a new inode, opened as it was found empty (none pooled, or the key's
+  // directory exists: opened, or created).
+  auto claimed = recycled().claim_dir(containers, key.name());
+  Dir dir = claimed ? std::move(*claimed) : PLUMB_TRY(containers.sub(key.name(), 0700));
+  key_dir_ = std::make_shared<KeyDirCache>(KeyDirCache{key.name(), std::move(dir), {}, {}});
   return &key_dir_->dir;
 }
 
@@ -220,7 +240,7 @@ Recycler& StateDir::recycled() const {
   // The root opened by an earlier call of this invocation, without checking that it is still
   // linked: a pool reached through a removed root only fails its renames (claims find nothing,
   // recycling unlinks), and every write or read opens the root through open_dir(), which checks.
-  if (open_->root) return Recycler::shared(*open_->root, kRecycled);
+  if (open_->root) return Recycler::shared(open_->root->dir, kRecycled);
   auto root = open_dir("", true);
   return root ? Recycler::shared(**root, kRecycled) : Recycler::shared(root_, kRecycled);
 }

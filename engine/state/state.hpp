@@ -126,7 +126,9 @@ struct KeyLock {
 /// A state directory (default /var/lib/cni/plumb).
 class StateDir {
  public:
-  explicit StateDir(std::string root) : root_(std::move(root)) {}
+  /// The state directory at `root`; in a daemon worker, the directories its earlier
+  /// invocations opened there (engine/base/file.hpp, invocations).
+  explicit StateDir(std::string root);
   const std::string& root() const { return root_; }
 
   /// Serialises operations on one key (spec 7.3): flock on <root>/locks/<key name>, then the
@@ -169,15 +171,24 @@ class StateDir {
     /// opens a key's directory again: release() of that key has nothing left to read.
     std::string emptied;
   };
-  /// The root and the subdirectories opened so far, kept for the StateDir's life (one
-  /// invocation): each operation otherwise opens them again by path.
-  struct OpenDirs {
-    std::optional<Dir> root;
-    std::map<std::string, Dir, std::less<>> subs;
+  /// A directory opened by open_dir() and its identity, to tell a later invocation of a worker
+  /// whether its name still names it.
+  struct OpenDir {
+    explicit OpenDir(Dir d) : dir(std::move(d)), id(dir.fd()) {}
+    Dir dir;
+    KeptIdentity id;
   };
-  /// <root>/<sub> (sub "": the root), opened once per invocation (again only when the root was
-  /// found removed, its link count 0, as another subdirectory or the root itself is opened) and
-  /// created (0700) with `create`; nullptr when missing and not `create`.
+  /// The root and the subdirectories opened so far, kept for the StateDir's life (one
+  /// invocation; a daemon worker's invocations share them): each operation otherwise opens them
+  /// again by path.
+  struct OpenDirs {
+    std::optional<OpenDir> root;
+    std::map<std::string, OpenDir, std::less<>> subs;
+  };
+  /// <root>/<sub> (sub "": the root), opened once per invocation, or in a daemon worker once
+  /// while its name still names it (checked once per invocation); again when the root was found
+  /// removed, its link count 0, as another subdirectory or the root itself is opened. Created
+  /// (0700) with `create`; nullptr when missing and not `create`.
   /// Errors: the I/O error naming the path.
   [[nodiscard]] Result<const Dir*> open_dir(std::string_view sub, bool create) const;
   /// The directory holding `path` (a record written below <root>/containers) and the file's
