@@ -50,13 +50,14 @@ std::map<std::string, SharedPool, std::less<>>& registry() {
 }
 
 /// The Recycler kept for `path` when its pool may still be used: in this invocation, or in a
-/// worker's later one while `path` still names the pool (a pool removed or replaced since is
-/// opened again, as is one that could not be opened). nullptr: there is none to use.
-Recycler* kept(const std::string& path) {
+/// worker's later one while `name` in the directory open as `at` (AT_FDCWD: `name` is `path`)
+/// still names the pool (a pool removed or replaced since is opened again, as is one that could
+/// not be opened). nullptr: there is none to use.
+Recycler* kept(const std::string& path, int at, const std::string& name) {
   auto& pools = registry();
   auto it = pools.find(path);
   if (it == pools.end()) return nullptr;
-  if (it->second.id.still_named(AT_FDCWD, path)) return it->second.recycler.get();
+  if (it->second.id.still_named(at, name)) return it->second.recycler.get();
   pools.erase(it);
   return nullptr;
 }
@@ -73,14 +74,14 @@ Recycler& keep_pool(const std::string& path, std::optional<Dir> pool) {
 
 Recycler& Recycler::shared(const Dir& parent, std::string_view name) {
   const std::string path = parent.path_of(name);
-  if (Recycler* r = kept(path)) return *r;
+  if (Recycler* r = kept(path, parent.fd(), std::string(name))) return *r;
   auto pool = parent.sub(name, 0700);
   return keep_pool(path, pool ? std::optional<Dir>(std::move(*pool)) : std::nullopt);
 }
 
 Recycler& Recycler::shared(const std::string& parent_path, std::string_view name) {
   const std::string path = parent_path + "/" + std::string(name);
-  if (Recycler* r = kept(path)) return *r;
+  if (Recycler* r = kept(path, AT_FDCWD, path)) return *r;
   auto parent = Dir::open(parent_path);
   if (parent) return shared(*parent, name);
   return keep_pool(path, std::nullopt);

@@ -37,13 +37,15 @@ class Recycler {
   /// cannot be), one per path in this process until release_shared(): the stores of several
   /// networks of one dataDir open and list their pool once, not once each. A daemon worker keeps
   /// it across invocations (engine/base/file.hpp, invocations): its pool's descriptor, its
-  /// listing and its check for this pid's leftover. Checked once per later invocation that the
-  /// path still names the pool (one fstatat), else opened and listed again (a pool removed or
-  /// replaced by an administrator is let go). A kept listing may be stale: a name another
-  /// process took fails to move (the next is tried), and a claim that runs out lists once more.
+  /// listing and its check for this pid's leftover. Checked once per later invocation that
+  /// `name` in `parent` still names the pool (one fstatat), else opened and listed again (a pool
+  /// removed or replaced by an administrator is let go). A kept listing may be stale: a name
+  /// another process took fails to move (the next is tried), and a claim that runs out lists
+  /// once more.
   [[nodiscard]] static Recycler& shared(const Dir& parent, std::string_view name);
   /// The same by the parent's path (opened only when the path is not known yet; a parent that
-  /// cannot be opened: a Recycler without a pool).
+  /// cannot be opened: a Recycler without a pool); a worker's later invocation checks the whole
+  /// path "<parent_path>/<name>".
   [[nodiscard]] static Recycler& shared(const std::string& parent_path, std::string_view name);
   /// Forgets every shared() Recycler, closing their pools (none may be in use).
   static void release_shared();

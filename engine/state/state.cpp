@@ -237,10 +237,13 @@ Result<const Dir*> StateDir::key_dir(const Key& key) const {
 }
 
 Recycler& StateDir::recycled() const {
-  // The root opened by an earlier call of this invocation, without checking that it is still
-  // linked: a pool reached through a removed root only fails its renames (claims find nothing,
-  // recycling unlinks), and every write or read opens the root through open_dir(), which checks.
-  if (open_->root) return Recycler::shared(open_->root->dir, kRecycled);
+  // The root opened by an earlier call of this invocation (or of a worker's earlier one, while
+  // the path still names it), without checking that it is still linked: a pool reached through a
+  // removed root only fails its renames (claims find nothing, recycling unlinks), and every write
+  // or read opens the root through open_dir(), which checks.
+  if (open_->root && open_->root->id.still_named(AT_FDCWD, open_->root->dir.path())) {
+    return Recycler::shared(open_->root->dir, kRecycled);
+  }
   auto root = open_dir("", true);
   return root ? Recycler::shared(**root, kRecycled) : Recycler::shared(root_, kRecycled);
 }
