@@ -129,7 +129,7 @@ Result<const Dir*> StateDir::open_dir(std::string_view sub, bool create) const {
   // root removed after that fails the operations below it (ENOENT), never silently.
   if (!sub.empty() && o.root) {
     if (auto it = o.subs.find(sub); it != o.subs.end()) {
-      if (it->second.id.still_named(o.root->dir.fd(), it->first)) return &it->second.dir;
+      if (it->second->id.still_named(o.root->dir.fd(), it->first)) return &it->second->dir;
       o.subs.erase(it);
     }
   }
@@ -145,7 +145,14 @@ Result<const Dir*> StateDir::open_dir(std::string_view sub, bool create) const {
   if (sub.empty()) return &o.root->dir;
   auto d = o.root->dir.sub(sub, mode);
   if (!d && d.error().cni_code == cni_code::kNotFound && !create) return nullptr;
-  return &o.subs.emplace(std::string(sub), PLUMB_TRY(std::move(d))).first->second.dir;
+  auto held = std::make_shared<OpenDir>(PLUMB_TRY(std::move(d)));
+  return &o.subs.insert_or_assign(std::string(sub), std::move(held)).first->second->dir;
+}
+
+Result<std::shared_ptr<const Dir>> StateDir::shared_dir(std::string_view sub) const {
+  PLUMB_TRY(open_dir(sub, true));
+  const auto& held = open_->subs.find(sub)->second;
+  return std::shared_ptr<const Dir>(held, &held->dir);
 }
 
 Result<std::pair<Dir, std::string>> StateDir::containing_dir(const std::string& path) const {
@@ -165,15 +172,15 @@ std::string Key::describe() const { return "container " + container_id + (ifname
 void FileLock::unlink_path() {
   // Only the holder unlinks, before dropping the lock: waiters then notice the inode changed.
   // unlinkat(2) never follows a link at the last component, and the directory is the one held.
-  if (fd_.get() >= 0 && dir_fd_.get() >= 0 && !name_.empty()) ::unlinkat(dir_fd_.get(), name_.c_str(), 0);
+  if (fd_.get() >= 0 && dir_fd() >= 0 && !name_.empty()) ::unlinkat(dir_fd(), name_.c_str(), 0);
 }
 
 void FileLock::recycle_path(Recycler& pool) {
   // As unlink_path(): only the holder moves it, and waiters notice the name no longer names it.
-  if (fd_.get() >= 0 && dir_fd_.get() >= 0 && !name_.empty()) (void)pool.recycle(dir_fd_.get(), "lock directory", name_);
+  if (fd_.get() >= 0 && dir_fd() >= 0 && !name_.empty()) (void)pool.recycle(dir_fd(), "lock directory", name_);
 }
 
-Result<FileLock> lock_file(const Dir& dir, const std::string& name) {
+Result<FileLock> lock_file(const Dir& dir, const std::string& name, std::shared_ptr<const Dir> shared) {
   // Lock files are unlinked by their holder once nothing is left to serialise, so after taking
   // the lock, make sure the name still names the file we locked; else retry.
   for (;;) {
@@ -187,6 +194,7 @@ Result<FileLock> lock_file(const Dir& dir, const std::string& name) {
     struct stat held {};
     auto named = dir.stat(name);
     if (::fstat(fd, &held) == 0 && named && *named && held.st_ino == (*named)->st_ino && held.st_dev == (*named)->st_dev) {
+      if (shared) return FileLock(fd, std::move(shared), name);
       int dir_fd = ::fcntl(dir.fd(), F_DUPFD_CLOEXEC, 0);
       if (dir_fd < 0) {
         int err = errno;
@@ -200,9 +208,12 @@ Result<FileLock> lock_file(const Dir& dir, const std::string& name) {
 }
 
 Result<KeyLock> StateDir::lock(const Key& key) const {
-  const Dir& locks = *PLUMB_TRY(open_dir(kLocks, true));
+  // locks/ owned shared: the locks hold it (no descriptor of their own), and it stays open for
+  // them whatever this StateDir opens again meanwhile.
+  const std::shared_ptr<const Dir> held = PLUMB_TRY(shared_dir(kLocks));
+  const Dir& locks = *held;
   (void)recycled().claim(locks, key.name());  // a lock file without a new inode (false: it exists)
-  KeyLock out{PLUMB_TRY(lock_file(locks, key.name())), std::nullopt};
+  KeyLock out{PLUMB_TRY(lock_file(locks, key.name(), held)), std::nullopt};
   // Records of an older plumb live in one directory per container, under that container's lock.
   bool legacy = PLUMB_TRY(locks.stat(key.container_id)).has_value();
   if (!legacy) {
@@ -210,7 +221,7 @@ Result<KeyLock> StateDir::lock(const Key& key) const {
       legacy = PLUMB_TRY((*containers)->stat(key.container_id)).has_value();
     }
   }
-  if (legacy) out.legacy = PLUMB_TRY(lock_file(locks, key.container_id));
+  if (legacy) out.legacy = PLUMB_TRY(lock_file(locks, key.container_id, held));
   return out;
 }
 

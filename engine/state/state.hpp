@@ -98,6 +98,9 @@ class FileLock {
   /// Holds the locked descriptor `fd` of file `name` in the directory open as `dir_fd` (both
   /// owned from now on).
   FileLock(int fd, int dir_fd, std::string name) : fd_(fd), dir_fd_(dir_fd), name_(std::move(name)) {}
+  /// The same in the directory `dir`, held shared instead of through a descriptor of its own.
+  FileLock(int fd, std::shared_ptr<const Dir> dir, std::string name)
+      : fd_(fd), held_dir_(std::move(dir)), name_(std::move(name)) {}
   /// Removes the lock file while still holding the lock (nothing left to serialise), so lock
   /// files do not accumulate; lock_file() retries when its file was unlinked. Relative to the
   /// directory the lock was taken in (unlinkat), never through a link planted since.
@@ -106,15 +109,20 @@ class FileLock {
   void recycle_path(Recycler& pool);
 
  private:
+  /// The descriptor of the directory the lock was taken in (-1: none).
+  [[nodiscard]] int dir_fd() const { return held_dir_ ? held_dir_->fd() : dir_fd_.get(); }
+
   UniqueFd fd_;
   UniqueFd dir_fd_;
+  std::shared_ptr<const Dir> held_dir_;
   std::string name_;
 };
 
 /// Takes an exclusive flock on `name` in `dir` (created 0600 if missing, never through a link),
 /// blocking, and verifies the name still names the locked file (holders unlink it when done).
+/// `shared`, when given, owns `dir`: the lock holds it instead of a duplicate of its descriptor.
 /// Errors: errno naming the path.
-[[nodiscard]] Result<FileLock> lock_file(const Dir& dir, const std::string& name);
+[[nodiscard]] Result<FileLock> lock_file(const Dir& dir, const std::string& name, std::shared_ptr<const Dir> shared = {});
 
 /// The locks of one key: its own and, while a legacy directory of its container exists, that
 /// directory's lock (the one older plumbs take).
@@ -183,7 +191,7 @@ class StateDir {
   /// again by path.
   struct OpenDirs {
     std::optional<OpenDir> root;
-    std::map<std::string, OpenDir, std::less<>> subs;
+    std::map<std::string, std::shared_ptr<OpenDir>, std::less<>> subs;  ///< shared with the FileLocks taken in them
   };
   /// <root>/<sub> (sub "": the root), opened once per invocation, or in a daemon worker once
   /// while its name still names it (checked once per invocation); again when the root was found
@@ -191,6 +199,8 @@ class StateDir {
   /// (0700) with `create`; nullptr when missing and not `create`.
   /// Errors: the I/O error naming the path.
   [[nodiscard]] Result<const Dir*> open_dir(std::string_view sub, bool create) const;
+  /// open_dir(sub, true), owned shared (a FileLock holds it).
+  [[nodiscard]] Result<std::shared_ptr<const Dir>> shared_dir(std::string_view sub) const;
   /// The directory holding `path` (a record written below <root>/containers) and the file's
   /// name there.
   [[nodiscard]] Result<std::pair<Dir, std::string>> containing_dir(const std::string& path) const;

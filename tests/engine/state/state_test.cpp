@@ -13,6 +13,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -644,4 +645,15 @@ TEST_CASE("a worker's state directory moved away and made again between invocati
   pod_add(root, "c4");
   CHECK(fs::exists(root + "/locks/c4:eth0"));
   CHECK_FALSE(fs::exists(t.path + "/moved-locks/c4:eth0"));
+}
+
+TEST_CASE("a key's lock holds the locks directory it was taken in, not a descriptor of its own; released, its file goes") {
+  TempDir t;
+  state::StateDir dir(t.path);
+  const state::Key key{"c1", "eth0"};
+  std::optional<state::KeyLock> lock;
+  CHECK(plumb::test::count_syscalls("fcntl", [&] { lock = *dir.lock(key); }) == 0);
+  fs::rename(t.path + "/locks", t.path + "/locks.moved");  // behind its back: the lock's directory goes with it
+  dir.release(*lock, key);
+  CHECK_FALSE(fs::exists(t.path + "/locks.moved/c1:eth0"));
 }
