@@ -104,7 +104,8 @@ class Store {
   /// The network's directory is opened by its whole path, the data directory never on its own:
   /// the network name is validated (no '/', not "." or ".."), so that path's last component is
   /// the network's, opened without following a link as Dir::sub would. The recycled files'
-  /// directory is opened once per invocation (Recycler::shared by path), not once per network.
+  /// directory is opened and listed once per invocation, and a daemon worker's once for all
+  /// while its path names it (Recycler::shared by path), not once per network.
   static Result<std::optional<Store>> open(const std::string& data_dir, const std::string& network, bool create) {
     const std::optional<mode_t> mode = create ? std::optional<mode_t>(0755) : std::nullopt;  // the reference's 0755
     auto dir = Dir::open(data_dir + "/" + network, mode);

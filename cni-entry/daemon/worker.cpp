@@ -27,7 +27,7 @@
 #include "cni-entry/daemon/wire.hpp"
 #include "cni-entry/source/after_answer.hpp"
 #include "cni-entry/source/watched.hpp"
-#include "engine/base/recycler.hpp"
+#include "engine/base/file.hpp"
 #include "engine/k8s/client.hpp"
 #include "engine/netlink/socket.hpp"
 
@@ -125,7 +125,7 @@ Served serve(int conn, int log, CniMain cni_main) {
     out.retire = true;
   }
   netlink::release_shared_elsewhere();  // no socket keeps a pod's namespace alive
-  Recycler::release_shared();            // nor a pool's descriptor, nor a listing grown stale
+  invocations::next();  // kept directories and pools: checked that their names still name them
   return out;
 }
 
@@ -171,6 +171,7 @@ void worker_main(int control, int log, int max_requests, CniMain cni_main, bool 
   static std::vector<std::function<void()>> later;  // what the invocation left for after its answer
   source::after_answer_queue() = &later;
   k8s::keep_clients(true);  // one API server connection for all its invocations
+  invocations::keep_across();  // and the state directory's, the pools' descriptors (engine/base/file.hpp)
   for (int served = 1;; ++served) {
     char one;
     int conn = -1, nconn = 0;

@@ -285,11 +285,11 @@ Result<ResolvedNetwork> resolve(const NetworkAttachmentDefinition& nad, const st
 }
 
 Result<ResolvedNetwork> load_file_or_dir(const std::string& path) {
-  std::error_code ec;
-  auto st = fs::status(path, ec);
-  if (ec || !fs::exists(st)) return fail(cni_code::kNotFound, "CNI config " + path + " not found");
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return fail(cni_code::kNotFound, "CNI config " + path + " not found");
   std::string file = path;
-  if (fs::is_directory(st)) {
+  const bool dir = S_ISDIR(st.st_mode);
+  if (dir) {
     auto files = PLUMB_TRY(config_files(path, {".conf", ".conflist", ".json"}));
     if (files.empty()) return fail(cni_code::kNotFound, "no CNI config file (*.conf, *.conflist, *.json) in " + path);
     file = files.front().string();
@@ -297,7 +297,10 @@ Result<ResolvedNetwork> load_file_or_dir(const std::string& path) {
   // Kept across the invocations a daemon worker serves while the file does not change (the
   // cluster's default network is read at every ADD).
   static FileMemo<ResolvedNetwork> memo;
-  auto kept = memo.get(file, "CNI config", [](const std::string& text, const std::string& origin) { return normalize_file(text, "", origin); });
+  // A file named by `path` itself: its stat() just taken is the one the memo compares.
+  auto kept = memo.get(
+      file, "CNI config", [](const std::string& text, const std::string& origin) { return normalize_file(text, "", origin); },
+      dir ? nullptr : &st);
   if (!kept) {
     Error e = kept.error();
     if (e.sys_errno == ENOENT) e.cni_code = cni_code::kNotFound;

@@ -457,4 +457,41 @@ Result<std::vector<Dir::Entry>> Dir::list() const {
   return read_entries(fd.get(), path_);
 }
 
+namespace invocations {
+namespace {
+bool keep = false;
+uint64_t number = 0;
+}  // namespace
+
+void keep_across(bool on) {
+  keep = on;
+  if (on) ++number;  // never a number an earlier keeping period checked in
+}
+bool keeping() { return keep; }
+uint64_t current() { return keep ? number : 0; }
+void next() {
+  if (keep) ++number;
+}
+}  // namespace invocations
+
+KeptIdentity::KeptIdentity(int fd) : checked_(invocations::current()) {
+  struct stat st {};
+  if (fd >= 0 && invocations::keeping() && ::fstat(fd, &st) == 0) {
+    dev_ = st.st_dev;
+    ino_ = st.st_ino;
+    known_ = true;
+  }
+}
+
+bool KeptIdentity::still_named(int at, const std::string& name) {
+  if (checked_ == invocations::current()) return true;
+  struct stat st {};
+  if (!known_ || ::fstatat(at, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode) ||
+      st.st_dev != dev_ || st.st_ino != ino_) {
+    return false;
+  }
+  checked_ = invocations::current();
+  return true;
+}
+
 }  // namespace plumb

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -184,6 +185,44 @@ class Dir {
 
   UniqueFd fd_;
   std::string path_;
+};
+
+/// A daemon worker's invocations (cni-entry/daemon/worker.cpp). What a worker keeps open from one
+/// invocation to the next (the state directory's subdirectories, recycling pools) is checked once
+/// per invocation that its name still names it (KeptIdentity). An exec'd plumb serves one
+/// invocation: it keeps nothing across and checks nothing.
+namespace invocations {
+/// Starts keeping across invocations (a daemon worker, once, before its first); `on` false
+/// stops it (tests).
+void keep_across(bool on = true);
+/// True in a process that keeps (a daemon worker).
+[[nodiscard]] bool keeping();
+/// The number of the invocation being served (0 in a process that does not keep).
+[[nodiscard]] uint64_t current();
+/// The invocation ended: what is kept is checked again before its next use.
+void next();
+}  // namespace invocations
+
+/// The identity (device, inode) of a directory kept open across a worker's invocations, to tell
+/// whether the name it was opened by still names it: an administrator may have removed, moved or
+/// replaced it since, and what the next invocation creates must land where that name leads now.
+class KeptIdentity {
+ public:
+  KeptIdentity() = default;
+  /// The identity of the directory open as `fd`, checked in the current invocation (one fstat,
+  /// only in a process that keeps; `fd` -1: none, which no later invocation finds still named).
+  explicit KeptIdentity(int fd);
+  /// True when the directory may be used in this invocation: it was opened or checked in it, or
+  /// `name` relative to the directory open as `at` (AT_FDCWD: `name` is a path) still names it,
+  /// its last component not followed (one fstatat per invocation). False: drop it and open the
+  /// name again.
+  [[nodiscard]] bool still_named(int at, const std::string& name);
+
+ private:
+  dev_t dev_ = 0;
+  ino_t ino_ = 0;
+  bool known_ = false;
+  uint64_t checked_ = 0;  ///< the invocation that opened or last checked it
 };
 
 /// True when `name` can be one path component plumb creates: 1..255 bytes, no '/' or NUL, not

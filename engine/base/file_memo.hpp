@@ -61,11 +61,14 @@ class FileMemo {
   /// gives the kept stamp, else read_file(path, what) parsed by `parse`, kept when the file had
   /// settled before it was read. Errors: read_file's (the same code and message), parse's; an
   /// error is never kept.
-  Result<std::shared_ptr<const T>> get(const std::string& path, std::string_view what, const Parse& parse) {
+  /// `now`, when given: the stat() of `path` the caller took just before (not taken again).
+  Result<std::shared_ptr<const T>> get(const std::string& path, std::string_view what, const Parse& parse,
+                                       const struct stat* now = nullptr) {
     struct stat st {};
     auto it = entries_.find(path);
-    if (it != entries_.end() && ::stat(path.c_str(), &st) == 0 && FileStamp::of(st) == it->second.stamp) {
-      return it->second.value;
+    if (it != entries_.end()) {
+      const bool stated = now != nullptr || ::stat(path.c_str(), &st) == 0;
+      if (stated && FileStamp::of(now != nullptr ? *now : st) == it->second.stamp) return it->second.value;
     }
     const time_t read_at = ::time(nullptr);
     auto text = PLUMB_TRY(read_file(path, what, kMaxFileBytes, &st));

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -34,13 +35,19 @@ class Recycler {
   explicit Recycler(Dir pool, size_t max_files = kMaxFiles) : pool_(std::move(pool)), max_files_(max_files) {}
   /// The Recycler of the pool directory `name` in `parent` (created 0700; without a pool when it
   /// cannot be), one per path in this process until release_shared(): the stores of several
-  /// networks of one dataDir open and list their pool once per invocation, not once each.
+  /// networks of one dataDir open and list their pool once, not once each. A daemon worker keeps
+  /// it across invocations (engine/base/file.hpp, invocations): its pool's descriptor, its
+  /// listing and its check for this pid's leftover. Checked once per later invocation that
+  /// `name` in `parent` still names the pool (one fstatat), else opened and listed again (a pool
+  /// removed or replaced by an administrator is let go). A kept listing may be stale: a name
+  /// another process took fails to move (the next is tried), and a claim that runs out lists
+  /// once more.
   [[nodiscard]] static Recycler& shared(const Dir& parent, std::string_view name);
   /// The same by the parent's path (opened only when the path is not known yet; a parent that
-  /// cannot be opened: a Recycler without a pool).
+  /// cannot be opened: a Recycler without a pool); a worker's later invocation checks the whole
+  /// path "<parent_path>/<name>".
   [[nodiscard]] static Recycler& shared(const std::string& parent_path, std::string_view name);
-  /// Forgets every shared() Recycler, closing their pools: what a daemon worker keeps of one
-  /// invocation (none may be in use).
+  /// Forgets every shared() Recycler, closing their pools (none may be in use).
   static void release_shared();
 
   /// Renames a pooled regular file (one link) to `name` in `to`, which must not exist
@@ -60,10 +67,10 @@ class Recycler {
   /// missing `name` is fine. Errors: kIo naming `from_path`/`name` when it cannot be unlinked.
   [[nodiscard]] Status recycle(int from_fd, const std::string& from_path, std::string_view name);
   [[nodiscard]] Status recycle(const Dir& from, std::string_view name) { return recycle(from.fd(), from.path(), name); }
-  /// Renames a pooled empty directory to `name` in `to` (RENAME_NOREPLACE) and returns true;
-  /// false when the pool has none or `name` exists (nothing moved). A pooled directory that is
-  /// not empty is left where it is.
-  [[nodiscard]] bool claim_dir(const Dir& to, std::string_view name);
+  /// Renames a pooled empty directory to `name` in `to` (RENAME_NOREPLACE) and returns it, opened
+  /// (O_NOFOLLOW: the one found empty there); nullopt when the pool has none or `name` exists
+  /// (nothing moved). A pooled directory that is not empty is left where it is.
+  [[nodiscard]] std::optional<Dir> claim_dir(const Dir& to, std::string_view name);
   /// Moves the directory `name` of `from` into the pool when it is empty and returns true; false
   /// (nothing done: the caller removes it as before) when it is not an empty directory, the pool
   /// is full or the move fails. Only while nothing else writes into it (the caller's lock).
@@ -77,14 +84,17 @@ class Recycler {
  private:
   /// Renames the next pooled regular file of one link (with `dir`: empty directory) to
   /// `to_name` in `to` and returns true; false when there is none or `to_name` exists (claim(),
-  /// claim_dir() and place() share it).
-  [[nodiscard]] bool take(const Dir& to, const std::string& to_name, bool dir);
+  /// claim_dir() and place() share it). With `dir`, `opened` (when given) gets the directory.
+  [[nodiscard]] bool take(const Dir& to, const std::string& to_name, bool dir, std::optional<Dir>* opened = nullptr);
   /// Gives the pool's entry `own` (place()'s name of this process) back to the candidates under
   /// its inode number, as recycle() names files; false when there is no such entry.
   bool repool(const std::string& own);
   /// Fills candidates_ from the pool's entries (once per Recycler, and again when a claim ran
-  /// out of the names it knew).
+  /// out of the names it knew, or found none in a later invocation than the listing's).
   void list();
+  /// Lists the pool unless listed already; again when its count from an earlier invocation says
+  /// it is (nearly) full.
+  void count();
 
   std::optional<Dir> pool_;
   size_t max_files_ = kMaxFiles;
@@ -92,6 +102,7 @@ class Recycler {
   std::vector<std::string> dir_candidates_;  ///< directories believed to be in the pool
   size_t pooled_ = 0;                    ///< the pool's size as last listed, plus and minus our own moves
   bool listed_ = false;
+  uint64_t listed_in_ = 0;  ///< the invocation (invocations::current()) that listed it last
   bool repooled_ = false;  ///< place() gave a leftover of this pid's name back (once: later ones are its own)
 };
 

@@ -107,27 +107,52 @@ void read_dir(const Dir& containers, const std::string& name, const Key& key, bo
 
 }  // namespace
 
+StateDir::StateDir(std::string root) : root_(std::move(root)) {
+  // A daemon worker's invocations share the directories they opened (the root, locks/,
+  // containers/, recycled/), kept open from one to the next.
+  if (!invocations::keeping()) return;
+  static std::map<std::string, std::shared_ptr<OpenDirs>, std::less<>> kept;
+  auto& held = kept[root_];
+  if (!held) held = std::make_shared<OpenDirs>();
+  open_ = held;
+}
+
 Result<const Dir*> StateDir::open_dir(std::string_view sub, bool create) const {
   const std::optional<mode_t> mode = create ? std::optional<mode_t>(0700) : std::nullopt;
+  OpenDirs& o = *open_;
+  // Kept from a worker's earlier invocation: used while the configured path still names the root
+  // and the root still holds each subdirectory under its name (checked once per invocation), so
+  // nothing is written into a state directory an administrator removed, moved or replaced.
+  if (o.root && !o.root->id.still_named(AT_FDCWD, o.root->dir.path())) o = OpenDirs{};
   // A subdirectory opened before is used as it is: the root is checked (its link count) only when
   // something is opened in it, once per subdirectory and invocation, not at every operation. A
   // root removed after that fails the operations below it (ENOENT), never silently.
-  if (!sub.empty() && open_->root) {
-    if (auto it = open_->subs.find(sub); it != open_->subs.end()) return &it->second;
+  if (!sub.empty() && o.root) {
+    if (auto it = o.subs.find(sub); it != o.subs.end()) {
+      if (it->second->id.still_named(o.root->dir.fd(), it->first)) return &it->second->dir;
+      o.subs.erase(it);
+    }
   }
-  if (open_->root) {
+  if (o.root) {
     struct stat st {};
-    if (::fstat(open_->root->fd(), &st) != 0 || st.st_nlink == 0) *open_ = OpenDirs{};
+    if (::fstat(o.root->dir.fd(), &st) != 0 || st.st_nlink == 0) o = OpenDirs{};
   }
-  if (!open_->root) {
+  if (!o.root) {
     auto root = Dir::open(root_, mode);
     if (!root && root.error().cni_code == cni_code::kNotFound && !create) return nullptr;
-    open_->root = PLUMB_TRY(std::move(root));
+    o.root.emplace(PLUMB_TRY(std::move(root)));
   }
-  if (sub.empty()) return &*open_->root;
-  auto d = open_->root->sub(sub, mode);
+  if (sub.empty()) return &o.root->dir;
+  auto d = o.root->dir.sub(sub, mode);
   if (!d && d.error().cni_code == cni_code::kNotFound && !create) return nullptr;
-  return &open_->subs.emplace(std::string(sub), PLUMB_TRY(std::move(d))).first->second;
+  auto held = std::make_shared<OpenDir>(PLUMB_TRY(std::move(d)));
+  return &o.subs.insert_or_assign(std::string(sub), std::move(held)).first->second->dir;
+}
+
+Result<std::shared_ptr<const Dir>> StateDir::shared_dir(std::string_view sub) const {
+  PLUMB_TRY(open_dir(sub, true));
+  const auto& held = open_->subs.find(sub)->second;
+  return std::shared_ptr<const Dir>(held, &held->dir);
 }
 
 Result<std::pair<Dir, std::string>> StateDir::containing_dir(const std::string& path) const {
@@ -147,15 +172,15 @@ std::string Key::describe() const { return "container " + container_id + (ifname
 void FileLock::unlink_path() {
   // Only the holder unlinks, before dropping the lock: waiters then notice the inode changed.
   // unlinkat(2) never follows a link at the last component, and the directory is the one held.
-  if (fd_.get() >= 0 && dir_fd_.get() >= 0 && !name_.empty()) ::unlinkat(dir_fd_.get(), name_.c_str(), 0);
+  if (fd_.get() >= 0 && dir_fd() >= 0 && !name_.empty()) ::unlinkat(dir_fd(), name_.c_str(), 0);
 }
 
 void FileLock::recycle_path(Recycler& pool) {
   // As unlink_path(): only the holder moves it, and waiters notice the name no longer names it.
-  if (fd_.get() >= 0 && dir_fd_.get() >= 0 && !name_.empty()) (void)pool.recycle(dir_fd_.get(), "lock directory", name_);
+  if (fd_.get() >= 0 && dir_fd() >= 0 && !name_.empty()) (void)pool.recycle(dir_fd(), "lock directory", name_);
 }
 
-Result<FileLock> lock_file(const Dir& dir, const std::string& name) {
+Result<FileLock> lock_file(const Dir& dir, const std::string& name, std::shared_ptr<const Dir> shared) {
   // Lock files are unlinked by their holder once nothing is left to serialise, so after taking
   // the lock, make sure the name still names the file we locked; else retry.
   for (;;) {
@@ -169,6 +194,7 @@ Result<FileLock> lock_file(const Dir& dir, const std::string& name) {
     struct stat held {};
     auto named = dir.stat(name);
     if (::fstat(fd, &held) == 0 && named && *named && held.st_ino == (*named)->st_ino && held.st_dev == (*named)->st_dev) {
+      if (shared) return FileLock(fd, std::move(shared), name);
       int dir_fd = ::fcntl(dir.fd(), F_DUPFD_CLOEXEC, 0);
       if (dir_fd < 0) {
         int err = errno;
@@ -182,9 +208,12 @@ Result<FileLock> lock_file(const Dir& dir, const std::string& name) {
 }
 
 Result<KeyLock> StateDir::lock(const Key& key) const {
-  const Dir& locks = *PLUMB_TRY(open_dir(kLocks, true));
+  // locks/ owned shared: the locks hold it (no descriptor of their own), and it stays open for
+  // them whatever this StateDir opens again meanwhile.
+  const std::shared_ptr<const Dir> held = PLUMB_TRY(shared_dir(kLocks));
+  const Dir& locks = *held;
   (void)recycled().claim(locks, key.name());  // a lock file without a new inode (false: it exists)
-  KeyLock out{PLUMB_TRY(lock_file(locks, key.name())), std::nullopt};
+  KeyLock out{PLUMB_TRY(lock_file(locks, key.name(), held)), std::nullopt};
   // Records of an older plumb live in one directory per container, under that container's lock.
   bool legacy = PLUMB_TRY(locks.stat(key.container_id)).has_value();
   if (!legacy) {
@@ -192,7 +221,7 @@ Result<KeyLock> StateDir::lock(const Key& key) const {
       legacy = PLUMB_TRY((*containers)->stat(key.container_id)).has_value();
     }
   }
-  if (legacy) out.legacy = PLUMB_TRY(lock_file(locks, key.container_id));
+  if (legacy) out.legacy = PLUMB_TRY(lock_file(locks, key.container_id, held));
   return out;
 }
 
@@ -210,17 +239,22 @@ Result<const Dir*> StateDir::key_dir(const Key& key) const {
   }
   key_dir_.reset();
   const Dir& containers = *PLUMB_TRY(open_dir(kContainers, true));
-  (void)recycled().claim_dir(containers, key.name());  // a directory without a new inode (false: none, or it exists)
-  key_dir_ =
-      std::make_shared<KeyDirCache>(KeyDirCache{key.name(), PLUMB_TRY(containers.sub(key.name(), 0700)), {}, {}});
+  // A directory without a new inode, opened as it was found empty (none pooled, or the key's
+  // directory exists: opened, or created).
+  auto claimed = recycled().claim_dir(containers, key.name());
+  Dir dir = claimed ? std::move(*claimed) : PLUMB_TRY(containers.sub(key.name(), 0700));
+  key_dir_ = std::make_shared<KeyDirCache>(KeyDirCache{key.name(), std::move(dir), {}, {}});
   return &key_dir_->dir;
 }
 
 Recycler& StateDir::recycled() const {
-  // The root opened by an earlier call of this invocation, without checking that it is still
-  // linked: a pool reached through a removed root only fails its renames (claims find nothing,
-  // recycling unlinks), and every write or read opens the root through open_dir(), which checks.
-  if (open_->root) return Recycler::shared(*open_->root, kRecycled);
+  // The root opened by an earlier call of this invocation (or of a worker's earlier one, while
+  // the path still names it), without checking that it is still linked: a pool reached through a
+  // removed root only fails its renames (claims find nothing, recycling unlinks), and every write
+  // or read opens the root through open_dir(), which checks.
+  if (open_->root && open_->root->id.still_named(AT_FDCWD, open_->root->dir.path())) {
+    return Recycler::shared(open_->root->dir, kRecycled);
+  }
   auto root = open_dir("", true);
   return root ? Recycler::shared(**root, kRecycled) : Recycler::shared(root_, kRecycled);
 }

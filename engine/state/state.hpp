@@ -98,6 +98,9 @@ class FileLock {
   /// Holds the locked descriptor `fd` of file `name` in the directory open as `dir_fd` (both
   /// owned from now on).
   FileLock(int fd, int dir_fd, std::string name) : fd_(fd), dir_fd_(dir_fd), name_(std::move(name)) {}
+  /// The same in the directory `dir`, held shared instead of through a descriptor of its own.
+  FileLock(int fd, std::shared_ptr<const Dir> dir, std::string name)
+      : fd_(fd), held_dir_(std::move(dir)), name_(std::move(name)) {}
   /// Removes the lock file while still holding the lock (nothing left to serialise), so lock
   /// files do not accumulate; lock_file() retries when its file was unlinked. Relative to the
   /// directory the lock was taken in (unlinkat), never through a link planted since.
@@ -106,15 +109,20 @@ class FileLock {
   void recycle_path(Recycler& pool);
 
  private:
+  /// The descriptor of the directory the lock was taken in (-1: none).
+  [[nodiscard]] int dir_fd() const { return held_dir_ ? held_dir_->fd() : dir_fd_.get(); }
+
   UniqueFd fd_;
   UniqueFd dir_fd_;
+  std::shared_ptr<const Dir> held_dir_;
   std::string name_;
 };
 
 /// Takes an exclusive flock on `name` in `dir` (created 0600 if missing, never through a link),
 /// blocking, and verifies the name still names the locked file (holders unlink it when done).
+/// `shared`, when given, owns `dir`: the lock holds it instead of a duplicate of its descriptor.
 /// Errors: errno naming the path.
-[[nodiscard]] Result<FileLock> lock_file(const Dir& dir, const std::string& name);
+[[nodiscard]] Result<FileLock> lock_file(const Dir& dir, const std::string& name, std::shared_ptr<const Dir> shared = {});
 
 /// The locks of one key: its own and, while a legacy directory of its container exists, that
 /// directory's lock (the one older plumbs take).
@@ -126,7 +134,9 @@ struct KeyLock {
 /// A state directory (default /var/lib/cni/plumb).
 class StateDir {
  public:
-  explicit StateDir(std::string root) : root_(std::move(root)) {}
+  /// The state directory at `root`; in a daemon worker, the directories its earlier
+  /// invocations opened there (engine/base/file.hpp, invocations).
+  explicit StateDir(std::string root);
   const std::string& root() const { return root_; }
 
   /// Serialises operations on one key (spec 7.3): flock on <root>/locks/<key name>, then the
@@ -169,17 +179,28 @@ class StateDir {
     /// opens a key's directory again: release() of that key has nothing left to read.
     std::string emptied;
   };
-  /// The root and the subdirectories opened so far, kept for the StateDir's life (one
-  /// invocation): each operation otherwise opens them again by path.
-  struct OpenDirs {
-    std::optional<Dir> root;
-    std::map<std::string, Dir, std::less<>> subs;
+  /// A directory opened by open_dir() and its identity, to tell a later invocation of a worker
+  /// whether its name still names it.
+  struct OpenDir {
+    explicit OpenDir(Dir d) : dir(std::move(d)), id(dir.fd()) {}
+    Dir dir;
+    KeptIdentity id;
   };
-  /// <root>/<sub> (sub "": the root), opened once per invocation (again only when the root was
-  /// found removed, its link count 0, as another subdirectory or the root itself is opened) and
-  /// created (0700) with `create`; nullptr when missing and not `create`.
+  /// The root and the subdirectories opened so far, kept for the StateDir's life (one
+  /// invocation; a daemon worker's invocations share them): each operation otherwise opens them
+  /// again by path.
+  struct OpenDirs {
+    std::optional<OpenDir> root;
+    std::map<std::string, std::shared_ptr<OpenDir>, std::less<>> subs;  ///< shared with the FileLocks taken in them
+  };
+  /// <root>/<sub> (sub "": the root), opened once per invocation, or in a daemon worker once
+  /// while its name still names it (checked once per invocation); again when the root was found
+  /// removed, its link count 0, as another subdirectory or the root itself is opened. Created
+  /// (0700) with `create`; nullptr when missing and not `create`.
   /// Errors: the I/O error naming the path.
   [[nodiscard]] Result<const Dir*> open_dir(std::string_view sub, bool create) const;
+  /// open_dir(sub, true), owned shared (a FileLock holds it).
+  [[nodiscard]] Result<std::shared_ptr<const Dir>> shared_dir(std::string_view sub) const;
   /// The directory holding `path` (a record written below <root>/containers) and the file's
   /// name there.
   [[nodiscard]] Result<std::pair<Dir, std::string>> containing_dir(const std::string& path) const;

@@ -5,7 +5,7 @@
 // dies ends its shim the same way (and the next DEL removes what it began), a worker answers its
 // shim itself (a stopped daemon holds nothing up), the daemon's socket and stop, the shim without
 // a daemon and its own errors, a worker without /dev/null, a worker reading changed config files
-// again, and the socket's directory, trusted by the daemon and the shim only when no one but root
+// again, a worker letting go of a state directory moved away, and the socket's directory, trusted by the daemon and the shim only when no one but root
 // (or their own user) can change it.
 #include <doctest/doctest.h>
 #include <dirent.h>
@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -577,4 +578,39 @@ TEST_CASE("plumb-shim --probe (the thick DaemonSet's probe) succeeds only when a
   REQUIRE_MESSAGE(up.exit_code == 0, up.out << up.err);
   CHECK(up.out.find("\"supportedVersions\"") != std::string::npos);
   CHECK(d.served_by(1) == std::vector<pid_t>{warm});
+}
+
+TEST_CASE("a worker keeps the state directory open across invocations and lets go of it once moved away: the next ADD writes into the new one") {
+  Node node;
+  PodFixture fx(node);
+  Daemon d({"--workers", "1"});
+  const std::map<std::string, std::string> via = {{"PLUMB_DAEMON_SOCKET", d.socket}};
+  const std::string conf = fx.config();
+  const std::string moved = node.dir() + "/state.moved";
+  auto holds = [](const std::set<std::string>& fds, const std::string& dir) {
+    return std::any_of(fds.begin(), fds.end(), [&](const std::string& fd) { return fd.ends_with(" -> " + dir); });
+  };
+  const std::string ns1 = node.add_netns("p1"), ns2 = node.add_netns("p2");
+  for (const char* pod : {"p1", "p2"}) fx.add_pod("default", pod, "");
+  Proc add1 = fx.run_with(kShim, via, "ADD", "c1", ns1, "default", "p1", conf);
+  REQUIRE_MESSAGE(add1.exit_code == 0, add1.out << add1.err);
+  Proc del1 = fx.run_with(kShim, via, "DEL", "c1", ns1, "default", "p1", conf);
+  REQUIRE_MESSAGE(del1.exit_code == 0, del1.out << del1.err);
+  const pid_t worker = *d.workers().begin();
+  CHECK(holds(idle_descriptors(worker), fx.state()));  // kept for the next invocation
+
+  fs::rename(fx.state(), moved);  // the administrator's, between two invocations
+  Proc add2 = fx.run_with(kShim, via, "ADD", "c2", ns2, "default", "p2", conf);
+  REQUIRE_MESSAGE(add2.exit_code == 0, add2.out << add2.err);
+  CHECK(fs::exists(fx.state() + "/containers/c2:eth0/0-eth0.json"));
+  CHECK_FALSE(fs::exists(moved + "/containers/c2:eth0"));
+  CHECK_FALSE(fs::exists(moved + "/locks/c2:eth0"));
+  const auto fds = idle_descriptors(worker);
+  CHECK(holds(fds, fx.state()));
+  CHECK_FALSE(holds(fds, moved));
+  CHECK_FALSE(holds(fds, moved + "/recycled"));
+  Proc del2 = fx.run_with(kShim, via, "DEL", "c2", ns2, "default", "p2", conf);
+  CHECK_MESSAGE(del2.exit_code == 0, del2.out << del2.err);
+  CHECK_FALSE(fs::exists(fx.state() + "/containers/c2:eth0"));
+  CHECK(d.served_by(4).size() == 4);
 }

@@ -2,7 +2,8 @@
 // never over an existing name; recycle moves a file into the pool, or unlinks it once the pool is
 // full; a pooled name that is not a lone regular file (a second link made by keep() before its
 // rename, a symbolic link, a directory) is never handed out; keep() leaves the replaced version
-// of a file in the pool; only empty directories are pooled and handed out as directories.
+// of a file in the pool; only empty directories are pooled and handed out as directories; a
+// daemon worker keeps a shared pool and its listing across invocations while its path names it.
 #include <doctest/doctest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -14,10 +15,14 @@
 #include <string>
 
 #include "engine/base/recycler.hpp"
+#include "tests/support/syscall_count.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "tests/support/worker_invocations.hpp"
 
 using namespace plumb;
+using plumb::test::count_syscalls;
 using plumb::test::TempDir;
+using plumb::test::WorkerInvocations;
 namespace fs = std::filesystem;
 
 namespace {
@@ -254,5 +259,81 @@ TEST_CASE("emptiness is read whole: a directory of one long-named entry, or of m
   CHECK(f.pooled() == 0);
   // A missing name is recycled as nothing: no error, nothing pooled.
   CHECK(r.recycle(f.work, "missing"));
+  CHECK(f.pooled() == 0);
+}
+
+TEST_CASE("a worker's shared() pool is opened and listed once: a later invocation opens nothing to claim") {
+  PoolFixture f;
+  WorkerInvocations worker;
+  fs::create_directory(f.in_work("shared-pool"));
+  for (int i = 1; i <= 4; ++i) put(f.work.path_of("shared-pool") + "/" + std::to_string(i), "x");
+  const std::string parent = f.t.path + "/work";
+  auto invocation = [&](const std::string& name) {
+    return count_syscalls("openat", [&] { REQUIRE(Recycler::shared(parent, "shared-pool").claim(f.work, name)); });
+  };
+  // The first opens the parent, the pool and a listing of it; the second only checks the path.
+  CHECK(invocation("a") == 3);
+  worker.next();
+  CHECK(invocation("b") == 0);
+  worker.next();
+  CHECK(count_syscalls("newfstatat", [&] { (void)Recycler::shared(parent, "shared-pool"); }) == 1);
+  CHECK(fs::exists(f.in_work("a")));
+  CHECK(fs::exists(f.in_work("b")));
+}
+
+TEST_CASE("a worker's pool removed and made again between invocations: the next claims from the new one") {
+  PoolFixture f;
+  WorkerInvocations worker;
+  const std::string pool = f.work.path_of("shared-pool");
+  fs::create_directory(pool);
+  for (int i = 1; i <= 3; ++i) put(pool + "/" + std::to_string(i), "old");
+  REQUIRE(Recycler::shared(f.work, "shared-pool").claim(f.work, "a"));
+  worker.next();
+  // The administrator's: the old pool moved away (its files still there) and a new one made.
+  fs::rename(pool, f.in_work("moved-pool"));
+  fs::create_directory(pool);
+  put(pool + "/7", "new");
+  Recycler& r = Recycler::shared(f.work, "shared-pool");
+  REQUIRE(r.claim(f.work, "b"));
+  CHECK(slurp(f.in_work("b")) == "new");
+  CHECK(f.pooled() == 0);  // (f.pool is another directory: nothing of it was touched)
+  put(f.in_work("gone"), "g");
+  REQUIRE(r.recycle(f.work, "gone"));
+  CHECK(std::distance(fs::directory_iterator(pool), fs::directory_iterator()) == 1);
+  CHECK(std::distance(fs::directory_iterator(f.in_work("moved-pool")), fs::directory_iterator()) == 2);  // untouched
+}
+
+TEST_CASE("two workers' kept listings of one pool: both claim, never the same file, and each finds what the other recycled") {
+  PoolFixture f;
+  WorkerInvocations worker;
+  for (int i = 1; i <= 4; ++i) put(f.pool.path_of(std::to_string(i)), "x");
+  Recycler a(f.open("pool"));
+  Recycler b(f.open("pool"));
+  std::set<ino_t> claimed;
+  auto claim = [&](Recycler& r, const std::string& name) {
+    if (!r.claim(f.work, name)) return false;
+    CHECK(claimed.insert(lstat_of(f.in_work(name)).st_ino).second);  // a file no other claim got
+    return true;
+  };
+  // Both list the same four names first (a claim of a name that exists lists the pool, moves
+  // nothing); then each claim tries the name the other took last, which fails to move.
+  put(f.in_work("taken"), "t");
+  CHECK_FALSE(a.claim(f.work, "taken"));
+  CHECK_FALSE(b.claim(f.work, "taken"));
+  CHECK(claim(a, "a1"));
+  CHECK(claim(b, "b1"));
+  CHECK(claim(a, "a2"));
+  CHECK(claim(b, "b2"));
+  CHECK_FALSE(claim(a, "a3"));
+  CHECK_FALSE(claim(b, "b3"));
+  CHECK(claimed.size() == 4);
+  CHECK(f.pooled() == 0);
+  // A's next invocation recycles a file; B's next claims it: a listing from an earlier invocation
+  // that runs out is listed again once.
+  worker.next();
+  REQUIRE(a.recycle(f.work, "a1"));
+  worker.next();
+  claimed.clear();
+  CHECK(claim(b, "b4"));
   CHECK(f.pooled() == 0);
 }
