@@ -27,6 +27,7 @@ ASPECTS = {
     "claims": "IPAMClaim owners (the Network Plumbing WG standard's section 8)",
     "igb": "on the full-kernel guest's real SR-IOV NICs (QEMU's igb, the kernel's igb and igbvf)",
     "pod": "whole pods around it: traffic between them, kubelet's devices, chained plugins",
+    "worker": "a daemon worker's invocations one after another: what it keeps across them and when it lets go",
 }
 
 # Test file (path under tests/ without _test.cpp) -> the behaviour it tests across sources.
