@@ -6,6 +6,7 @@
 #include <linux/netconf.h>
 #include <linux/rtnetlink.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 #include <algorithm>
 #include <array>
@@ -66,6 +67,30 @@ std::vector<sock_filter> build_filter(const std::vector<int>& links) {
 
 }  // namespace
 
+bool drain_notifications(int fd) {
+  // What passed a watch's filter needs no reading (any of it means "ask again"): small buffers
+  // will do, a longer datagram is cut (MSG_TRUNC), which is still "something arrived".
+  constexpr size_t kSlots = 32;
+  std::array<std::array<char, 256>, kSlots> bufs;
+  std::array<iovec, kSlots> iov{};
+  std::array<mmsghdr, kSlots> msgs{};
+  for (size_t i = 0; i < kSlots; ++i) {
+    iov[i] = {bufs[i].data(), bufs[i].size()};
+    msgs[i].msg_hdr.msg_iov = &iov[i];
+    msgs[i].msg_hdr.msg_iovlen = 1;
+  }
+  bool any = false;
+  for (int round = 0; round < 128; ++round) {
+    const int n = recvmmsg(fd, msgs.data(), kSlots, MSG_DONTWAIT, nullptr);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) return any;  // EWOULDBLOCK is EAGAIN on Linux
+    if (n < 0 && errno != ENOBUFS) return true;
+    any = true;  // notifications, or ENOBUFS: some were lost
+    if (n >= 0 && static_cast<size_t>(n) < kSlots) return true;  // the queue is empty now
+  }
+  return true;
+}
+
 Result<std::unique_ptr<Watch>> Watch::open() {
   mnl_socket* nl = mnl_socket_open2(NETLINK_ROUTE, SOCK_CLOEXEC | SOCK_NONBLOCK);
   if (nl == nullptr) return fail_errno(errno, "open the node's address and netconf notification socket");
@@ -100,18 +125,7 @@ void Watch::forget() {
 }
 
 void Watch::refresh() {
-  // A notification is one datagram; what passed the filter needs no reading (any of it means
-  // "ask again"), so a small buffer will do: a longer one is truncated (ENOSPC), also a "forget".
-  std::array<char, 4096> buf;
-  bool changed = false;
-  for (int i = 0; i < 4096; ++i) {  // bounded: a flood that outlasts it is forgotten next time too
-    const ssize_t n = mnl_socket_recvfrom(nl_, buf.data(), buf.size());
-    if (n < 0 && errno == EAGAIN) break;  // EWOULDBLOCK is EAGAIN on Linux
-    if (n < 0 && errno == EINTR) continue;
-    changed = true;  // a notification, ENOBUFS (some were lost) or an error: nothing is certain
-    if (n < 0 && errno != ENOBUFS && errno != ENOSPC) break;
-  }
-  if (changed) forget();
+  if (drain_notifications(mnl_socket_get_fd(nl_))) forget();
 }
 
 bool Watch::forwarding_on(int family) const { return family == AF_INET6 ? forwarding_v6_ : forwarding_v4_; }

@@ -26,6 +26,13 @@ struct mnl_socket;
 
 namespace plumb::netconf {
 
+/// Reads every datagram queued on the non-blocking notification socket `fd` without waiting
+/// (up to 32 in one recvmmsg(), their contents discarded) and returns whether there was anything:
+/// a notification, ENOBUFS (notifications were lost) or any other error; false only when the
+/// socket was empty. Bounded: a flood that outlasts it leaves the rest for the next call, which
+/// returns true again.
+[[nodiscard]] bool drain_notifications(int fd);
+
 /// Facts about the calling thread's network namespace (where open() ran), kept valid by a
 /// notification socket. Not thread-safe; not copyable.
 class Watch {
