@@ -30,12 +30,12 @@
 
 #include "engine/base/ip.hpp"
 #include "engine/base/json.hpp"
+#include "engine/base/netns.hpp"
 #include "engine/base/result.hpp"
 #include "engine/cni/cni.hpp"
 #include "engine/cni/delegate.hpp"
 #include "engine/kernel/link.hpp"
 #include "engine/kernel/netconf_watch.hpp"
-#include "engine/base/netns.hpp"
 #include "engine/netlink/socket.hpp"
 #include "engine/state/journal.hpp"
 #include "ipam/ipam.hpp"

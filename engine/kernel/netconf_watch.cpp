@@ -50,9 +50,9 @@ std::vector<sock_filter> build_filter(const std::vector<int>& links) {
   f.push_back(jump(BPF_JMP | BPF_JEQ | BPF_K, htons(RTM_DELADDR), addr - 3, 0));
   f.push_back(jump(BPF_JMP | BPF_JEQ | BPF_K, htons(RTM_NEWNETCONF), 5 - 4, 0));
   f.push_back(jump(BPF_JMP | BPF_JEQ | BPF_K, htons(RTM_DELNETCONF), 0, accept - 5));
-  f.push_back(stmt(BPF_LD | BPF_H | BPF_ABS, kFirstAttrTypeOff));                                   // 5
-  f.push_back(jump(BPF_JMP | BPF_JEQ | BPF_K, htons(NETCONFA_IFINDEX), 0, accept - 7));              // 6
-  f.push_back(stmt(BPF_LD | BPF_W | BPF_ABS, kFirstAttrValueOff));                                  // 7
+  f.push_back(stmt(BPF_LD | BPF_H | BPF_ABS, kFirstAttrTypeOff));                                  // 5
+  f.push_back(jump(BPF_JMP | BPF_JEQ | BPF_K, htons(NETCONFA_IFINDEX), 0, accept - 7));            // 6
+  f.push_back(stmt(BPF_LD | BPF_W | BPF_ABS, kFirstAttrValueOff));                                 // 7
   f.push_back(jump(BPF_JMP | BPF_JEQ | BPF_K, htonl(static_cast<uint32_t>(NETCONFA_IFINDEX_ALL)),  // 8
                    accept - 9, drop - 9));
   f.push_back(stmt(BPF_LD | BPF_W | BPF_ABS, kIfaIndexOff));  // 9
@@ -85,7 +85,8 @@ bool drain_notifications(int fd) {
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno == EAGAIN) return any;  // EWOULDBLOCK is EAGAIN on Linux
     if (n < 0 && errno != ENOBUFS) return true;
-    any = true;  // notifications, or ENOBUFS: some were lost
+    // Notifications, or ENOBUFS: some were lost.
+    any = true;
     if (n >= 0 && static_cast<size_t>(n) < kSlots) return true;  // the queue is empty now
   }
   return true;

@@ -424,7 +424,8 @@ TEST_CASE(
 
 TEST_CASE(
     "bridge with a warm worker's node watch: a later ADD asks neither for the gateway address nor for forwarding; "
-    "the gateway address removed and forwarding turned off by another party between two ADDs are repaired by the next") {
+    "the gateway address removed and forwarding turned off by another party between two ADDs are repaired by the "
+    "next") {
   Node node;
   // No IPv6 link-local address on the new bridge: its arrival (and DAD's end) would be a change
   // of the bridge's addresses at a moment the test does not choose.
@@ -470,6 +471,6 @@ TEST_CASE(
   (void)add("w5", watch->get());
   CHECK(sh("ip -4 -o addr show dev brw").out.find("inet 198.51.100.1/24") != std::string::npos);
   CHECK(sh("sysctl -n net.ipv4.ip_forward").out == "1\n");
-  (void)add("w6", watch->get());              // sees the repairs (its own changes): asks again
+  (void)add("w6", watch->get());           // sees the repairs (its own changes): asks again
   CHECK(add("w7", watch->get()) == warm);  // remembered again
 }

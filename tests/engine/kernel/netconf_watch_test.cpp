@@ -37,9 +37,11 @@ TEST_CASE(
     "changes and per-link forwarding are filtered out") {
   plumb::test::Node node;
   netlink::Socket nl = open_socket();
-  REQUIRE(plumb::test::sh("ip link add w0 type veth peer name w0p && ip link add w1 type veth peer name w1p && ip link set w0 up && "
-                          "ip addr add 192.0.2.1/24 dev w0 && ip addr add 2001:db8::1/64 dev w0 nodad")
-              .exit_code == 0);
+  REQUIRE(
+      plumb::test::sh(
+          "ip link add w0 type veth peer name w0p && ip link add w1 type veth peer name w1p && ip link set w0 up && "
+          "ip addr add 192.0.2.1/24 dev w0 && ip addr add 2001:db8::1/64 dev w0 nodad")
+          .exit_code == 0);
   const int w0 = index_of(nl, "w0");
   auto opened = netconf::Watch::open();
   REQUIRE_OK(opened);
