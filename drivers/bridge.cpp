@@ -188,13 +188,24 @@ Result<link::LinkInfo> ensure_bridge(Context& ctx, const BridgeConfig& c) {
 /// Ensures the gateway address `gw` (with the subnet's prefix length) is on `br` (the bridge, or
 /// the VLAN's gateway interface), as the reference ensureAddr: an existing different address in
 /// an overlapping subnet is an error unless forceAddress, which replaces it. A rollback removes an
-/// address it added only while bridge `bridge` has no port but this attachment's `port`.
+/// address it added only while bridge `bridge` has no port but this attachment's `port`. A warm
+/// worker's ctx.node_watch spares the look-up while no address of `br` has changed since one
+/// found `gw` there.
 Status ensure_gateway_addr(Context& ctx, const link::LinkInfo& br, const IpPrefix& gw, bool force,
                            const std::string& bridge, const std::string& port) {
+  netconf::Watch* watch = ctx.node_watch;
+  if (watch != nullptr) {
+    watch->refresh();
+    if (watch->has_address(br.index, gw)) return {};
+    if (!watch->watch_addresses(br.index)) watch = nullptr;  // the look-up below is not remembered
+  }
   auto addrs = PLUMB_TRY(addr::list(*ctx.node, br.index, gw.addr.family));
   for (auto& a : addrs) {
     if (a.prefix.addr.family == AF_INET6 && a.scope == RT_SCOPE_LINK) continue;
-    if (a.prefix.addr == gw.addr) return {};
+    if (a.prefix.addr == gw.addr) {
+      if (watch != nullptr) watch->note_address(br.index, gw);
+      return {};
+    }
     if (a.prefix.contains(gw.addr) || gw.contains(a.prefix.addr)) {
       if (!force) {
         return fail(cni_code::kConflict, "bridge " + br.name + " already has an IP address " + a.prefix.str() +

@@ -30,11 +30,12 @@
 
 #include "engine/base/ip.hpp"
 #include "engine/base/json.hpp"
+#include "engine/base/netns.hpp"
 #include "engine/base/result.hpp"
 #include "engine/cni/cni.hpp"
 #include "engine/cni/delegate.hpp"
 #include "engine/kernel/link.hpp"
-#include "engine/base/netns.hpp"
+#include "engine/kernel/netconf_watch.hpp"
 #include "engine/netlink/socket.hpp"
 #include "engine/state/journal.hpp"
 #include "ipam/ipam.hpp"
@@ -109,6 +110,9 @@ struct Context {
   const netns::Netns* pod_ns = nullptr;   ///< open pod namespace; null when gone (DEL)
   netlink::Socket* node = nullptr;    ///< rtnetlink socket in the node namespace
   netlink::Socket* pod = nullptr;     ///< rtnetlink socket in the pod namespace; null when gone
+  /// A warm process's facts about the node namespace (forwarding, gateway addresses), kept
+  /// valid by notifications; null: every fact is asked of the kernel.
+  netconf::Watch* node_watch = nullptr;
   CniArgs cni_args;
   /// ADD: every inverse is registered here before each change; a teardown (DEL, GC, rollback):
   /// the record undone, where what an undo operation starts is recorded while it runs; null

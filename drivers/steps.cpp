@@ -277,7 +277,9 @@ Status apply(Context& ctx, const RemoveOwnLinkRoute& s) {
   return {};
 }
 Status apply(Context&, const WriteNodeLinkSysctl& s) { return sysctl::write(s.key, s.value); }
-Status apply(Context& ctx, const EnableForwarding& s) { return netconf::ensure_forwarding(*ctx.node, s.family); }
+Status apply(Context& ctx, const EnableForwarding& s) {
+  return netconf::ensure_forwarding(*ctx.node, s.family, ctx.node_watch);
+}
 Status apply(Context& ctx, const AddSourceRules& s) {
   for (const auto& r : s.rules) PLUMB_TRY(rule::add(*ctx.pod, r));
   return {};

@@ -25,6 +25,7 @@
 #include "cni-entry/daemon/metrics.hpp"
 #include "cni-entry/daemon/recv_fds.hpp"
 #include "cni-entry/daemon/wire.hpp"
+#include "cni-entry/pod/attach.hpp"
 #include "cni-entry/source/after_answer.hpp"
 #include "cni-entry/source/watched.hpp"
 #include "engine/base/file.hpp"
@@ -168,6 +169,8 @@ void worker_main(int control, int log, int max_requests, CniMain cni_main, bool 
   static Lookup lookup(control);
   if (cached) source::set_watched_objects(&lookup);
   observe_requests();  // the invocations' API server and etcd requests, sent with each Done
+  // Forwarding and gateway addresses, watched rather than asked again.
+  pod::remember_node_facts();
   static std::vector<std::function<void()>> later;  // what the invocation left for after its answer
   source::after_answer_queue() = &later;
   k8s::keep_clients(true);  // one API server connection for all its invocations

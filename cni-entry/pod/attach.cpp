@@ -41,9 +41,34 @@ Status refuse_node_netns(const std::string& netns_path) {
   return {};
 }
 
+namespace {
+
+bool remember_node = false;
+
+/// The calling thread's watch of the namespace of `node` (opened when `node` is another socket
+/// than last time: another namespace, or a replaced socket); null when it cannot be opened.
+netconf::Watch* node_watch_for(const std::shared_ptr<netlink::Socket>& node) {
+  struct Kept {
+    std::shared_ptr<netlink::Socket> node;  // held: the pointer identifies the namespace
+    std::unique_ptr<netconf::Watch> watch;
+  };
+  thread_local Kept kept;
+  if (kept.node != node) {
+    kept.watch.reset();
+    kept.node = node;
+    if (auto w = netconf::Watch::open()) kept.watch = std::move(*w);
+  }
+  return kept.watch.get();
+}
+
+}  // namespace
+
+void remember_node_facts() { remember_node = true; }
+
 Result<Kernel> open_kernel(const std::string& netns_path, bool need_pod) {
   Kernel k;
   k.node = PLUMB_TRY(netlink::shared(NETLINK_ROUTE));
+  if (remember_node) k.node_watch = node_watch_for(k.node);
   if (!netns_path.empty()) {
     auto ns = netns::Netns::open(netns_path);
     if (ns && is_node_netns(ns->fd())) {
@@ -72,6 +97,7 @@ drivers::Context make_context(const cni::Env& env, const PlumbConfig& conf, Kern
   ctx.netns_path = k.pod_ns ? k.pod_ns->path() : "";
   ctx.pod_ns = k.pod_ns ? &*k.pod_ns : nullptr;
   ctx.node = k.node.get();
+  ctx.node_watch = k.node_watch;
   ctx.pod = k.pod ? &*k.pod : nullptr;
   ctx.cni_args = env.args;
   ctx.plugin_search = plugin_search(conf, env.path);

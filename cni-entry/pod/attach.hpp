@@ -12,6 +12,7 @@
 #include "cni-entry/pod/plan.hpp"
 #include "drivers/driver.hpp"
 #include "engine/base/netns.hpp"
+#include "engine/kernel/netconf_watch.hpp"
 #include "engine/netlink/socket.hpp"
 #include "engine/state/journal.hpp"
 #include "engine/state/state.hpp"
@@ -26,10 +27,19 @@ struct Kernel {
   /// The calling thread's rtnetlink socket in the node namespace (netlink::shared): a daemon
   /// worker's invocations all use one, rather than opening and closing one each.
   std::shared_ptr<netlink::Socket> node;
+  /// What the thread remembers about the node namespace of `node` (remember_node_facts()); null
+  /// in a process that serves one invocation.
+  netconf::Watch* node_watch = nullptr;
   std::optional<netns::Netns> pod_ns;
   std::optional<netlink::Socket> pod;
   bool netns_is_node = false;  ///< the path named the node's own namespace: not opened as the pod's
 };
+
+/// Makes open_kernel() give every later invocation of the calling process a netconf::Watch of
+/// its node namespace (one per thread and node socket, kept): for a process that serves one
+/// invocation after another (a `plumb daemon` worker), where it spares an RTM_GETADDR dump and an
+/// RTM_GETNETCONF per bridge ADD. A process that serves one invocation would only pay for it.
+void remember_node_facts();
 
 /// Refuses a `netns_path` that names the node's own network namespace (plumb's, or PID 1's: same
 /// device and inode of the nsfs file), whatever the path. A path that cannot be opened passes

@@ -32,8 +32,15 @@ Result<bool> forwarding_all(netlink::Socket& nl, int family) {
   return *on;
 }
 
-Status ensure_forwarding(netlink::Socket& nl, int family) {
-  if (PLUMB_TRY(forwarding_all(nl, family))) return {};
+Status ensure_forwarding(netlink::Socket& nl, int family, Watch* watch) {
+  if (watch != nullptr) {
+    watch->refresh();
+    if (watch->forwarding_on(family)) return {};
+  }
+  if (PLUMB_TRY(forwarding_all(nl, family))) {
+    if (watch != nullptr) watch->note_forwarding_on(family);
+    return {};
+  }
   return sysctl::write(family == AF_INET6 ? "net/ipv6/conf/all/forwarding" : "net/ipv4/ip_forward", "1");
 }
 

@@ -10,6 +10,7 @@
 #pragma once
 
 #include "engine/base/result.hpp"
+#include "engine/kernel/netconf_watch.hpp"
 #include "engine/netlink/socket.hpp"
 
 namespace plumb::netconf {
@@ -25,8 +26,9 @@ namespace plumb::netconf {
 /// /proc/sys in the calling thread's network namespace, which must be `nl`'s. An unchanged
 /// write is not free (net.ipv6.conf.all.forwarding walks every device of the namespace under
 /// RTNL and resets each device's own forwarding), so nothing is written when it is on already,
-/// as the reference plugins' `echo1` reads before writing. Errors: forwarding_all()'s, the
-/// write's (errno naming the key).
-[[nodiscard]] Status ensure_forwarding(netlink::Socket& nl, int family);
+/// as the reference plugins' `echo1` reads before writing. With `watch` (a warm process's, of
+/// `nl`'s namespace), nothing is asked while it says forwarding is still on since the last
+/// time. Errors: forwarding_all()'s, the write's (errno naming the key).
+[[nodiscard]] Status ensure_forwarding(netlink::Socket& nl, int family, Watch* watch = nullptr);
 
 }  // namespace plumb::netconf

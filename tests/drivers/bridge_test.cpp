@@ -3,7 +3,9 @@
 // macspoofchk (plumb's `bridge plumb` table), disableContainerInterface, configuration errors and
 // the clear error of a kernel without bridge VLAN filtering (host); the driver's steps and their
 // inverses through a RecordingExecutor, undone one by one; vlan / vlanTrunk /
-// preserveDefaultVlan with real VLAN filtering and the VLAN gateway interface (full-kernel tier).
+// preserveDefaultVlan with real VLAN filtering and the VLAN gateway interface (full-kernel tier);
+// a warm worker's node watch sparing the gateway and forwarding look-ups, and the repairs after
+// another party's changes.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -17,12 +19,14 @@
 #include "engine/base/ip.hpp"
 #include "engine/base/json.hpp"
 #include "engine/base/netns.hpp"
+#include "engine/kernel/netconf_watch.hpp"
 #include "engine/netlink/socket.hpp"
 #include "tests/support/driver_harness.hpp"
 #include "tests/support/full_kernel.hpp"
 #include "tests/support/netns_view.hpp"
 #include "tests/support/packet_listener.hpp"
 #include "tests/support/pod_fixture.hpp"
+#include "tests/support/syscall_count.hpp"
 
 using namespace plumb::test;
 
@@ -416,4 +420,57 @@ TEST_CASE(
   }
   CHECK(link_names("") == links_before);
   CHECK(link_names("rec") == std::set<std::string>{"lo"});
+}
+
+TEST_CASE(
+    "bridge with a warm worker's node watch: a later ADD asks neither for the gateway address nor for forwarding; "
+    "the gateway address removed and forwarding turned off by another party between two ADDs are repaired by the "
+    "next") {
+  Node node;
+  // No IPv6 link-local address on the new bridge: its arrival (and DAD's end) would be a change
+  // of the bridge's addresses at a moment the test does not choose.
+  REQUIRE(sh("sysctl -qw net.ipv6.conf.default.addr_gen_mode=1").exit_code == 0);
+  auto nl = plumb::netlink::Socket::open();
+  REQUIRE(nl);
+  auto watch = plumb::netconf::Watch::open();
+  REQUIRE(watch);
+  auto conf = plumb::json::parse(R"({"type": "bridge", "bridge": "brw", "isGateway": true,
+    "ipam": {"type": "static", "addresses": [{"address": "198.51.100.5/24"}]}})",
+                                 "test");
+  REQUIRE(conf);
+  // One ADD of pod `pod` (net1, its own namespace); returns its sendto() calls.
+  auto add = [&](const std::string& pod, plumb::netconf::Watch* w) {
+    const std::string path = node.add_netns(pod);
+    auto pod_ns = plumb::netns::Netns::open(path);
+    REQUIRE(pod_ns);
+    auto pod_nl = plumb::netlink::Socket::open_in(pod_ns->fd());
+    REQUIRE(pod_nl);
+    plumb::drivers::steps::RecordingExecutor rec(/*apply=*/true);
+    plumb::drivers::Context ctx;
+    ctx.container_id = "ctr-" + pod;
+    ctx.ifname = "net1";
+    ctx.network = "warm-net";
+    ctx.netns_path = path;
+    ctx.node = &*nl;
+    ctx.pod = &*pod_nl;
+    ctx.pod_ns = &*pod_ns;
+    ctx.executor = &rec;
+    ctx.node_watch = w;
+    return count_syscalls("sendto", [&] {
+      auto r = plumb::test::add_plugin(ctx, *conf, nullptr);
+      REQUIRE_MESSAGE(r, r.error().text());
+    });
+  };
+  (void)add("w1", watch->get());  // creates the bridge, its gateway address, turns forwarding on
+  (void)add("w2", watch->get());  // sees its predecessor's changes: asks, remembers
+  const long warm = add("w3", watch->get());
+  const long cold = add("w4", nullptr);
+  CHECK(warm + 2 == cold);  // no RTM_GETADDR dump, no RTM_GETNETCONF
+
+  REQUIRE(sh("ip addr del 198.51.100.1/24 dev brw && sysctl -qw net.ipv4.ip_forward=0").exit_code == 0);
+  (void)add("w5", watch->get());
+  CHECK(sh("ip -4 -o addr show dev brw").out.find("inet 198.51.100.1/24") != std::string::npos);
+  CHECK(sh("sysctl -n net.ipv4.ip_forward").out == "1\n");
+  (void)add("w6", watch->get());           // sees the repairs (its own changes): asks again
+  CHECK(add("w7", watch->get()) == warm);  // remembered again
 }
