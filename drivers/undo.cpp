@@ -127,9 +127,12 @@ class Writer {
 };
 
 /// Reads the fields of one value from a JSON object; the first problem is kept in status().
+/// Where it reads ("<where>.<key>..." in messages) is composed only for a message.
 class Reader {
  public:
-  Reader(const json::Value& obj, std::string where) : obj_(obj), where_(std::move(where)) {}
+  Reader(const json::Value& obj, const std::string& where) : obj_(obj), root_(&where) {}
+  /// Reads member `key`'s object of the one `parent` reads.
+  Reader(const json::Value& obj, const Reader& parent, std::string_view key) : obj_(obj), parent_(&parent), key_(key) {}
 
   template <class T>
   void operator()(std::string_view key, T& out) {
@@ -147,7 +150,7 @@ class Reader {
       if (read(*v, inner, key)) out = std::move(inner);
     } else {
       if (v == nullptr) {
-        status_ = fail(cni_code::kDecode, where_ + " lacks \"" + std::string(key) + "\"");
+        status_ = fail(cni_code::kDecode, where() + " lacks \"" + std::string(key) + "\"");
         return;
       }
       read(*v, out, key);
@@ -158,7 +161,7 @@ class Reader {
 
  private:
   bool bad(std::string_view key, std::string_view type) {
-    status_ = fail(cni_code::kDecode, where_ + ": \"" + std::string(key) + "\" is not " + std::string(type));
+    status_ = fail(cni_code::kDecode, where() + ": \"" + std::string(key) + "\" is not " + std::string(type));
     return false;
   }
 
@@ -171,7 +174,7 @@ class Reader {
       if (!v.IsString()) return bad(key, "a string");
       auto parsed = T::parse(std::string_view(v.GetString(), v.GetStringLength()));
       if (!parsed) {
-        status_ = fail(cni_code::kDecode, where_ + ": \"" + std::string(key) + "\" " + parsed.error().text());
+        status_ = fail(cni_code::kDecode, where() + ": \"" + std::string(key) + "\" " + parsed.error().text());
         return false;
       }
       out = *parsed;
@@ -209,7 +212,7 @@ class Reader {
     } else if constexpr (std::is_same_v<T, vf::VfSetting>) {
       auto s = vf::VfSetting::from_json(v);
       if (!s) {
-        status_ = std::unexpected(s.error().within(where_));
+        status_ = std::unexpected(s.error().within(where()));
         return false;
       }
       out = *s;
@@ -228,7 +231,7 @@ class Reader {
       }
     } else {
       if (!v.IsObject()) return bad(key, "an object");
-      Reader nested(v, where_ + "." + std::string(key));
+      Reader nested(v, *this, key);
       if constexpr (EngineRecord<T>) {
         engine_fields(nested, out);
       } else {
@@ -242,8 +245,13 @@ class Reader {
     return true;
   }
 
+  /// "<where>.<key>...": the root's where, then each nested member's key.
+  [[nodiscard]] std::string where() const { return parent_ != nullptr ? parent_->where() + "." + std::string(key_) : *root_; }
+
   const json::Value& obj_;
-  std::string where_;
+  const std::string* root_ = nullptr;  ///< the root reader's where (outlives every reader)
+  const Reader* parent_ = nullptr;     ///< a nested reader's parent
+  std::string_view key_;               ///< a nested reader's member name
   Status status_;
 };
 

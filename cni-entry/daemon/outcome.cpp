@@ -2,6 +2,7 @@
 // Outcome, outcome_line): what `kubectl logs` of the daemon shows of each pod's verbs.
 #include <time.h>
 
+#include <charconv>
 #include <cstdio>
 #include <ctime>
 #include <optional>
@@ -42,17 +43,31 @@ namespace detail {
 std::optional<Outcome> take_outcome() { return std::exchange(noted(), std::nullopt); }
 
 std::string outcome_line(const Outcome& o, double ms, bool json) {
-  char duration[32];
-  std::snprintf(duration, sizeof duration, "%.3f", ms);
   if (!json) {
-    std::string networks;
-    for (const auto& n : o.networks) networks += (networks.empty() ? "" : ",") + n;
-    std::string line = "plumb daemon: " + o.verb + " " + (o.pod.empty() ? "-" : o.pod) + " container=" + o.container +
-                       " ifname=" + o.ifname + " networks=" + (networks.empty() ? "-" : networks) +
-                       " code=" + std::to_string(o.code) + " duration_ms=" + duration;
+    // Appended piece by piece, the duration as printf's "%.3f" gives it (std::to_chars, no printf).
+    char duration[48];
+    const auto duration_len = static_cast<size_t>(
+        std::to_chars(duration, duration + sizeof duration, ms, std::chars_format::fixed, 3).ptr - duration);
+    std::string line = "plumb daemon: ";
+    line += o.verb;
+    line += ' ';
+    line += o.pod.empty() ? "-" : o.pod;
+    line += " container=";
+    line += o.container;
+    line += " ifname=";
+    line += o.ifname;
+    line += " networks=";
+    const size_t networks_at = line.size();
+    for (size_t i = 0; i < o.networks.size(); ++i) (line += i == 0 ? "" : ",") += o.networks[i];
+    if (line.size() == networks_at) line += '-';
+    line += " code=";
+    line += std::to_string(o.code);
+    line += " duration_ms=";
+    line.append(duration, duration_len);
     if (!o.error.empty())
       line += " error=" + json::dump(json::Value(rapidjson::StringRef(o.error.data(), o.error.size())));
-    return line + "\n";
+    line += '\n';
+    return line;
   }
   json::Document d(rapidjson::kObjectType);
   auto& a = d.GetAllocator();

@@ -8,11 +8,11 @@
 
 #include <strings.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
-#include <unordered_set>
 #include <vector>
 
 namespace plumb::json {
@@ -95,7 +95,10 @@ bool DepthLimit::RawNumber(const char* s, rapidjson::SizeType n, bool) {
   return doc_.Double(d);
 }
 
-/// Document::Populate's generator: one iterative parse of `text` through a DepthLimit.
+/// Document::Populate's generator: one parse of `text` through a DepthLimit. Up to
+/// kRecursiveDepth levels RapidJSON's recursive parser (cheaper per byte than its iterative one):
+/// the DepthLimit refuses an array or object before the parser descends into it, so it recurses
+/// at most that deep whatever the input; deeper limits get the iterative parser (its own stack).
 struct BoundedParse {
   std::string_view text;
   unsigned max_depth;
@@ -107,7 +110,10 @@ struct BoundedParse {
     DepthLimit limit(doc, max_depth);
     rapidjson::MemoryStream in(text.data(), text.size());
     rapidjson::Reader reader;
-    result = reader.Parse<rapidjson::kParseIterativeFlag | rapidjson::kParseNumbersAsStringsFlag>(in, limit);
+    constexpr unsigned kRecursiveDepth = 256;  // records nest up to 2 * kMaxDepth
+    result = max_depth <= kRecursiveDepth
+                 ? reader.Parse<rapidjson::kParseNumbersAsStringsFlag>(in, limit)
+                 : reader.Parse<rapidjson::kParseIterativeFlag | rapidjson::kParseNumbersAsStringsFlag>(in, limit);
     too_deep = limit.too_deep();
     too_big = limit.too_big();
     return !result.IsError();
@@ -158,42 +164,72 @@ bool keeps_duplicates(const Value& name) {
   return std::string_view(name.GetString(), name.GetStringLength()) == "sysctl";
 }
 
+/// A member's name.
+std::string_view name_of(const Value::Member& m) { return {m.name.GetString(), m.name.GetStringLength()}; }
+
+/// Marks in `drop` every member of object `v` whose name a later member repeats; false when no
+/// name repeats (then `drop` is untouched). The few members of a typical object are compared
+/// pairwise (no allocation); a large object's names are sorted (n log n), so any object is cheap.
+bool mark_earlier_duplicates(const Value& v, std::vector<std::pair<std::string_view, rapidjson::SizeType>>& names,
+                             std::vector<bool>& drop) {
+  const rapidjson::SizeType n = v.MemberCount();
+  const auto first = v.MemberBegin();
+  constexpr rapidjson::SizeType kPairwise = 16;
+  bool any = false;
+  if (n <= kPairwise) {
+    for (rapidjson::SizeType i = 0; i + 1 < n; ++i) {
+      const std::string_view a = name_of(first[i]);
+      for (rapidjson::SizeType j = i + 1; j < n; ++j) {
+        if (name_of(first[j]) != a) continue;
+        if (!any) drop.assign(n, false);
+        any = drop[i] = true;
+        break;
+      }
+    }
+    return any;
+  }
+  names.clear();
+  for (rapidjson::SizeType i = 0; i < n; ++i) names.emplace_back(name_of(first[i]), i);
+  std::sort(names.begin(), names.end());  // equal names adjacent, in member order
+  for (size_t k = 0; k + 1 < names.size(); ++k) {
+    if (names[k].first != names[k + 1].first) continue;
+    if (!any) drop.assign(n, false);
+    any = drop[names[k].second] = true;
+  }
+  return any;
+}
+
 }  // namespace
 
 /// Go's encoding/json (libcni, Multus, the reference plugins) keeps the last of duplicate object
 /// keys; RapidJSON keeps them all and finds the first. Removes every earlier duplicate, in every
 /// object of `root` (but "sysctl" objects: keeps_duplicates), so plumb reads what a Go plugin
-/// reads. Iterative (input depth costs no stack) and linear in the number of members.
+/// reads. Iterative (input depth costs no stack) and at most n log n in an object's members.
 void keep_last_duplicates(Document& root) {
   std::vector<std::pair<Value*, bool>> pending{{&root, false}};
-  std::unordered_set<std::string_view> seen;
+  std::vector<std::pair<std::string_view, rapidjson::SizeType>> names;
   std::vector<bool> drop;
   while (!pending.empty()) {
     auto [v, as_written] = pending.back();
     pending.pop_back();
     if (v->IsArray()) {
-      for (auto& e : v->GetArray()) pending.emplace_back(&e, false);
+      for (auto& e : v->GetArray()) {
+        if (e.IsObject() || e.IsArray()) pending.emplace_back(&e, false);
+      }
       continue;
     }
     if (!v->IsObject()) continue;
-    if (!as_written && v->MemberCount() > 1) {
-      seen.clear();
-      drop.assign(v->MemberCount(), false);
-      bool any = false;
-      for (rapidjson::SizeType i = v->MemberCount(); i-- > 0;) {
-        const Value& name = (v->MemberBegin() + i)->name;
-        if (!seen.emplace(name.GetString(), name.GetStringLength()).second) any = drop[i] = true;
+    if (!as_written && v->MemberCount() > 1 && mark_earlier_duplicates(*v, names, drop)) {
+      Value kept(rapidjson::kObjectType);
+      for (rapidjson::SizeType i = 0; i < drop.size(); ++i) {
+        auto m = v->MemberBegin() + i;
+        if (!drop[i]) kept.AddMember(std::move(m->name), std::move(m->value), root.GetAllocator());
       }
-      if (any) {
-        Value kept(rapidjson::kObjectType);
-        for (rapidjson::SizeType i = 0; i < drop.size(); ++i) {
-          auto m = v->MemberBegin() + i;
-          if (!drop[i]) kept.AddMember(std::move(m->name), std::move(m->value), root.GetAllocator());
-        }
-        *v = std::move(kept);
-      }
+      *v = std::move(kept);
     }
-    for (auto& m : v->GetObject()) pending.emplace_back(&m.value, keeps_duplicates(m.name));
+    for (auto& m : v->GetObject()) {
+      if (m.value.IsObject() || m.value.IsArray()) pending.emplace_back(&m.value, keeps_duplicates(m.name));
+    }
   }
 }
 

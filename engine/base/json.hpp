@@ -22,9 +22,10 @@ using Document = rapidjson::Document;
 /// bound as YAML (yaml.hpp). CNI configs nest about 8 deep.
 inline constexpr unsigned kMaxDepth = 64;
 
-/// Parses `text` with RapidJSON's iterative parser (no recursion, whatever the input) and at
-/// most `max_depth` levels of arrays/objects. Errors: kDecode naming `what` and the byte offset
-/// of the syntax error, or "nested deeper than <max_depth> levels" with the offset where it was.
+/// Parses `text` with RapidJSON's parser (recursing at most `max_depth` levels whatever the
+/// input; iterative where `max_depth` is beyond 256) and at most `max_depth` levels of
+/// arrays/objects. Errors: kDecode naming `what` and the byte offset of the syntax error, or
+/// "nested deeper than <max_depth> levels" with the offset where it was.
 /// Of duplicate object keys the last is kept, as Go's encoding/json (libcni and the reference
 /// plugins) does, but in "sysctl" objects (tuning refuses a key given twice, as the reference).
 [[nodiscard]] Result<Document> parse(std::string_view text, const std::string& what, unsigned max_depth = kMaxDepth);

@@ -62,8 +62,10 @@ uint32_t fnv1a32(std::string_view s) {
   return h;
 }
 
-uint64_t fnv1a64(std::string_view s) {
-  uint64_t h = 14695981039346656037ull;
+uint64_t fnv1a64(std::string_view s) { return fnv1a64(s, 14695981039346656037ull); }
+
+uint64_t fnv1a64(std::string_view s, uint64_t prefix_hash) {
+  uint64_t h = prefix_hash;
   for (unsigned char c : s) {
     h ^= c;
     h *= 1099511628211ull;

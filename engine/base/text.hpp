@@ -28,6 +28,9 @@ namespace plumb::text {
 /// points derived from text.
 [[nodiscard]] uint32_t fnv1a32(std::string_view s);
 [[nodiscard]] uint64_t fnv1a64(std::string_view s);
+/// The FNV-1a 64 of a text whose first part had the hash `prefix_hash`, continued over `s`, its
+/// rest: fnv1a64(a + b) == fnv1a64(b, fnv1a64(a)).
+[[nodiscard]] uint64_t fnv1a64(std::string_view s, uint64_t prefix_hash);
 
 /// The current time as Kubernetes writes timestamps (RFC 3339, UTC, seconds): "2026-01-02T03:04:05Z".
 [[nodiscard]] std::string utc_now_rfc3339();

@@ -4,8 +4,6 @@
 #include <rapidjson/writer.h>
 
 #include <algorithm>
-#include <cinttypes>
-#include <cstdio>
 #include <string>
 
 #include "engine/base/text.hpp"
@@ -20,10 +18,12 @@ namespace {
 constexpr std::string_view kIntegrityKey = "integrity";
 constexpr std::string_view kIntegrityMark = ",\"integrity\":";
 
+/// `v` as 16 lower-case hex digits ("%016" PRIx64).
 std::string hex64(uint64_t v) {
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016" PRIx64, v);
-  return buf;
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out(16, '0');
+  for (size_t i = 16; i-- > 0; v >>= 4) out[i] = kHex[v & 0xf];
+  return out;
 }
 
 /// Checks the integrity trailer of a format-3 record against its text.
@@ -39,9 +39,9 @@ Status check_integrity(std::string_view text, const json::Value& d, const std::s
   if (length == nullptr || !length->IsUint64() || sum == nullptr || !sum->IsString() || mark == std::string_view::npos) {
     return fail(cni_code::kDecode, "state record " + origin + " is not whole: its integrity trailer is malformed");
   }
-  std::string body(text.substr(0, mark));
-  body += '}';
-  if (body.size() != length->GetUint64() || hex64(text::fnv1a64(body)) != sum->GetString()) {
+  // The body: the text up to the trailer's comma, closed with '}' (hashed without a copy).
+  const std::string_view head = text.substr(0, mark);
+  if (head.size() + 1 != length->GetUint64() || hex64(text::fnv1a64("}", text::fnv1a64(head))) != sum->GetString()) {
     return fail(cni_code::kDecode, "state record " + origin + " is not whole: its length or checksum does not match its content");
   }
   return {};

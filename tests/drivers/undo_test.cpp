@@ -65,6 +65,16 @@ TEST_CASE("a malformed operation or list is damage, named with the record file a
   CHECK(missing.error().msg.find("\"name\"") != std::string::npos);
 }
 
+TEST_CASE("a malformed field of a nested record is named by its path within the operation") {
+  const std::string rec = "/state/containers/c:eth0/0-eth0.json";
+  auto st = drivers::undo::check(
+      list(R"([{"op":"sbr.restore","rules":[],"tables":[],"mainRoutes":[{"dst":"192.0.2.0/24","oif":"x"}]}])"), rec);
+  REQUIRE_FALSE(st);
+  CHECK(st.error().cni_code == cni_code::kDecode);
+  CHECK(st.error().msg.find(rec) == 0);
+  CHECK(st.error().msg.find(".mainRoutes: \"oif\" is not") != std::string::npos);
+}
+
 TEST_CASE("link_del with a group deletes a pod link only if it is in that group; without one, by name; a missing link is success") {
   test::Node node;
   const std::string pod = node.add_netns("lgrp");

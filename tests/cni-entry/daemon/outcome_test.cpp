@@ -3,6 +3,8 @@
 #include <doctest/doctest.h>
 #include <rapidjson/document.h>
 
+#include <cstdio>
+
 #include "cni-entry/daemon/daemon.hpp"
 
 using plumb::daemon::Outcome;
@@ -22,6 +24,16 @@ TEST_CASE(
   Outcome none{"DEL", "", "ctr-2", "eth0", {}, 0, ""};
   CHECK(outcome_line(none, 0.25, false) ==
         "plumb daemon: DEL - container=ctr-2 ifname=eth0 networks=- code=0 duration_ms=0.250\n");
+}
+
+TEST_CASE("the text line's duration is printf's \"%.3f\" of the milliseconds, halves and large values included") {
+  const Outcome o{"DEL", "", "c", "eth0", {}, 0, ""};
+  for (double ms : {0.0, 0.0005, 0.0015, 1.0005, 2.675, 12.3456, 999.9995, 123456.7895, 1e9 + 0.5}) {
+    char want[64];
+    std::snprintf(want, sizeof want, "duration_ms=%.3f\n", ms);
+    INFO(want);
+    CHECK(outcome_line(o, ms, false).ends_with(want));
+  }
 }
 
 TEST_CASE("--log-format=json: one JSON object per line with the same fields") {

@@ -4,6 +4,7 @@
 // No privileges needed.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <string>
 
 #include "engine/base/json.hpp"
@@ -114,6 +115,21 @@ TEST_CASE("parse: an object with many duplicate keys keeps one member each") {
   auto d = json::parse(text, "test");
   REQUIRE(d.has_value());
   CHECK(json::dump(*d) == R"({"k2":19997,"k0":19998,"k1":19999})");
+}
+
+TEST_CASE("parse keeps the last of duplicate keys in objects of any size (compared pairwise or sorted)") {
+  for (int n = 2; n <= 40; ++n) {
+    std::string text = "{", want = "{";
+    const int distinct = n / 2 + 1;  // member i is named k<i % distinct>: the first n - distinct repeat
+    for (int i = 0; i < n; ++i) text += std::string(i ? "," : "") + "\"k" + std::to_string(i % distinct) + "\":" + std::to_string(i);
+    for (int i = std::max(0, n - distinct); i < n; ++i) {
+      want += std::string(want.size() > 1 ? "," : "") + "\"k" + std::to_string(i % distinct) + "\":" + std::to_string(i);
+    }
+    auto d = json::parse(text + "}", "test");
+    REQUIRE(d.has_value());
+    INFO(text);
+    CHECK(json::dump(*d) == want + "}");
+  }
 }
 
 TEST_CASE("parse keeps duplicate keys of a \"sysctl\" object as written (tuning refuses them, as the reference)") {
