@@ -23,58 +23,10 @@ Result<IpAddr> IpAddr::parse(std::string_view text) {
   return fail(cni_code::kInvalidConfig, "invalid IP address \"" + s + "\"");
 }
 
-namespace {
-
-/// Appends `v` in lower-case hex without leading zeros ("%x").
-char* put_hex(char* out, unsigned v) { return std::to_chars(out, out + 8, v, 16).ptr; }
-
-/// Appends the dotted quad of `b[0..4)`.
-char* put_dotted(char* out, const uint8_t* b) {
-  for (int i = 0; i < 4; ++i) {
-    if (i > 0) *out++ = '.';
-    out = std::to_chars(out, out + 3, static_cast<unsigned>(b[i])).ptr;
-  }
-  return out;
-}
-
-/// The text glibc's inet_ntop gives for an IPv6 address (RFC 5952: the first longest run of two
-/// or more zero groups as "::", lower-case hex; "::a.b.c.d" and "::ffff:a.b.c.d" for the
-/// IPv4-compatible and IPv4-mapped forms), without its sprintf per group.
-char* put_v6(char* out, const uint8_t* b) {
-  unsigned words[8];
-  for (int i = 0; i < 8; ++i) words[i] = static_cast<unsigned>(b[2 * i] << 8 | b[2 * i + 1]);
-  int best = -1, best_len = 0;
-  for (int i = 0; i < 8;) {
-    if (words[i] != 0) {
-      ++i;
-      continue;
-    }
-    int j = i;
-    while (j < 8 && words[j] == 0) ++j;
-    if (j - i > best_len) best = i, best_len = j - i;
-    i = j;
-  }
-  if (best_len < 2) best = -1;
-  for (int i = 0; i < 8; ++i) {
-    if (best >= 0 && i >= best && i < best + best_len) {
-      if (i == best) *out++ = ':';
-      continue;
-    }
-    if (i != 0) *out++ = ':';
-    if (i == 6 && best == 0 && (best_len == 6 || (best_len == 5 && words[5] == 0xffff))) return put_dotted(out, b + 12);
-    out = put_hex(out, words[i]);
-  }
-  if (best >= 0 && best + best_len == 8) *out++ = ':';
-  return out;
-}
-
-}  // namespace
-
 std::string IpAddr::str() const {
-  char buf[INET6_ADDRSTRLEN];
-  if (family == AF_INET) return std::string(buf, put_dotted(buf, bytes.data()));
-  if (family == AF_INET6) return std::string(buf, put_v6(buf, bytes.data()));
-  return {};
+  char buf[INET6_ADDRSTRLEN] = {};
+  if (family == 0 || inet_ntop(family, bytes.data(), buf, sizeof buf) == nullptr) return {};
+  return buf;
 }
 
 bool IpAddr::is_v4() const { return family == AF_INET; }

@@ -1,13 +1,11 @@
-// Addresses (engine/base/ip.hpp): IpAddr::str gives inet_ntop's text; IpPrefix::contains
-// compares the prefix's bits; format_hwaddr and parse_hwaddr are inverses for any length
-// (Ethernet 6 bytes, GUIDs 8, IPoIB 20); anything else is refused. No privileges needed.
+// Addresses (engine/base/ip.hpp): IpPrefix::contains compares the prefix's bits; format_hwaddr
+// and parse_hwaddr are inverses for any length (Ethernet 6 bytes, GUIDs 8, IPoIB 20); anything
+// else is refused. No privileges needed.
 #include "engine/base/ip.hpp"
 
-#include <arpa/inet.h>
 #include <doctest/doctest.h>
 
 #include <cstdint>
-#include <random>
 #include <vector>
 
 using namespace plumb;
@@ -27,44 +25,6 @@ TEST_CASE("parse_hwaddr: format_hwaddr's form back, any length; malformed text i
     INFO(bad);
     CHECK_FALSE(parse_hwaddr(bad).has_value());
   }
-}
-
-namespace {
-
-/// What glibc's inet_ntop gives for `a`.
-std::string ntop(const IpAddr& a) {
-  char buf[INET6_ADDRSTRLEN] = {};
-  REQUIRE(inet_ntop(a.family, a.bytes.data(), buf, sizeof buf) != nullptr);
-  return buf;
-}
-
-}  // namespace
-
-TEST_CASE("IpAddr::str is inet_ntop's text: zero runs, IPv4-mapped and -compatible forms, random addresses") {
-  for (const char* text : {"::", "::1", "1::", "2001:db8::", "2001:db8::1", "2001:db8:0:1::6", "fe80::1:0:0:1", "1:0:0:1:0:0:0:1",
-                           "1:0:0:1:0:0:1:1", "0:1:0:0:0:1:0:0", "::ffff:192.0.2.1", "::192.0.2.1", "::ffff:0.0.0.0", "::ffff:0:1",
-                           "0:0:0:0:0:1:c000:201", "1:2:3:4:5:6:7:8", "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", "0.0.0.0",
-                           "192.0.2.1", "255.255.255.255", "10.0.100.9"}) {
-    auto a = IpAddr::parse(text);
-    REQUIRE(a);
-    INFO(text);
-    CHECK(a->str() == ntop(*a));
-  }
-  std::mt19937 rng(36);
-  for (int i = 0; i < 20000; ++i) {
-    IpAddr a;
-    a.family = i % 5 == 0 ? AF_INET : AF_INET6;
-    const auto zeros = static_cast<unsigned>(rng());  // each group zero with probability 1/2: every run shape occurs
-    for (size_t b = 0; b < a.size(); b += 2) {
-      const auto group = static_cast<unsigned>((zeros >> (b / 2)) & 1 ? 0 : rng() & (rng() % 2 ? 0xffff : 0xf));
-      a.bytes[b] = static_cast<uint8_t>(group >> 8);
-      a.bytes[b + 1] = static_cast<uint8_t>(group);
-    }
-    if (i % 7 == 0) a.bytes[10] = a.bytes[11] = 0xff;  // IPv4-mapped shapes
-    INFO(ntop(a));
-    CHECK(a.str() == ntop(a));
-  }
-  CHECK(IpAddr{}.str().empty());
 }
 
 TEST_CASE("IpPrefix::contains compares the prefix's bits of the same family only") {
