@@ -246,7 +246,9 @@ class Reader {
   }
 
   /// "<where>.<key>...": the root's where, then each nested member's key.
-  [[nodiscard]] std::string where() const { return parent_ != nullptr ? parent_->where() + "." + std::string(key_) : *root_; }
+  [[nodiscard]] std::string where() const {
+    return parent_ != nullptr ? parent_->where() + "." + std::string(key_) : *root_;
+  }
 
   const json::Value& obj_;
   const std::string* root_ = nullptr;  ///< the root reader's where (outlives every reader)

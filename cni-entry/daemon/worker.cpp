@@ -126,7 +126,7 @@ Served serve(int conn, int log, CniMain cni_main) {
     out.retire = true;
   }
   netlink::release_shared_elsewhere();  // no socket keeps a pod's namespace alive
-  invocations::next();  // kept directories and pools: checked that their names still name them
+  invocations::next();                  // kept directories and pools: checked that their names still name them
   return out;
 }
 

@@ -299,7 +299,8 @@ Result<ResolvedNetwork> load_file_or_dir(const std::string& path) {
   static FileMemo<ResolvedNetwork> memo;
   // A file named by `path` itself: its stat() just taken is the one the memo compares.
   auto kept = memo.get(
-      file, "CNI config", [](const std::string& text, const std::string& origin) { return normalize_file(text, "", origin); },
+      file, "CNI config",
+      [](const std::string& text, const std::string& origin) { return normalize_file(text, "", origin); },
       dir ? nullptr : &st);
   if (!kept) {
     Error e = kept.error();

@@ -5,7 +5,6 @@
 #include <rapidjson/reader.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
-
 #include <strings.h>
 
 #include <algorithm>

@@ -120,7 +120,9 @@ bool Recycler::recycle_dir(const Dir& from, std::string_view name) {
   if (!pool_ || pooled_ >= max_files_ || !is_path_component(name)) return false;
   const std::string n(name);
   struct stat st {};
-  if (::fstatat(from.fd(), n.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode) || !empty_dir(from, n).has_value()) return false;
+  if (::fstatat(from.fd(), n.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode) ||
+      !empty_dir(from, n).has_value())
+    return false;
   count();
   const std::string pooled_name = std::to_string(st.st_ino);
   if (pooled_ >= max_files_ || ::renameat2(from.fd(), n.c_str(), pool_->fd(), pooled_name.c_str(), RENAME_NOREPLACE) != 0) return false;

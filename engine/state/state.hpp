@@ -122,7 +122,8 @@ class FileLock {
 /// blocking, and verifies the name still names the locked file (holders unlink it when done).
 /// `shared`, when given, owns `dir`: the lock holds it instead of a duplicate of its descriptor.
 /// Errors: errno naming the path.
-[[nodiscard]] Result<FileLock> lock_file(const Dir& dir, const std::string& name, std::shared_ptr<const Dir> shared = {});
+[[nodiscard]] Result<FileLock> lock_file(const Dir& dir, const std::string& name,
+                                         std::shared_ptr<const Dir> shared = {});
 
 /// The locks of one key: its own and, while a legacy directory of its container exists, that
 /// directory's lock (the one older plumbs take).

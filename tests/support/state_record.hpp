@@ -12,7 +12,8 @@ namespace plumb::test {
 
 /// A complete ("ready") record of container `cid`, key interface `cni_ifname`, attachment
 /// `index` named `ifname` in the pod, network "blue".
-inline state::AttachmentRecord record(const std::string& cid, const std::string& cni_ifname, int index, const std::string& ifname) {
+inline state::AttachmentRecord record(const std::string& cid, const std::string& cni_ifname, int index,
+                                      const std::string& ifname) {
   state::AttachmentRecord r;
   r.container_id = cid;
   r.cni_ifname = cni_ifname;
@@ -21,7 +22,8 @@ inline state::AttachmentRecord record(const std::string& cid, const std::string&
   r.network = "blue";
   r.phase = "ready";
   r.config.Parse(R"([{"type":"bridge"}])");
-  r.undo.Parse(R"([{"op":"link_del","where":"node","name":"veth1"},{"op":"ipam_release","ipam":{},"network":"blue","ifname":"eth0"}])");
+  r.undo.Parse(
+      R"([{"op":"link_del","where":"node","name":"veth1"},{"op":"ipam_release","ipam":{},"network":"blue","ifname":"eth0"}])");
   return r;
 }
 

@@ -5,10 +5,10 @@
 // dies ends its shim the same way (and the next DEL removes what it began), a worker answers its
 // shim itself (a stopped daemon holds nothing up), the daemon's socket and stop, the shim without
 // a daemon and its own errors, a worker without /dev/null, a worker reading changed config files
-// again, a worker letting go of a state directory moved away, and the socket's directory, trusted by the daemon and the shim only when no one but root
-// (or their own user) can change it.
-#include <doctest/doctest.h>
+// again, a worker letting go of a state directory moved away, and the socket's directory, trusted by the daemon and the
+// shim only when no one but root (or their own user) can change it.
 #include <dirent.h>
+#include <doctest/doctest.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -580,7 +580,9 @@ TEST_CASE("plumb-shim --probe (the thick DaemonSet's probe) succeeds only when a
   CHECK(d.served_by(1) == std::vector<pid_t>{warm});
 }
 
-TEST_CASE("a worker keeps the state directory open across invocations and lets go of it once moved away: the next ADD writes into the new one") {
+TEST_CASE(
+    "a worker keeps the state directory open across invocations and lets go of it once moved away: the next ADD writes "
+    "into the new one") {
   Node node;
   PodFixture fx(node);
   Daemon d({"--workers", "1"});

@@ -2,12 +2,12 @@
 // as Go's encoding/json reads them (the last one wins), at any depth; values quoted in error
 // messages are bounded and rendered without recursion, whatever the input's nesting.
 // No privileges needed.
+#include "engine/base/json.hpp"
+
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <string>
-
-#include "engine/base/json.hpp"
 
 using namespace plumb;
 
@@ -121,9 +121,11 @@ TEST_CASE("parse keeps the last of duplicate keys in objects of any size (compar
   for (int n = 2; n <= 40; ++n) {
     std::string text = "{", want = "{";
     const int distinct = n / 2 + 1;  // member i is named k<i % distinct>: the first n - distinct repeat
-    for (int i = 0; i < n; ++i) text += std::string(i ? "," : "") + "\"k" + std::to_string(i % distinct) + "\":" + std::to_string(i);
+    for (int i = 0; i < n; ++i)
+      text += std::string(i ? "," : "") + "\"k" + std::to_string(i % distinct) + "\":" + std::to_string(i);
     for (int i = std::max(0, n - distinct); i < n; ++i) {
-      want += std::string(want.size() > 1 ? "," : "") + "\"k" + std::to_string(i % distinct) + "\":" + std::to_string(i);
+      want +=
+          std::string(want.size() > 1 ? "," : "") + "\"k" + std::to_string(i % distinct) + "\":" + std::to_string(i);
     }
     auto d = json::parse(text + "}", "test");
     REQUIRE(d.has_value());

@@ -4,6 +4,8 @@
 // rename, a symbolic link, a directory) is never handed out; keep() leaves the replaced version
 // of a file in the pool; only empty directories are pooled and handed out as directories; a
 // daemon worker keeps a shared pool and its listing across invocations while its path names it.
+#include "engine/base/recycler.hpp"
+
 #include <doctest/doctest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -14,7 +16,6 @@
 #include <set>
 #include <string>
 
-#include "engine/base/recycler.hpp"
 #include "tests/support/syscall_count.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/worker_invocations.hpp"
@@ -303,7 +304,8 @@ TEST_CASE("a worker's pool removed and made again between invocations: the next 
   CHECK(std::distance(fs::directory_iterator(f.in_work("moved-pool")), fs::directory_iterator()) == 2);  // untouched
 }
 
-TEST_CASE("two workers' kept listings of one pool: both claim, never the same file, and each finds what the other recycled") {
+TEST_CASE(
+    "two workers' kept listings of one pool: both claim, never the same file, and each finds what the other recycled") {
   PoolFixture f;
   WorkerInvocations worker;
   for (int i = 1; i <= 4; ++i) put(f.pool.path_of(std::to_string(i)), "x");

@@ -37,14 +37,13 @@ TEST_CASE(
     "changes and per-link forwarding are filtered out") {
   plumb::test::Node node;
   netlink::Socket nl = open_socket();
-  REQUIRE(
-      plumb::test::sh(
-          // The links stay down: an IPv6 address of a link that is up is announced again later by
-          // the kernel's address work (DAD's completion, even with nodad), which would race the
-          // watch's first refresh.
-          "ip link add w0 type veth peer name w0p && ip link add w1 type veth peer name w1p && "
-          "ip addr add 192.0.2.1/24 dev w0 && ip addr add 2001:db8::1/64 dev w0 nodad")
-          .exit_code == 0);
+  REQUIRE(plumb::test::sh(
+              // The links stay down: an IPv6 address of a link that is up is announced again later by
+              // the kernel's address work (DAD's completion, even with nodad), which would race the
+              // watch's first refresh.
+              "ip link add w0 type veth peer name w0p && ip link add w1 type veth peer name w1p && "
+              "ip addr add 192.0.2.1/24 dev w0 && ip addr add 2001:db8::1/64 dev w0 nodad")
+              .exit_code == 0);
   const int w0 = index_of(nl, "w0");
   auto opened = netconf::Watch::open();
   REQUIRE_OK(opened);

@@ -3,6 +3,8 @@
 // damage is reported by path while the intact records of the key are still read; keys are
 // (container ID, CNI_IFNAME); records of older plumbs (one directory per container) still belong
 // to the key their index-0 record names.
+#include "engine/state/state.hpp"
+
 #include <doctest/doctest.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -16,15 +18,14 @@
 #include <set>
 #include <string>
 
-#include "engine/state/state.hpp"
 #include "tests/support/state_record.hpp"
 #include "tests/support/syscall_count.hpp"
 #include "tests/support/temp_dir.hpp"
 
 using namespace plumb;
-using plumb::test::TempDir;
 using plumb::test::put;
 using plumb::test::record;
+using plumb::test::TempDir;
 namespace fs = std::filesystem;
 
 namespace {

@@ -14,9 +14,9 @@
 #include "tests/support/worker_invocations.hpp"
 
 using namespace plumb;
-using plumb::test::TempDir;
 using plumb::test::put;
 using plumb::test::record;
+using plumb::test::TempDir;
 namespace fs = std::filesystem;
 
 namespace {
@@ -68,7 +68,8 @@ TEST_CASE("a daemon worker's later invocation opens none of the state directory'
   CHECK_FALSE(fs::exists(t.path + "/locks/c3:eth0"));
 }
 
-TEST_CASE("a worker's state directory moved away and made again between invocations: the next writes into the new one") {
+TEST_CASE(
+    "a worker's state directory moved away and made again between invocations: the next writes into the new one") {
   TempDir t;
   const std::string root = t.path + "/state";
   plumb::test::WorkerInvocations worker;
@@ -94,7 +95,8 @@ TEST_CASE("a worker's state directory moved away and made again between invocati
   CHECK_FALSE(fs::exists(t.path + "/moved-locks/c4:eth0"));
 }
 
-TEST_CASE("a key's lock holds the locks directory it was taken in, not a descriptor of its own; released, its file goes") {
+TEST_CASE(
+    "a key's lock holds the locks directory it was taken in, not a descriptor of its own; released, its file goes") {
   TempDir t;
   state::StateDir dir(t.path);
   const state::Key key{"c1", "eth0"};
