@@ -34,7 +34,7 @@ bool netns_alive(const std::string& path) { return !path.empty() && netns::Netns
 
 /// The lock of VF `pci`'s allocation record (creating the allocation directory).
 Result<state::FileLock> lock_vf(const Context& ctx, const std::string& pci) {
-  return state::lock_file(PLUMB_TRY(alloc_dir(ctx.state_dir, true)), pci + ".lock");
+  return state::lock_file(std::make_shared<const Dir>(PLUMB_TRY(alloc_dir(ctx.state_dir, true))), pci + ".lock");
 }
 
 /// True when the VF of `op` is now allocated to another container or interface.

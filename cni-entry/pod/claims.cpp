@@ -55,7 +55,7 @@ Result<std::optional<Use>> prepare(source::PodSource& src, const std::string& st
   use.owner = kOwnerPrefix + pod_namespace + "/" + use.name;
 
   // Under the claims lock: a GC releasing a deleted claim of the same name finishes first.
-  auto dir = PLUMB_TRY(Dir::open(claims_dir(state_dir), 0700));
+  const auto dir = std::make_shared<const Dir>(PLUMB_TRY(Dir::open(claims_dir(state_dir), 0700)));
   auto lock = PLUMB_TRY(state::lock_file(dir, "lock"));
   auto claim = PLUMB_TRY(src.ipam_claim(use.namespace_, use.name));
   if (!claim) {
@@ -76,7 +76,7 @@ Result<std::optional<Use>> prepare(source::PodSource& src, const std::string& st
     json::Value ipam_copy;
     ipam_copy.CopyFrom(*p.config->ipam.conf, ra);
     json::set(rec, "ipam", std::move(ipam_copy), ra);
-    auto rec_dir = PLUMB_TRY(PLUMB_TRY(dir.sub(use.namespace_, 0700)).sub(use.name, 0700));
+    auto rec_dir = PLUMB_TRY(PLUMB_TRY(dir->sub(use.namespace_, 0700)).sub(use.name, 0700));
     auto st = rec_dir.write_atomic(network + ".json", json::dump(rec));
     if (!st) return std::unexpected(st.error().within("record the addresses of " + who + " for GC"));
   }
@@ -153,16 +153,16 @@ bool release_claim(const Dir& claim_dir, const std::string& ns, const std::strin
 Status gc(source::PodSource& src, const std::string& state_dir, const ipam::ClusterAccess& cluster, Log& log) {
   auto opened = Dir::open(claims_dir(state_dir));
   if (!opened && opened.error().cni_code == cni_code::kNotFound) return {};  // no claim was ever used here
-  const Dir dir = PLUMB_TRY(std::move(opened));
+  const auto dir = std::make_shared<const Dir>(PLUMB_TRY(std::move(opened)));
   auto lock = PLUMB_TRY(state::lock_file(dir, "lock"));
   std::optional<Error> first;
   const std::function<void(const Error&)> note = [&](const Error& e) {
     log.error("GC: " + e.text());
     if (!first) first = e;
   };
-  for (const auto& ns : PLUMB_TRY(dir.list())) {
+  for (const auto& ns : PLUMB_TRY(dir->list())) {
     if (ns.name == "lock" || !nad::is_dns1123_label(ns.name)) continue;
-    auto ns_dir = dir.sub(ns.name);  // a link here is refused (ELOOP), never followed
+    auto ns_dir = dir->sub(ns.name);  // a link here is refused (ELOOP), never followed
     if (!ns_dir) {
       note(ns_dir.error());
       continue;
@@ -182,7 +182,7 @@ Status gc(source::PodSource& src, const std::string& state_dir, const ipam::Clus
       }
       if (release_claim(*claim_dir, ns.name, claim.name, cluster, log, note)) (void)ns_dir->remove_dir(claim.name);
     }
-    (void)dir.remove_dir(ns.name);  // false (kept) while it holds other claims
+    (void)dir->remove_dir(ns.name);  // false (kept) while it holds other claims
   }
   if (first) return std::unexpected(*first);
   return {};

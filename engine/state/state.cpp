@@ -180,7 +180,8 @@ void FileLock::recycle_path(Recycler& pool) {
   if (fd_.get() >= 0 && dir_fd() >= 0 && !name_.empty()) (void)pool.recycle(dir_fd(), "lock directory", name_);
 }
 
-Result<FileLock> lock_file(const Dir& dir, const std::string& name, std::shared_ptr<const Dir> shared) {
+Result<FileLock> lock_file(std::shared_ptr<const Dir> shared, const std::string& name) {
+  const Dir& dir = *shared;
   // Lock files are unlinked by their holder once nothing is left to serialise, so after taking
   // the lock, make sure the name still names the file we locked; else retry.
   for (;;) {
@@ -194,14 +195,7 @@ Result<FileLock> lock_file(const Dir& dir, const std::string& name, std::shared_
     struct stat held {};
     auto named = dir.stat(name);
     if (::fstat(fd, &held) == 0 && named && *named && held.st_ino == (*named)->st_ino && held.st_dev == (*named)->st_dev) {
-      if (shared) return FileLock(fd, std::move(shared), name);
-      int dir_fd = ::fcntl(dir.fd(), F_DUPFD_CLOEXEC, 0);
-      if (dir_fd < 0) {
-        int err = errno;
-        ::close(fd);
-        return fail_errno(err, "lock " + dir.path_of(name) + " (keep its directory open)");
-      }
-      return FileLock(fd, dir_fd, name);
+      return FileLock(fd, std::move(shared), name);
     }
     ::close(fd);  // unlinked (or replaced) while we waited: take the current one
   }
@@ -213,7 +207,7 @@ Result<KeyLock> StateDir::lock(const Key& key) const {
   const std::shared_ptr<const Dir> held = PLUMB_TRY(shared_dir(kLocks));
   const Dir& locks = *held;
   (void)recycled().claim(locks, key.name());  // a lock file without a new inode (false: it exists)
-  KeyLock out{PLUMB_TRY(lock_file(locks, key.name(), held)), std::nullopt};
+  KeyLock out{PLUMB_TRY(lock_file(held, key.name())), std::nullopt};
   // Records of an older plumb live in one directory per container, under that container's lock.
   bool legacy = PLUMB_TRY(locks.stat(key.container_id)).has_value();
   if (!legacy) {
@@ -221,7 +215,7 @@ Result<KeyLock> StateDir::lock(const Key& key) const {
       legacy = PLUMB_TRY((*containers)->stat(key.container_id)).has_value();
     }
   }
-  if (legacy) out.legacy = PLUMB_TRY(lock_file(locks, key.container_id, held));
+  if (legacy) out.legacy = PLUMB_TRY(lock_file(held, key.container_id));
   return out;
 }
 

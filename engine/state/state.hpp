@@ -95,12 +95,10 @@ struct Records {
 class FileLock {
  public:
   FileLock() = default;
-  /// Holds the locked descriptor `fd` of file `name` in the directory open as `dir_fd` (both
-  /// owned from now on).
-  FileLock(int fd, int dir_fd, std::string name) : fd_(fd), dir_fd_(dir_fd), name_(std::move(name)) {}
-  /// The same in the directory `dir`, held shared instead of through a descriptor of its own.
+  /// Holds the locked descriptor `fd` (owned from now on) of file `name` in the directory `dir`,
+  /// which it keeps open (shared).
   FileLock(int fd, std::shared_ptr<const Dir> dir, std::string name)
-      : fd_(fd), held_dir_(std::move(dir)), name_(std::move(name)) {}
+      : fd_(fd), dir_(std::move(dir)), name_(std::move(name)) {}
   /// Removes the lock file while still holding the lock (nothing left to serialise), so lock
   /// files do not accumulate; lock_file() retries when its file was unlinked. Relative to the
   /// directory the lock was taken in (unlinkat), never through a link planted since.
@@ -110,20 +108,17 @@ class FileLock {
 
  private:
   /// The descriptor of the directory the lock was taken in (-1: none).
-  [[nodiscard]] int dir_fd() const { return held_dir_ ? held_dir_->fd() : dir_fd_.get(); }
+  [[nodiscard]] int dir_fd() const { return dir_ ? dir_->fd() : -1; }
 
   UniqueFd fd_;
-  UniqueFd dir_fd_;
-  std::shared_ptr<const Dir> held_dir_;
+  std::shared_ptr<const Dir> dir_;
   std::string name_;
 };
 
 /// Takes an exclusive flock on `name` in `dir` (created 0600 if missing, never through a link),
 /// blocking, and verifies the name still names the locked file (holders unlink it when done).
-/// `shared`, when given, owns `dir`: the lock holds it instead of a duplicate of its descriptor.
-/// Errors: errno naming the path.
-[[nodiscard]] Result<FileLock> lock_file(const Dir& dir, const std::string& name,
-                                         std::shared_ptr<const Dir> shared = {});
+/// The lock keeps `dir` open (shared: no descriptor of its own). Errors: errno naming the path.
+[[nodiscard]] Result<FileLock> lock_file(std::shared_ptr<const Dir> dir, const std::string& name);
 
 /// The locks of one key: its own and, while a legacy directory of its container exists, that
 /// directory's lock (the one older plumbs take).

@@ -21,17 +21,6 @@
 using namespace plumb;
 using namespace plumb::test::kernel;
 
-namespace {
-
-int index_of(netlink::Socket& nl, const std::string& name) {
-  auto l = link::get(nl, name);
-  REQUIRE_OK(l);
-  REQUIRE(l->has_value());
-  return (*l)->index;
-}
-
-}  // namespace
-
 TEST_CASE(
     "netconf watch: a watched link's address removed by another party is forgotten; another link's address "
     "changes and per-link forwarding are filtered out") {
@@ -44,7 +33,7 @@ TEST_CASE(
               "ip link add w0 type veth peer name w0p && ip link add w1 type veth peer name w1p && "
               "ip addr add 192.0.2.1/24 dev w0 && ip addr add 2001:db8::1/64 dev w0 nodad")
               .exit_code == 0);
-  const int w0 = index_of(nl, "w0");
+  const int w0 = must_get(nl, "w0").index;
   auto opened = netconf::Watch::open();
   REQUIRE_OK(opened);
   netconf::Watch& w = **opened;
@@ -76,8 +65,8 @@ TEST_CASE(
   w.refresh();
   CHECK_FALSE(w.has_address(w0, v4));
   // A link never watched is never remembered.
-  w.note_address(index_of(nl, "w1"), v4);
-  CHECK_FALSE(w.has_address(index_of(nl, "w1"), v4));
+  w.note_address(must_get(nl, "w1").index, v4);
+  CHECK_FALSE(w.has_address(must_get(nl, "w1").index, v4));
 }
 
 TEST_CASE(
